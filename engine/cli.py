@@ -1,0 +1,116 @@
+"""`python -m engine`: plan, estimate, torchrec-plan (and the measuring commands).
+
+Errors a user can fix print one line, `error: ...`, and exit with code 2; never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Callable, Optional
+
+from engine.config import load_config
+from engine.errors import EngineError
+from engine.evaluate import evaluate
+from engine.planfile import load_plan, plan_to_dict
+from engine.planner import PlannerSettings, plan
+from engine.report import summary, torchrec_format
+from engine.types import Config, Plan
+
+EXIT_USAGE = 2
+
+
+def _emit(p: Plan, cfg: Config, args: argparse.Namespace) -> None:
+    data = plan_to_dict(p)
+    if getattr(args, "out", None):
+        try:
+            Path(args.out).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+        except OSError as e:
+            raise EngineError(f"cannot write --out {args.out!r}: {e.strerror or e}") from None
+    if args.json:
+        print(json.dumps(data, indent=1))
+    elif getattr(args, "torchrec_format", False):
+        print(torchrec_format(p, cfg))
+    else:
+        print(summary(p, cfg))
+        if getattr(args, "out", None):
+            print(f"\nWrote {args.out}")
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    cfg = load_config(args.config)
+    settings = PlannerSettings(search=not args.no_search, time_budget_s=args.time_budget)
+    _emit(plan(cfg, settings), cfg, args)
+    return 0
+
+
+def cmd_estimate(args: argparse.Namespace) -> int:
+    cfg = load_config(args.config)
+    tables = load_plan(args.plan, cfg)
+    _emit(evaluate(cfg, tables, planner="file"), cfg, args)
+    return 0
+
+
+def cmd_torchrec_plan(args: argparse.Namespace) -> int:
+    cfg = load_config(args.config)
+    from engine.torchrec_compat import torchrec_plan  # imports torch and torchrec
+
+    _emit(torchrec_plan(cfg), cfg, args)
+    return 0
+
+
+def _output_flags(p: argparse.ArgumentParser, torchrec: bool = True) -> None:
+    p.add_argument("--json", action="store_true", help="print the plan JSON instead of the summary")
+    p.add_argument("--out", metavar="PLAN.json", help="also write the plan JSON to this file")
+    if torchrec:
+        p.add_argument("--torchrec-format", action="store_true",
+                       help="print the plan as TorchRec prints a ShardingPlan")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m engine", description="Sharding planner for embedding tables.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("plan", help="plan a config")
+    p.add_argument("config", metavar="CONFIG.json")
+    _output_flags(p)
+    p.add_argument("--no-search", action="store_true", help="greedy placement only, no local search")
+    p.add_argument("--time-budget", type=float, default=PlannerSettings.time_budget_s, metavar="SECONDS",
+                   help="stop the local search after this long (default %(default)s)")
+    p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("estimate", help="per-rank memory and cost of a plan made elsewhere")
+    p.add_argument("config", metavar="CONFIG.json")
+    p.add_argument("--plan", required=True, metavar="PLAN.json")
+    _output_flags(p)
+    p.set_defaults(func=cmd_estimate)
+
+    p = sub.add_parser("torchrec-plan", help="run TorchRec's EmbeddingShardingPlanner on the config")
+    p.add_argument("config", metavar="CONFIG.json")
+    _output_flags(p)
+    p.set_defaults(func=cmd_torchrec_plan)
+
+    for register in EXTRA_COMMANDS:
+        register(sub)
+    return parser
+
+
+# Commands that live in other modules register here (dryrun, validate).
+EXTRA_COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = []
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except EngineError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0

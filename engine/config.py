@@ -1,0 +1,291 @@
+"""Config files <-> engine types. Everything is validated here, at the door, with errors naming the field.
+
+A config is JSON with three parts named as TorchRec names them: `tables` (EmbeddingBagConfig fields),
+`constraints` (ParameterConstraints fields, keyed by table name) and `topology` (Topology fields plus
+batch_size and optimizer). See README.md for every field and its default.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+from pathlib import Path
+from typing import Any, Callable, Optional, TypeVar
+
+from engine import constants as C
+from engine.errors import ConfigError
+from engine.types import (
+    ComputeKernel,
+    Config,
+    Constraints,
+    DataType,
+    Device,
+    Optimizer,
+    PoolingType,
+    ShardingType,
+    TableConfig,
+    Topology,
+)
+
+E = TypeVar("E", bound=enum.Enum)
+
+TABLE_FIELDS = ("name", "num_embeddings", "embedding_dim", "feature_names", "pooling", "data_type")
+CONSTRAINT_FIELDS = (
+    "sharding_types",
+    "compute_kernels",
+    "min_partition",
+    "pooling_factors",
+    "num_poolings",
+    "batch_sizes",
+    "is_weighted",
+    "cache_load_factor",
+)
+TOPOLOGY_FIELDS = (
+    "world_size",
+    "local_world_size",
+    "compute_device",
+    "hbm_cap",
+    "ddr_cap",
+    "hbm_mem_bw",
+    "ddr_mem_bw",
+    "hbm_to_ddr_mem_bw",
+    "intra_host_bw",
+    "inter_host_bw",
+    "batch_size",
+    "storage_reservation",
+    "optimizer",
+)
+TOP_FIELDS = ("tables", "constraints", "topology")
+
+# Names older TorchRec releases (and its tutorials) print for today's kernels.
+KERNEL_ALIASES = {"batched_fused": "fused", "batched_dense": "dense", "batched_fused_uvm": "fused_uvm",
+                  "batched_fused_uvm_caching": "fused_uvm_caching"}
+
+
+# ---- field readers: each returns the value or raises ConfigError naming the path ----------------
+
+
+def _type_name(v: Any) -> str:
+    return {bool: "a boolean", str: "a string", list: "a list", dict: "an object", type(None): "null"}.get(
+        type(v), "a number" if isinstance(v, (int, float)) else type(v).__name__
+    )
+
+
+def _int(v: Any, path: str, minimum: int = 1) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not v.is_integer()):
+        raise ConfigError(path, f"must be an integer, got {_type_name(v) if not isinstance(v, float) else v}")
+    if v < minimum:
+        raise ConfigError(path, f"must be >= {minimum}, got {int(v)}")
+    return int(v)
+
+
+def _float(v: Any, path: str, lo: float = 0.0, hi: float = math.inf, lo_open: bool = False) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise ConfigError(path, f"must be a number, got {_type_name(v)}")
+    if v < lo or v > hi or (lo_open and v == lo):
+        rng = f"{'>' if lo_open else '>='} {lo:g}" + (f" and <= {hi:g}" if hi != math.inf else "")
+        raise ConfigError(path, f"must be {rng}, got {v:g}")
+    return float(v)
+
+
+def _str(v: Any, path: str) -> str:
+    if not isinstance(v, str) or not v.strip():
+        raise ConfigError(path, f"must be a non-empty string, got {_type_name(v)}")
+    return v
+
+
+def _enum(v: Any, path: str, cls: type[E], aliases: Optional[dict[str, str]] = None) -> E:
+    if not isinstance(v, str):
+        raise ConfigError(path, f"must be a string, one of: {', '.join(m.value for m in cls)}")
+    key = v.strip().lower()
+    key = (aliases or {}).get(key, key)
+    try:
+        return cls(key)
+    except ValueError:
+        raise ConfigError(path, f"unknown value {v!r}; use one of: {', '.join(m.value for m in cls)}") from None
+
+
+def _list(v: Any, path: str, item: Callable[[Any, str], Any], allow_scalar: bool = False) -> tuple:
+    if allow_scalar and not isinstance(v, list):
+        v = [v]
+    if not isinstance(v, list) or not v:
+        raise ConfigError(path, f"must be a non-empty list, got {_type_name(v)}")
+    return tuple(item(x, f"{path}[{i}]") for i, x in enumerate(v))
+
+
+def _object(v: Any, path: str, allowed: tuple[str, ...]) -> dict:
+    if not isinstance(v, dict):
+        raise ConfigError(path, f"must be an object, got {_type_name(v)}")
+    unknown = [k for k in v if k not in allowed]
+    if unknown:
+        where = f"{path}." if path else ""
+        raise ConfigError(f"{where}{unknown[0]}", f"unknown field; known fields: {', '.join(allowed)}")
+    return v
+
+
+# ---- the three parts --------------------------------------------------------------------------
+
+
+def _table(raw: Any, path: str) -> TableConfig:
+    d = _object(raw, path, TABLE_FIELDS)
+    for req in ("name", "num_embeddings", "embedding_dim"):
+        if req not in d:
+            raise ConfigError(f"{path}.{req}", "is required")
+    name = _str(d["name"], f"{path}.name")
+    features = (
+        _list(d["feature_names"], f"{path}.feature_names", _str) if "feature_names" in d else (name,)
+    )
+    return TableConfig(
+        name=name,
+        num_embeddings=_int(d["num_embeddings"], f"{path}.num_embeddings"),
+        embedding_dim=_int(d["embedding_dim"], f"{path}.embedding_dim"),
+        feature_names=features,
+        pooling=_enum(d.get("pooling", "sum"), f"{path}.pooling", PoolingType),
+        data_type=_enum(d.get("data_type", "fp32"), f"{path}.data_type", DataType),
+    )
+
+
+def _per_feature(v: Any, path: str, n_features: int, item: Callable[[Any, str], Any]) -> tuple:
+    values = _list(v, path, item, allow_scalar=True)
+    if len(values) == 1 and n_features > 1:
+        values = values * n_features
+    if len(values) != n_features:
+        raise ConfigError(path, f"has {len(values)} values but the table has {n_features} features; give one "
+                          "value per feature or a single value for all")
+    return values
+
+
+def _constraint(raw: Any, path: str, table: TableConfig) -> Constraints:
+    d = _object(raw, path, CONSTRAINT_FIELDS)
+    n = len(table.feature_names)
+    get = d.get
+    return Constraints(
+        sharding_types=_list(get("sharding_types"), f"{path}.sharding_types",
+                             lambda v, p: _enum(v, p, ShardingType)) if "sharding_types" in d else None,
+        compute_kernels=_list(get("compute_kernels"), f"{path}.compute_kernels",
+                              lambda v, p: _enum(v, p, ComputeKernel, KERNEL_ALIASES))
+        if "compute_kernels" in d else None,
+        min_partition=_int(get("min_partition"), f"{path}.min_partition") if "min_partition" in d else None,
+        pooling_factors=_per_feature(get("pooling_factors"), f"{path}.pooling_factors", n,
+                                     lambda v, p: _float(v, p)) if "pooling_factors" in d else None,
+        num_poolings=_per_feature(get("num_poolings"), f"{path}.num_poolings", n,
+                                  lambda v, p: _float(v, p)) if "num_poolings" in d else None,
+        batch_sizes=_per_feature(get("batch_sizes"), f"{path}.batch_sizes", n, _int)
+        if "batch_sizes" in d else None,
+        is_weighted=_bool(get("is_weighted", False), f"{path}.is_weighted"),
+        cache_load_factor=_float(get("cache_load_factor"), f"{path}.cache_load_factor", 0.0, 1.0, lo_open=True)
+        if "cache_load_factor" in d else None,
+    )
+
+
+def _bool(v: Any, path: str) -> bool:
+    if not isinstance(v, bool):
+        raise ConfigError(path, f"must be true or false, got {_type_name(v)}")
+    return v
+
+
+def _topology(raw: Any) -> Topology:
+    d = _object(raw, "topology", TOPOLOGY_FIELDS)
+    if "world_size" not in d:
+        raise ConfigError("topology.world_size", "is required (the number of ranks, e.g. 2)")
+    ws = _int(d["world_size"], "topology.world_size")
+    lws = _int(d.get("local_world_size", ws), "topology.local_world_size")
+    if lws > ws or ws % lws:
+        raise ConfigError("topology.local_world_size", f"must divide world_size ({ws}) evenly, got {lws}")
+    bw = lambda k, dflt: _float(d.get(k, dflt), f"topology.{k}", 0.0, lo_open=True)  # noqa: E731
+    return Topology(
+        world_size=ws,
+        local_world_size=lws,
+        compute_device=_enum(d.get("compute_device", "cuda"), "topology.compute_device", Device),
+        hbm_cap=_int(d.get("hbm_cap", C.HBM_CAP_BYTES), "topology.hbm_cap", minimum=0),
+        ddr_cap=_int(d.get("ddr_cap", C.DDR_CAP_BYTES), "topology.ddr_cap", minimum=0),
+        hbm_mem_bw=bw("hbm_mem_bw", C.HBM_MEM_BW),
+        ddr_mem_bw=bw("ddr_mem_bw", C.DDR_MEM_BW),
+        hbm_to_ddr_mem_bw=bw("hbm_to_ddr_mem_bw", C.HBM_TO_DDR_MEM_BW),
+        intra_host_bw=bw("intra_host_bw", C.INTRA_NODE_BW),
+        inter_host_bw=bw("inter_host_bw", C.CROSS_NODE_BW),
+        batch_size=_int(d.get("batch_size", C.BATCH_SIZE), "topology.batch_size"),
+        storage_reservation=_float(d.get("storage_reservation", C.STORAGE_RESERVATION),
+                                   "topology.storage_reservation", 0.0, 0.99),
+        optimizer=_enum(d.get("optimizer", "sgd"), "topology.optimizer", Optimizer),
+    )
+
+
+def parse_config(data: Any) -> Config:
+    """A config from already-decoded JSON (a dict). Raises ConfigError naming the first bad field."""
+    d = _object(data, "", TOP_FIELDS)
+    if "tables" not in d:
+        raise ConfigError("tables", "is required: a list of tables, each with name, num_embeddings, embedding_dim")
+    if "topology" not in d:
+        raise ConfigError("topology", "is required: at least {\"world_size\": N}")
+    raw_tables = d["tables"]
+    if not isinstance(raw_tables, list) or not raw_tables:
+        raise ConfigError("tables", f"must be a non-empty list, got {_type_name(raw_tables)}")
+    tables = tuple(_table(t, f"tables[{i}]") for i, t in enumerate(raw_tables))
+    seen: dict[str, int] = {}
+    owner: dict[str, str] = {}
+    for i, t in enumerate(tables):
+        if t.name in seen:
+            raise ConfigError(f"tables[{i}].name", f"duplicate table name {t.name!r} (also tables[{seen[t.name]}])")
+        seen[t.name] = i
+        for f in t.feature_names:
+            if f in owner:
+                raise ConfigError(f"tables[{i}].feature_names",
+                                  f"feature {f!r} is already used by table {owner[f]!r}; feature names must be unique")
+            owner[f] = t.name
+    raw_c = d.get("constraints", {}) or {}
+    if not isinstance(raw_c, dict):
+        raise ConfigError("constraints", f"must be an object keyed by table name, got {_type_name(raw_c)}")
+    by_name = {t.name: t for t in tables}
+    constraints = {}
+    for name, c in raw_c.items():
+        if name not in by_name:
+            known = ", ".join(list(by_name)[:5]) + (", ..." if len(by_name) > 5 else "")
+            raise ConfigError(f"constraints.{name}", f"no table named {name!r} (tables: {known})")
+        constraints[name] = _constraint(c, f"constraints.{name}", by_name[name])
+    return Config(tables=tables, constraints=constraints, topology=_topology(d["topology"]))
+
+
+def _read_json(path: str | Path, what: str) -> Any:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError("", f"{what} file {str(p)!r} does not exist") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError("", f"cannot read {what} file {str(p)!r}: {e}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ConfigError("", f"{str(p)!r} is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+
+
+def load_config(path: str | Path) -> Config:
+    return parse_config(_read_json(path, "config"))
+
+
+# ---- back to JSON -----------------------------------------------------------------------------
+
+
+def config_to_dict(cfg: Config) -> dict:
+    """The config as JSON-ready data, every default written out (parse_config(config_to_dict(c)) == c)."""
+    tables = [
+        {"name": t.name, "num_embeddings": t.num_embeddings, "embedding_dim": t.embedding_dim,
+         "feature_names": list(t.feature_names), "pooling": t.pooling.value, "data_type": t.data_type.value}
+        for t in cfg.tables
+    ]
+    constraints = {}
+    for name, c in cfg.constraints.items():
+        out: dict[str, Any] = {}
+        for f in CONSTRAINT_FIELDS:
+            v = getattr(c, f)
+            if v is None or (f == "is_weighted" and v is False):
+                continue
+            out[f] = [x.value if isinstance(x, enum.Enum) else x for x in v] if isinstance(v, tuple) else v
+        constraints[name] = out
+    topo = {}
+    for f in TOPOLOGY_FIELDS:
+        v = getattr(cfg.topology, f)
+        topo[f] = v.value if isinstance(v, enum.Enum) else v
+    return {"tables": tables, "constraints": constraints, "topology": topo}

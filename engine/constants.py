@@ -1,0 +1,60 @@
+"""Planner constants: each with its unit and where it comes from.
+
+Defaults match TorchRec 1.8.0 (torchrec/distributed/planner/constants.py) so that our estimates of a
+plan are comparable with TorchRec's for the same topology. Bandwidths are bytes per millisecond.
+"""
+
+from __future__ import annotations
+
+GIB: int = 1024**3
+
+# Memory capacities per rank (TorchRec HBM_CAP / DDR_CAP).
+HBM_CAP_BYTES: int = 32 * GIB
+DDR_CAP_BYTES: int = 128 * GIB
+
+# Bandwidths in bytes/ms (TorchRec: HBM_MEM_BW, DDR_MEM_BW, HBM_TO_DDR_MEM_BW, INTRA_NODE_BANDWIDTH,
+# CROSS_NODE_BANDWIDTH). These are V100-era numbers; a calibrated topology overrides them.
+HBM_MEM_BW: float = 897 * GIB / 1000
+DDR_MEM_BW: float = 51 * GIB / 1000
+HBM_TO_DDR_MEM_BW: float = 32 * GIB / 1000
+INTRA_NODE_BW: float = 600 * GIB / 1000
+CROSS_NODE_BW: float = 12.5 * GIB / 1000
+
+BATCH_SIZE: int = 512  # TorchRec BATCH_SIZE: per-rank batch
+POOLING_FACTOR: float = 1.0  # TorchRec POOLING_FACTOR: mean ids per sample per feature
+NUM_POOLINGS: float = 1.0  # TorchRec NUM_POOLINGS
+MIN_CW_DIM: int = 128  # TorchRec MIN_CW_DIM: default column-wise shard width
+UVM_CACHING_RATIO: float = 0.2  # TorchRec UVM_CACHING_RATIO: default cache load factor
+STORAGE_RESERVATION: float = 0.15  # TorchRec HeuristicalStorageReservation(percentage=0.15) of HBM
+
+INDEX_BYTES: int = 8  # TorchRec BIGINT_DTYPE: TBE converts indices to int64
+
+# Empirical factors from TorchRec's perf model.
+BATCHED_COPY_PERF_FACTOR: float = 2.455
+FULL_BLOCK_EMB_DIM: int = 128
+HALF_BLOCK_PENALTY: float = 1.15
+QUARTER_BLOCK_PENALTY: float = 1.75
+BWD_COMPUTE_MULTIPLIER: float = 2.0
+WEIGHTED_KERNEL_MULTIPLIER: float = 1.1
+DP_ELEMENTWISE_KERNELS_PERF_FACTOR: float = 9.22
+MIN_LOOKUP_DIM: int = 32  # table-wise lookups read at least 32 columns per id (TorchRec)
+UVM_BW_DIVISOR: float = 10.0  # TorchRec divides UVM bandwidths by 10 (host round trips)
+
+# Bytes per element of each data type.
+DATA_TYPE_BYTES: dict[str, float] = {
+    "fp32": 4,
+    "fp16": 2,
+    "bf16": 2,
+    "int8": 1,
+    "int4": 0.5,
+    "int2": 0.25,
+}
+
+# Optimizer state as a multiple of the weights (TorchRec _get_optimizer_multipler).
+# rowwise_adagrad keeps one fp32 per row: 1/dim of the weights.
+OPTIMIZER_STATE_MULTIPLIER: dict[str, float] = {
+    "sgd": 0.0,
+    "adagrad": 1.0,
+    "rowwise_adagrad": -1.0,  # sentinel: 1 / embedding_dim, computed per table
+    "adam": 2.0,
+}

@@ -1,0 +1,205 @@
+"""Storage and cost of shards, vectorised over the shards of one table option.
+
+Formulas follow TorchRec's planner (shard_estimators.py and estimator/estimator.py, 1.8.0) so that our
+numbers are comparable with TorchRec's for the same topology. Deliberate differences, each documented in
+docs/estimator.md: optimizer state is counted from topology.optimizer; row-wise input distribution is split
+across the shards instead of charged in full to each; data-parallel all-reduce uses the ring formula.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine import constants as C
+from engine.types import (
+    ComputeKernel,
+    Constraints,
+    Device,
+    Perf,
+    PoolingType,
+    ShardingType,
+    TableConfig,
+    Topology,
+)
+
+N_PERF = 6  # columns of a perf array, in Perf's field order
+
+
+@dataclass(frozen=True)
+class ShardEstimates:
+    """Per-shard estimates of one option: arrays of length k (the number of shards or replicas)."""
+
+    perf_ms: np.ndarray  # (k, 6): fwd_compute, fwd_comms, bwd_compute, bwd_comms, input_dist, prefetch
+    hbm_bytes: np.ndarray  # (k,)
+    ddr_bytes: np.ndarray  # (k,)
+    input_bytes: np.ndarray  # (k,)
+    output_bytes: np.ndarray  # (k,)
+
+    @property
+    def cost_ms(self) -> np.ndarray:
+        return self.perf_ms.sum(axis=1)
+
+
+@dataclass(frozen=True)
+class TableLoad:
+    """What one table asks of a training step, independent of how it is sharded."""
+
+    batch_inputs: float  # ids looked up per rank-local batch, summed over the table's features
+    batch_outputs: float  # pooled rows produced per rank-local batch
+    is_weighted: bool
+    cache_load_factor: float
+
+
+def table_load(table: TableConfig, c: Constraints, topo: Topology) -> TableLoad:
+    n = len(table.feature_names)
+    pf = c.pooling_factors or (C.POOLING_FACTOR,) * n
+    npool = c.num_poolings or (C.NUM_POOLINGS,) * n
+    bs = c.batch_sizes or (topo.batch_size,) * n
+    inputs = sum(p * q * b for p, q, b in zip(pf, npool, bs))
+    if table.pooling is PoolingType.NONE:
+        outputs = inputs
+    else:
+        outputs = sum(min(1.0, p) * q * b for p, q, b in zip(pf, npool, bs))
+    clf = c.cache_load_factor if c.cache_load_factor is not None else C.UVM_CACHING_RATIO
+    return TableLoad(inputs, outputs, c.is_weighted, clf)
+
+
+def device_bw(topo: Topology, kernel: ComputeKernel, clf: float) -> float:
+    """Effective lookup bandwidth (bytes/ms) of a kernel: TorchRec's kernel_bw_lookup."""
+    if topo.compute_device is Device.CPU:
+        return topo.ddr_mem_bw * (0.5 if kernel is ComputeKernel.DENSE else 1.0)
+    if kernel is ComputeKernel.DENSE:
+        return 0.5 * topo.hbm_mem_bw
+    if kernel is ComputeKernel.FUSED:
+        return topo.hbm_mem_bw
+    if kernel is ComputeKernel.FUSED_UVM:
+        return topo.hbm_to_ddr_mem_bw / C.UVM_BW_DIVISOR
+    return (clf * topo.hbm_mem_bw + (1 - clf) * topo.hbm_to_ddr_mem_bw) / C.UVM_BW_DIVISOR
+
+
+def comms_bw(topo: Topology) -> float:
+    return topo.inter_host_bw if topo.world_size > topo.local_world_size else topo.intra_host_bw
+
+
+def block_penalty(cols: np.ndarray) -> np.ndarray:
+    """FBGEMM's kernel uses 32 threads x 4 floats: narrow rows waste part of a block (TorchRec)."""
+    return np.where(cols >= C.FULL_BLOCK_EMB_DIM, 1.0,
+                    np.where(cols >= C.FULL_BLOCK_EMB_DIM // 2, C.HALF_BLOCK_PENALTY, C.QUARTER_BLOCK_PENALTY))
+
+
+def _perf(table: TableConfig, load: TableLoad, topo: Topology, st: ShardingType, kernel: ComputeKernel,
+          rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    W, L = topo.world_size, topo.local_world_size
+    tdt = table.data_type.bytes
+    out_dt = tdt
+    dbw = device_bw(topo, kernel, load.cache_load_factor)
+    cbw = comms_bw(topo)
+    k = len(rows)
+    perf = np.zeros((k, N_PERF))
+    weight_factor = 2.0 if load.is_weighted else 1.0
+    kernel_factor = C.WEIGHTED_KERNEL_MULTIPLIER if load.is_weighted else 1.0
+
+    if st is ShardingType.DATA_PARALLEL:
+        d = table.embedding_dim
+        read = math.ceil(load.batch_inputs * C.INDEX_BYTES) * weight_factor
+        fwd = (read + load.batch_inputs * d * tdt + load.batch_outputs * d * out_dt) * kernel_factor / dbw
+        table_bytes = table.num_embeddings * d * tdt
+        if topo.num_hosts > 1:
+            h = topo.num_hosts
+            all_reduce = table_bytes * 2 * (h - 1) / h / topo.inter_host_bw
+        else:
+            all_reduce = table_bytes * 2 * (W - 1) / W / topo.intra_host_bw if W > 1 else 0.0
+        optimizer = table_bytes * C.DP_ELEMENTWISE_KERNELS_PERF_FACTOR / dbw
+        perf[:, 0] = fwd
+        perf[:, 2] = fwd * C.BWD_COMPUTE_MULTIPLIER + optimizer
+        perf[:, 3] = all_reduce
+        return perf
+
+    if st.splits_rows:
+        divisor = W if st is ShardingType.ROW_WISE else L
+        bi = load.batch_inputs / divisor
+        read = np.full(k, math.ceil(bi * W * C.INDEX_BYTES) * weight_factor)
+        lookup = bi * W * cols * tdt
+        out = (load.batch_outputs if table.pooling is not PoolingType.NONE else bi) * W * cols * out_dt
+        penalty = 1.0
+    else:  # table_wise, column_wise, table_column_wise: each shard sees every id of the global batch
+        read = np.full(k, math.ceil(load.batch_inputs * W * C.INDEX_BYTES) * weight_factor)
+        lookup = load.batch_inputs * W * np.maximum(cols, C.MIN_LOOKUP_DIM) * tdt
+        out = load.batch_outputs * W * cols * out_dt
+        penalty = block_penalty(cols)
+    fwd_compute = (read + lookup + out) * penalty * kernel_factor / dbw
+    perf[:, 0] = fwd_compute
+    perf[:, 2] = fwd_compute * C.BWD_COMPUTE_MULTIPLIER
+    input_dist = read / weight_factor / cbw
+    if st is ShardingType.TABLE_ROW_WISE and topo.num_hosts > 1:
+        # reduce-scatter inside the host, then the host's 1/L share crosses hosts
+        comms = out / topo.intra_host_bw + out / L / topo.inter_host_bw
+    else:
+        comms = out / cbw
+    perf[:, 1] = comms
+    perf[:, 3] = comms
+    if st.splits_rows:
+        perf[:, 3] += out * C.BATCHED_COPY_PERF_FACTOR / dbw
+        perf[:, 4] = input_dist / k
+    else:
+        perf[:, 4] = input_dist
+    perf[rows * cols == 0] = 0.0
+    return perf
+
+
+def _io_bytes(table: TableConfig, load: TableLoad, topo: Topology, st: ShardingType,
+              rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Input (ids) and output (embeddings) buffer bytes per shard: TorchRec's _calculate_*_shard_io_sizes."""
+    W, L = topo.world_size, topo.local_world_size
+    out_dt = table.data_type.bytes
+    pooled_out = load.batch_outputs
+    if st is ShardingType.DATA_PARALLEL:
+        inp = np.full(len(rows), math.ceil(load.batch_inputs * C.INDEX_BYTES))
+        out = np.full(len(rows), math.ceil(pooled_out * table.embedding_dim * out_dt))
+        return inp, out
+    divisor = {ShardingType.ROW_WISE: W, ShardingType.TABLE_ROW_WISE: L}.get(st, 1)
+    bi = load.batch_inputs / divisor
+    outputs = pooled_out if table.pooling is not PoolingType.NONE else bi
+    inp = np.full(len(rows), math.ceil(bi * W * C.INDEX_BYTES), dtype=np.float64)
+    out = np.ceil(outputs * W * cols * out_dt)
+    empty = rows * cols == 0
+    inp[empty] = 0
+    out[empty] = 0
+    return inp, out
+
+
+def estimate_shards(table: TableConfig, c: Constraints, topo: Topology, st: ShardingType,
+                    kernel: ComputeKernel, rows: np.ndarray, cols: np.ndarray) -> ShardEstimates:
+    """Cost and memory of each shard (or data-parallel replica) of one table under one option."""
+    load = table_load(table, c, topo)
+    rows = np.asarray(rows, dtype=np.float64)
+    cols = np.asarray(cols, dtype=np.float64)
+    if st is ShardingType.DATA_PARALLEL:
+        weights = np.full(len(rows), float(table.weight_bytes))
+    else:
+        weights = np.ceil(table.data_type.bytes * rows * cols)
+    opt = np.ceil(weights * topo.optimizer.state_multiplier(table.embedding_dim))
+    inp, out = _io_bytes(table, load, topo, st, rows, cols)
+    if kernel.weights_in_ddr:
+        ddr = weights + opt
+        if kernel is ComputeKernel.FUSED_UVM_CACHING:
+            clf = load.cache_load_factor
+            hbm = np.round(weights * clf) + np.ceil(opt * clf) + np.ceil(rows * (4 + clf * 16))
+        else:
+            hbm = np.zeros(len(rows))
+    else:
+        hbm, ddr = weights + opt, np.zeros(len(rows))
+    if topo.compute_device is Device.CPU:
+        ddr, hbm = ddr + hbm + inp + out, np.zeros(len(rows))
+    else:
+        hbm = hbm + inp + out
+    perf = _perf(table, load, topo, st, kernel, rows, cols)
+    return ShardEstimates(perf, hbm.astype(np.int64), ddr.astype(np.int64), inp.astype(np.int64),
+                          out.astype(np.int64))
+
+
+def perf_from_row(row: np.ndarray) -> Perf:
+    return Perf(*(float(x) for x in row))

@@ -1,0 +1,57 @@
+"""Per-rank statistics of a plan, wherever it was made: our planner, TorchRec's, or a user's file.
+
+Every plan is scored by the same estimator (engine.estimate), so plans compare like for like.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.errors import ConfigError
+from engine.estimate import estimate_shards, perf_from_row
+from engine.types import Config, Plan, RankStats, ShardingType, TablePlan
+
+
+def shard_arrays(cfg: Config, name: str, tp: TablePlan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ranks, rows, cols) of the pieces a table plan puts on ranks; data_parallel: a full copy each."""
+    t = cfg.table(name)
+    if tp.sharding_type is ShardingType.DATA_PARALLEL or tp.shards is None:
+        ranks = np.array(tp.ranks, dtype=np.int64)
+        return ranks, np.full(len(ranks), t.num_embeddings), np.full(len(ranks), t.embedding_dim)
+    ranks = np.array([s.rank for s in tp.shards], dtype=np.int64)
+    rows = np.array([s.sizes[0] for s in tp.shards])
+    cols = np.array([s.sizes[1] for s in tp.shards])
+    return ranks, rows, cols
+
+
+def evaluate(cfg: Config, tables: dict[str, TablePlan], planner: str = "engine",
+             planning_seconds: float | None = None, lower_bound_ms: float | None = None,
+             notes: tuple[str, ...] = ()) -> Plan:
+    topo = cfg.topology
+    w = topo.world_size
+    perf = np.zeros((w, 6))
+    hbm = np.zeros(w, dtype=np.int64)
+    ddr = np.zeros(w, dtype=np.int64)
+    inp = np.zeros(w, dtype=np.int64)
+    out = np.zeros(w, dtype=np.int64)
+    count = np.zeros(w, dtype=np.int64)
+    for name, tp in tables.items():
+        ranks, rows, cols = shard_arrays(cfg, name, tp)
+        if len(ranks) and (ranks.min() < 0 or ranks.max() >= w):
+            raise ConfigError(f"plan.{name}.ranks", f"rank {int(ranks.max())} is outside world_size {w}")
+        est = estimate_shards(cfg.table(name), cfg.constraint(name), topo, tp.sharding_type, tp.compute_kernel,
+                              rows, cols)
+        np.add.at(perf, ranks, est.perf_ms)
+        np.add.at(hbm, ranks, est.hbm_bytes)
+        np.add.at(ddr, ranks, est.ddr_bytes)
+        np.add.at(inp, ranks, est.input_bytes)
+        np.add.at(out, ranks, est.output_bytes)
+        np.add.at(count, ranks, 1)
+    stats = tuple(
+        RankStats(rank=r, hbm_bytes=int(hbm[r]), ddr_bytes=int(ddr[r]), hbm_cap_bytes=topo.usable_hbm_bytes,
+                  ddr_cap_bytes=topo.usable_ddr_bytes, perf=perf_from_row(perf[r]), input_bytes=int(inp[r]),
+                  output_bytes=int(out[r]), num_shards=int(count[r]))
+        for r in range(w)
+    )
+    return Plan(tables=dict(tables), ranks=stats, planner=planner, planning_seconds=planning_seconds,
+                lower_bound_ms=lower_bound_ms, notes=notes)

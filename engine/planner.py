@@ -1,0 +1,119 @@
+"""The planner: enumerate options per table, place greedily, improve by local search, report.
+
+plan(config) -> Plan is the whole public entry point; the stages live in enumerate, partition, evaluate.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.enumerate import Option, table_options
+from engine.errors import PlanningError, human_bytes
+from engine.evaluate import evaluate
+from engine.partition import Placement, improve
+from engine.types import ComputeKernel, Config, Plan, Shard, ShardingType, TablePlan
+
+
+@dataclass(frozen=True)
+class PlannerSettings:
+    search: bool = True  # local search after the greedy placement
+    time_budget_s: float = 3.0  # the local search stops by then, keeping the best plan so far
+    max_iters: int = 5000
+
+
+def lower_bound_ms(options: list[list[Option]], world_size: int) -> float:
+    """No plan's slowest rank is faster than the average of the cheapest options, nor than the cheapest
+    way to run the heaviest table's largest piece."""
+    total = sum(min(o.total_cost_ms for o in opts) for opts in options)
+    piece = max(min(o.max_shard_cost_ms for o in opts) for opts in options)
+    return max(total / world_size, piece)
+
+
+def _initial(options: list[list[Option]]) -> list[Option]:
+    """Per table, the cheapest option in total, HBM kernels before DDR ones at equal cost."""
+    return [min(opts, key=lambda o: (o.total_cost_ms, o.kernel.weights_in_ddr)) for opts in options]
+
+
+def _order(chosen: list[Option], pl: Placement) -> np.ndarray:
+    """Fixed placements first, then the pieces heaviest in time or memory, table order breaking ties."""
+    avg = max(sum(o.total_cost_ms for o in chosen) / pl.topo.world_size, 1e-12)
+    fixed = np.array([o.sharding_type in (ShardingType.DATA_PARALLEL, ShardingType.ROW_WISE) for o in chosen])
+    weight = np.array([
+        max(o.max_shard_cost_ms / avg,
+            float(o.est.hbm_bytes.max()) / pl.hbm_cap if pl.hbm_cap else 0.0,
+            float(o.est.ddr_bytes.max()) / pl.ddr_cap if pl.ddr_cap else 0.0)
+        for o in chosen
+    ])
+    return np.lexsort((np.arange(len(chosen)), -weight, ~fixed))
+
+
+def _no_room(cfg: Config, opts: list[Option], pl: Placement) -> PlanningError:
+    name = cfg.tables[opts[0].table].name
+    smallest = min(opts, key=lambda o: int((o.est.hbm_bytes + o.est.ddr_bytes).max()))
+    need_h, need_d = int(smallest.est.hbm_bytes.max()), int(smallest.est.ddr_bytes.max())
+    free_h = int(max(pl.hbm_cap - pl.hbm.min(), 0))
+    free_d = int(max(pl.ddr_cap - pl.ddr.min(), 0))
+    allowed_types = {o.sharding_type for o in opts}
+    allowed_kernels = {o.kernel for o in opts}
+    fixes = []
+    if ShardingType.ROW_WISE not in allowed_types:
+        fixes.append(f"allow row_wise for {name!r} (constraints.{name}.sharding_types) to spread its rows")
+    if cfg.topology.compute_device.value == "cuda" and ComputeKernel.FUSED_UVM_CACHING not in allowed_kernels:
+        fixes.append(f"allow fused_uvm_caching for {name!r} to keep its weights in DDR")
+    fixes += ["raise topology.hbm_cap / topology.ddr_cap", "add ranks (topology.world_size)"]
+    total_h = pl.hbm_cap * cfg.topology.world_size
+    total_d = pl.ddr_cap * cfg.topology.world_size
+    return PlanningError(
+        f"Table {name!r} does not fit: its smallest option ({smallest.label}) needs {human_bytes(need_h)} HBM "
+        f"+ {human_bytes(need_d)} DDR on one rank, but the emptiest rank has {human_bytes(free_h)} HBM and "
+        f"{human_bytes(free_d)} DDR free (usable per rank: {human_bytes(pl.hbm_cap)} HBM, "
+        f"{human_bytes(pl.ddr_cap)} DDR; all ranks: {human_bytes(total_h)} HBM, {human_bytes(total_d)} DDR).",
+        tables=(name,), fixes=tuple(fixes),
+    )
+
+
+def _place_all(cfg: Config, options: list[list[Option]], pl: Placement) -> list[str]:
+    chosen = _initial(options)
+    notes = []
+    for t in _order(chosen, pl):
+        opt = chosen[t]
+        ranks = pl.find_ranks(opt)
+        if ranks is None:
+            for alt in sorted(options[t], key=lambda o: o.total_cost_ms):
+                ranks = pl.find_ranks(alt)
+                if ranks is not None:
+                    notes.append(f"{cfg.tables[t].name}: {opt.label} did not fit in memory; using {alt.label}")
+                    opt = alt
+                    break
+        if ranks is None:
+            raise _no_room(cfg, options[t], pl)
+        pl.add(opt, ranks)
+    return notes
+
+
+def to_table_plan(opt: Option, ranks: np.ndarray) -> TablePlan:
+    if opt.sharding_type is ShardingType.DATA_PARALLEL:
+        return TablePlan(opt.sharding_type, opt.kernel, tuple(int(r) for r in ranks), None)
+    shards = tuple(
+        Shard((int(o[0]), int(o[1])), (int(s[0]), int(s[1])), int(r))
+        for o, s, r in zip(opt.offsets, opt.sizes, ranks)
+    )
+    return TablePlan(opt.sharding_type, opt.kernel, tuple(int(r) for r in ranks), shards)
+
+
+def plan(cfg: Config, settings: PlannerSettings = PlannerSettings()) -> Plan:
+    start = time.perf_counter()
+    options = [table_options(cfg, i) for i in range(len(cfg.tables))]
+    pl = Placement(cfg.topology)
+    notes = _place_all(cfg, options, pl)
+    if settings.search:
+        steps = improve(pl, options, start + settings.time_budget_s, settings.max_iters)
+        if steps:
+            notes.append(f"local search: {steps} improving steps")
+    tables = {cfg.tables[t].name: to_table_plan(pl.choice[t], pl.ranks[t]) for t in range(len(cfg.tables))}
+    lb = lower_bound_ms(options, cfg.topology.world_size)
+    return evaluate(cfg, tables, planner="engine", planning_seconds=time.perf_counter() - start,
+                    lower_bound_ms=lb, notes=tuple(notes))

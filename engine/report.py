@@ -1,0 +1,90 @@
+"""Plans as text: a per-rank and per-table summary for people, and the text TorchRec prints for a plan."""
+
+from __future__ import annotations
+
+from engine.errors import human_bytes
+from engine.types import Config, Device, Plan, ShardingType, TablePlan
+
+
+def _placement(rank: int, cfg: Config) -> str:
+    if cfg.topology.compute_device is Device.CPU:
+        return f"rank:{rank}/cpu"
+    return f"rank:{rank}/cuda:{rank % cfg.topology.local_world_size}"
+
+
+def parameter_sharding_text(tp: TablePlan, cfg: Config) -> str:
+    if tp.shards is None:
+        spec = "None"
+    else:
+        shards = ", ".join(
+            f"ShardMetadata(shard_offsets=[{s.offsets[0]}, {s.offsets[1]}], "
+            f"shard_sizes=[{s.sizes[0]}, {s.sizes[1]}], placement={_placement(s.rank, cfg)})"
+            for s in tp.shards
+        )
+        spec = f"EnumerableShardingSpec(shards=[{shards}])"
+    return (f"ParameterSharding(sharding_type='{tp.sharding_type.value}', compute_kernel='{tp.compute_kernel.value}', "
+            f"ranks={list(tp.ranks)}, sharding_spec={spec})")
+
+
+def torchrec_format(plan: Plan, cfg: Config, module_path: str = "") -> str:
+    """The plan as TorchRec prints a ShardingPlan's module plans (as in the sharding tutorial)."""
+    body = ", ".join(f"'{name}': {parameter_sharding_text(tp, cfg)}" for name, tp in plan.tables.items())
+    return f"{{'{module_path}': {{{body}}}}}"
+
+
+def _shard_text(tp: TablePlan) -> str:
+    if tp.shards is None:
+        return "full copy on every rank"
+    sizes = {tuple(s.sizes) for s in tp.shards if s.sizes[0] * s.sizes[1]}
+    if len(sizes) == 1:
+        (r, c), = sizes
+        n = sum(1 for s in tp.shards if s.sizes[0] * s.sizes[1])
+        return f"{n} x [{r}, {c}]"
+    return ", ".join(f"[{s.sizes[0]}, {s.sizes[1]}]" for s in tp.shards)
+
+
+def _ranks_text(ranks: tuple[int, ...]) -> str:
+    if len(ranks) > 8:
+        return f"{ranks[0]}..{ranks[-1]} ({len(ranks)})"
+    return ",".join(str(r) for r in ranks)
+
+
+def summary(plan: Plan, cfg: Config, max_tables: int = 60) -> str:
+    topo = cfg.topology
+    lines = [
+        f"Plan by {plan.planner}: {len(cfg.tables)} tables on {topo.world_size} ranks "
+        f"({topo.num_hosts} host(s) x {topo.local_world_size}, {topo.compute_device.value}), "
+        f"batch {topo.batch_size} per rank",
+    ]
+    peak = plan.max_rank_cost_ms
+    lb = plan.lower_bound_ms
+    line = f"Slowest rank: {plan.bottleneck_rank} at {peak:.4f} ms per step"
+    if lb:
+        line += f"; lower bound {lb:.4f} ms ({peak / lb:.3f}x)"
+    if plan.planning_seconds is not None:
+        line += f"; planned in {plan.planning_seconds:.3f} s"
+    lines += [line, ""]
+    header = f"{'rank':>4}  {'HBM used':>12} {'of':>3} {'usable':>11}  {'DDR used':>11}  {'cost ms':>9}  " \
+             f"{'compute':>8}  {'comms':>8}  shards"
+    lines.append(header)
+    for r in plan.ranks:
+        comp = r.perf.fwd_compute + r.perf.bwd_compute + r.perf.prefetch_compute
+        comms = r.perf.fwd_comms + r.perf.bwd_comms + r.perf.input_dist_comms
+        mark = "  <- slowest" if r.rank == plan.bottleneck_rank and len(plan.ranks) > 1 else ""
+        lines.append(f"{r.rank:>4}  {human_bytes(r.hbm_bytes):>12} {'of':>3} {human_bytes(r.hbm_cap_bytes):>11}  "
+                     f"{human_bytes(r.ddr_bytes):>11}  {r.cost_ms:>9.4f}  {comp:>8.4f}  {comms:>8.4f}  "
+                     f"{r.num_shards}{mark}")
+    lines += ["", f"{'table':<24} {'rows x dim':>14}  {'sharding':<18} {'kernel':<18} {'ranks':<14} shards"]
+    for i, (name, tp) in enumerate(plan.tables.items()):
+        if i == max_tables:
+            lines.append(f"... and {len(plan.tables) - max_tables} more tables (use --json for all)")
+            break
+        t = cfg.table(name)
+        lines.append(f"{name:<24} {t.num_embeddings:>8}x{t.embedding_dim:<5}  {tp.sharding_type.value:<18} "
+                     f"{tp.compute_kernel.value:<18} {_ranks_text(tp.ranks):<14} {_shard_text(tp)}")
+    counts: dict[ShardingType, int] = {}
+    for tp in plan.tables.values():
+        counts[tp.sharding_type] = counts.get(tp.sharding_type, 0) + 1
+    lines += ["", "Sharding types: " + ", ".join(f"{k.value} {v}" for k, v in counts.items())]
+    lines += [f"Note: {n}" for n in plan.notes]
+    return "\n".join(lines)

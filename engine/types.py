@@ -1,0 +1,267 @@
+"""The planner's vocabulary: closed sets as enums, inputs and results as small frozen dataclasses.
+
+Strings from files become enums once, in engine.config; everything past the door uses these types.
+Units live in the names: *_bytes, *_ms, *_bw (bytes per millisecond).
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, field
+from typing import Optional
+
+from engine import constants as C
+
+
+class ShardingType(str, enum.Enum):
+    TABLE_WISE = "table_wise"
+    ROW_WISE = "row_wise"
+    COLUMN_WISE = "column_wise"
+    TABLE_ROW_WISE = "table_row_wise"
+    TABLE_COLUMN_WISE = "table_column_wise"
+    DATA_PARALLEL = "data_parallel"
+
+    @property
+    def splits_columns(self) -> bool:
+        return self in (ShardingType.COLUMN_WISE, ShardingType.TABLE_COLUMN_WISE)
+
+    @property
+    def splits_rows(self) -> bool:
+        return self in (ShardingType.ROW_WISE, ShardingType.TABLE_ROW_WISE)
+
+
+class ComputeKernel(str, enum.Enum):
+    DENSE = "dense"
+    FUSED = "fused"
+    FUSED_UVM = "fused_uvm"
+    FUSED_UVM_CACHING = "fused_uvm_caching"
+
+    @property
+    def weights_in_ddr(self) -> bool:
+        return self in (ComputeKernel.FUSED_UVM, ComputeKernel.FUSED_UVM_CACHING)
+
+
+class PoolingType(str, enum.Enum):
+    SUM = "sum"
+    MEAN = "mean"
+    NONE = "none"
+
+
+class DataType(str, enum.Enum):
+    FP32 = "fp32"
+    FP16 = "fp16"
+    BF16 = "bf16"
+    INT8 = "int8"
+    INT4 = "int4"
+    INT2 = "int2"
+
+    @property
+    def bytes(self) -> float:
+        return C.DATA_TYPE_BYTES[self.value]
+
+
+class Device(str, enum.Enum):
+    CUDA = "cuda"
+    CPU = "cpu"
+
+
+class Optimizer(str, enum.Enum):
+    SGD = "sgd"
+    ADAGRAD = "adagrad"
+    ROWWISE_ADAGRAD = "rowwise_adagrad"
+    ADAM = "adam"
+
+    def state_multiplier(self, embedding_dim: int) -> float:
+        if self is Optimizer.ROWWISE_ADAGRAD:
+            return 1.0 / embedding_dim
+        return C.OPTIMIZER_STATE_MULTIPLIER[self.value]
+
+
+# Kernels TorchRec's EmbeddingBagCollectionSharder offers, by sharding type and device.
+MODEL_PARALLEL_KERNELS = {
+    Device.CUDA: (ComputeKernel.FUSED, ComputeKernel.FUSED_UVM, ComputeKernel.FUSED_UVM_CACHING),
+    Device.CPU: (ComputeKernel.FUSED,),
+}
+
+
+@dataclass(frozen=True)
+class TableConfig:
+    """One embedding table: TorchRec's EmbeddingBagConfig fields."""
+
+    name: str
+    num_embeddings: int
+    embedding_dim: int
+    feature_names: tuple[str, ...]
+    pooling: PoolingType = PoolingType.SUM
+    data_type: DataType = DataType.FP32
+
+    @property
+    def weight_bytes(self) -> int:
+        return math.ceil(self.num_embeddings * self.embedding_dim * self.data_type.bytes)
+
+
+@dataclass(frozen=True)
+class Constraints:
+    """Per-table constraints: TorchRec's ParameterConstraints fields (None means 'planner chooses')."""
+
+    sharding_types: Optional[tuple[ShardingType, ...]] = None
+    compute_kernels: Optional[tuple[ComputeKernel, ...]] = None
+    min_partition: Optional[int] = None
+    pooling_factors: Optional[tuple[float, ...]] = None
+    num_poolings: Optional[tuple[float, ...]] = None
+    batch_sizes: Optional[tuple[int, ...]] = None
+    is_weighted: bool = False
+    cache_load_factor: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class Topology:
+    """The machines and the training step: TorchRec's Topology fields plus batch size and optimizer."""
+
+    world_size: int
+    local_world_size: int
+    compute_device: Device = Device.CUDA
+    hbm_cap: int = C.HBM_CAP_BYTES
+    ddr_cap: int = C.DDR_CAP_BYTES
+    hbm_mem_bw: float = C.HBM_MEM_BW
+    ddr_mem_bw: float = C.DDR_MEM_BW
+    hbm_to_ddr_mem_bw: float = C.HBM_TO_DDR_MEM_BW
+    intra_host_bw: float = C.INTRA_NODE_BW
+    inter_host_bw: float = C.CROSS_NODE_BW
+    batch_size: int = C.BATCH_SIZE
+    storage_reservation: float = C.STORAGE_RESERVATION
+    optimizer: Optimizer = Optimizer.SGD
+
+    @property
+    def num_hosts(self) -> int:
+        return math.ceil(self.world_size / self.local_world_size)
+
+    @property
+    def usable_hbm_bytes(self) -> int:
+        if self.compute_device is Device.CPU:
+            return 0
+        return int(self.hbm_cap * (1.0 - self.storage_reservation))
+
+    @property
+    def usable_ddr_bytes(self) -> int:
+        if self.compute_device is Device.CPU:
+            return int(self.ddr_cap * (1.0 - self.storage_reservation))
+        return self.ddr_cap
+
+    def host_of(self, rank: int) -> int:
+        return rank // self.local_world_size
+
+
+@dataclass(frozen=True)
+class Config:
+    tables: tuple[TableConfig, ...]
+    constraints: dict[str, Constraints]
+    topology: Topology
+
+    def constraint(self, name: str) -> Constraints:
+        return self.constraints.get(name) or Constraints()
+
+    def table(self, name: str) -> TableConfig:
+        for t in self.tables:
+            if t.name == name:
+                return t
+        raise KeyError(name)
+
+
+@dataclass(frozen=True)
+class Shard:
+    offsets: tuple[int, int]
+    sizes: tuple[int, int]
+    rank: int
+
+
+@dataclass(frozen=True)
+class TablePlan:
+    sharding_type: ShardingType
+    compute_kernel: ComputeKernel
+    ranks: tuple[int, ...]
+    shards: Optional[tuple[Shard, ...]]  # None for data_parallel (a full copy on every rank)
+
+
+@dataclass(frozen=True)
+class Perf:
+    """Estimated time of one training step's share, in milliseconds."""
+
+    fwd_compute: float = 0.0
+    fwd_comms: float = 0.0
+    bwd_compute: float = 0.0
+    bwd_comms: float = 0.0
+    input_dist_comms: float = 0.0
+    prefetch_compute: float = 0.0
+
+    @property
+    def total(self) -> float:
+        return (
+            self.fwd_compute
+            + self.fwd_comms
+            + self.bwd_compute
+            + self.bwd_comms
+            + self.input_dist_comms
+            + self.prefetch_compute
+        )
+
+    def __add__(self, other: "Perf") -> "Perf":
+        return Perf(
+            self.fwd_compute + other.fwd_compute,
+            self.fwd_comms + other.fwd_comms,
+            self.bwd_compute + other.bwd_compute,
+            self.bwd_comms + other.bwd_comms,
+            self.input_dist_comms + other.input_dist_comms,
+            self.prefetch_compute + other.prefetch_compute,
+        )
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "fwd_compute_ms": self.fwd_compute,
+            "fwd_comms_ms": self.fwd_comms,
+            "bwd_compute_ms": self.bwd_compute,
+            "bwd_comms_ms": self.bwd_comms,
+            "input_dist_comms_ms": self.input_dist_comms,
+            "prefetch_compute_ms": self.prefetch_compute,
+        }
+
+
+PERF_COMPONENTS = tuple(Perf().as_dict())
+
+
+@dataclass(frozen=True)
+class RankStats:
+    rank: int
+    hbm_bytes: int
+    ddr_bytes: int
+    hbm_cap_bytes: int
+    ddr_cap_bytes: int
+    perf: Perf
+    input_bytes: int = 0
+    output_bytes: int = 0
+    num_shards: int = 0
+
+    @property
+    def cost_ms(self) -> float:
+        return self.perf.total
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A placement of every table, with per-rank estimates under engine.estimate."""
+
+    tables: dict[str, TablePlan]
+    ranks: tuple[RankStats, ...]
+    planner: str = "engine"
+    planning_seconds: Optional[float] = None
+    lower_bound_ms: Optional[float] = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def max_rank_cost_ms(self) -> float:
+        return max((r.cost_ms for r in self.ranks), default=0.0)
+
+    @property
+    def bottleneck_rank(self) -> int:
+        return max(self.ranks, key=lambda r: r.cost_ms).rank if self.ranks else 0

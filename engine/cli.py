@@ -6,10 +6,11 @@ Errors a user can fix print one line, `error: ...`, and exit with code 2; never 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
 from engine.config import load_config
 from engine.errors import EngineError
@@ -92,13 +93,14 @@ def build_parser() -> argparse.ArgumentParser:
     _output_flags(p)
     p.set_defaults(func=cmd_torchrec_plan)
 
-    for register in EXTRA_COMMANDS:
-        register(sub)
+    for module in EXTRA_COMMAND_MODULES:
+        importlib.import_module(module).register(sub)
     return parser
 
 
-# Commands that live in other modules register here (dryrun, validate).
-EXTRA_COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = []
+# Measuring commands live next to what they measure; each module has register(subparsers) and imports
+# torch only inside its command function, so `plan` stays fast.
+EXTRA_COMMAND_MODULES: list[str] = []
 
 
 def main(argv: Optional[list[str]] = None) -> int:

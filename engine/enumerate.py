@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -52,13 +53,21 @@ class Option:
     def num_shards(self) -> int:
         return len(self.sizes)
 
-    @property
-    def total_cost_ms(self) -> float:
-        return float(self.est.cost_ms.sum())
+    @cached_property
+    def cost_ms(self) -> np.ndarray:
+        return self.est.cost_ms
 
-    @property
+    @cached_property
+    def total_cost_ms(self) -> float:
+        return float(self.cost_ms.sum())
+
+    @cached_property
     def max_shard_cost_ms(self) -> float:
-        return float(self.est.cost_ms.max())
+        return float(self.cost_ms.max())
+
+    @cached_property
+    def total_hbm_bytes(self) -> float:
+        return float(self.est.hbm_bytes.sum())
 
     @property
     def label(self) -> str:
@@ -66,10 +75,10 @@ class Option:
         return f"{self.sharding_type.value}/{self.kernel.value}{w}"
 
 
-def row_split(rows: int, parts: int) -> list[int]:
+def row_split(rows: int, parts: int) -> np.ndarray:
     """TorchRec's row split: ceil(rows/parts) per shard, the remainder last, then empty shards."""
     block = math.ceil(rows / parts)
-    return [max(0, min(block, rows - i * block)) for i in range(parts)]
+    return np.clip(rows - np.arange(parts) * block, 0, block)
 
 
 def cw_width(table: TableConfig, c: Constraints) -> int:
@@ -122,11 +131,14 @@ def allowed(table: TableConfig, c: Constraints, topo: Topology) -> list[tuple[Sh
     return pairs
 
 
-def make_option(cfg: Config, i: int, st: ShardingType, kernel: ComputeKernel, width: int = 0) -> Option:
+def make_options(cfg: Config, i: int, st: ShardingType, kernels: list[ComputeKernel], width: int = 0) -> list[Option]:
+    """Options of one geometry, one per kernel (the geometry is computed once)."""
     table = cfg.tables[i]
+    c = cfg.constraint(table.name)
     offsets, sizes = geometry(table, st, cfg.topology, width)
-    est = estimate_shards(table, cfg.constraint(table.name), cfg.topology, st, kernel, sizes[:, 0], sizes[:, 1])
-    return Option(i, st, kernel, offsets, sizes, est)
+    rows, cols = sizes[:, 0], sizes[:, 1]
+    return [Option(i, st, k, offsets, sizes, estimate_shards(table, c, cfg.topology, st, k, rows, cols))
+            for k in kernels]
 
 
 def table_options(cfg: Config, i: int) -> list[Option]:
@@ -143,10 +155,13 @@ def table_options(cfg: Config, i: int) -> list[Option]:
             fixes=(f"allow 'fused' in constraints.{table.name}.compute_kernels",
                    f"or add 'data_parallel' to constraints.{table.name}.sharding_types"),
         )
-    out = []
+    by_type: dict[ShardingType, list[ComputeKernel]] = {}
     for st, kernel in pairs:
-        widths = cw_widths(table, c, cfg.topology) if st.splits_columns else [0]
-        out.extend(make_option(cfg, i, st, kernel, w) for w in widths)
+        by_type.setdefault(st, []).append(kernel)
+    out = []
+    for st, kernels in by_type.items():
+        for w in cw_widths(table, c, cfg.topology) if st.splits_columns else [0]:
+            out.extend(make_options(cfg, i, st, kernels, w))
     if cfg.topology.world_size == 1:
         out = _dedupe_single_rank(out)
     return out

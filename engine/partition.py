@@ -35,7 +35,7 @@ class Placement:
 
     # -- bookkeeping --------------------------------------------------------------------------
     def _apply(self, opt: Option, ranks: np.ndarray, sign: float) -> None:
-        np.add.at(self.load, ranks, sign * opt.est.cost_ms)
+        np.add.at(self.load, ranks, sign * opt.cost_ms)
         np.add.at(self.hbm, ranks, sign * opt.est.hbm_bytes)
         np.add.at(self.ddr, ranks, sign * opt.est.ddr_bytes)
 
@@ -66,7 +66,7 @@ class Placement:
             best, best_peak = None, np.inf
             for host in range(self.topo.num_hosts):
                 ranks = np.arange(host * lw, (host + 1) * lw)
-                peak = float((self.load[ranks] + opt.est.cost_ms).max())
+                peak = float((self.load[ranks] + opt.cost_ms).max())
                 if peak < best_peak - EPS and self.fits(opt, ranks):
                     best, best_peak = ranks, peak
             return best
@@ -76,7 +76,7 @@ class Placement:
         load, hbm, ddr = self.load.copy(), self.hbm.copy(), self.ddr.copy()
         used = np.zeros(len(load), dtype=bool)
         out = np.empty(opt.num_shards, dtype=np.int64)
-        cost, h, d = opt.est.cost_ms, opt.est.hbm_bytes, opt.est.ddr_bytes
+        cost, h, d = opt.cost_ms, opt.est.hbm_bytes, opt.est.ddr_bytes
         for j in range(opt.num_shards):
             ok = (hbm + h[j] <= self.hbm_cap) & (ddr + d[j] <= self.ddr_cap)
             if not ok.any():
@@ -113,7 +113,7 @@ def _free_shards(pl: Placement) -> tuple[np.ndarray, ...]:
             t.append(np.full(k, table))
             j.append(np.arange(k))
             r.append(pl.ranks[table])
-            c.append(opt.est.cost_ms)
+            c.append(opt.cost_ms)
             h.append(opt.est.hbm_bytes)
             d.append(opt.est.ddr_bytes)
     if not t:
@@ -184,7 +184,7 @@ def reshard(pl: Placement, options: list[list[Option]], top: int = 4) -> bool:
     for table, ranks in pl.ranks.items():
         mask = ranks == b
         if mask.any():
-            on_b.append((float(pl.choice[table].est.cost_ms[mask].sum()), table))
+            on_b.append((float(pl.choice[table].cost_ms[mask].sum()), table))
     on_b.sort(reverse=True)
     for cost_on_b, table in on_b[:top]:
         current = pl.choice[table]

@@ -37,6 +37,40 @@ def _initial(options: list[list[Option]]) -> list[Option]:
     return [min(opts, key=lambda o: (o.total_cost_ms, o.kernel.weights_in_ddr)) for opts in options]
 
 
+HBM_FILL_TARGET = 0.95  # demote kernels until the plan asks for at most this share of all HBM
+
+
+def _fit_kernels(chosen: list[Option], options: list[list[Option]], pl: Placement) -> list[str]:
+    """Where the cheapest options ask for more HBM than all ranks have, move the tables that lose least
+    per byte saved to DDR-backed kernels (fused_uvm_caching, then fused_uvm). Edits `chosen` in place."""
+    cap = pl.hbm_cap * pl.topo.world_size * HBM_FILL_TARGET
+    hbm = np.array([o.total_hbm_bytes for o in chosen])
+    notes = []
+    for _ in range(3):
+        demand = hbm.sum()
+        if demand <= cap:
+            break
+        moves = []
+        for t, cur in enumerate(chosen):
+            for alt in options[t]:
+                saved = hbm[t] - alt.total_hbm_bytes
+                if saved > 0 and alt.sharding_type is cur.sharding_type:
+                    moves.append(((alt.total_cost_ms - cur.total_cost_ms) / saved, t, alt, saved))
+        moves.sort(key=lambda m: (m[0], m[1]))
+        seen = set()
+        for _, t, alt, saved in moves:
+            if demand <= cap:
+                break
+            if t in seen:
+                continue
+            seen.add(t)
+            chosen[t] = alt
+            demand -= saved
+            hbm[t] -= saved
+        notes.append(f"HBM demand exceeded capacity: {len(seen)} tables moved to DDR-backed kernels")
+    return notes[-1:]
+
+
 def _order(chosen: list[Option], pl: Placement) -> np.ndarray:
     """Fixed placements first, then the pieces heaviest in time or memory, table order breaking ties."""
     avg = max(sum(o.total_cost_ms for o in chosen) / pl.topo.world_size, 1e-12)
@@ -50,34 +84,49 @@ def _order(chosen: list[Option], pl: Placement) -> np.ndarray:
     return np.lexsort((np.arange(len(chosen)), -weight, ~fixed))
 
 
-def _no_room(cfg: Config, opts: list[Option], pl: Placement) -> PlanningError:
-    name = cfg.tables[opts[0].table].name
-    smallest = min(opts, key=lambda o: int((o.est.hbm_bytes + o.est.ddr_bytes).max()))
+def _footprint(o: Option, pl: Placement) -> float:
+    """How full one rank gets from the option's largest piece, as a share of the usable memory."""
+    h = float(o.est.hbm_bytes.max()) / pl.hbm_cap if pl.hbm_cap else (np.inf if o.est.hbm_bytes.max() else 0.0)
+    d = float(o.est.ddr_bytes.max()) / pl.ddr_cap if pl.ddr_cap else (np.inf if o.est.ddr_bytes.max() else 0.0)
+    return max(h, d)
+
+
+def _no_room(cfg: Config, options: list[list[Option]], t: int, pl: Placement) -> PlanningError:
+    opts = options[t]
+    name = cfg.tables[t].name
+    w = cfg.topology.world_size
+    total_h, total_d = pl.hbm_cap * w, pl.ddr_cap * w
+    fixes = []
+    kinds = {o.sharding_type for o in opts}
+    if ShardingType.ROW_WISE not in kinds:
+        fixes.append(f"allow row_wise for {name!r} (constraints.{name}.sharding_types) to spread its rows")
+    if cfg.topology.compute_device.value == "cuda" and ComputeKernel.FUSED_UVM_CACHING not in {o.kernel for o in opts}:
+        fixes.append(f"allow fused_uvm_caching for {name!r} to keep its weights in DDR")
+    fixes += ["raise topology.hbm_cap / topology.ddr_cap", "add ranks (topology.world_size)"]
+    need = sum(min(float((o.est.hbm_bytes + o.est.ddr_bytes).sum()) for o in opt) for opt in options)
+    if need > total_h + total_d:
+        biggest = sorted(range(len(cfg.tables)), key=lambda i: -cfg.tables[i].weight_bytes)[:3]
+        names = tuple(cfg.tables[i].name for i in biggest)
+        return PlanningError(
+            f"The tables do not fit: together they need at least {human_bytes(need)} (each in its least "
+            f"memory-hungry option), but the {w} ranks have {human_bytes(total_h)} HBM + {human_bytes(total_d)} "
+            f"DDR usable; the largest tables are {', '.join(names)}.", tables=names, fixes=tuple(fixes[-2:]))
+    smallest = min(opts, key=lambda o: _footprint(o, pl))
     need_h, need_d = int(smallest.est.hbm_bytes.max()), int(smallest.est.ddr_bytes.max())
     free_h = int(max(pl.hbm_cap - pl.hbm.min(), 0))
     free_d = int(max(pl.ddr_cap - pl.ddr.min(), 0))
-    allowed_types = {o.sharding_type for o in opts}
-    allowed_kernels = {o.kernel for o in opts}
-    fixes = []
-    if ShardingType.ROW_WISE not in allowed_types:
-        fixes.append(f"allow row_wise for {name!r} (constraints.{name}.sharding_types) to spread its rows")
-    if cfg.topology.compute_device.value == "cuda" and ComputeKernel.FUSED_UVM_CACHING not in allowed_kernels:
-        fixes.append(f"allow fused_uvm_caching for {name!r} to keep its weights in DDR")
-    fixes += ["raise topology.hbm_cap / topology.ddr_cap", "add ranks (topology.world_size)"]
-    total_h = pl.hbm_cap * cfg.topology.world_size
-    total_d = pl.ddr_cap * cfg.topology.world_size
     return PlanningError(
         f"Table {name!r} does not fit: its smallest option ({smallest.label}) needs {human_bytes(need_h)} HBM "
-        f"+ {human_bytes(need_d)} DDR on one rank, but the emptiest rank has {human_bytes(free_h)} HBM and "
-        f"{human_bytes(free_d)} DDR free (usable per rank: {human_bytes(pl.hbm_cap)} HBM, "
-        f"{human_bytes(pl.ddr_cap)} DDR; all ranks: {human_bytes(total_h)} HBM, {human_bytes(total_d)} DDR).",
+        f"+ {human_bytes(need_d)} DDR on one rank, but after placing the other tables the emptiest rank has "
+        f"{human_bytes(free_h)} HBM and {human_bytes(free_d)} DDR free (usable per rank: "
+        f"{human_bytes(pl.hbm_cap)} HBM, {human_bytes(pl.ddr_cap)} DDR).",
         tables=(name,), fixes=tuple(fixes),
     )
 
 
 def _place_all(cfg: Config, options: list[list[Option]], pl: Placement) -> list[str]:
     chosen = _initial(options)
-    notes = []
+    notes = _fit_kernels(chosen, options, pl)
     for t in _order(chosen, pl):
         opt = chosen[t]
         ranks = pl.find_ranks(opt)
@@ -89,7 +138,7 @@ def _place_all(cfg: Config, options: list[list[Option]], pl: Placement) -> list[
                     opt = alt
                     break
         if ranks is None:
-            raise _no_room(cfg, options[t], pl)
+            raise _no_room(cfg, options, t, pl)
         pl.add(opt, ranks)
     return notes
 

@@ -1,0 +1,55 @@
+"""The benchmark's configs: the tutorial, MLPerf DLRM-DCNv2 (Criteo 1TB), and seeded synthetic sets.
+
+Pure data: each case is a config dict the engine and TorchRec's planner both take.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# MLPerf Training DLRM-DCNv2 (Criteo 1TB, max_ind_range 40M): the 26 categorical features' cardinalities
+# and multi-hot sizes, as published with the reference implementation.
+CRITEO_1TB_ROWS = [
+    40000000, 39060, 17295, 7424, 20265, 3, 7122, 1543, 63, 40000000, 3067956, 405282, 10, 2209, 11938, 155,
+    4, 976, 14, 40000000, 40000000, 40000000, 590152, 12973, 108, 36,
+]
+CRITEO_1TB_MULTI_HOT = [3, 2, 1, 2, 6, 1, 1, 1, 1, 7, 3, 8, 1, 6, 9, 5, 1, 1, 1, 12, 100, 27, 10, 3, 1, 1]
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    config: dict
+
+
+def synthetic(num_tables: int, world_size: int, seed: int = 0, max_rows: float = 1e7,
+              local_world_size: int = 8, batch_size: int = 512) -> dict:
+    """Log-uniform rows in [1e3, max_rows], dims 32..256 (multiples of 4... of 32), pooling factors 0.5..96."""
+    rng = np.random.default_rng(seed)
+    rows = np.exp(rng.uniform(np.log(1e3), np.log(max_rows), num_tables)).astype(int)
+    dims = rng.choice([32, 64, 96, 128, 192, 256], num_tables)
+    pf = np.round(np.exp(rng.uniform(np.log(0.5), np.log(96), num_tables)), 2)
+    tables = [{"name": f"t{i}", "num_embeddings": int(r), "embedding_dim": int(d), "feature_names": [f"f{i}"]}
+              for i, (r, d) in enumerate(zip(rows, dims))]
+    constraints = {f"t{i}": {"pooling_factors": [float(p)]} for i, p in enumerate(pf)}
+    return {"tables": tables, "constraints": constraints,
+            "topology": {"world_size": world_size, "local_world_size": min(local_world_size, world_size),
+                         "batch_size": batch_size}}
+
+
+def criteo_1tb(world_size: int, batch_size: int = 512) -> dict:
+    tables = [{"name": f"cat_{i}", "num_embeddings": r, "embedding_dim": 128, "feature_names": [f"cat_{i}"]}
+              for i, r in enumerate(CRITEO_1TB_ROWS)]
+    constraints = {f"cat_{i}": {"pooling_factors": [float(h)]} for i, h in enumerate(CRITEO_1TB_MULTI_HOT)}
+    return {"tables": tables, "constraints": constraints,
+            "topology": {"world_size": world_size, "local_world_size": min(8, world_size), "batch_size": batch_size}}
+
+
+def tutorial() -> dict:
+    return json.loads((ROOT / "examples" / "tutorial.json").read_text())

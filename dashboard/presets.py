@@ -1,0 +1,159 @@
+"""Ready-made configs: the TorchRec tutorial's tables, DLRM on Criteo 1TB, a seeded synthetic generator,
+and topology presets for common GPUs and clusters. Every function returns plain config JSON (dicts).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+
+GIB = 1024**3
+# Bandwidths are entered in TorchRec's unit, "GB/s" with GB = 2**30 bytes; the config holds bytes per ms.
+GBPS_TO_BYTES_PER_MS = GIB / 1000
+
+# ---- tables -------------------------------------------------------------------------------------
+
+TUTORIAL_TOPOLOGY = {"world_size": 2, "local_world_size": 2, "compute_device": "cuda", "batch_size": 512}
+
+# MLPerf Training DLRM-DCNv2 on Criteo 1TB (TorchRec's torchrec_dlrm reference): 26 categorical features,
+# embedding_dim 128, cardinalities capped at 40M (--num_embeddings_per_feature) and the multi-hot sizes
+# of the synthetic multi-hot dataset (--multi_hot_sizes), used here as pooling factors.
+DLRM_CRITEO_1TB_ROWS = (
+    40000000, 39060, 17295, 7424, 20265, 3, 7122, 1543, 63, 40000000, 3067956, 405282, 10,
+    2209, 11938, 155, 4, 976, 14, 40000000, 40000000, 40000000, 590152, 12973, 108, 36,
+)
+DLRM_CRITEO_1TB_MULTI_HOT = (3, 2, 1, 2, 6, 1, 1, 1, 1, 7, 3, 8, 1, 6, 9, 5, 1, 1, 1, 12, 100, 27, 10, 3, 1, 1)
+DLRM_EMBEDDING_DIM = 128
+# The reference run: global batch 16384 over 8 GPUs with row-wise Adagrad on the embeddings.
+DLRM_TOPOLOGY = {"world_size": 8, "local_world_size": 8, "compute_device": "cuda", "batch_size": 2048,
+                 "optimizer": "rowwise_adagrad"}
+
+SYNTHETIC_DIMS = (32, 64, 128, 256)
+
+
+def _table(name: str, rows: int, dim: int, feature: str) -> dict:
+    return {"name": name, "num_embeddings": rows, "embedding_dim": dim, "feature_names": [feature],
+            "pooling": "sum", "data_type": "fp32"}
+
+
+def tutorial() -> dict:
+    """The sharding tutorial's config: two 4096x64 and two 1024x64 tables on 2 GPUs."""
+    tables = [_table(f"{size}_table_{i}", rows, 64, f"{size}_table_feature_{i}")
+              for size, rows in (("large", 4096), ("small", 1024)) for i in range(2)]
+    return {"tables": tables, "constraints": {}, "topology": dict(TUTORIAL_TOPOLOGY)}
+
+
+def dlrm_criteo_1tb() -> dict:
+    """The 26 tables of MLPerf DLRM-DCNv2 on Criteo 1TB, with their multi-hot sizes as pooling factors."""
+    tables, constraints = [], {}
+    for i, (rows, hot) in enumerate(zip(DLRM_CRITEO_1TB_ROWS, DLRM_CRITEO_1TB_MULTI_HOT)):
+        name = f"t_cat_{i}"
+        tables.append(_table(name, rows, DLRM_EMBEDDING_DIM, f"cat_{i}"))
+        constraints[name] = {"pooling_factors": [float(hot)]}
+    return {"tables": tables, "constraints": constraints, "topology": dict(DLRM_TOPOLOGY)}
+
+
+@dataclass(frozen=True)
+class SyntheticSpec:
+    count: int = 200
+    min_rows: int = 1_000
+    max_rows: int = 10_000_000
+    seed: int = 0
+    max_pooling_factor: float = 50.0
+
+
+def synthetic(spec: SyntheticSpec, topology: dict | None = None) -> dict:
+    """`count` tables with log-uniform rows in [min_rows, max_rows], dims from SYNTHETIC_DIMS and
+    log-uniform pooling factors; the same spec always gives the same tables."""
+    if spec.count < 1:
+        raise ValueError("count: must be >= 1")
+    if not 1 <= spec.min_rows <= spec.max_rows:
+        raise ValueError("rows: need 1 <= min rows <= max rows")
+    rng = random.Random(spec.seed)
+    lo, hi = math.log(spec.min_rows), math.log(spec.max_rows)
+    width = len(str(spec.count - 1))
+    tables, constraints = [], {}
+    for i in range(spec.count):
+        name = f"table_{i:0{width}d}"
+        rows = int(round(math.exp(rng.uniform(lo, hi))))
+        tables.append(_table(name, rows, rng.choice(SYNTHETIC_DIMS), f"feature_{i:0{width}d}"))
+        pf = round(math.exp(rng.uniform(0.0, math.log(max(spec.max_pooling_factor, 1.0)))), 1)
+        constraints[name] = {"pooling_factors": [pf]}
+    topo = dict(topology) if topology else {"world_size": 8, "local_world_size": 8, "compute_device": "cuda",
+                                            "batch_size": 512}
+    return {"tables": tables, "constraints": constraints, "topology": topo}
+
+
+TABLE_PRESETS = {
+    "tutorial": "TorchRec tutorial: 4 tables (2 x 4096x64, 2 x 1024x64), 2 GPUs",
+    "dlrm_criteo_1tb": "DLRM-DCNv2, Criteo 1TB (MLPerf): 26 tables, dim 128, 8 GPUs",
+    "synthetic": "Synthetic: N random tables (seeded)",
+}
+
+
+# ---- topology -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One accelerator's memory and bandwidths, in the units the Topology page shows."""
+
+    label: str
+    hbm_gib: float
+    hbm_gbps: float
+    intra_host_gbps: float  # NVLink (or PCIe) bandwidth to the other GPUs of the host
+    hbm_to_ddr_gbps: float  # PCIe to host memory
+    device: str = "cuda"
+
+
+GPUS = {
+    "torchrec_default": Gpu("TorchRec defaults (V100-era)", 32, 897, 600, 32),
+    "v100_32gb": Gpu("NVIDIA V100 32GB SXM2", 32, 900, 300, 16),
+    "a100_40gb": Gpu("NVIDIA A100 40GB SXM", 40, 1555, 600, 32),
+    "a100_80gb": Gpu("NVIDIA A100 80GB SXM", 80, 2039, 600, 32),
+    "h100_80gb": Gpu("NVIDIA H100 80GB SXM", 80, 3350, 900, 64),
+    "h200_141gb": Gpu("NVIDIA H200 141GB SXM", 140, 4800, 900, 64),
+    "l4_24gb": Gpu("NVIDIA L4 24GB (PCIe)", 24, 300, 32, 32),
+}
+
+
+@dataclass(frozen=True)
+class Cluster:
+    label: str
+    gpu: str  # key of GPUS, or "cpu"
+    world_size: int
+    local_world_size: int
+    ddr_gib: float
+    inter_host_gbps: float  # network bandwidth per rank
+    ddr_gbps: float = 51.0
+
+
+CLUSTERS = {
+    "tutorial": Cluster("Tutorial: 1 host x 2 GPUs (TorchRec defaults)", "torchrec_default", 2, 2, 128, 12.5),
+    "dgx_a100_1": Cluster("1 x DGX A100 80GB (8 GPUs)", "a100_80gb", 8, 8, 256, 25),
+    "dgx_a100_2": Cluster("2 x DGX A100 80GB (16 GPUs, HDR 200 Gb/s per GPU)", "a100_80gb", 16, 8, 256, 25),
+    "dgx_h100_1": Cluster("1 x DGX H100 (8 GPUs)", "h100_80gb", 8, 8, 256, 50, 64),
+    "dgx_h100_4": Cluster("4 x DGX H100 (32 GPUs, NDR 400 Gb/s per GPU)", "h100_80gb", 32, 8, 256, 50, 64),
+    "hgx_h200_1": Cluster("1 x HGX H200 (8 GPUs)", "h200_141gb", 8, 8, 256, 50, 64),
+    "cpu_2": Cluster("CPU: 1 host x 2 ranks (gloo)", "cpu", 2, 2, 64, 12.5),
+}
+
+
+def gpu_topology(key: str, base: dict) -> dict:
+    """`base` topology with one GPU's memory and bandwidths."""
+    g = GPUS[key]
+    return {**base, "compute_device": g.device, "hbm_cap": int(g.hbm_gib * GIB),
+            "hbm_mem_bw": g.hbm_gbps * GBPS_TO_BYTES_PER_MS, "intra_host_bw": g.intra_host_gbps * GBPS_TO_BYTES_PER_MS,
+            "hbm_to_ddr_mem_bw": g.hbm_to_ddr_gbps * GBPS_TO_BYTES_PER_MS}
+
+
+def cluster_topology(key: str, base: dict) -> dict:
+    """`base` topology (batch size, optimizer, reservation kept) sized as one of CLUSTERS."""
+    c = CLUSTERS[key]
+    topo = {**base, "world_size": c.world_size, "local_world_size": c.local_world_size,
+            "ddr_cap": int(c.ddr_gib * GIB), "ddr_mem_bw": c.ddr_gbps * GBPS_TO_BYTES_PER_MS,
+            "inter_host_bw": c.inter_host_gbps * GBPS_TO_BYTES_PER_MS}
+    if c.gpu == "cpu":
+        return {**topo, "compute_device": "cpu", "hbm_cap": 0}
+    return gpu_topology(c.gpu, topo)

@@ -1,0 +1,89 @@
+"""One rank's pieces with plain torch (the fallback where fbgemm is missing): a weight per piece,
+torch.nn.functional.embedding_bag (embedding for sequence tables) with sparse gradients, then the
+configured optimizer applied to the touched rows, as fbgemm's fused optimizers do.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from engine.types import DataType, Optimizer, PoolingType
+
+from engine.dryrun.types import OPTIMIZER_STATE_BYTES
+from engine.dryrun.workload import PieceBatch
+
+EPS = 1.0e-8
+ADAM_BETAS = (0.9, 0.999)
+TORCH_DTYPES = {DataType.FP32: torch.float32, DataType.FP16: torch.float16, DataType.BF16: torch.bfloat16}
+STATE_PER_ROW = {Optimizer.SGD: lambda d: (), Optimizer.ADAGRAD: lambda d: ((d,),),
+                 Optimizer.ROWWISE_ADAGRAD: lambda d: ((),), Optimizer.ADAM: lambda d: ((d,), (d,))}
+
+
+def _update(opt: Optimizer, weight: torch.Tensor, state: list[torch.Tensor], lr: float) -> None:
+    """Apply the optimizer to the rows the sparse gradient touches (fbgemm's exact fused update)."""
+    if weight.grad is None:
+        return
+    g = weight.grad.coalesce()
+    weight.grad = None
+    idx, v = g.indices()[0], g.values().float()
+    if opt is Optimizer.SGD:
+        step = v
+    elif opt is Optimizer.ADAGRAD:
+        state[0].index_add_(0, idx, v * v)
+        step = v / (state[0][idx].sqrt() + EPS)
+    elif opt is Optimizer.ROWWISE_ADAGRAD:
+        state[0].index_add_(0, idx, (v * v).mean(dim=1))
+        step = v / (state[0][idx].sqrt() + EPS)[:, None]
+    else:
+        m = state[0][idx] * ADAM_BETAS[0] + v * (1 - ADAM_BETAS[0])
+        s = state[1][idx] * ADAM_BETAS[1] + v * v * (1 - ADAM_BETAS[1])
+        state[0][idx], state[1][idx] = m, s
+        step = m / (s.sqrt() + EPS)
+    weight.data.index_add_(0, idx, (step * -lr).to(weight.dtype))
+
+
+class TorchRank:
+    """A rank's pieces as torch weights with their inputs on the device; step() = forward, backward, update."""
+
+    def __init__(self, batches: list[PieceBatch], optimizer: Optimizer, device: torch.device, lr: float):
+        self._runs: list[Callable[[], None]] = []
+        self.weight_bytes = 0
+        self.optimizer_bytes = 0
+        for b in batches:
+            self._add_piece(b, optimizer, device, lr)
+
+    def _add_piece(self, b: PieceBatch, opt: Optimizer, device: torch.device, lr: float) -> None:
+        p = b.piece
+        dtype = TORCH_DTYPES.get(p.data_type, torch.float16)
+        weight = torch.empty(p.rows, p.cols, dtype=dtype, device=device).uniform_(-0.01, 0.01).requires_grad_()
+        state = [torch.zeros((p.rows, *shape), dtype=torch.float32, device=device)
+                 for shape in STATE_PER_ROW[opt](p.cols)]
+        lengths = np.concatenate([f.lengths for f in b.features])
+        ids = torch.from_numpy(np.concatenate([f.ids for f in b.features])).to(device)
+        offsets = torch.from_numpy(np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)).to(device)
+        psw = torch.ones(len(ids), dtype=dtype, device=device) if p.is_weighted and p.pooling is PoolingType.SUM \
+            else None
+
+        def forward() -> torch.Tensor:
+            if p.pooling is PoolingType.NONE:
+                return F.embedding(ids, weight, sparse=True)
+            return F.embedding_bag(ids, weight, offsets, mode=p.pooling.value, sparse=True, per_sample_weights=psw)
+
+        grad = torch.ones_like(forward()).detach()
+
+        def run() -> None:
+            forward().backward(grad)
+            with torch.no_grad():
+                _update(opt, weight, state, lr)
+
+        self._runs.append(run)
+        self.weight_bytes += weight.numel() * weight.element_size()
+        self.optimizer_bytes += sum(s.numel() for s in state) * OPTIMIZER_STATE_BYTES
+
+    def step(self) -> None:
+        for run in self._runs:
+            run()

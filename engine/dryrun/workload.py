@@ -1,0 +1,128 @@
+"""Synthetic training batches, as numpy arrays: the global batch of each feature, and what reaches a piece.
+
+A sample's bag holds floor(pf) or ceil(pf) ids (pf = the feature's pooling factor), so a bag averages pf ids
+with the least spread. Ids are uniform over the table's rows, or Zipf-skewed with row 0 the hottest.
+The global batch is every rank's local batch, rank r's being bags [r*b, (r+1)*b).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine import constants as C
+from engine.types import Config, PoolingType, TableConfig
+
+from engine.dryrun.pieces import scaled_rows
+from engine.dryrun.types import OUTPUT_ELEMENT_BYTES, Distribution, DryrunSettings, Piece
+
+INDEX_BYTES = C.INDEX_BYTES  # ids and offsets are int64
+
+
+@dataclass(frozen=True)
+class FeatureBatch:
+    lengths: np.ndarray  # int64, ids per bag
+    ids: np.ndarray  # int64, row ids, bag after bag
+
+
+@dataclass(frozen=True)
+class PieceBatch:
+    """The ids one piece looks up in one step, per feature of its table, in the piece's local row ids."""
+
+    piece: Piece
+    features: tuple[FeatureBatch, ...]
+
+    @property
+    def lookups(self) -> int:
+        return sum(len(f.ids) for f in self.features)
+
+    @property
+    def bags(self) -> int:
+        return sum(len(f.lengths) for f in self.features)
+
+    @property
+    def bags_per_feature(self) -> int:
+        return len(self.features[0].lengths) if self.features else 0
+
+    @property
+    def io_bytes(self) -> int:
+        """int64 ids, one int64 offset per bag, fp32 outputs (a row per bag, or per id without pooling)."""
+        out_rows = self.lookups if self.piece.pooling is PoolingType.NONE else self.bags
+        return (self.lookups + self.bags) * INDEX_BYTES + out_rows * self.piece.cols * OUTPUT_ELEMENT_BYTES
+
+
+def local_bags(cfg: Config, table: TableConfig) -> list[int]:
+    """Bags per feature in one rank's batch: batch size x num_poolings."""
+    c = cfg.constraint(table.name)
+    n = len(table.feature_names)
+    bs = c.batch_sizes or (cfg.topology.batch_size,) * n
+    npool = c.num_poolings or (C.NUM_POOLINGS,) * n
+    return [max(1, round(b * q)) for b, q in zip(bs, npool)]
+
+
+def _ids(rng: np.random.Generator, n: int, rows: int, s: DryrunSettings) -> np.ndarray:
+    if s.distribution is Distribution.UNIFORM:
+        return rng.integers(0, rows, size=n, dtype=np.int64)
+    # inverse CDF of the continuous density (x+1)^-alpha on [0, rows): a bounded Zipf, row 0 hottest
+    u = rng.random(n)
+    a = s.zipf_alpha
+    if math.isclose(a, 1.0):
+        x = np.power(rows + 1.0, u) - 1.0
+    else:
+        x = np.power(u * ((rows + 1.0) ** (1.0 - a) - 1.0) + 1.0, 1.0 / (1.0 - a)) - 1.0
+    return np.minimum(x.astype(np.int64), rows - 1)
+
+
+def global_batch(cfg: Config, table_index: int, s: DryrunSettings) -> tuple[FeatureBatch, ...]:
+    """The table's global batch, one FeatureBatch per feature; the same for every rank (seeded by table)."""
+    t = cfg.tables[table_index]
+    rows = scaled_rows(t.num_embeddings, s.scale_rows)
+    pfs = cfg.constraint(t.name).pooling_factors or (C.POOLING_FACTOR,) * len(t.feature_names)
+    out = []
+    for f, (bags, pf) in enumerate(zip(local_bags(cfg, t), pfs)):
+        rng = np.random.default_rng([s.seed, table_index, f])
+        n = bags * cfg.topology.world_size
+        whole = math.floor(pf)
+        lengths = whole + (rng.random(n) < pf - whole).astype(np.int64)
+        out.append(FeatureBatch(lengths, _ids(rng, int(lengths.sum()), rows, s)))
+    return tuple(out)
+
+
+def _local(fb: FeatureBatch, rank: int, world_size: int) -> FeatureBatch:
+    b = len(fb.lengths) // world_size
+    offsets = np.concatenate(([0], np.cumsum(fb.lengths)))
+    lo, hi = offsets[rank * b], offsets[(rank + 1) * b]
+    return FeatureBatch(fb.lengths[rank * b:(rank + 1) * b], fb.ids[lo:hi])
+
+
+def _row_range(fb: FeatureBatch, start: int, rows: int) -> FeatureBatch:
+    bag_of_id = np.repeat(np.arange(len(fb.lengths)), fb.lengths)
+    keep = (fb.ids >= start) & (fb.ids < start + rows)
+    lengths = np.bincount(bag_of_id[keep], minlength=len(fb.lengths)).astype(np.int64)
+    return FeatureBatch(lengths, fb.ids[keep] - start)
+
+
+def piece_batch(p: Piece, batch: tuple[FeatureBatch, ...], world_size: int) -> PieceBatch:
+    """What the sharding sends a piece: data-parallel replicas their local batch; row-split pieces the ids
+    of the global batch inside their rows; table- and column-wise pieces every id of the global batch."""
+    if not p.sees_global_batch:
+        return PieceBatch(p, tuple(_local(fb, p.rank, world_size) for fb in batch))
+    if p.sharding_type.splits_rows:
+        return PieceBatch(p, tuple(_row_range(fb, p.row_offset, p.rows) for fb in batch))
+    return PieceBatch(p, batch)
+
+
+def rank_batches(cfg: Config, pieces: list[Piece], s: DryrunSettings) -> list[PieceBatch]:
+    """One PieceBatch per non-empty piece of a rank."""
+    index = {t.name: i for i, t in enumerate(cfg.tables)}
+    cache: dict[str, tuple[FeatureBatch, ...]] = {}
+    out = []
+    for p in pieces:
+        if p.empty:
+            continue
+        if p.table not in cache:
+            cache[p.table] = global_batch(cfg, index[p.table], s)
+        out.append(piece_batch(p, cache[p.table], cfg.topology.world_size))
+    return out

@@ -1,0 +1,290 @@
+"""Our plans as TorchRec objects and back: ShardingPlan export, the EBC and sharders to run it, and
+TorchRec's own EmbeddingShardingPlanner as a baseline. The only engine module that imports torchrec.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import time
+import warnings
+from typing import Iterator, Optional, Union
+
+import torch
+import torchrec
+from torch.distributed._shard.sharding_spec import EnumerableShardingSpec, ShardMetadata
+from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
+from torchrec.distributed.planner import EmbeddingShardingPlanner
+from torchrec.distributed.planner import Topology as TorchRecTopology
+from torchrec.distributed.planner.storage_reservations import HeuristicalStorageReservation
+from torchrec.distributed.planner.types import ParameterConstraints, PlannerError
+from torchrec.distributed.types import (
+    CacheParams,
+    EmbeddingModuleShardingPlan,
+    ModuleSharder,
+    ParameterSharding,
+    ShardingPlan,
+)
+from torchrec.optim import RowWiseAdagrad
+
+from engine.errors import EngineError, PlanningError
+from engine.evaluate import evaluate
+from engine.types import (
+    ComputeKernel,
+    Config,
+    Device,
+    Optimizer,
+    Plan,
+    PoolingType,
+    Shard,
+    ShardingType,
+    TablePlan,
+)
+
+DeviceLike = Union[str, Device, None]
+
+# The optimizer class TorchRec's estimator reads off each weight to size optimizer state.
+OPTIMIZER_CLASSES = {
+    Optimizer.SGD: torch.optim.SGD,
+    Optimizer.ADAGRAD: torch.optim.Adagrad,
+    Optimizer.ROWWISE_ADAGRAD: RowWiseAdagrad,
+    Optimizer.ADAM: torch.optim.Adam,
+}
+
+# Sharding types TorchRec's CPU sharder leaves out but that run on CPU + gloo (tests/engine/test_dmp_gloo.py).
+CPU_EXTRA_SHARDING_TYPES = (ShardingType.ROW_WISE, ShardingType.TABLE_ROW_WISE)
+
+
+# ---- our plan -> TorchRec ShardingPlan ------------------------------------------------------------
+
+
+def _device(cfg: Config, device: DeviceLike) -> Device:
+    if device is None:
+        return cfg.topology.compute_device
+    try:
+        return Device(device.value if isinstance(device, Device) else str(device).split(":")[0])
+    except ValueError:
+        raise EngineError(f"device {device!r} is not one of: {', '.join(d.value for d in Device)}") from None
+
+
+def placement(rank: int, device: Device, local_world_size: int) -> str:
+    """TorchRec's placement string: rank:R/cuda:(R mod local world size), or rank:R/cpu."""
+    if device is Device.CUDA:
+        return f"rank:{rank}/cuda:{rank % local_world_size}"
+    return f"rank:{rank}/cpu"
+
+
+def parameter_sharding(cfg: Config, name: str, tp: TablePlan, device: DeviceLike = None) -> ParameterSharding:
+    """One table's ParameterSharding, as TorchRec's planner writes it (planners.to_sharding_plan)."""
+    dev = _device(cfg, device)
+    spec = None
+    if tp.sharding_type is not ShardingType.DATA_PARALLEL and tp.shards is not None:
+        spec = EnumerableShardingSpec([
+            ShardMetadata(shard_offsets=list(s.offsets), shard_sizes=list(s.sizes),
+                          placement=placement(s.rank, dev, cfg.topology.local_world_size))
+            for s in tp.shards
+        ])
+    load_factor = cfg.constraint(name).cache_load_factor
+    return ParameterSharding(
+        sharding_type=tp.sharding_type.value,
+        compute_kernel=tp.compute_kernel.value,
+        ranks=list(tp.ranks),
+        sharding_spec=spec,
+        cache_params=CacheParams(load_factor=load_factor) if load_factor is not None else None,
+    )
+
+
+def to_sharding_plan(cfg: Config, tables: dict[str, TablePlan], module_path: str = "",
+                     device: DeviceLike = None) -> ShardingPlan:
+    """A ShardingPlan for an EBC at `module_path`; `device` overrides the config's compute device in the
+    placements (e.g. "cpu" to run a CUDA plan on gloo)."""
+    module_plan = EmbeddingModuleShardingPlan()
+    for name, tp in tables.items():
+        module_plan[name] = parameter_sharding(cfg, name, tp, device)
+    return ShardingPlan({module_path: module_plan})
+
+
+# ---- the module and sharders that run a plan ----------------------------------------------------
+
+
+def build_ebc(cfg: Config, device: Union[str, torch.device] = "meta") -> torchrec.EmbeddingBagCollection:
+    """The config's tables as an EmbeddingBagCollection (on the meta device: no memory allocated)."""
+    configs = []
+    for i, t in enumerate(cfg.tables):
+        if t.pooling is PoolingType.NONE:
+            raise EngineError(f"tables[{i}].pooling: an EmbeddingBagCollection needs sum or mean pooling, "
+                              f"table {t.name!r} has none")
+        configs.append(torchrec.EmbeddingBagConfig(
+            name=t.name, num_embeddings=t.num_embeddings, embedding_dim=t.embedding_dim,
+            feature_names=list(t.feature_names), pooling=torchrec.PoolingType[t.pooling.name],
+            data_type=torchrec.DataType[t.data_type.name],
+        ))
+    return torchrec.EmbeddingBagCollection(tables=configs, device=torch.device(device))
+
+
+class CpuRowWiseEmbeddingBagCollectionSharder(EmbeddingBagCollectionSharder):
+    """TorchRec's EBC sharder, also offering row_wise and table_row_wise on CPU, where they run on gloo."""
+
+    def sharding_types(self, compute_device_type: str) -> list[str]:
+        types = list(super().sharding_types(compute_device_type))
+        if compute_device_type == "cpu":
+            types += [st.value for st in CPU_EXTRA_SHARDING_TYPES if st.value not in types]
+        return types
+
+
+def sharders(cfg: Config, runtime_device: DeviceLike = None) -> list[ModuleSharder[torch.nn.Module]]:
+    """The sharders DistributedModelParallel needs to run our plans on `runtime_device`."""
+    if _device(cfg, runtime_device) is Device.CPU:
+        return [CpuRowWiseEmbeddingBagCollectionSharder()]
+    return [EmbeddingBagCollectionSharder()]
+
+
+# ---- TorchRec's planner as a baseline ------------------------------------------------------------
+
+
+def torchrec_topology(cfg: Config) -> TorchRecTopology:
+    t = cfg.topology
+    return TorchRecTopology(
+        world_size=t.world_size, compute_device=t.compute_device.value, hbm_cap=t.hbm_cap, ddr_cap=t.ddr_cap,
+        local_world_size=t.local_world_size, hbm_mem_bw=t.hbm_mem_bw, ddr_mem_bw=t.ddr_mem_bw,
+        hbm_to_ddr_mem_bw=t.hbm_to_ddr_mem_bw, intra_host_bw=t.intra_host_bw, inter_host_bw=t.inter_host_bw,
+    )
+
+
+def torchrec_constraints(cfg: Config) -> dict[str, ParameterConstraints]:
+    out = {}
+    for name, c in cfg.constraints.items():
+        kwargs: dict = dict(
+            sharding_types=[s.value for s in c.sharding_types] if c.sharding_types else None,
+            compute_kernels=[k.value for k in c.compute_kernels] if c.compute_kernels else None,
+            min_partition=c.min_partition,
+            num_poolings=list(c.num_poolings) if c.num_poolings else None,
+            batch_sizes=list(c.batch_sizes) if c.batch_sizes else None,
+            is_weighted=c.is_weighted,
+            cache_params=CacheParams(load_factor=c.cache_load_factor) if c.cache_load_factor is not None else None,
+        )
+        if c.pooling_factors:
+            kwargs["pooling_factors"] = list(c.pooling_factors)
+        out[name] = ParameterConstraints(**kwargs)
+    return out
+
+
+@contextlib.contextmanager
+def quiet_torchrec() -> Iterator[None]:
+    """Silence TorchRec's planner warnings and logging (the CLI prints only our output). TorchRec also logs
+    through the root logger, whose first use installs a stderr handler: that handler is taken back."""
+    handlers = list(logging.root.handlers)
+    previous = logging.root.manager.disable
+    logging.disable(logging.CRITICAL)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logging.disable(previous)
+        for h in logging.root.handlers[:]:
+            if h not in handlers:
+                logging.root.removeHandler(h)
+
+
+def _enum_of(cls: type, value: str, what: str, name: str):
+    try:
+        return cls(value)
+    except ValueError:
+        known = ", ".join(m.value for m in cls)
+        raise EngineError(f"TorchRec chose {what} {value!r} for table {name!r}, which this planner does not model "
+                          f"(it models: {known})") from None
+
+
+def from_parameter_sharding(name: str, ps: ParameterSharding) -> TablePlan:
+    """A TorchRec ParameterSharding as our TablePlan; kernels or types we do not model raise EngineError."""
+    st = _enum_of(ShardingType, ps.sharding_type, "sharding type", name)
+    kernel = _enum_of(ComputeKernel, ps.compute_kernel, "compute kernel", name)
+    if st is ShardingType.DATA_PARALLEL or ps.sharding_spec is None:
+        return TablePlan(st, kernel, tuple(ps.ranks or ()), None)
+    shards = tuple(
+        Shard((int(m.shard_offsets[0]), int(m.shard_offsets[1])), (int(m.shard_sizes[0]), int(m.shard_sizes[1])),
+              int(m.placement.rank()))
+        for m in ps.sharding_spec.shards
+    )
+    return TablePlan(st, kernel, tuple(s.rank for s in shards), shards)
+
+
+def from_sharding_plan(cfg: Config, plan: ShardingPlan, module_path: str = "") -> dict[str, TablePlan]:
+    """Our table plans from a TorchRec ShardingPlan, in the config's table order."""
+    module_plan = plan.plan.get(module_path) or {}
+    missing = [t.name for t in cfg.tables if t.name not in module_plan]
+    if missing:
+        raise EngineError(f"TorchRec's plan places no shards for tables: {', '.join(missing)}")
+    return {t.name: from_parameter_sharding(t.name, module_plan[t.name]) for t in cfg.tables}
+
+
+# TorchRec's shard descriptions carry perf numbers and an unset rank: noise in a one-line error.
+_NOISE = (re.compile(r",? perf: Perf\([^)]*\)"), re.compile(r",? rank: None"), re.compile(r" To debug, .*$"))
+
+
+def _one_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    head = lines[0] if lines else ""
+    for i, ln in enumerate(lines):
+        if ln.startswith("Last planner error") and i + 1 < len(lines):
+            head += " " + " ".join(lines[i + 1:])
+    head = " ".join(head.split())
+    for pattern in _NOISE:
+        head = pattern.sub("", head)
+    return head
+
+
+def _planning_error(cfg: Config, e: Exception) -> PlanningError:
+    """TorchRec's multi-line planner error as one line, naming the tables it mentions and what would help."""
+    text = str(e)
+    tables = tuple(t.name for t in cfg.tables if re.search(rf"\b{re.escape(t.name)}\b", text))
+    topo = cfg.topology
+    if isinstance(e, PlannerError):
+        fixes = (f"add ranks (topology.world_size, now {topo.world_size})",
+                 "raise topology.hbm_cap / topology.ddr_cap or shrink the tables",
+                 f"lower topology.batch_size (now {topo.batch_size})", "relax the tables' constraints")
+    else:
+        dev = topo.compute_device.value
+        offered = EmbeddingBagCollectionSharder().sharding_types(dev)
+        fixes = (f"on {dev} TorchRec's sharder offers sharding types {', '.join(offered)} "
+                 f"and kernels {', '.join(_kernels_offered(dev))}: use those in the constraints",)
+    where = f" (tables: {', '.join(tables)})" if tables else ""
+    return PlanningError(f"TorchRec: {_one_line(text).rstrip('.')}{where}.", tables=tables, fixes=fixes)
+
+
+def _kernels_offered(device: str) -> list[str]:
+    sharder = EmbeddingBagCollectionSharder()
+    kernels = {k for st in sharder.sharding_types(device) for k in sharder.compute_kernels(st, device)}
+    return [k.value for k in ComputeKernel if k.value in kernels]
+
+
+def torchrec_plan(cfg: Config) -> Plan:
+    """Run TorchRec's EmbeddingShardingPlanner on the config and score its plan with our estimator."""
+    start = time.perf_counter()
+    with quiet_torchrec():
+        ebc = build_ebc(cfg, "meta")
+        for p in ebc.parameters():
+            p._optimizer_classes = [OPTIMIZER_CLASSES[cfg.topology.optimizer]]  # type: ignore[attr-defined]
+        planner = EmbeddingShardingPlanner(
+            topology=torchrec_topology(cfg), batch_size=cfg.topology.batch_size,
+            storage_reservation=HeuristicalStorageReservation(percentage=cfg.topology.storage_reservation),
+            constraints=torchrec_constraints(cfg), stats=[], debug=False,
+        )
+        try:
+            sharding_plan = planner.plan(ebc, [EmbeddingBagCollectionSharder()])
+        except PlannerError as e:
+            raise _planning_error(cfg, e) from None
+        except RuntimeError as e:  # the enumerator's "No available sharding type and compute kernel ..."
+            if not str(e).startswith("No available"):
+                raise
+            raise _planning_error(cfg, e) from None
+    tables = from_sharding_plan(cfg, sharding_plan)
+    return evaluate(cfg, tables, planner="torchrec", planning_seconds=time.perf_counter() - start)
+
+
+__all__ = [
+    "CpuRowWiseEmbeddingBagCollectionSharder", "build_ebc", "from_sharding_plan", "parameter_sharding", "placement",
+    "sharders", "to_sharding_plan", "torchrec_plan",
+]

@@ -127,6 +127,7 @@ def _no_room(cfg: Config, options: list[list[Option]], t: int, pl: Placement) ->
 def _place_all(cfg: Config, options: list[list[Option]], pl: Placement) -> list[str]:
     chosen = _initial(options)
     notes = _fit_kernels(chosen, options, pl)
+    fallbacks: list[str] = []
     for t in _order(chosen, pl):
         opt = chosen[t]
         ranks = pl.find_ranks(opt)
@@ -134,12 +135,16 @@ def _place_all(cfg: Config, options: list[list[Option]], pl: Placement) -> list[
             for alt in sorted(options[t], key=lambda o: o.total_cost_ms):
                 ranks = pl.find_ranks(alt)
                 if ranks is not None:
-                    notes.append(f"{cfg.tables[t].name}: {opt.label} did not fit in memory; using {alt.label}")
+                    fallbacks.append(f"{cfg.tables[t].name} -> {alt.label}")
                     opt = alt
                     break
         if ranks is None:
             raise _no_room(cfg, options, t, pl)
         pl.add(opt, ranks)
+    if fallbacks:
+        more = f", and {len(fallbacks) - 5} more" if len(fallbacks) > 5 else ""
+        notes.append(f"{len(fallbacks)} tables did not fit in their cheapest option where memory was left; "
+                     f"used the next cheapest: {', '.join(fallbacks[:5])}{more}")
     return notes
 
 

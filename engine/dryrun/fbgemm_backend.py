@@ -21,6 +21,7 @@ from fbgemm_gpu.split_table_batched_embeddings_ops_training import (
 from engine.errors import EngineError
 from engine.types import DataType, Optimizer, PoolingType
 
+from engine.dryrun.types import Piece
 from engine.dryrun.workload import PieceBatch
 
 OPTIMIZERS = {Optimizer.SGD: EmbOptimType.EXACT_SGD, Optimizer.ADAGRAD: EmbOptimType.EXACT_ADAGRAD,
@@ -30,14 +31,13 @@ STATE_PREFIXES = {Optimizer.SGD: (), Optimizer.ADAGRAD: ("momentum1",),
 POOLING = {PoolingType.SUM: PoolingMode.SUM, PoolingType.MEAN: PoolingMode.MEAN, PoolingType.NONE: PoolingMode.NONE}
 
 
-def unsupported(batches: list[PieceBatch], optimizer: Optimizer, device: torch.device) -> str | None:
+def unsupported(pieces: list[Piece], optimizer: Optimizer, device: torch.device) -> str | None:
     """Why fbgemm cannot run these pieces here, or None."""
     if device.type == "cpu" and optimizer is Optimizer.ADAM:
         return "fbgemm has no CPU kernel for the adam optimizer"
-    for b in batches:
-        if b.piece.cols % 4:
-            return (f"fbgemm needs widths that are multiples of 4; table {b.piece.table} has a "
-                    f"{b.piece.cols}-column piece on rank {b.piece.rank}")
+    for p in pieces:
+        if p.cols % 4 and not p.empty:
+            return f"fbgemm needs widths that are multiples of 4; table {p.table} has a {p.cols}-column piece"
     if device.type == "cuda" and not _cuda_works():
         return "this fbgemm_gpu build has no CUDA kernels (fbgemm-gpu-cpu)"
     return None

@@ -1,0 +1,91 @@
+"""`python -m engine dryrun CONFIG.json --plan PLAN.json [--json]`: the kernel dry-run from the command line.
+
+Registered through engine.cli.EXTRA_COMMAND_MODULES; torch is imported only when the command runs.
+Every mistake in the flags prints one line and exits with code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from typing import NoReturn
+
+from engine.config import load_config
+from engine.errors import EngineError
+from engine.planfile import load_plan
+
+from engine.dryrun.types import DEFAULT_MAX_BYTES, Backend, Distribution, DryrunDevice, DryrunSettings
+
+EXIT_USAGE = 2
+UNITS = {"": 1, "b": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+         "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+
+
+def parse_bytes(text: str) -> int:
+    """'4GiB', '512MiB', '1e9', '123' -> bytes."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", text)
+    if not m or m.group(2).lower() not in UNITS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size; write e.g. 4GiB, 512MiB or 1000000")
+    return int(float(m.group(1)) * UNITS[m.group(2).lower()])
+
+
+def cmd_dryrun(args: argparse.Namespace) -> int:
+    cfg = load_config(args.config)
+    tables = load_plan(args.plan, cfg)
+    settings = DryrunSettings(
+        backend=Backend(args.backend), device=DryrunDevice(args.device), iters=args.iters, warmup=args.warmup,
+        threads=args.threads, distribution=Distribution(args.distribution), zipf_alpha=args.zipf_alpha,
+        seed=args.seed, max_bytes=args.max_bytes, scale_rows=args.scale_rows)
+    from engine.dryrun import dryrun_summary, run_dryrun
+
+    result = run_dryrun(cfg, tables, settings)
+    print(json.dumps(result.as_dict(), indent=1) if args.json else dryrun_summary(result))
+    return 0
+
+
+def _one_line_errors(p: argparse.ArgumentParser) -> None:
+    """argparse prints usage + message; the engine's rule is one line naming the flag, and exit code 2."""
+
+    def error(message: str) -> NoReturn:
+        print(f"error: dryrun: {message} (see python -m engine dryrun --help)", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+
+    def parse_known_args(args=None, namespace=None):  # noqa: ANN001 - argparse's own signature
+        ns, extras = type(p).parse_known_args(p, args, namespace)
+        if extras:
+            error(f"unrecognized arguments: {' '.join(extras)}")
+        return ns, extras
+
+    p.error = error  # type: ignore[method-assign]
+    p.parse_known_args = parse_known_args  # type: ignore[method-assign]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    d = DryrunSettings()
+    p = subparsers.add_parser("dryrun", help="build each rank's shards and time forward + backward on this machine")
+    p.add_argument("config", metavar="CONFIG.json")
+    p.add_argument("--plan", required=True, metavar="PLAN.json", help="the plan to measure (python -m engine plan --out)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--device", choices=[x.value for x in DryrunDevice], default=d.device.value,
+                   help="where to run the kernels (default %(default)s; cuda only where one is available)")
+    p.add_argument("--backend", choices=[x.value for x in Backend], default=d.backend.value,
+                   help="fbgemm's TBE, torch's embedding_bag, or auto: fbgemm when it can (default %(default)s)")
+    p.add_argument("--iters", type=int, default=d.iters, help="timed steps; the median is reported (default %(default)s)")
+    p.add_argument("--warmup", type=int, default=d.warmup, help="untimed steps first (default %(default)s)")
+    p.add_argument("--threads", type=int, default=d.threads, help="torch threads (default %(default)s)")
+    p.add_argument("--distribution", choices=[x.value for x in Distribution], default=d.distribution.value,
+                   help="how ids are drawn over a table's rows (default %(default)s)")
+    p.add_argument("--zipf-alpha", type=float, default=d.zipf_alpha, metavar="ALPHA",
+                   help="skew of --distribution zipf; row 0 is the hottest (default %(default)s)")
+    p.add_argument("--seed", type=int, default=d.seed, help="seed of the synthetic batches (default %(default)s)")
+    p.add_argument("--max-bytes", type=parse_bytes, default=DEFAULT_MAX_BYTES, metavar="SIZE",
+                   help="refuse a rank whose weights + optimizer state exceed this, e.g. 8GiB (default 4GiB)")
+    p.add_argument("--scale-rows", type=float, default=d.scale_rows, metavar="F",
+                   help="shrink every table to rows x F (0 < F <= 1); changes what is measured (default 1)")
+    p.set_defaults(func=cmd_dryrun)
+    _one_line_errors(p)
+
+
+__all__ = ["EngineError", "register"]

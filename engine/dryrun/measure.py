@@ -1,0 +1,68 @@
+"""The torch side of the dry-run: pick the device and the backend, then time one rank's step.
+
+Imported only when a dry-run runs (it imports torch, and fbgemm_gpu when that backend is chosen).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+import torch
+
+from engine.errors import EngineError
+from engine.types import Optimizer
+
+from engine.dryrun.run import _median_ms
+from engine.dryrun.types import Backend, DryrunDevice, DryrunSettings, Piece
+from engine.dryrun.workload import PieceBatch
+
+
+def pick_device(device: DryrunDevice) -> torch.device:
+    if device is DryrunDevice.CUDA and not torch.cuda.is_available():
+        raise EngineError("--device cuda: no CUDA device here (torch.cuda.is_available() is False); "
+                          "use --device cpu")
+    return torch.device(device.value)
+
+
+def pick_backend(s: DryrunSettings, pieces: list[Piece], optimizer: Optimizer,
+                 device: torch.device) -> tuple[Backend, list[str]]:
+    """fbgemm when asked or (auto) when it imports and runs the case; otherwise torch, with a note why."""
+    if s.backend is Backend.TORCH:
+        return Backend.TORCH, []
+    try:
+        from engine.dryrun import fbgemm_backend
+    except (ImportError, OSError, RuntimeError) as e:
+        why = f"fbgemm_gpu cannot be imported ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
+    else:
+        why = fbgemm_backend.unsupported(pieces, optimizer, device)
+        if why is None:
+            return Backend.FBGEMM, []
+    if s.backend is Backend.FBGEMM:
+        raise EngineError(f"--backend fbgemm: {why}; use --backend torch or --backend auto")
+    return Backend.TORCH, [f"{why}: measured with the torch fallback"]
+
+
+@contextlib.contextmanager
+def threads(n: int) -> Iterator[None]:
+    old = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+def measure_rank(batches: list[PieceBatch], backend: Backend, device: torch.device, optimizer: Optimizer,
+                 s: DryrunSettings) -> tuple[float, int, int]:
+    """(median step ms, weight bytes, optimizer-state bytes) of one rank's pieces, as allocated."""
+    if not batches:
+        return 0.0, 0, 0
+    if backend is Backend.FBGEMM:
+        from engine.dryrun.fbgemm_backend import FbgemmRank as Rank
+    else:
+        from engine.dryrun.torch_backend import TorchRank as Rank
+    model = Rank(batches, optimizer, device, s.learning_rate)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    ms = _median_ms(model.step, s, sync)
+    return ms, model.weight_bytes, model.optimizer_bytes

@@ -1,0 +1,121 @@
+"""run_dryrun: build each rank's pieces for real, time forward + backward on synthetic batches, and set the
+measurements beside the engine's estimates. Ranks are measured one after another in this process.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Callable, Optional
+
+import numpy as np
+
+from engine.errors import EngineError, human_bytes
+from engine.evaluate import evaluate
+from engine.types import Config, Optimizer, TablePlan
+
+from engine.dryrun.pieces import low_precision_tables, rank_pieces, state_bytes
+from engine.dryrun.types import Distribution, DryrunDevice, DryrunResult, DryrunSettings, Piece, RankResult
+from engine.dryrun.workload import rank_batches
+
+
+def check_settings(s: DryrunSettings) -> None:
+    """One-line errors naming the flag, for values no measurement can use."""
+    checks = (
+        (s.iters >= 1, "--iters", f"must be >= 1, got {s.iters}"),
+        (s.warmup >= 0, "--warmup", f"must be >= 0, got {s.warmup}"),
+        (s.threads >= 1, "--threads", f"must be >= 1, got {s.threads}"),
+        (s.zipf_alpha > 0, "--zipf-alpha", f"must be > 0, got {s.zipf_alpha:g}"),
+        (0 < s.scale_rows <= 1, "--scale-rows", f"must be > 0 and <= 1, got {s.scale_rows:g}"),
+        (s.max_bytes > 0, "--max-bytes", f"must be > 0, got {s.max_bytes}"),
+    )
+    for ok, flag, message in checks:
+        if not ok:
+            raise EngineError(f"{flag} {message}")
+
+
+def guard_memory(pieces: list[list[Piece]], optimizer: Optimizer, max_bytes: int) -> None:
+    """Refuse before allocating anything when a rank's weights and optimizer state exceed max_bytes."""
+    for r, rank in enumerate(pieces):
+        need = state_bytes(rank, optimizer)
+        if need > max_bytes:
+            raise EngineError(
+                f"rank {r} needs {human_bytes(need)} ({need} bytes) of weights and optimizer state, over "
+                f"--max-bytes {human_bytes(max_bytes)}; raise --max-bytes or shrink the tables with --scale-rows "
+                f"{max(max_bytes / need * 0.9, 1e-6):.2g} (changes what is measured)")
+
+
+def spearman(x: list[float], y: list[float]) -> Optional[float]:
+    """Spearman rank correlation (average ranks for ties); None under 3 points or when either is constant."""
+    if len(x) < 3 or len(set(x)) < 2 or len(set(y)) < 2:
+        return None
+    rx, ry = _ranks(np.asarray(x, dtype=float)), _ranks(np.asarray(y, dtype=float))
+    return float(np.corrcoef(rx, ry)[0, 1])
+
+
+def _ranks(a: np.ndarray) -> np.ndarray:
+    order = np.argsort(a, kind="stable")
+    ranks = np.empty(len(a))
+    ranks[order] = np.arange(len(a), dtype=float)
+    for v in np.unique(a):
+        tie = a == v
+        ranks[tie] = ranks[tie].mean()
+    return ranks
+
+
+def _median_ms(step: Callable[[], None], s: DryrunSettings, sync: Callable[[], None]) -> float:
+    for _ in range(s.warmup):
+        step()
+    sync()
+    times = []
+    for _ in range(s.iters):
+        t0 = time.perf_counter()
+        step()
+        sync()
+        times.append((time.perf_counter() - t0) * 1000.0)
+    return float(statistics.median(times))
+
+
+def run_dryrun(cfg: Config, tables: dict[str, TablePlan], settings: DryrunSettings = DryrunSettings()
+               ) -> DryrunResult:
+    """Measure every rank of a plan; raises EngineError (one line) for bad settings or a rank over max_bytes."""
+    s = settings
+    check_settings(s)
+    optimizer = cfg.topology.optimizer
+    pieces = rank_pieces(cfg, tables, s.scale_rows)
+    guard_memory(pieces, optimizer, s.max_bytes)
+    estimates = evaluate(cfg, tables, planner="file").ranks
+    from engine.dryrun import measure  # imports torch
+
+    device = measure.pick_device(s.device)
+    backend, notes = measure.pick_backend(s, [p for rank in pieces for p in rank], optimizer, device)
+    notes += _notes(pieces, s)
+    results = []
+    with measure.threads(s.threads):
+        for r, rank in enumerate(pieces):
+            batches = rank_batches(cfg, rank, s)
+            ms, weight_b, opt_b = measure.measure_rank(batches, backend, device, optimizer, s)
+            io_b = sum(b.io_bytes for b in batches)
+            est = estimates[r].perf
+            results.append(RankResult(
+                rank=r, num_pieces=len(rank), lookups=sum(b.lookups for b in batches), measured_ms=ms,
+                measured_bytes=weight_b + opt_b + io_b, weight_bytes=weight_b, optimizer_bytes=opt_b,
+                io_bytes=io_b, estimated_ms=est.total, estimated_compute_ms=est.fwd_compute + est.bwd_compute))
+    corr = spearman([x.estimated_ms for x in results], [x.measured_ms for x in results])
+    return DryrunResult(
+        ranks=tuple(results), backend=backend, device=DryrunDevice(device.type), iters=s.iters, warmup=s.warmup,
+        threads=s.threads, distribution=s.distribution,
+        zipf_alpha=s.zipf_alpha if s.distribution is Distribution.ZIPF else None, scale_rows=s.scale_rows,
+        estimate_rank_correlation=corr, notes=tuple(notes))
+
+
+def _notes(pieces: list[list[Piece]], s: DryrunSettings) -> list[str]:
+    notes = []
+    low = low_precision_tables(pieces)
+    if low:
+        notes.append(f"tables {', '.join(low)} are measured with 2-byte weights: fbgemm trains only fp32 and "
+                     "fp16 (int8/int4/int2 run as fp16)")
+    if s.scale_rows != 1.0:
+        notes.append(f"rows scaled by {s.scale_rows:g}: measured on smaller tables; estimated_ms is for the "
+                     "full-size plan")
+    return notes

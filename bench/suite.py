@@ -53,3 +53,32 @@ def criteo_1tb(world_size: int, batch_size: int = 512) -> dict:
 
 def tutorial() -> dict:
     return json.loads((ROOT / "examples" / "tutorial.json").read_text())
+
+
+def tight(cfg: dict, hbm_share: float) -> dict:
+    """The same tables on GPUs whose HBM holds only `hbm_share` of the fp32 weights (spread evenly)."""
+    weights = sum(t["num_embeddings"] * t["embedding_dim"] * 4 for t in cfg["tables"])
+    out = json.loads(json.dumps(cfg))
+    out["topology"]["hbm_cap"] = int(weights * hbm_share / out["topology"]["world_size"] / 0.85)
+    return out
+
+
+def cases(quick: bool = False) -> list[Case]:
+    """The suite, smallest first. quick: only what TorchRec plans in under a minute here."""
+    out = [
+        Case("tutorial", tutorial()),
+        Case("criteo-1tb-8", criteo_1tb(8)),
+        Case("criteo-1tb-16", criteo_1tb(16)),
+        Case("synthetic-100x16", synthetic(100, 16, seed=0)),
+        Case("synthetic-200x8", synthetic(200, 8, seed=0, max_rows=1e7)),
+        Case("synthetic-200x8-rows-1e8 (98% of all memory)", synthetic(200, 8, seed=0, max_rows=1e8)),
+        Case("tight-100x16 (HBM 60% of weights)", tight(synthetic(100, 16, seed=0), 0.6)),
+        Case("tight-criteo-8 (HBM 50% of weights)", tight(criteo_1tb(8), 0.5)),
+    ]
+    if not quick:
+        out += [
+            Case("synthetic-200x64", synthetic(200, 64, seed=0, max_rows=1e8)),
+            Case("synthetic-200x128", synthetic(200, 128, seed=0, max_rows=1e8)),
+            Case("synthetic-1000x128", synthetic(1000, 128, seed=0, max_rows=1e7)),
+        ]
+    return out

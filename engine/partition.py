@@ -22,9 +22,10 @@ FREE_PLACEMENT = (ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE, ShardingTyp
 class Placement:
     """Per-rank load and memory while options are placed, removed and moved."""
 
-    def __init__(self, topo: Topology):
+    def __init__(self, topo: Topology, balance_memory: bool = False):
         w = topo.world_size
         self.topo = topo
+        self.balance_memory = balance_memory  # place by free memory first, load second (tight configs)
         self.load = np.zeros(w)
         self.hbm = np.zeros(w)
         self.ddr = np.zeros(w)
@@ -81,14 +82,26 @@ class Placement:
             ok = (hbm + h[j] <= self.hbm_cap) & (ddr + d[j] <= self.ddr_cap)
             if not ok.any():
                 return None
-            pick = ok & ~used if (ok & ~used).any() else ok
-            r = int(np.flatnonzero(pick)[np.argmin(load[pick])])
+            pick = np.flatnonzero(ok & ~used if (ok & ~used).any() else ok)
+            if self.balance_memory:
+                fill = np.maximum(self._share(hbm[pick] + h[j], self.hbm_cap), self._share(ddr[pick] + d[j], self.ddr_cap))
+                r = int(pick[np.lexsort((load[pick], fill))[0]])
+            else:
+                r = int(pick[np.argmin(load[pick])])
             out[j] = r
             used[r] = True
             load[r] += cost[j]
             hbm[r] += h[j]
             ddr[r] += d[j]
         return out
+
+    @staticmethod
+    def _share(used: np.ndarray, cap: float) -> np.ndarray:
+        return used / cap if cap else np.where(used > 0, np.inf, 0.0)
+
+    def fill(self) -> np.ndarray:
+        """Per rank, the fuller of HBM and DDR as a share of the usable bytes."""
+        return np.maximum(self._share(self.hbm, self.hbm_cap), self._share(self.ddr, self.ddr_cap))
 
     # -- objective --------------------------------------------------------------------------------
     def score(self) -> tuple[float, float]:

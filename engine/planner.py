@@ -44,6 +44,7 @@ def _fit_kernels(chosen: list[Option], options: list[list[Option]], pl: Placemen
     """Where the cheapest options ask for more HBM than all ranks have, move the tables that lose least
     per byte saved to DDR-backed kernels (fused_uvm_caching, then fused_uvm). Edits `chosen` in place."""
     cap = pl.hbm_cap * pl.topo.world_size * HBM_FILL_TARGET
+    ddr_room = pl.ddr_cap * pl.topo.world_size * HBM_FILL_TARGET - sum(float(o.est.ddr_bytes.sum()) for o in chosen)
     hbm = np.array([o.total_hbm_bytes for o in chosen])
     notes = []
     for _ in range(3):
@@ -61,9 +62,11 @@ def _fit_kernels(chosen: list[Option], options: list[list[Option]], pl: Placemen
         for _, t, alt, saved in moves:
             if demand <= cap:
                 break
-            if t in seen:
+            grows = float(alt.est.ddr_bytes.sum() - chosen[t].est.ddr_bytes.sum())
+            if t in seen or grows > ddr_room:
                 continue
             seen.add(t)
+            ddr_room -= grows
             chosen[t] = alt
             demand -= saved
             hbm[t] -= saved
@@ -72,8 +75,11 @@ def _fit_kernels(chosen: list[Option], options: list[list[Option]], pl: Placemen
 
 
 def _order(chosen: list[Option], pl: Placement) -> np.ndarray:
-    """Fixed placements first, then the pieces heaviest in time or memory, table order breaking ties."""
+    """Fixed placements first, then the pieces heaviest in time or memory (memory only when balancing
+    memory), table order breaking ties."""
     avg = max(sum(o.total_cost_ms for o in chosen) / pl.topo.world_size, 1e-12)
+    if pl.balance_memory:
+        avg = np.inf
     fixed = np.array([o.sharding_type in (ShardingType.DATA_PARALLEL, ShardingType.ROW_WISE) for o in chosen])
     weight = np.array([
         max(o.max_shard_cost_ms / avg,
@@ -111,15 +117,20 @@ def _no_room(cfg: Config, options: list[list[Option]], t: int, pl: Placement) ->
             f"The tables do not fit: together they need at least {human_bytes(need)} (each in its least "
             f"memory-hungry option), but the {w} ranks have {human_bytes(total_h)} HBM + {human_bytes(total_d)} "
             f"DDR usable; the largest tables are {', '.join(names)}.", tables=names, fixes=tuple(fixes[-2:]))
+    crowded = ""
+    if need > 0.9 * (total_h + total_d):
+        crowded = (f" All tables together need {human_bytes(need)}, {need / (total_h + total_d):.0%} of the memory of "
+                   f"all ranks: too full to pack.")
     smallest = min(opts, key=lambda o: _footprint(o, pl))
     need_h, need_d = int(smallest.est.hbm_bytes.max()), int(smallest.est.ddr_bytes.max())
-    free_h = int(max(pl.hbm_cap - pl.hbm.min(), 0))
-    free_d = int(max(pl.ddr_cap - pl.ddr.min(), 0))
+    emptiest = int(np.argmin(pl.fill()))
+    free_h = int(max(pl.hbm_cap - pl.hbm[emptiest], 0))
+    free_d = int(max(pl.ddr_cap - pl.ddr[emptiest], 0))
     return PlanningError(
         f"Table {name!r} does not fit: its smallest option ({smallest.label}) needs {human_bytes(need_h)} HBM "
         f"+ {human_bytes(need_d)} DDR on one rank, but after placing the other tables the emptiest rank has "
         f"{human_bytes(free_h)} HBM and {human_bytes(free_d)} DDR free (usable per rank: "
-        f"{human_bytes(pl.hbm_cap)} HBM, {human_bytes(pl.ddr_cap)} DDR).",
+        f"{human_bytes(pl.hbm_cap)} HBM, {human_bytes(pl.ddr_cap)} DDR).{crowded}",
         tables=(name,), fixes=tuple(fixes),
     )
 
@@ -158,11 +169,22 @@ def to_table_plan(opt: Option, ranks: np.ndarray) -> TablePlan:
     return TablePlan(opt.sharding_type, opt.kernel, tuple(int(r) for r in ranks), shards)
 
 
+def _place(cfg: Config, options: list[list[Option]]) -> tuple[Placement, list[str]]:
+    """Place for speed; where memory runs out that way, place again filling memory evenly."""
+    pl = Placement(cfg.topology)
+    try:
+        return pl, _place_all(cfg, options, pl)
+    except PlanningError:
+        pl = Placement(cfg.topology, balance_memory=True)
+        notes = _place_all(cfg, options, pl)
+        pl.balance_memory = False
+        return pl, notes + ["memory is tight: shards were placed to fill memory evenly, then balanced for time"]
+
+
 def plan(cfg: Config, settings: PlannerSettings = PlannerSettings()) -> Plan:
     start = time.perf_counter()
     options = [table_options(cfg, i) for i in range(len(cfg.tables))]
-    pl = Placement(cfg.topology)
-    notes = _place_all(cfg, options, pl)
+    pl, notes = _place(cfg, options)
     if settings.search:
         steps = improve(pl, options, start + settings.time_budget_s, settings.max_iters)
         if steps:

@@ -1,0 +1,138 @@
+"""Our planner vs TorchRec's EmbeddingShardingPlanner, side by side in one run on one machine.
+
+Each planner runs as the command a user would run (`python -m engine plan` / `torchrec-plan`), in its own
+process with a time limit; both plans are scored by our estimator. Writes a Markdown table (bench/results/).
+Usage: python -m bench [--quick] [--torchrec-timeout S] [--cases NAME ...] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+if __package__ in (None, ""):  # run as a script: python bench/planner_vs_torchrec.py
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.suite import ROOT, Case, cases  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+
+
+@dataclass
+class Run:
+    ok: bool
+    wall_s: float
+    plan: Optional[dict] = None
+    error: str = ""
+
+
+@dataclass
+class Row:
+    case: Case
+    ours: Run
+    torchrec: Run
+    dryrun: dict = field(default_factory=dict)
+
+
+def run_planner(command: str, config_path: Path, timeout_s: float) -> Run:
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "engine", command, str(config_path), "--json"], cwd=ROOT,
+                              capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return Run(False, time.perf_counter() - start, error=f"no plan within {timeout_s:.0f} s")
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        lines = (proc.stderr.strip() or proc.stdout.strip() or "failed").splitlines()
+        return Run(False, wall, error=lines[-1][:160] + ("..." if len(lines[-1]) > 160 else ""))
+    return Run(True, wall, plan=json.loads(proc.stdout))
+
+
+def _fmt_s(run: Run, key: str = "wall") -> str:
+    if not run.ok:
+        return "failed"
+    if key == "inner":
+        return f"{run.plan['planning_seconds']:.2f}"
+    return f"{run.wall_s:.2f}"
+
+
+def _ratio(x: float) -> str:
+    return f"{x:.1f}x" if x < 10 else f"{x:.0f}x"
+
+
+def _peak_hbm(plan: dict) -> str:
+    r = max(plan["ranks"], key=lambda r: r["hbm_bytes"])
+    cap = r["hbm_cap_bytes"] or 1
+    return f"{r['hbm_bytes'] / cap:.0%}"
+
+
+def table_markdown(rows: list[Row]) -> str:
+    head = ("| case | tables | ranks | ours s (process) | TorchRec s (plan()) | speed-up | ours max ms | TorchRec max ms "
+            "| ours / TorchRec | lower bound ms | ours / bound | TorchRec / bound | peak HBM ours / TorchRec | notes |")
+    lines = [head, "|" + "|".join(["---"] * 14) + "|"]
+    for row in rows:
+        o, t = row.ours, row.torchrec
+        lb = o.plan["lower_bound_ms"] if o.ok else None
+        speed = _ratio(t.plan["planning_seconds"] / o.wall_s) if o.ok and t.ok else (
+            ">" + _ratio(t.wall_s / o.wall_s) if o.ok and "within" in t.error else "-")
+        om = o.plan["max_rank_cost_ms"] if o.ok else None
+        tm = t.plan["max_rank_cost_ms"] if t.ok else None
+        notes = "; ".join(x for x in (f"ours: {o.error}" if not o.ok else "",
+                                      f"TorchRec: {t.error}" if not t.ok else "") if x)
+        lines.append("| " + " | ".join([
+            row.case.name, str(len(row.case.config["tables"])), str(row.case.config["topology"]["world_size"]),
+            _fmt_s(o), _fmt_s(t, "inner"), speed,
+            f"{om:.4f}" if om is not None else "-", f"{tm:.4f}" if tm is not None else "-",
+            f"{om / tm:.3f}" if om and tm else "-", f"{lb:.4f}" if lb else "-",
+            f"{om / lb:.3f}" if om and lb else "-", f"{tm / lb:.3f}" if tm and lb else "-",
+            f"{_peak_hbm(o.plan) if o.ok else '-'} / {_peak_hbm(t.plan) if t.ok else '-'}", notes or "",
+        ]) + " |")
+    return "\n".join(lines)
+
+
+def run_suite(selected: list[Case], torchrec_timeout_s: float, log=print) -> list[Row]:
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for case in selected:
+            path = Path(tmp) / f"{case.name}.json"
+            path.write_text(json.dumps(case.config))
+            ours = run_planner("plan", path, 120)
+            log(f"{case.name}: ours {'%.2f s' % ours.wall_s if ours.ok else ours.error}")
+            theirs = run_planner("torchrec-plan", path, torchrec_timeout_s)
+            log(f"{case.name}: TorchRec {'%.2f s' % theirs.plan['planning_seconds'] if theirs.ok else theirs.error}")
+            rows.append(Row(case, ours, theirs))
+    return rows
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="only the cases TorchRec plans in under a minute")
+    p.add_argument("--cases", nargs="*", help="run only these case names")
+    p.add_argument("--torchrec-timeout", type=float, default=900, metavar="S",
+                   help="give up on TorchRec's planner after this many seconds (default %(default)s)")
+    p.add_argument("--out", type=Path, default=RESULTS / "latest.md", help="where to write the table")
+    args = p.parse_args(argv)
+    selected = [c for c in cases(quick=args.quick) if not args.cases or c.name in args.cases]
+    if not selected:
+        print("error: no case matches --cases", file=sys.stderr)
+        return 2
+    started = time.strftime("%Y-%m-%d %H:%M")
+    rows = run_suite(selected, args.torchrec_timeout, log=lambda m: print(m, file=sys.stderr, flush=True))
+    text = table_markdown(rows)
+    cmd = "python -m bench" + (" --quick" if args.quick else "") + (
+        f" --cases {' '.join(args.cases)}" if args.cases else "")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(f"Made by `{cmd}` on {started} (2 cores, no GPU).\n\n{text}\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

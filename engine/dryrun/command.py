@@ -13,7 +13,6 @@ import sys
 from typing import NoReturn
 
 from engine.config import load_config
-from engine.errors import EngineError
 from engine.planfile import load_plan
 
 from engine.dryrun.types import DEFAULT_MAX_BYTES, Backend, Distribution, DryrunDevice, DryrunSettings
@@ -66,13 +65,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     d = DryrunSettings()
     p = subparsers.add_parser("dryrun", help="build each rank's shards and time forward + backward on this machine")
     p.add_argument("config", metavar="CONFIG.json")
-    p.add_argument("--plan", required=True, metavar="PLAN.json", help="the plan to measure (python -m engine plan --out)")
+    p.add_argument("--plan", required=True, metavar="PLAN.json",
+                   help="the plan to measure (python -m engine plan --out)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--device", choices=[x.value for x in DryrunDevice], default=d.device.value,
                    help="where to run the kernels (default %(default)s; cuda only where one is available)")
     p.add_argument("--backend", choices=[x.value for x in Backend], default=d.backend.value,
                    help="fbgemm's TBE, torch's embedding_bag, or auto: fbgemm when it can (default %(default)s)")
-    p.add_argument("--iters", type=int, default=d.iters, help="timed steps; the median is reported (default %(default)s)")
+    p.add_argument("--iters", type=int, default=d.iters,
+                   help="timed steps; the median is reported (default %(default)s)")
     p.add_argument("--warmup", type=int, default=d.warmup, help="untimed steps first (default %(default)s)")
     p.add_argument("--threads", type=int, default=d.threads, help="torch threads (default %(default)s)")
     p.add_argument("--distribution", choices=[x.value for x in Distribution], default=d.distribution.value,
@@ -88,4 +89,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _one_line_errors(p)
 
 
-__all__ = ["EngineError", "register"]
+__all__ = ["cmd_dryrun", "parse_bytes", "register"]

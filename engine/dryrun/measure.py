@@ -6,14 +6,15 @@ Imported only when a dry-run runs (it imports torch, and fbgemm_gpu when that ba
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+import statistics
+import time
+from typing import Callable, Iterator
 
 import torch
 
 from engine.errors import EngineError
 from engine.types import Optimizer
 
-from engine.dryrun.run import _median_ms
 from engine.dryrun.types import Backend, DryrunDevice, DryrunSettings, Piece
 from engine.dryrun.workload import PieceBatch
 
@@ -43,6 +44,20 @@ def pick_backend(s: DryrunSettings, pieces: list[Piece], optimizer: Optimizer,
     return Backend.TORCH, [f"{why}: measured with the torch fallback"]
 
 
+def median_ms(step: Callable[[], None], s: DryrunSettings, sync: Callable[[], None]) -> float:
+    """Median wall-clock ms of step() over s.iters runs, after s.warmup untimed ones."""
+    for _ in range(s.warmup):
+        step()
+    sync()
+    times = []
+    for _ in range(s.iters):
+        t0 = time.perf_counter()
+        step()
+        sync()
+        times.append((time.perf_counter() - t0) * 1000.0)
+    return float(statistics.median(times))
+
+
 @contextlib.contextmanager
 def threads(n: int) -> Iterator[None]:
     old = torch.get_num_threads()
@@ -64,5 +79,5 @@ def measure_rank(batches: list[PieceBatch], backend: Backend, device: torch.devi
         from engine.dryrun.torch_backend import TorchRank as Rank
     model = Rank(batches, optimizer, device, s.learning_rate)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    ms = _median_ms(model.step, s, sync)
+    ms = median_ms(model.step, s, sync)
     return ms, model.weight_bytes, model.optimizer_bytes

@@ -4,9 +4,7 @@ measurements beside the engine's estimates. Ranks are measured one after another
 
 from __future__ import annotations
 
-import statistics
-import time
-from typing import Callable, Optional
+from typing import Optional
 
 import numpy as np
 
@@ -50,7 +48,7 @@ def spearman(x: list[float], y: list[float]) -> Optional[float]:
     if len(x) < 3 or len(set(x)) < 2 or len(set(y)) < 2:
         return None
     rx, ry = _ranks(np.asarray(x, dtype=float)), _ranks(np.asarray(y, dtype=float))
-    return float(np.corrcoef(rx, ry)[0, 1])
+    return round(float(np.corrcoef(rx, ry)[0, 1]), 6)
 
 
 def _ranks(a: np.ndarray) -> np.ndarray:
@@ -61,19 +59,6 @@ def _ranks(a: np.ndarray) -> np.ndarray:
         tie = a == v
         ranks[tie] = ranks[tie].mean()
     return ranks
-
-
-def _median_ms(step: Callable[[], None], s: DryrunSettings, sync: Callable[[], None]) -> float:
-    for _ in range(s.warmup):
-        step()
-    sync()
-    times = []
-    for _ in range(s.iters):
-        t0 = time.perf_counter()
-        step()
-        sync()
-        times.append((time.perf_counter() - t0) * 1000.0)
-    return float(statistics.median(times))
 
 
 def run_dryrun(cfg: Config, tables: dict[str, TablePlan], settings: DryrunSettings = DryrunSettings()
@@ -113,8 +98,8 @@ def _notes(pieces: list[list[Piece]], s: DryrunSettings) -> list[str]:
     notes = []
     low = low_precision_tables(pieces)
     if low:
-        notes.append(f"tables {', '.join(low)} are measured with 2-byte weights: fbgemm trains only fp32 and "
-                     "fp16 (int8/int4/int2 run as fp16)")
+        notes.append(f"tables {', '.join(low)} are measured with 2-byte weights (int8/int4/int2 as fp16, and "
+                     "bf16 as fp16 with fbgemm, whose CPU training kernels take only fp32 and fp16)")
     if s.scale_rows != 1.0:
         notes.append(f"rows scaled by {s.scale_rows:g}: measured on smaller tables; estimated_ms is for the "
                      "full-size plan")

@@ -97,18 +97,51 @@ def table_markdown(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def run_suite(selected: list[Case], torchrec_timeout_s: float, log=print) -> list[Row]:
+def run_dryrun(config_path: Path, plan: dict, iters: int) -> dict:
+    """Measure a plan with the kernel dry-run (`python -m engine dryrun`); {} if it could not run."""
+    plan_path = config_path.with_suffix(f".{plan['planner']}.plan.json")
+    plan_path.write_text(json.dumps(plan))
+    proc = subprocess.run([sys.executable, "-m", "engine", "dryrun", str(config_path), "--plan", str(plan_path),
+                           "--json", "--iters", str(iters)], cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    if proc.returncode != 0:
+        return {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1][:160]}
+    return json.loads(proc.stdout)
+
+
+def run_suite(selected: list[Case], torchrec_timeout_s: float, dryrun_iters: int = 20, log=print) -> list[Row]:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for case in selected:
-            path = Path(tmp) / f"{case.name}.json"
+        for i, case in enumerate(selected):
+            path = Path(tmp) / f"case{i}.json"
             path.write_text(json.dumps(case.config))
             ours = run_planner("plan", path, 120)
             log(f"{case.name}: ours {'%.2f s' % ours.wall_s if ours.ok else ours.error}")
             theirs = run_planner("torchrec-plan", path, torchrec_timeout_s)
             log(f"{case.name}: TorchRec {'%.2f s' % theirs.plan['planning_seconds'] if theirs.ok else theirs.error}")
-            rows.append(Row(case, ours, theirs))
+            row = Row(case, ours, theirs)
+            if case.dryrun and ours.ok and theirs.ok:
+                row.dryrun = {"ours": run_dryrun(path, ours.plan, dryrun_iters),
+                              "torchrec": run_dryrun(path, theirs.plan, dryrun_iters)}
+                log(f"{case.name}: dry-run done")
+            rows.append(row)
     return rows
+
+
+def dryrun_markdown(rows: list[Row]) -> str:
+    head = ("| case | ours measured max-rank ms | TorchRec measured max-rank ms | ours / TorchRec | "
+            "estimate-vs-measured rank correlation (ours / TorchRec plan) | notes |")
+    lines = [head, "|" + "|".join(["---"] * 6) + "|"]
+    for row in rows:
+        if not row.dryrun:
+            continue
+        o, t = row.dryrun["ours"], row.dryrun["torchrec"]
+        om, tm = o.get("max_rank_measured_ms"), t.get("max_rank_measured_ms")
+        corr = "/".join("-" if d.get("estimate_rank_correlation") is None else f"{d['estimate_rank_correlation']:.2f}"
+                        for d in (o, t))
+        notes = "; ".join(d["error"] for d in (o, t) if "error" in d)
+        lines.append(f"| {row.case.name} | {om:.3f} | {tm:.3f} | {om / tm:.3f} | {corr} | {notes} |" if om and tm
+                     else f"| {row.case.name} | - | - | - | - | {notes} |")
+    return "\n".join(lines)
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -126,6 +159,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     started = time.strftime("%Y-%m-%d %H:%M")
     rows = run_suite(selected, args.torchrec_timeout, log=lambda m: print(m, file=sys.stderr, flush=True))
     text = table_markdown(rows)
+    measured = dryrun_markdown(rows)
+    if measured.count("\n") > 1:
+        text += ("\n\nMeasured by the kernel dry-run (`python -m engine dryrun --iters 20`, fbgemm on CPU, one "
+                 "thread, ranks one after another):\n\n" + measured)
     cmd = "python -m bench" + (" --quick" if args.quick else "") + (
         f" --cases {' '.join(args.cases)}" if args.cases else "")
     args.out.parent.mkdir(parents=True, exist_ok=True)

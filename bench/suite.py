@@ -26,10 +26,11 @@ CRITEO_1TB_MULTI_HOT = [3, 2, 1, 2, 6, 1, 1, 1, 1, 7, 3, 8, 1, 6, 9, 5, 1, 1, 1,
 class Case:
     name: str
     config: dict
+    dryrun: bool = False  # small CPU topologies: both plans are also measured by the kernel dry-run
 
 
 def synthetic(num_tables: int, world_size: int, seed: int = 0, max_rows: float = 1e7,
-              local_world_size: int = 8, batch_size: int = 512) -> dict:
+              local_world_size: int = 8, batch_size: int = 512, device: str = "cuda") -> dict:
     """Log-uniform rows in [1e3, max_rows], dims 32..256 (multiples of 4... of 32), pooling factors 0.5..96."""
     rng = np.random.default_rng(seed)
     rows = np.exp(rng.uniform(np.log(1e3), np.log(max_rows), num_tables)).astype(int)
@@ -40,7 +41,7 @@ def synthetic(num_tables: int, world_size: int, seed: int = 0, max_rows: float =
     constraints = {f"t{i}": {"pooling_factors": [float(p)]} for i, p in enumerate(pf)}
     return {"tables": tables, "constraints": constraints,
             "topology": {"world_size": world_size, "local_world_size": min(local_world_size, world_size),
-                         "batch_size": batch_size}}
+                         "batch_size": batch_size, "compute_device": device}}
 
 
 def criteo_1tb(world_size: int, batch_size: int = 512) -> dict:
@@ -74,6 +75,8 @@ def cases(quick: bool = False) -> list[Case]:
         Case("synthetic-200x8-rows-1e8 (98% of all memory)", synthetic(200, 8, seed=0, max_rows=1e8)),
         Case("tight-100x16 (HBM 60% of weights)", tight(synthetic(100, 16, seed=0), 0.6)),
         Case("tight-criteo-8 (HBM 50% of weights)", tight(criteo_1tb(8), 0.5)),
+        Case("cpu-synthetic-24x4", synthetic(24, 4, seed=0, max_rows=2e5, batch_size=256, device="cpu"), True),
+        Case("cpu-synthetic-48x8", synthetic(48, 8, seed=1, max_rows=1e5, batch_size=128, device="cpu"), True),
     ]
     if not quick:
         out += [

@@ -1,5 +1,5 @@
-"""Our plans as TorchRec objects and back: ShardingPlan export, the EBC and sharders to run it, and
-TorchRec's own EmbeddingShardingPlanner as a baseline. The only engine module that imports torchrec.
+"""Our plans as TorchRec objects and back: ShardingPlan export, the EBC and sharders that run it, and
+TorchRec's own EmbeddingShardingPlanner as a baseline. Imports torch and torchrec: import it only when asked.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from typing import Iterator, Optional, Union
 
 import torch
 import torchrec
-from torch.distributed._shard.sharding_spec import EnumerableShardingSpec, ShardMetadata
 from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
 from torchrec.distributed.planner import EmbeddingShardingPlanner
 from torchrec.distributed.planner import Topology as TorchRecTopology
@@ -22,9 +21,11 @@ from torchrec.distributed.planner.types import ParameterConstraints, PlannerErro
 from torchrec.distributed.types import (
     CacheParams,
     EmbeddingModuleShardingPlan,
+    EnumerableShardingSpec,
     ModuleSharder,
     ParameterSharding,
     ShardingPlan,
+    ShardMetadata,
 )
 from torchrec.optim import RowWiseAdagrad
 
@@ -86,6 +87,8 @@ def parameter_sharding(cfg: Config, name: str, tp: TablePlan, device: DeviceLike
             for s in tp.shards
         ])
     load_factor = cfg.constraint(name).cache_load_factor
+    if tp.sharding_type is ShardingType.DATA_PARALLEL:
+        load_factor = None  # the dense kernel has no cache; TorchRec warns and ignores it
     return ParameterSharding(
         sharding_type=tp.sharding_type.value,
         compute_kernel=tp.compute_kernel.value,
@@ -124,7 +127,9 @@ def build_ebc(cfg: Config, device: Union[str, torch.device] = "meta") -> torchre
 
 
 class CpuRowWiseEmbeddingBagCollectionSharder(EmbeddingBagCollectionSharder):
-    """TorchRec's EBC sharder, also offering row_wise and table_row_wise on CPU, where they run on gloo."""
+    """TorchRec's EBC sharder, also offering row_wise and table_row_wise on CPU, where they run on gloo.
+    DistributedModelParallel runs a given row_wise plan with either sharder; TorchRec's planner needs this one
+    to consider row splits on CPU."""
 
     def sharding_types(self, compute_device_type: str) -> list[str]:
         types = list(super().sharding_types(compute_device_type))
@@ -236,7 +241,7 @@ def _one_line(text: str) -> str:
     return head
 
 
-def _planning_error(cfg: Config, e: Exception) -> PlanningError:
+def _planning_error(cfg: Config, e: Exception, sharder: ModuleSharder[torch.nn.Module]) -> PlanningError:
     """TorchRec's multi-line planner error as one line, naming the tables it mentions and what would help."""
     text = str(e)
     tables = tuple(t.name for t in cfg.tables if re.search(rf"\b{re.escape(t.name)}\b", text))
@@ -247,22 +252,23 @@ def _planning_error(cfg: Config, e: Exception) -> PlanningError:
                  f"lower topology.batch_size (now {topo.batch_size})", "relax the tables' constraints")
     else:
         dev = topo.compute_device.value
-        offered = EmbeddingBagCollectionSharder().sharding_types(dev)
-        fixes = (f"on {dev} TorchRec's sharder offers sharding types {', '.join(offered)} "
-                 f"and kernels {', '.join(_kernels_offered(dev))}: use those in the constraints",)
+        offered = sharder.sharding_types(dev)
+        fixes = (f"on {dev} the sharder offers sharding types {', '.join(offered)} "
+                 f"and kernels {', '.join(_kernels_offered(sharder, dev))}: use those in the constraints",)
     where = f" (tables: {', '.join(tables)})" if tables else ""
     return PlanningError(f"TorchRec: {_one_line(text).rstrip('.')}{where}.", tables=tables, fixes=fixes)
 
 
-def _kernels_offered(device: str) -> list[str]:
-    sharder = EmbeddingBagCollectionSharder()
+def _kernels_offered(sharder: ModuleSharder[torch.nn.Module], device: str) -> list[str]:
     kernels = {k for st in sharder.sharding_types(device) for k in sharder.compute_kernels(st, device)}
     return [k.value for k in ComputeKernel if k.value in kernels]
 
 
-def torchrec_plan(cfg: Config) -> Plan:
-    """Run TorchRec's EmbeddingShardingPlanner on the config and score its plan with our estimator."""
-    start = time.perf_counter()
+def torchrec_sharding_plan(cfg: Config,
+                           module_sharders: Optional[list[ModuleSharder[torch.nn.Module]]] = None) -> ShardingPlan:
+    """TorchRec's EmbeddingShardingPlanner's ShardingPlan for the config, planned without a process group.
+    `module_sharders` defaults to TorchRec's own EmbeddingBagCollectionSharder (as TorchRec plans)."""
+    module_sharders = module_sharders or [EmbeddingBagCollectionSharder()]
     with quiet_torchrec():
         ebc = build_ebc(cfg, "meta")
         for p in ebc.parameters():
@@ -273,18 +279,23 @@ def torchrec_plan(cfg: Config) -> Plan:
             constraints=torchrec_constraints(cfg), stats=[], debug=False,
         )
         try:
-            sharding_plan = planner.plan(ebc, [EmbeddingBagCollectionSharder()])
+            return planner.plan(ebc, module_sharders)
         except PlannerError as e:
-            raise _planning_error(cfg, e) from None
+            raise _planning_error(cfg, e, module_sharders[0]) from None
         except RuntimeError as e:  # the enumerator's "No available sharding type and compute kernel ..."
             if not str(e).startswith("No available"):
                 raise
-            raise _planning_error(cfg, e) from None
-    tables = from_sharding_plan(cfg, sharding_plan)
+            raise _planning_error(cfg, e, module_sharders[0]) from None
+
+
+def torchrec_plan(cfg: Config, module_sharders: Optional[list[ModuleSharder[torch.nn.Module]]] = None) -> Plan:
+    """TorchRec's planner's plan as our Plan, scored by our estimator (so it compares with engine.plan's)."""
+    start = time.perf_counter()
+    tables = from_sharding_plan(cfg, torchrec_sharding_plan(cfg, module_sharders))
     return evaluate(cfg, tables, planner="torchrec", planning_seconds=time.perf_counter() - start)
 
 
 __all__ = [
     "CpuRowWiseEmbeddingBagCollectionSharder", "build_ebc", "from_sharding_plan", "parameter_sharding", "placement",
-    "sharders", "to_sharding_plan", "torchrec_plan",
+    "sharders", "to_sharding_plan", "torchrec_plan", "torchrec_sharding_plan",
 ]

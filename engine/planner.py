@@ -37,14 +37,16 @@ def _initial(options: list[list[Option]]) -> list[Option]:
     return [min(opts, key=lambda o: (o.total_cost_ms, o.kernel.weights_in_ddr)) for opts in options]
 
 
-HBM_FILL_TARGET = 0.95  # demote kernels until the plan asks for at most this share of all HBM
+# Demote kernels until the plan asks for at most this share of all HBM; where shards then do not pack, try
+# again with more room to spare.
+FILL_TARGETS = (0.95, 0.85, 0.7, 0.5)
 
 
-def _fit_kernels(chosen: list[Option], options: list[list[Option]], pl: Placement) -> list[str]:
+def _fit_kernels(chosen: list[Option], options: list[list[Option]], pl: Placement, fill: float) -> list[str]:
     """Where the cheapest options ask for more HBM than all ranks have, move the tables that lose least
     per byte saved to DDR-backed kernels (fused_uvm_caching, then fused_uvm). Edits `chosen` in place."""
-    cap = pl.hbm_cap * pl.topo.world_size * HBM_FILL_TARGET
-    ddr_room = pl.ddr_cap * pl.topo.world_size * HBM_FILL_TARGET - sum(float(o.est.ddr_bytes.sum()) for o in chosen)
+    cap = pl.hbm_cap * pl.topo.world_size * fill
+    ddr_room = pl.ddr_cap * pl.topo.world_size * FILL_TARGETS[0] - sum(float(o.est.ddr_bytes.sum()) for o in chosen)
     hbm = np.array([o.total_hbm_bytes for o in chosen])
     notes = []
     for _ in range(3):
@@ -135,9 +137,9 @@ def _no_room(cfg: Config, options: list[list[Option]], t: int, pl: Placement) ->
     )
 
 
-def _place_all(cfg: Config, options: list[list[Option]], pl: Placement) -> list[str]:
+def _place_all(cfg: Config, options: list[list[Option]], pl: Placement, fill: float) -> list[str]:
     chosen = _initial(options)
-    notes = _fit_kernels(chosen, options, pl)
+    notes = _fit_kernels(chosen, options, pl, fill)
     fallbacks: list[str] = []
     for t in _order(chosen, pl):
         opt = chosen[t]
@@ -170,15 +172,23 @@ def to_table_plan(opt: Option, ranks: np.ndarray) -> TablePlan:
 
 
 def _place(cfg: Config, options: list[list[Option]]) -> tuple[Placement, list[str]]:
-    """Place for speed; where memory runs out that way, place again filling memory evenly."""
-    pl = Placement(cfg.topology)
-    try:
-        return pl, _place_all(cfg, options, pl)
-    except PlanningError:
-        pl = Placement(cfg.topology, balance_memory=True)
-        notes = _place_all(cfg, options, pl)
-        pl.balance_memory = False
-        return pl, notes + ["memory is tight: shards were placed to fill memory evenly, then balanced for time"]
+    """Place for speed; where memory runs out that way, place filling memory evenly, then leave more HBM
+    to spare, until the shards pack."""
+    error = None
+    for fill in FILL_TARGETS:
+        for balance in (False, True):
+            pl = Placement(cfg.topology, balance_memory=balance)
+            try:
+                notes = _place_all(cfg, options, pl, fill)
+            except PlanningError as e:
+                error = error or e
+                continue
+            pl.balance_memory = False
+            if balance or fill != FILL_TARGETS[0]:
+                notes.append(f"memory is tight: placed filling memory {'evenly' if balance else 'by time'} with "
+                             f"HBM demand capped at {fill:.0%}, then balanced for time")
+            return pl, notes
+    raise error
 
 
 def plan(cfg: Config, settings: PlannerSettings = PlannerSettings()) -> Plan:

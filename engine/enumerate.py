@@ -14,7 +14,7 @@ import numpy as np
 
 from engine import constants as C
 from engine.errors import PlanningError
-from engine.estimate import ShardEstimates, estimate_shards
+from engine.estimate import ShardEstimates, estimate_kernels
 from engine.types import (
     MODEL_PARALLEL_KERNELS,
     ComputeKernel,
@@ -136,9 +136,8 @@ def make_options(cfg: Config, i: int, st: ShardingType, kernels: list[ComputeKer
     table = cfg.tables[i]
     c = cfg.constraint(table.name)
     offsets, sizes = geometry(table, st, cfg.topology, width)
-    rows, cols = sizes[:, 0], sizes[:, 1]
-    return [Option(i, st, k, offsets, sizes, estimate_shards(table, c, cfg.topology, st, k, rows, cols))
-            for k in kernels]
+    ests = estimate_kernels(table, c, cfg.topology, st, kernels, sizes[:, 0], sizes[:, 1])
+    return [Option(i, st, k, offsets, sizes, e) for k, e in zip(kernels, ests)]
 
 
 def table_options(cfg: Config, i: int) -> list[Option]:

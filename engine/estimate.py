@@ -90,64 +90,66 @@ def block_penalty(cols: np.ndarray) -> np.ndarray:
                     np.where(cols >= C.FULL_BLOCK_EMB_DIM // 2, C.HALF_BLOCK_PENALTY, C.QUARTER_BLOCK_PENALTY))
 
 
-def _perf(table: TableConfig, load: TableLoad, topo: Topology, st: ShardingType, kernel: ComputeKernel,
-          rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+def _perf_parts(table: TableConfig, load: TableLoad, topo: Topology, st: ShardingType,
+                rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-shard time as `work / kernel bandwidth + fixed`: (work bytes, fixed ms), both (k, 6).
+    Compute scales with the kernel's bandwidth; communication does not."""
     W, L = topo.world_size, topo.local_world_size
     tdt = table.data_type.bytes
     out_dt = tdt
-    dbw = device_bw(topo, kernel, load.cache_load_factor)
     cbw = comms_bw(topo)
     k = len(rows)
-    perf = np.zeros((k, N_PERF))
+    work, fixed = np.zeros((k, N_PERF)), np.zeros((k, N_PERF))
     weight_factor = 2.0 if load.is_weighted else 1.0
     kernel_factor = C.WEIGHTED_KERNEL_MULTIPLIER if load.is_weighted else 1.0
 
     if st is ShardingType.DATA_PARALLEL:
         d = table.embedding_dim
         read = math.ceil(load.batch_inputs * C.INDEX_BYTES) * weight_factor
-        fwd = (read + load.batch_inputs * d * tdt + load.batch_outputs * d * out_dt) * kernel_factor / dbw
+        fwd = (read + load.batch_inputs * d * tdt + load.batch_outputs * d * out_dt) * kernel_factor
         table_bytes = table.num_embeddings * d * tdt
         if topo.num_hosts > 1:
             h = topo.num_hosts
             all_reduce = table_bytes * 2 * (h - 1) / h / topo.inter_host_bw
         else:
             all_reduce = table_bytes * 2 * (W - 1) / W / topo.intra_host_bw if W > 1 else 0.0
-        optimizer = table_bytes * C.DP_ELEMENTWISE_KERNELS_PERF_FACTOR / dbw
-        perf[:, 0] = fwd
-        perf[:, 2] = fwd * C.BWD_COMPUTE_MULTIPLIER + optimizer
-        perf[:, 3] = all_reduce
-        return perf
+        work[:, 0] = fwd
+        work[:, 2] = fwd * C.BWD_COMPUTE_MULTIPLIER + table_bytes * C.DP_ELEMENTWISE_KERNELS_PERF_FACTOR
+        fixed[:, 3] = all_reduce
+        return work, fixed
 
     if st.splits_rows:
         divisor = W if st is ShardingType.ROW_WISE else L
         bi = load.batch_inputs / divisor
-        read = np.full(k, math.ceil(bi * W * C.INDEX_BYTES) * weight_factor)
+        read = math.ceil(bi * W * C.INDEX_BYTES) * weight_factor
         lookup = bi * W * cols * tdt
         out = (load.batch_outputs if table.pooling is not PoolingType.NONE else bi) * W * cols * out_dt
         penalty = 1.0
     else:  # table_wise, column_wise, table_column_wise: each shard sees every id of the global batch
-        read = np.full(k, math.ceil(load.batch_inputs * W * C.INDEX_BYTES) * weight_factor)
+        read = math.ceil(load.batch_inputs * W * C.INDEX_BYTES) * weight_factor
         lookup = load.batch_inputs * W * np.maximum(cols, C.MIN_LOOKUP_DIM) * tdt
         out = load.batch_outputs * W * cols * out_dt
         penalty = block_penalty(cols)
-    fwd_compute = (read + lookup + out) * penalty * kernel_factor / dbw
-    perf[:, 0] = fwd_compute
-    perf[:, 2] = fwd_compute * C.BWD_COMPUTE_MULTIPLIER
+    fwd_work = (read + lookup + out) * penalty * kernel_factor
+    work[:, 0] = fwd_work
+    work[:, 2] = fwd_work * C.BWD_COMPUTE_MULTIPLIER
     input_dist = read / weight_factor / cbw
     if st is ShardingType.TABLE_ROW_WISE and topo.num_hosts > 1:
         # reduce-scatter inside the host, then the host's 1/L share crosses hosts
         comms = out / topo.intra_host_bw + out / L / topo.inter_host_bw
     else:
         comms = out / cbw
-    perf[:, 1] = comms
-    perf[:, 3] = comms
+    fixed[:, 1] = comms
+    fixed[:, 3] = comms
     if st.splits_rows:
-        perf[:, 3] += out * C.BATCHED_COPY_PERF_FACTOR / dbw
-        perf[:, 4] = input_dist / k
+        work[:, 3] = out * C.BATCHED_COPY_PERF_FACTOR
+        fixed[:, 4] = input_dist / k
     else:
-        perf[:, 4] = input_dist
-    perf[rows * cols == 0] = 0.0
-    return perf
+        fixed[:, 4] = input_dist
+    empty = rows * cols == 0
+    work[empty] = 0.0
+    fixed[empty] = 0.0
+    return work, fixed
 
 
 def _io_bytes(table: TableConfig, load: TableLoad, topo: Topology, st: ShardingType,
@@ -171,18 +173,9 @@ def _io_bytes(table: TableConfig, load: TableLoad, topo: Topology, st: ShardingT
     return inp, out
 
 
-def estimate_shards(table: TableConfig, c: Constraints, topo: Topology, st: ShardingType,
-                    kernel: ComputeKernel, rows: np.ndarray, cols: np.ndarray) -> ShardEstimates:
-    """Cost and memory of each shard (or data-parallel replica) of one table under one option."""
-    load = table_load(table, c, topo)
-    rows = np.asarray(rows, dtype=np.float64)
-    cols = np.asarray(cols, dtype=np.float64)
-    if st is ShardingType.DATA_PARALLEL:
-        weights = np.full(len(rows), float(table.weight_bytes))
-    else:
-        weights = np.ceil(table.data_type.bytes * rows * cols)
-    opt = np.ceil(weights * topo.optimizer.state_multiplier(table.embedding_dim))
-    inp, out = _io_bytes(table, load, topo, st, rows, cols)
+def _memory(table: TableConfig, load: TableLoad, topo: Topology, kernel: ComputeKernel, rows: np.ndarray,
+            weights: np.ndarray, opt: np.ndarray, inp: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(HBM, DDR) bytes per shard: where the kernel keeps weights and optimizer state, plus the buffers."""
     if kernel.weights_in_ddr:
         ddr = weights + opt
         if kernel is ComputeKernel.FUSED_UVM_CACHING:
@@ -193,12 +186,36 @@ def estimate_shards(table: TableConfig, c: Constraints, topo: Topology, st: Shar
     else:
         hbm, ddr = weights + opt, np.zeros(len(rows))
     if topo.compute_device is Device.CPU:
-        ddr, hbm = ddr + hbm + inp + out, np.zeros(len(rows))
+        return np.zeros(len(rows), dtype=np.int64), (ddr + hbm + inp + out).astype(np.int64)
+    return (hbm + inp + out).astype(np.int64), ddr.astype(np.int64)
+
+
+def estimate_kernels(table: TableConfig, c: Constraints, topo: Topology, st: ShardingType,
+                     kernels: list[ComputeKernel], rows: np.ndarray, cols: np.ndarray) -> list[ShardEstimates]:
+    """Cost and memory of each shard (or data-parallel replica) of one table's geometry, for each kernel."""
+    load = table_load(table, c, topo)
+    rows = np.asarray(rows, dtype=np.float64)
+    cols = np.asarray(cols, dtype=np.float64)
+    if st is ShardingType.DATA_PARALLEL:
+        weights = np.full(len(rows), float(table.weight_bytes))
     else:
-        hbm = hbm + inp + out
-    perf = _perf(table, load, topo, st, kernel, rows, cols)
-    return ShardEstimates(perf, hbm.astype(np.int64), ddr.astype(np.int64), inp.astype(np.int64),
-                          out.astype(np.int64))
+        weights = np.ceil(table.data_type.bytes * rows * cols)
+    opt = np.ceil(weights * topo.optimizer.state_multiplier(table.embedding_dim))
+    inp, out = _io_bytes(table, load, topo, st, rows, cols)
+    work, fixed = _perf_parts(table, load, topo, st, rows, cols)
+    inp_i, out_i = inp.astype(np.int64), out.astype(np.int64)
+    result = []
+    for kernel in kernels:
+        hbm, ddr = _memory(table, load, topo, kernel, rows, weights, opt, inp, out)
+        perf = work / device_bw(topo, kernel, load.cache_load_factor) + fixed
+        result.append(ShardEstimates(perf, hbm, ddr, inp_i, out_i))
+    return result
+
+
+def estimate_shards(table: TableConfig, c: Constraints, topo: Topology, st: ShardingType,
+                    kernel: ComputeKernel, rows: np.ndarray, cols: np.ndarray) -> ShardEstimates:
+    """Cost and memory of each shard (or data-parallel replica) of one table under one option."""
+    return estimate_kernels(table, c, topo, st, [kernel], rows, cols)[0]
 
 
 def perf_from_row(row: np.ndarray) -> Perf:

@@ -13,7 +13,7 @@ import numpy as np
 from engine.enumerate import Option, table_options
 from engine.errors import PlanningError, human_bytes
 from engine.evaluate import evaluate
-from engine.partition import Placement, improve
+from engine.partition import Placement, better, improve
 from engine.types import ComputeKernel, Config, Plan, Shard, ShardingType, TablePlan
 
 
@@ -43,37 +43,48 @@ FILL_TARGETS = (0.95, 0.85, 0.7, 0.5)
 
 
 def _fit_kernels(chosen: list[Option], options: list[list[Option]], pl: Placement, fill: float) -> list[str]:
-    """Where the cheapest options ask for more HBM than all ranks have, move the tables that lose least
-    per byte saved to DDR-backed kernels (fused_uvm_caching, then fused_uvm). Edits `chosen` in place."""
+    """Where the cheapest options ask for more HBM than all ranks have, choose per table the option with the
+    least `cost + lam x HBM bytes`, with the smallest price `lam` that brings the demand under `fill` of
+    all HBM (a Lagrangian relaxation of the memory limit: hot tables stay in HBM, cold big ones move to
+    DDR-backed kernels or spread by rows). Edits `chosen` in place."""
     cap = pl.hbm_cap * pl.topo.world_size * fill
-    ddr_room = pl.ddr_cap * pl.topo.world_size * FILL_TARGETS[0] - sum(float(o.est.ddr_bytes.sum()) for o in chosen)
-    hbm = np.array([o.total_hbm_bytes for o in chosen])
-    notes = []
-    for _ in range(3):
-        demand = hbm.sum()
-        if demand <= cap:
-            break
-        moves = []
-        for t, cur in enumerate(chosen):
-            for alt in options[t]:
-                saved = hbm[t] - alt.total_hbm_bytes
-                if saved > 0 and alt.sharding_type is cur.sharding_type:
-                    moves.append(((alt.total_cost_ms - cur.total_cost_ms) / saved, t, alt, saved))
-        moves.sort(key=lambda m: (m[0], m[1]))
-        seen = set()
-        for _, t, alt, saved in moves:
-            if demand <= cap:
-                break
-            grows = float(alt.est.ddr_bytes.sum() - chosen[t].est.ddr_bytes.sum())
-            if t in seen or grows > ddr_room:
-                continue
-            seen.add(t)
-            ddr_room -= grows
-            chosen[t] = alt
-            demand -= saved
-            hbm[t] -= saved
-        notes.append(f"HBM demand exceeded capacity: {len(seen)} tables moved to DDR-backed kernels")
-    return notes[-1:]
+    if sum(o.total_hbm_bytes for o in chosen) <= cap:
+        return []
+    flat = [o for opts in options for o in opts]
+    table = np.array([o.table for o in flat])
+    cost = np.array([o.total_cost_ms for o in flat])
+    hbm = np.array([o.total_hbm_bytes for o in flat])
+    ddr = np.array([float(o.est.ddr_bytes.sum()) for o in flat])
+    ddr_cap = pl.ddr_cap * pl.topo.world_size * FILL_TARGETS[0]
+    first = np.searchsorted(table, np.arange(len(options)))  # options are grouped by table, in order
+
+    def pick(lam: float) -> np.ndarray:
+        score = cost + lam * hbm
+        order = np.lexsort((score, table))
+        return order[np.searchsorted(table[order], np.arange(len(options)))]
+
+    def ok(idx: np.ndarray) -> bool:
+        return hbm[idx].sum() <= cap and ddr[idx].sum() <= ddr_cap
+
+    hi = float(cost.max() / max(hbm[hbm > 0].min(), 1.0))
+    if not ok(pick(hi)):
+        return []  # no choice of kernels fits: placement reports what does not fit
+    lo = 0.0
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        if ok(pick(mid)):
+            hi = mid
+        else:
+            lo = mid
+    idx = pick(hi)
+    moved = 0
+    for t, i in enumerate(idx):
+        if flat[i] is not chosen[t]:
+            moved += flat[i].kernel.weights_in_ddr != chosen[t].kernel.weights_in_ddr
+            chosen[t] = flat[i]
+    del first
+    return [f"HBM demand exceeded {fill:.0%} of capacity: {moved} tables moved to DDR-backed kernels, others "
+            "re-sharded to fit"]
 
 
 def _order(chosen: list[Option], pl: Placement) -> np.ndarray:
@@ -171,35 +182,65 @@ def to_table_plan(opt: Option, ranks: np.ndarray) -> TablePlan:
     return TablePlan(opt.sharding_type, opt.kernel, tuple(int(r) for r in ranks), shards)
 
 
-def _place(cfg: Config, options: list[list[Option]]) -> tuple[Placement, list[str]]:
-    """Place for speed; where memory runs out that way, place filling memory evenly, then leave more HBM
-    to spare, until the shards pack."""
+def _placeable(cfg: Config, options: list[list[Option]]) -> list[list[Option]]:
+    """Drop the options with a piece larger than one rank's usable memory: they can never be placed."""
+    probe = Placement(cfg.topology)
+    out = []
+    for t, opts in enumerate(options):
+        fit = [o for o in opts if o.est.hbm_bytes.max() <= probe.hbm_cap and o.est.ddr_bytes.max() <= probe.ddr_cap]
+        if not fit:
+            raise _no_room(cfg, options, t, probe)
+        out.append(fit)
+    return out
+
+
+def _placements(cfg: Config, all_options: list[list[Option]], placeable: list[list[Option]],
+                deadline: float):
+    """Greedy placements to choose from, in order of preference: every option listed (big tables that fit
+    nowhere fall back to what fits when their turn comes); then only the placeable options, filling memory by
+    time or evenly, with ever more HBM to spare. Yields (placement, notes); stops when memory is not tight."""
+    attempts = [(all_options, FILL_TARGETS[0], False)]
+    attempts += [(placeable, fill, balance) for fill in FILL_TARGETS for balance in (False, True)]
     error = None
-    for fill in FILL_TARGETS:
-        for balance in (False, True):
-            pl = Placement(cfg.topology, balance_memory=balance)
-            try:
-                notes = _place_all(cfg, options, pl, fill)
-            except PlanningError as e:
-                error = error or e
-                continue
-            pl.balance_memory = False
-            if balance or fill != FILL_TARGETS[0]:
-                notes.append(f"memory is tight: placed filling memory {'evenly' if balance else 'by time'} with "
-                             f"HBM demand capped at {fill:.0%}, then balanced for time")
-            return pl, notes
-    raise error
+    for i, (options, fill, balance) in enumerate(attempts):
+        if i and time.perf_counter() > deadline:
+            break
+        pl = Placement(cfg.topology, balance_memory=balance)
+        try:
+            notes = _place_all(cfg, options, pl, fill)
+        except PlanningError as e:
+            error = error or e
+            continue
+        pl.balance_memory = False
+        if balance or fill != FILL_TARGETS[0]:
+            notes.append(f"memory is tight: placed filling memory {'evenly' if balance else 'by time'} with "
+                         f"HBM demand capped at {fill:.0%}, then balanced for time")
+        yield pl, notes
+        if not notes:  # no kernel demoted, no table fell back, no retry: memory is not tight
+            return
+    if error is not None:
+        raise error
 
 
 def plan(cfg: Config, settings: PlannerSettings = PlannerSettings()) -> Plan:
+    """Enumerate, place greedily (a few ways where memory is tight, keeping the fastest), improve by local
+    search, and score the result."""
     start = time.perf_counter()
-    options = [table_options(cfg, i) for i in range(len(cfg.tables))]
-    pl, notes = _place(cfg, options)
+    deadline = start + settings.time_budget_s
+    all_options = [table_options(cfg, i) for i in range(len(cfg.tables))]
+    placeable = _placeable(cfg, all_options)
+    best = None
+    for found, (pl, notes) in enumerate(_placements(cfg, all_options, placeable, start + settings.time_budget_s / 3)):
+        if best is None or better(pl.score(), best[0].score()):
+            best = (pl, notes)
+        if found == 2:
+            break
+    pl, notes = best
     if settings.search:
-        steps = improve(pl, options, start + settings.time_budget_s, settings.max_iters)
+        steps = improve(pl, placeable, deadline, settings.max_iters)
         if steps:
             notes.append(f"local search: {steps} improving steps")
     tables = {cfg.tables[t].name: to_table_plan(pl.choice[t], pl.ranks[t]) for t in range(len(cfg.tables))}
-    lb = lower_bound_ms(options, cfg.topology.world_size)
+    lb = lower_bound_ms(placeable, cfg.topology.world_size)
     return evaluate(cfg, tables, planner="engine", planning_seconds=time.perf_counter() - start,
                     lower_bound_ms=lb, notes=tuple(notes))

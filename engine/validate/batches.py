@@ -1,0 +1,48 @@
+"""Each rank's local training batches as KeyedJaggedTensors, drawn like the dry-run's (engine.dryrun.workload):
+bags of floor(pf) or ceil(pf) uniform ids, the global batch split across ranks. Imports torch and torchrec.
+
+A KeyedJaggedTensor needs the same number of bags for every feature; features with fewer bags (other
+batch_sizes or num_poolings) are padded with empty bags, which keeps their id count.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
+
+from engine.dryrun.types import DryrunSettings
+from engine.dryrun.workload import FeatureBatch, global_batch
+from engine.types import Config
+
+DISTINCT_BATCHES = 4  # iterations cycle through this many batches (different ids, same shape)
+
+
+def local_part(fb: FeatureBatch, rank: int, world_size: int) -> FeatureBatch:
+    """Rank r's bags of a global batch: bags [r*b, (r+1)*b) and their ids."""
+    b = len(fb.lengths) // world_size
+    offsets = np.concatenate(([0], np.cumsum(fb.lengths)))
+    lo, hi = offsets[rank * b], offsets[(rank + 1) * b]
+    return FeatureBatch(fb.lengths[rank * b:(rank + 1) * b], fb.ids[lo:hi])
+
+
+def local_batch(cfg: Config, rank: int, seed: int, device: torch.device) -> KeyedJaggedTensor:
+    """One KeyedJaggedTensor of rank `rank`'s share of the global batch, features in config order."""
+    settings = DryrunSettings(seed=seed)
+    keys: list[str] = []
+    parts: list[FeatureBatch] = []
+    for i, t in enumerate(cfg.tables):
+        for name, fb in zip(t.feature_names, global_batch(cfg, i, settings)):
+            keys.append(name)
+            parts.append(local_part(fb, rank, cfg.topology.world_size))
+    stride = max(len(p.lengths) for p in parts)
+    lengths = [np.pad(p.lengths, (0, stride - len(p.lengths))) for p in parts]
+    return KeyedJaggedTensor.from_lengths_sync(
+        keys=keys,
+        values=torch.from_numpy(np.concatenate([p.ids for p in parts])).to(device),
+        lengths=torch.from_numpy(np.concatenate(lengths)).to(device),
+    )
+
+
+def local_batches(cfg: Config, rank: int, seed: int, device: torch.device, count: int) -> list[KeyedJaggedTensor]:
+    return [local_batch(cfg, rank, seed + i, device) for i in range(min(count, DISTINCT_BATCHES))]

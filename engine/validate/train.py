@@ -1,0 +1,136 @@
+"""The training loop of one rank: DistributedModelParallel from our plan, K timed iterations of forward,
+backward and optimizer, peak memory, and the local shards the sharded module really holds.
+
+Sharded tables train with TorchRec's fused optimizer (the config's optimizer applied inside backward);
+data_parallel tables are dense parameters, stepped by the same optimizer class after backward.
+"""
+
+from __future__ import annotations
+
+import resource
+import statistics
+import time
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch.distributed.optim import _apply_optimizer_in_backward
+from torchrec.distributed.model_parallel import DistributedModelParallel
+from torchrec.distributed.types import ShardedTensor, ShardingEnv
+from torchrec.optim import RowWiseAdagrad
+from torchrec.optim.keyed import CombinedOptimizer, KeyedOptimizerWrapper
+from torchrec.optim.optimizers import in_backward_optimizer_filter
+
+from engine.errors import EngineError
+from engine.torchrec_compat import build_ebc, sharders, to_sharding_plan
+from engine.types import Config, Optimizer, ShardingType, TablePlan
+from engine.validate.batches import local_batches
+from engine.validate.shards import Piece, expected_pieces, mismatches, pieces_to_json
+
+OPTIMIZERS = {Optimizer.SGD: torch.optim.SGD, Optimizer.ADAGRAD: torch.optim.Adagrad,
+              Optimizer.ROWWISE_ADAGRAD: RowWiseAdagrad, Optimizer.ADAM: torch.optim.Adam}
+KIB = 1024
+
+
+@dataclass(frozen=True)
+class Settings:
+    iters: int
+    warmup: int
+    seed: int
+    learning_rate: float
+
+
+def _peak_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * KIB  # Linux: KiB
+
+
+def build_model(cfg: Config, tables: dict[str, TablePlan], device: torch.device,
+                lr: float) -> tuple[DistributedModelParallel, torch.optim.Optimizer]:
+    """The EBC on meta, sharded by DMP with our plan; returns the model and its combined optimizer."""
+    ebc = build_ebc(cfg, "meta")
+    opt_class = OPTIMIZERS[cfg.topology.optimizer]
+    sharded = [p for name, p in ebc.named_parameters()
+               if tables[name.split(".")[-2]].sharding_type is not ShardingType.DATA_PARALLEL]
+    if sharded:
+        _apply_optimizer_in_backward(opt_class, sharded, {"lr": lr})
+    model = DistributedModelParallel(
+        ebc, env=ShardingEnv.from_process_group(dist.group.WORLD),
+        plan=to_sharding_plan(cfg, tables, device=device.type), sharders=sharders(cfg, device.type),
+        device=device)
+    dense = dict(in_backward_optimizer_filter(model.named_parameters()))
+    optimizers = [model.fused_optimizer]
+    if dense:
+        optimizers.append(KeyedOptimizerWrapper(dense, lambda params: opt_class(params, lr=lr)))
+    return model, CombinedOptimizer(optimizers)
+
+
+def local_shards(model: torch.nn.Module) -> dict[str, list[Piece]]:
+    """Per table, the (offsets, sizes) of every weight piece this rank holds (ShardedTensor local shards;
+    a plain tensor is a data_parallel replica: the whole table)."""
+    out: dict[str, list[Piece]] = {}
+    for key, value in model.state_dict().items():
+        if not key.endswith(".weight"):
+            continue
+        table = key.split(".")[-2]
+        if isinstance(value, ShardedTensor):
+            out[table] = sorted((tuple(s.metadata.shard_offsets), tuple(s.metadata.shard_sizes))
+                                for s in value.local_shards())
+        else:
+            out[table] = [((0, 0), tuple(value.shape))]
+    return out
+
+
+def _tensor_bytes(value: object) -> int:
+    if isinstance(value, ShardedTensor):
+        return sum(s.tensor.numel() * s.tensor.element_size() for s in value.local_shards())
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, dict):
+        return sum(_tensor_bytes(v) for v in value.values())
+    return 0
+
+
+def state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> int:
+    """Bytes of the weights and optimizer state this rank holds (its local shards and replicas)."""
+    weights = sum(_tensor_bytes(v) for k, v in model.state_dict().items() if k.endswith(".weight"))
+    return weights + _tensor_bytes(optimizer.state_dict().get("state", {}))
+
+
+def _train(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batches: list, s: Settings,
+           sync) -> list[float]:  # noqa: ANN001
+    times = []
+    for i in range(s.warmup + s.iters):
+        kjt = batches[i % len(batches)]
+        t0 = time.perf_counter()
+        loss = model(kjt).values().sum()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        sync()
+        if i >= s.warmup:
+            times.append((time.perf_counter() - t0) * 1000.0)
+    return times
+
+
+def measure(cfg: Config, tables: dict[str, TablePlan], rank: int, device: torch.device, s: Settings) -> dict:
+    """Build, train and inspect this rank; the numbers its rank file reports."""
+    if s.iters < 1 or s.warmup < 0:
+        raise EngineError(f"--iters must be >= 1 and --warmup >= 0, got {s.iters} and {s.warmup}")
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+    else:
+        before = _peak_rss_bytes()
+    model, optimizer = build_model(cfg, tables, device, s.learning_rate)
+    batches = local_batches(cfg, rank, s.seed, device, s.warmup + s.iters)
+    sync = (lambda: torch.cuda.synchronize(device)) if cuda else (lambda: None)
+    times = _train(model, optimizer, batches, s, sync)
+    peak = torch.cuda.max_memory_allocated(device) - before if cuda else max(0, _peak_rss_bytes() - before)
+    held = local_shards(model)
+    return {
+        "iteration_ms": float(statistics.median(times)), "iteration_ms_all": times, "peak_bytes": int(peak),
+        "peak_rss_bytes": _peak_rss_bytes(), "state_bytes": state_bytes(model, optimizer),
+        "local_shards": pieces_to_json(held), "mismatches": mismatches(expected_pieces(cfg, tables, rank), held),
+        "batch_ids": int(sum(b.values().numel() for b in batches[:1])),
+    }

@@ -1,0 +1,194 @@
+"""The validation run's vocabulary: the job to launch, its settings, and what the ranks measured.
+
+Pure Python: nothing here imports torch, so the CLI builds its parser and the dashboard reads results for free.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from engine.types import Device
+
+DEFAULT_ITERS = 10
+DEFAULT_WARMUP = 3
+DEFAULT_SEED = 0
+DEFAULT_PG_TIMEOUT_S = 120  # a collective whose peer died fails after this long instead of hanging
+LEARNING_RATE = 0.01
+LOG_TAIL_CHARS = 4000  # what a result keeps of the job's log
+
+
+class Backend(str, enum.Enum):
+    GLOO = "gloo"
+    NCCL = "nccl"
+
+    @property
+    def device(self) -> Device:
+        return Device.CUDA if self is Backend.NCCL else Device.CPU
+
+
+class LauncherKind(str, enum.Enum):
+    LOCAL = "local"
+    SLURM = "slurm"
+    SCRIPT = "script"
+
+
+class RunStatus(str, enum.Enum):
+    """The db's run statuses that a validation can end in (plus the two it passes through)."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True)
+class SlurmOptions:
+    """sbatch flags; None leaves the cluster's default."""
+
+    partition: Optional[str] = None
+    nodes: int = 1
+    time: Optional[str] = None  # sbatch --time, e.g. "00:10:00"
+    cpus_per_task: Optional[int] = None
+    gpus_per_node: Optional[int] = None
+    account: Optional[str] = None
+    job_name: str = "validate-plan"
+
+
+@dataclass(frozen=True)
+class Job:
+    """One validation job: everything lives under out_dir (config and plan copies, per-rank results, log)."""
+
+    out_dir: Path
+    nproc: int
+    backend: Backend = Backend.GLOO
+    iters: int = DEFAULT_ITERS
+    warmup: int = DEFAULT_WARMUP
+    seed: int = DEFAULT_SEED
+    pg_timeout_s: int = DEFAULT_PG_TIMEOUT_S
+    python: str = "python3"  # the interpreter the ranks run (sys.executable for local jobs)
+    slurm: SlurmOptions = field(default_factory=SlurmOptions)
+    script_path: Optional[Path] = None
+
+    @property
+    def device(self) -> Device:
+        return self.backend.device
+
+    @property
+    def config_path(self) -> Path:
+        return self.out_dir / "config.json"
+
+    @property
+    def plan_path(self) -> Path:
+        return self.out_dir / "plan.json"
+
+    @property
+    def ranks_dir(self) -> Path:
+        return self.out_dir / "ranks"
+
+    @property
+    def log_path(self) -> Path:
+        return self.out_dir / "job.log"
+
+    @property
+    def results_path(self) -> Path:
+        return self.out_dir / "results.json"
+
+    @property
+    def spec_path(self) -> Path:
+        return self.out_dir / "job.json"
+
+    def worker_args(self) -> list[str]:
+        """What follows `python -m` (or torchrun) for each rank; paths absolute, so any cwd works."""
+        return ["engine.validate.worker", "--config", str(self.config_path), "--plan", str(self.plan_path),
+                "--results-dir", str(self.ranks_dir), "--backend", self.backend.value, "--iters", str(self.iters),
+                "--warmup", str(self.warmup), "--seed", str(self.seed), "--pg-timeout", str(self.pg_timeout_s)]
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.update(out_dir=str(self.out_dir), backend=self.backend.value,
+                 script_path=str(self.script_path) if self.script_path else None)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Job":
+        return cls(out_dir=Path(d["out_dir"]), nproc=int(d["nproc"]), backend=Backend(d["backend"]),
+                   iters=int(d["iters"]), warmup=int(d["warmup"]), seed=int(d["seed"]),
+                   pg_timeout_s=int(d["pg_timeout_s"]), python=d["python"], slurm=SlurmOptions(**d["slurm"]),
+                   script_path=Path(d["script_path"]) if d.get("script_path") else None)
+
+    def write_spec(self) -> None:
+        self.spec_path.write_text(json.dumps(self.to_dict(), indent=1) + "\n", encoding="utf-8")
+
+    @classmethod
+    def read_spec(cls, out_dir: Path) -> "Job":
+        return cls.from_dict(json.loads((Path(out_dir) / "job.json").read_text(encoding="utf-8")))
+
+
+@dataclass(frozen=True)
+class RankResult:
+    """One rank: measured (iteration_ms, peak_bytes, the shards it holds) beside the estimate of its plan."""
+
+    rank: int
+    iteration_ms: float  # median forward + backward + optimizer of one training iteration
+    peak_bytes: int  # CUDA: max_memory_allocated; CPU: growth of the peak resident set (docs/validation.md)
+    state_bytes: int  # weights + optimizer state the rank holds, summed over its tensors
+    shards_match: bool
+    mismatches: tuple[str, ...] = ()
+    estimated_ms: Optional[float] = None
+    estimated_compute_ms: Optional[float] = None
+    estimated_comms_ms: Optional[float] = None
+    estimated_bytes: Optional[int] = None
+
+    def as_dict(self) -> dict:
+        return {
+            "rank": self.rank, "iteration_ms": self.iteration_ms,
+            "measured_ms": self.iteration_ms,  # the name dry-runs use, which the dashboard stores as step_ms
+            "peak_bytes": self.peak_bytes, "state_bytes": self.state_bytes, "shards_match": self.shards_match,
+            "mismatches": list(self.mismatches), "estimated_ms": self.estimated_ms,
+            "estimated_compute_ms": self.estimated_compute_ms, "estimated_comms_ms": self.estimated_comms_ms,
+            "estimated_bytes": self.estimated_bytes,
+        }
+
+
+@dataclass(frozen=True)
+class ValidationResult:
+    status: RunStatus
+    ranks: tuple[RankResult, ...]
+    backend: Backend
+    device: Device
+    iters: int
+    warmup: int
+    nproc: int
+    launcher: LauncherKind
+    error: Optional[str] = None  # one line, when status is not succeeded
+    log_tail: str = ""
+    device_info: dict = field(default_factory=dict)  # flat: str/int/float values only
+    compute_bw: Optional[float] = None  # bytes/ms the estimate assumed for lookups (calibration reads it)
+    comms_bw: Optional[float] = None  # bytes/ms the estimate assumed for collectives
+    elapsed_s: Optional[float] = None
+
+    @property
+    def shards_match(self) -> bool:
+        return bool(self.ranks) and all(r.shards_match for r in self.ranks)
+
+    @property
+    def max_rank_iteration_ms(self) -> Optional[float]:
+        return max((r.iteration_ms for r in self.ranks), default=None)
+
+    def as_dict(self) -> dict:
+        return {
+            "status": self.status.value, "error": self.error, "ranks": [r.as_dict() for r in self.ranks],
+            "backend": self.backend.value, "device": self.device.value, "iters": self.iters, "warmup": self.warmup,
+            "nproc": self.nproc, "launcher": self.launcher.value, "shards_match": self.shards_match,
+            "max_rank_iteration_ms": self.max_rank_iteration_ms,
+            "estimate_compute_bw_bytes_per_ms": self.compute_bw, "estimate_comms_bw_bytes_per_ms": self.comms_bw,
+            "elapsed_s": self.elapsed_s, **self.device_info, "log_tail": self.log_tail,
+        }
+
+
+__all__ = ["Backend", "Job", "LauncherKind", "RankResult", "RunStatus", "SlurmOptions", "ValidationResult"]

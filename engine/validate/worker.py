@@ -1,0 +1,136 @@
+"""One rank of a validation run, as torchrun starts it: shard the config's EBC with our plan through
+DistributedModelParallel, train K iterations on synthetic batches, and write what it measured and holds.
+
+  python -m engine.validate.worker --config C.json --plan P.json --results-dir DIR [--backend gloo|nccl]
+      [--iters K] [--warmup W] [--seed S] [--pg-timeout SECONDS]
+
+Writes DIR/rank{R}.json; on any exception DIR/rank{R}.error.json (one line + traceback) and exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import socket
+import sys
+import time
+import traceback
+from dataclasses import replace
+from pathlib import Path
+
+from engine.errors import EngineError
+from engine.validate.types import LEARNING_RATE, Backend
+
+
+def _env_int(name: str) -> int:
+    value = os.environ.get(name)
+    if value is None:
+        raise EngineError(f"${name} is not set: run the worker under torchrun (python -m torch.distributed.run)")
+    return int(value)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m engine.validate.worker")
+    p.add_argument("--config", required=True)
+    p.add_argument("--plan", required=True)
+    p.add_argument("--results-dir", required=True)
+    p.add_argument("--backend", choices=[b.value for b in Backend], default=Backend.GLOO.value)
+    p.add_argument("--iters", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--pg-timeout", type=int, default=120)
+    return p.parse_args(argv)
+
+
+def device_info(torch, device) -> dict:  # noqa: ANN001 - torch passed in: imported lazily by main
+    import torchrec
+
+    info = {"hostname": socket.gethostname(), "torch_version": torch.__version__,
+            "torchrec_version": getattr(torchrec, "__version__", "unknown"), "cpu_count": os.cpu_count() or 0,
+            "torch_threads": torch.get_num_threads()}
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        info.update(device_name=props.name, device_memory_bytes=int(props.total_memory))
+    else:
+        info.update(device_name=_cpu_name())
+    return info
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def run(args: argparse.Namespace, rank: int, world_size: int) -> dict:
+    import torch
+    import torch.distributed as dist
+
+    from engine.config import load_config
+    from engine.planfile import load_plan
+    from engine.validate import train
+
+    backend = Backend(args.backend)
+    local_rank = int(os.environ.get("LOCAL_RANK", rank))
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
+    cfg = load_config(args.config)
+    tables = load_plan(args.plan, cfg)
+    if cfg.topology.world_size != world_size:
+        raise EngineError(f"the plan is for {cfg.topology.world_size} ranks but torchrun started {world_size}; "
+                          f"run with --nproc {cfg.topology.world_size}")
+    # placements name this machine's devices: rank R on cuda:(R mod local world size), as torchrun assigns
+    cfg = replace(cfg, topology=replace(cfg.topology, local_world_size=local_world, compute_device=backend.device))
+    if backend is Backend.NCCL:
+        if not torch.cuda.is_available() or torch.cuda.device_count() <= local_rank:
+            raise EngineError(f"--backend nccl: rank {rank} needs cuda:{local_rank}, but this machine has "
+                              f"{torch.cuda.device_count() if torch.cuda.is_available() else 0} CUDA devices")
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+    dist.init_process_group(backend.value, timeout=datetime.timedelta(seconds=args.pg_timeout))
+    try:
+        out = train.measure(cfg, tables, rank, device, train.Settings(args.iters, args.warmup, args.seed,
+                                                                      LEARNING_RATE))
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+    return {"rank": rank, "world_size": world_size, **out, "device_info": device_info(torch, device)}
+
+
+def _write(path: Path, data: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data), encoding="utf-8")
+    tmp.replace(path)  # the gatherer never reads half a file
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    out_dir = Path(args.results_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rank = int(os.environ.get("RANK", "0"))
+    started = time.monotonic()
+    try:
+        rank = _env_int("RANK")
+        result = run(args, rank, _env_int("WORLD_SIZE"))
+    except BaseException as e:  # noqa: BLE001 - every failure is written down for the gatherer
+        line = f"{type(e).__name__}: {' '.join(str(e).split())}"[:2000]
+        _write(out_dir / f"rank{rank}.error.json", {"rank": rank, "error": line,
+                                                    "traceback": traceback.format_exc()[-20000:]})
+        print(f"validate worker rank {rank}: {line}", file=sys.stderr)
+        traceback.print_exc()
+        return 1
+    result["wall_s"] = time.monotonic() - started
+    _write(out_dir / f"rank{rank}.json", result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -12,13 +12,12 @@ import json
 import math
 import secrets
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Optional, TypeVar
-
-from engine import ConfigError, config_to_dict, evaluate, parse_config, parse_plan, plan_to_dict
+from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 from db.errors import StoreError
 from db.models import LABEL_LEN, NAME_LEN, SHORT_LEN, TOKEN_LEN
+from engine import ConfigError, config_to_dict, evaluate, parse_config, parse_plan, plan_to_dict
 
 E = TypeVar("E", bound=enum.Enum)
 TOKEN_BYTES = 16  # 128 random bits: unguessable, 22 URL-safe characters
@@ -39,8 +38,12 @@ def new_token() -> str:
             return token
 
 
+def is_token(v: Any) -> bool:
+    return isinstance(v, str) and MIN_TOKEN_LEN <= len(v) <= TOKEN_LEN and set(v) <= TOKEN_ALPHABET
+
+
 def check_token(v: Any, field: str = "token") -> str:
-    if not isinstance(v, str) or not MIN_TOKEN_LEN <= len(v) <= TOKEN_LEN or not set(v) <= TOKEN_ALPHABET:
+    if not is_token(v):
         raise StoreError(f"{field}: {v!r} is not a share token (expected {MIN_TOKEN_LEN}-{TOKEN_LEN} "
                          "URL-safe characters, as printed by `python -m db save`)")
     return v
@@ -51,6 +54,8 @@ def check_str(v: Any, field: str, max_len: int = NAME_LEN, empty_ok: bool = True
         raise StoreError(f"{field}: must be a string, got {type_name(v)}")
     if not empty_ok and not v.strip():
         raise StoreError(f"{field}: must not be empty")
+    if "\x00" in v:  # PostgreSQL text cannot hold NUL; refuse it on every backend alike
+        raise StoreError(f"{field}: must not contain NUL (\\x00) characters")
     if len(v) > max_len:
         raise StoreError(f"{field}: is {len(v)} characters long; the limit is {max_len}")
     return v
@@ -62,7 +67,7 @@ def check_int(v: Any, field: str, minimum: int = 0) -> int:
     return v
 
 
-def check_number(v: Any, field: str, minimum: Optional[float] = None) -> float:
+def check_number(v: Any, field: str, minimum: float | None = None) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
         raise StoreError(f"{field}: must be a finite number, got {v!r}")
     if minimum is not None and v < minimum:
@@ -89,7 +94,7 @@ def check_json_object(v: Any, field: str) -> dict:
     return v
 
 
-def check_time(v: Any, field: str, optional: bool = False) -> Optional[datetime]:
+def check_time(v: Any, field: str, optional: bool = False) -> datetime | None:
     if v is None and optional:
         return None
     try:
@@ -97,7 +102,7 @@ def check_time(v: Any, field: str, optional: bool = False) -> Optional[datetime]
     except (TypeError, ValueError):
         raise StoreError(f"{field}: must be an ISO 8601 time such as 2026-01-31T12:00:00+00:00, "
                          f"got {v!r}") from None
-    return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
 
 
 def content_hash(data: Any) -> str:
@@ -164,10 +169,16 @@ def _ranks(raw: Any, world_size: int) -> tuple[RankEstimate, ...]:
     return tuple(out)
 
 
-def prepare_plan(config: Any, plan: Any, settings: Any = None, planner: Optional[str] = None) -> PreparedPlan:
-    """Validate a plan against its config; a bare placement gets its estimates from engine.evaluate."""
+def prepare_plan(config: Any, plan: Any, settings: Any = None, planner: str | None = None,
+                 normalize: bool = True) -> PreparedPlan:
+    """Validate a plan against its config; a bare placement gets its estimates from engine.evaluate.
+
+    normalize=False keeps a valid config exactly as given (bundles: what was exported comes back).
+    """
     norm = normalize_config(config)
     cfg = parse_config(norm)
+    if not normalize:
+        norm = check_json_object(config, "config")
     if not isinstance(plan, dict):
         raise StoreError(f"plan: must be a JSON object (the plan file), got {type_name(plan)}")
     try:
@@ -182,7 +193,8 @@ def prepare_plan(config: Any, plan: Any, settings: Any = None, planner: Optional
                         empty_ok=False)
     settings = check_json_object({} if settings is None else settings, "settings")
     world = cfg.topology.world_size
-    seconds = check_number(plan.get("planning_seconds", 0.0), "plan.planning_seconds", 0.0)
+    raw_seconds = plan.get("planning_seconds")  # null for a plan scored by engine.evaluate, not searched
+    seconds = 0.0 if raw_seconds is None else check_number(raw_seconds, "plan.planning_seconds", 0.0)
     return PreparedPlan(norm, plan, planner, settings, _ranks(plan["ranks"], world), seconds, len(cfg.tables),
                         world)
 
@@ -192,13 +204,13 @@ def check_labels(label: Any, author: Any, config_name: Any) -> tuple[str, str, s
             check_str(config_name, "config_name", NAME_LEN, empty_ok=False))
 
 
-def check_metrics(metrics: Any) -> list[dict]:
+def check_metrics(metrics: Any, field: str = "metrics") -> list[dict]:
     """(rank, name, value, unit) tuples as rows for the metrics table."""
     if isinstance(metrics, (str, bytes, dict)) or not hasattr(metrics, "__iter__"):
-        raise StoreError(f"metrics: must be a list of (rank, name, value, unit) tuples, got {type_name(metrics)}")
+        raise StoreError(f"{field}: must be a list of (rank, name, value, unit) tuples, got {type_name(metrics)}")
     rows = []
     for i, m in enumerate(metrics):
-        f = f"metrics[{i}]"
+        f = f"{field}[{i}]"
         if not isinstance(m, (tuple, list)) or len(m) != 4:
             raise StoreError(f"{f}: must be a (rank, name, value, unit) tuple, got {m!r}")
         rank, name, value, unit = m

@@ -7,7 +7,6 @@ advisory lock), so two apps starting at once on a fresh database do not both cre
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 from alembic import command
 from alembic.config import Config
@@ -24,7 +23,7 @@ SCRIPT_LOCATION = Path(__file__).resolve().parent / "migrations"
 UPGRADE_LOCK_KEY = 0x706C616E  # any constant shared by every planner process ("plan")
 
 
-def alembic_config(connection: Optional[Connection] = None) -> Config:
+def alembic_config(connection: Connection | None = None) -> Config:
     cfg = Config()
     cfg.set_main_option("script_location", str(SCRIPT_LOCATION))
     cfg.attributes["connection"] = connection
@@ -41,12 +40,12 @@ def head_revision() -> str:
     return head
 
 
-def current_revision(conn: Connection) -> Optional[str]:
+def current_revision(conn: Connection) -> str | None:
     """The database's schema revision; None for a database the planner never touched."""
     return MigrationContext.configure(conn).get_current_revision()
 
 
-def _check_known(revision: Optional[str], where: str) -> None:
+def _check_known(revision: str | None, where: str) -> None:
     if revision is None:
         return
     try:
@@ -58,7 +57,7 @@ def _check_known(revision: Optional[str], where: str) -> None:
                          f"knows (latest {head_revision()!r}); upgrade the planner to open it")
 
 
-def upgrade(engine: Engine, where: str, revision: str = "head") -> Optional[str]:
+def upgrade(engine: Engine, where: str, revision: str = "head") -> str | None:
     """Bring the schema to `revision`; returns the revision it started from. A no-op when already there."""
     with engine.connect() as conn:
         start = current_revision(conn)
@@ -69,6 +68,8 @@ def upgrade(engine: Engine, where: str, revision: str = "head") -> Optional[str]
     with engine.execution_options(**{SQLITE_BEGIN: "IMMEDIATE"}).begin() as conn:
         if conn.dialect.name == "postgresql":
             conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": UPGRADE_LOCK_KEY})
-        _check_known(current_revision(conn), where)
-        command.upgrade(alembic_config(conn), revision)
+        start = current_revision(conn)  # again, under the lock: another process may have upgraded meanwhile
+        _check_known(start, where)
+        if start != target:
+            command.upgrade(alembic_config(conn), revision)
     return start

@@ -6,8 +6,8 @@ Every change to this file needs an Alembic revision in db/migrations/versions (a
 from __future__ import annotations
 
 import enum
-from datetime import datetime, timezone
-from typing import Any, Optional
+from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import (
     JSON,
@@ -59,7 +59,7 @@ class RunStatus(enum.StrEnum):
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class UTCDateTime(TypeDecorator):
@@ -68,18 +68,18 @@ class UTCDateTime(TypeDecorator):
     impl = DateTime(timezone=True)
     cache_ok = True
 
-    def process_bind_param(self, value: Optional[datetime], dialect: Any) -> Optional[datetime]:
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
         if value is None:
             return None
         if value.tzinfo is None:
-            value = value.replace(tzinfo=timezone.utc)
-        value = value.astimezone(timezone.utc)
+            value = value.replace(tzinfo=UTC)
+        value = value.astimezone(UTC)
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
-    def process_result_value(self, value: Optional[datetime], dialect: Any) -> Optional[datetime]:
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
         if value is None:
             return None
-        return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def _enum(cls: type[enum.Enum], name: str) -> Enum:
@@ -157,10 +157,10 @@ class RunRow(Base):
     device: Mapped[str] = mapped_column(String(SHORT_LEN))
     status: Mapped[RunStatus] = mapped_column(_enum(RunStatus, "run_status"))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-    started_at: Mapped[Optional[datetime]] = mapped_column(UTCDateTime)
-    ended_at: Mapped[Optional[datetime]] = mapped_column(UTCDateTime)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     log: Mapped[str] = mapped_column(Text, default="")
-    error: Mapped[Optional[str]] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(Text)
     device_info: Mapped[dict] = mapped_column(JSON)
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Optional
 
 from db.models import ConfigRow, MetricRow, PlanRow, RunKind, RunRow, RunStatus
 
@@ -18,7 +17,7 @@ class ConfigVersion:
     created_at: datetime
 
     @classmethod
-    def of(cls, row: ConfigRow) -> "ConfigVersion":
+    def of(cls, row: ConfigRow) -> ConfigVersion:
         return cls(row.id, row.name, row.version, row.config, row.created_at)
 
 
@@ -36,7 +35,7 @@ class PlanSummary:
     max_rank_cost_ms: float
 
     @classmethod
-    def of(cls, row: PlanRow) -> "PlanSummary":
+    def of(cls, row: PlanRow) -> PlanSummary:
         c = row.config_row
         return cls(row.token, row.label, row.author, row.created_at, row.planner, c.name, c.version,
                    row.num_tables, row.world_size, row.max_rank_cost_ms)
@@ -58,7 +57,7 @@ class PlanRecord:
     max_rank_cost_ms: float
 
     @classmethod
-    def of(cls, row: PlanRow) -> "PlanRecord":
+    def of(cls, row: PlanRow) -> PlanRecord:
         c = row.config_row
         return cls(row.token, row.label, row.author, row.created_at, row.planner, row.settings,
                    row.planning_seconds, c.config, row.plan, c.name, c.version, row.max_rank_cost_ms)
@@ -72,16 +71,16 @@ class RunRecord:
     backend: str
     device: str
     status: RunStatus
-    started_at: Optional[datetime]
-    ended_at: Optional[datetime]
+    started_at: datetime | None
+    ended_at: datetime | None
     log: str
-    error: Optional[str]
+    error: str | None
     device_info: dict
     created_at: datetime
     uid: str
 
     @classmethod
-    def of(cls, row: RunRow, plan_token: str) -> "RunRecord":
+    def of(cls, row: RunRow, plan_token: str) -> RunRecord:
         return cls(row.id, plan_token, row.kind, row.backend, row.device, row.status, row.started_at,
                    row.ended_at, row.log, row.error, row.device_info, row.created_at, row.uid)
 
@@ -94,5 +93,5 @@ class MetricRecord:
     unit: str
 
     @classmethod
-    def of(cls, row: MetricRow) -> "MetricRecord":
+    def of(cls, row: MetricRow) -> MetricRecord:
         return cls(row.rank, row.name, row.value, row.unit)

@@ -7,9 +7,10 @@ read-only (even by root), so writes fail cleanly instead of changing a file its 
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 from urllib.parse import quote
 
 from sqlalchemy import event
@@ -29,7 +30,7 @@ CONNECT_TIMEOUT_S = 3  # an unreachable server fails fast instead of hanging the
 SQLITE_BEGIN = "sqlite_begin"
 
 
-def resolve_url(url: Optional[str] = None) -> URL:
+def resolve_url(url: str | None = None) -> URL:
     """The URL given, else DATABASE_URL, else sqlite:///<PLANNER_DATA_DIR or ./data>/planner.db."""
     text = url or os.environ.get(DATABASE_URL_ENV, "").strip()
     if not text:
@@ -38,14 +39,15 @@ def resolve_url(url: Optional[str] = None) -> URL:
     try:
         parsed = make_url(text)
     except sa_exc.ArgumentError:
-        raise StoreError(f"{DATABASE_URL_ENV}: {text!r} is not a database URL "
+        shown = re.sub(r"(?<=:)[^:@/]*(?=@)", "***", text)  # never echo a password
+        raise StoreError(f"{DATABASE_URL_ENV}: {shown!r} is not a database URL "
                          "(examples: sqlite:///data/planner.db, postgresql+psycopg://user@host/db)") from None
     if parsed.drivername == "postgresql" or parsed.drivername == "postgres":
         parsed = parsed.set(drivername="postgresql+psycopg")  # psycopg 3 is the driver we ship
     return parsed
 
 
-def sqlite_path(url: URL) -> Optional[Path]:
+def sqlite_path(url: URL) -> Path | None:
     """The file behind a plain SQLite URL; None for other backends, in-memory and `uri=true` databases."""
     if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:") or url.query.get("uri"):
         return None
@@ -61,12 +63,12 @@ def is_read_only(url: URL) -> bool:
 def _read_only(path: Path) -> bool:
     try:
         mode = path.stat().st_mode
-    except FileNotFoundError:
+    except OSError:  # missing (it will be created) or not reachable (mkdir reports that)
         return False
     return not (mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)) or not os.access(path, os.W_OK)
 
 
-def _sqlite_engine(url: URL, path: Optional[Path]) -> Engine:
+def _sqlite_engine(url: URL, path: Path | None) -> Engine:
     connect_args: dict[str, Any] = {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}
     read_only = path is not None and _read_only(path)
     if path is not None:

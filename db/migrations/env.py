@@ -10,7 +10,7 @@ config = context.config
 target_metadata = Base.metadata
 
 
-def _configure(connection) -> None:  # noqa: ANN001 - alembic hands us a Connection
+def _configure(connection) -> None:
     context.configure(
         connection=connection,
         target_metadata=target_metadata,

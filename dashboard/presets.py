@@ -9,7 +9,7 @@ import random
 from dataclasses import dataclass
 
 GIB = 1024**3
-# Bandwidths are entered in TorchRec's unit, "GB/s" with GB = 2**30 bytes; the config holds bytes per ms.
+# Bandwidths are entered in GiB/s (TorchRec's constants say GB/s but count 2**30 bytes); configs hold bytes per ms.
 GBPS_TO_BYTES_PER_MS = GIB / 1000
 
 # ---- tables -------------------------------------------------------------------------------------
@@ -157,3 +157,38 @@ def cluster_topology(key: str, base: dict) -> dict:
     if c.gpu == "cpu":
         return {**topo, "compute_device": "cpu", "hbm_cap": 0}
     return gpu_topology(c.gpu, topo)
+
+
+# ---- topology in the units people type ------------------------------------------------------------
+
+BANDWIDTH_FIELDS = ("hbm_mem_bw", "ddr_mem_bw", "hbm_to_ddr_mem_bw", "intra_host_bw", "inter_host_bw")
+
+
+def topology_form(topo: dict) -> dict:
+    """A topology with every default filled in, memory in GiB, bandwidth in GB/s, reservation in %."""
+    import engine
+
+    probe = {"tables": [{"name": "t", "num_embeddings": 1, "embedding_dim": 1}], "topology": topo}
+    try:
+        full = engine.config_to_dict(engine.parse_config(probe))["topology"]
+    except engine.ConfigError:
+        defaults = engine.config_to_dict(engine.parse_config({**probe, "topology": {"world_size": 1}}))["topology"]
+        full = {**defaults, **{k: v for k, v in topo.items() if k in defaults}}
+    form = dict(full)
+    form["hbm_cap"] = full["hbm_cap"] / GIB
+    form["ddr_cap"] = full["ddr_cap"] / GIB
+    for k in BANDWIDTH_FIELDS:
+        form[k] = full[k] / GBPS_TO_BYTES_PER_MS
+    form["storage_reservation"] = full["storage_reservation"] * 100
+    return form
+
+
+def form_topology(form: dict) -> dict:
+    """The inverse of topology_form: config units (bytes, bytes per ms, a fraction)."""
+    topo = dict(form)
+    topo["hbm_cap"] = int(round(form["hbm_cap"] * GIB))
+    topo["ddr_cap"] = int(round(form["ddr_cap"] * GIB))
+    for k in BANDWIDTH_FIELDS:
+        topo[k] = form[k] * GBPS_TO_BYTES_PER_MS
+    topo["storage_reservation"] = form["storage_reservation"] / 100
+    return topo

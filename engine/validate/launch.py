@@ -1,7 +1,7 @@
 """Launchers behind one interface: prepare a job, start it, poll it, cancel it, wait for it.
 
-`local` runs torchrun as a subprocess in its own process group (cancel ends every rank); `slurm` and `script`
-live in engine.validate.slurm and engine.validate.script. Every command is an argument list, never a shell
+`local` runs torchrun as a subprocess in a session of its own (cancel ends it and every rank below it);
+`slurm` and `script` live in engine.validate.slurm and engine.validate.script. Every command is an argument list, never a shell
 string.
 """
 
@@ -115,7 +115,7 @@ class LocalLauncher:
     def prepare(self, job: Job) -> list[str]:
         self.job = job
         self.argv = [job.python, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(job.nproc),
-                     "--master-addr", "127.0.0.1", "--master-port", str(free_port()), "-m", *job.worker_args()]
+                     "--master-addr", "127.0.0.1", "--master-port", str(free_port()), *job.worker_args()]
         return self.argv
 
     def start(self) -> None:
@@ -128,8 +128,8 @@ class LocalLauncher:
                                          preexec_fn=_die_with_parent if _may_tie_to_parent() else None)
 
     @property
-    def pgid(self) -> Optional[int]:
-        """The job's process group (torchrun and every rank): the id of torchrun, its leader."""
+    def pid(self) -> Optional[int]:
+        """torchrun's pid; the ranks are its children."""
         return self.proc.pid if self.proc else None
 
     def poll(self) -> JobState:
@@ -139,14 +139,20 @@ class LocalLauncher:
         return JobState(Phase.RUNNING) if code is None else JobState(Phase.DONE, code)
 
     def cancel(self) -> None:
-        """TERM the whole process group, KILL what is left after CANCEL_GRACE_S, reap torchrun."""
+        """TERM torchrun (it stops its ranks), then KILL whatever of its process tree is left after
+        CANCEL_GRACE_S. torchrun starts each rank in a session of its own, so the tree, not torchrun's process
+        group, is what holds every rank."""
         if self.proc is None:
             return
+        tree = [self.proc.pid, *descendants(self.proc.pid)]
         _signal_group(self.proc.pid, signal.SIGTERM)
         deadline = time.monotonic() + CANCEL_GRACE_S
-        while time.monotonic() < deadline and _group_alive(self.proc.pid):
-            self.proc.poll()  # reap torchrun as soon as it exits, or it stays a zombie member of the group
+        while time.monotonic() < deadline and any(alive(p) for p in tree):
+            self.proc.poll()  # reap torchrun as soon as it exits (a zombie does not count as alive)
             time.sleep(POLL_S)
+        for pid in tree[1:] + [p for p in descendants(self.proc.pid) if p not in tree]:
+            _signal_group(pid, signal.SIGKILL)  # a rank leads its own group: its helpers go with it
+            _signal(pid, signal.SIGKILL)
         _signal_group(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
 
@@ -161,30 +167,55 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         pass
 
 
-def group_members(pgid: int) -> list[int]:
-    """Live (not zombie) processes in process group pgid, read from /proc (Linux)."""
-    out = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) ": state ppid pgrp ...
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            out.append(int(entry.name))
+def _signal(pid: int, sig: signal.Signals) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _proc_stat(pid: int) -> Optional[list[str]]:
+    """Fields of /proc/PID/stat after "pid (comm)": state, ppid, pgrp, ...; None when gone (Linux)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rindex(")") + 2:].split()
+
+
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie."""
+    fields = _proc_stat(pid)
+    if fields is not None:
+        return fields[0] != "Z"
+    if Path("/proc").is_dir():
+        return False
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below pid (children, grandchildren, ...), read from /proc; [] without /proc."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return []
+    children: dict[int, list[int]] = {}
+    for entry in proc.iterdir():
+        if entry.name.isdigit():
+            fields = _proc_stat(int(entry.name))
+            if fields is not None and fields[0] != "Z":
+                children.setdefault(int(fields[1]), []).append(int(entry.name))
+    out, todo = [], list(children.get(pid, []))
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(children.get(p, []))
     return out
-
-
-def _group_alive(pgid: int) -> bool:
-    if not Path("/proc").is_dir():
-        try:
-            os.killpg(pgid, 0)
-            return True
-        except (ProcessLookupError, PermissionError):
-            return False
-    return bool(group_members(pgid))
 
 
 def make_launcher(kind: LauncherKind) -> Launcher:
@@ -199,5 +230,5 @@ def make_launcher(kind: LauncherKind) -> Launcher:
     return ScriptLauncher()
 
 
-__all__ = ["JobState", "Launcher", "LocalLauncher", "Phase", "free_port", "group_members", "job_env",
+__all__ = ["JobState", "Launcher", "LocalLauncher", "Phase", "alive", "descendants", "free_port", "job_env",
            "make_launcher", "wait_for"]

@@ -43,8 +43,8 @@ def header(job: Job, what: str) -> list[str]:
 
 def gather_lines(job: Job, launcher: LauncherKind, guard: str = "") -> list[str]:
     """After torchrun: write results.json from the ranks' files (on the first node only, when guarded)."""
-    cmd = q([job.python, "-m", "engine.validate.results", str(job.out_dir), "--launcher", launcher.value]) + \
-        ' --exit-code "$rc"'
+    cmd = q([job.python, "-m", "engine.validate.results", str(job.out_dir), "--launcher", launcher.value,
+             "--out", str(job.results_path)]) + ' --exit-code "$rc"'
     if guard:
         return [f"if {guard}; then", f"  {cmd}", "fi", 'exit "$rc"']
     return [cmd, 'exit "$rc"']

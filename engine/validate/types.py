@@ -73,6 +73,7 @@ class Job:
     python: str = "python3"  # the interpreter the ranks run (sys.executable for local jobs)
     slurm: SlurmOptions = field(default_factory=SlurmOptions)
     script_path: Optional[Path] = None
+    results_file: Optional[Path] = None  # --results; default out_dir/results.json
 
     @property
     def device(self) -> Device:
@@ -96,22 +97,23 @@ class Job:
 
     @property
     def results_path(self) -> Path:
-        return self.out_dir / "results.json"
+        return self.results_file or self.out_dir / "results.json"
 
     @property
     def spec_path(self) -> Path:
         return self.out_dir / "job.json"
 
     def worker_args(self) -> list[str]:
-        """What follows `python -m` (or torchrun) for each rank; paths absolute, so any cwd works."""
-        return ["engine.validate.worker", "--config", str(self.config_path), "--plan", str(self.plan_path),
+        """What follows torchrun's own flags: the worker module and its flags (paths absolute: any cwd works)."""
+        return ["-m", "engine.validate.worker", "--config", str(self.config_path), "--plan", str(self.plan_path),
                 "--results-dir", str(self.ranks_dir), "--backend", self.backend.value, "--iters", str(self.iters),
                 "--warmup", str(self.warmup), "--seed", str(self.seed), "--pg-timeout", str(self.pg_timeout_s)]
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d.update(out_dir=str(self.out_dir), backend=self.backend.value,
-                 script_path=str(self.script_path) if self.script_path else None)
+                 script_path=str(self.script_path) if self.script_path else None,
+                 results_file=str(self.results_file) if self.results_file else None)
         return d
 
     @classmethod
@@ -119,7 +121,8 @@ class Job:
         return cls(out_dir=Path(d["out_dir"]), nproc=int(d["nproc"]), backend=Backend(d["backend"]),
                    iters=int(d["iters"]), warmup=int(d["warmup"]), seed=int(d["seed"]),
                    pg_timeout_s=int(d["pg_timeout_s"]), python=d["python"], slurm=SlurmOptions(**d["slurm"]),
-                   script_path=Path(d["script_path"]) if d.get("script_path") else None)
+                   script_path=Path(d["script_path"]) if d.get("script_path") else None,
+                   results_file=Path(d["results_file"]) if d.get("results_file") else None)
 
     def write_spec(self) -> None:
         self.spec_path.write_text(json.dumps(self.to_dict(), indent=1) + "\n", encoding="utf-8")

@@ -1,0 +1,281 @@
+"""Numbers the pages show about plans, computed here so pages stay thin: imbalance, the table-by-rank
+matrix, what made the slowest rank slow, per-table rows, plan differences and measured vs estimated.
+All inputs are plan-file dicts (engine.plan_to_dict) and config dicts.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+import pandas as pd
+
+import engine
+from engine.errors import human_bytes
+
+COMPONENTS = ("fwd_compute_ms", "fwd_comms_ms", "bwd_compute_ms", "bwd_comms_ms", "input_dist_comms_ms",
+              "prefetch_compute_ms")
+COMPONENT_LABELS = {"fwd_compute_ms": "forward compute", "fwd_comms_ms": "forward comms",
+                    "bwd_compute_ms": "backward compute", "bwd_comms_ms": "backward comms",
+                    "input_dist_comms_ms": "input distribution", "prefetch_compute_ms": "cache prefetch"}
+MATRIX_METRICS = {"cost_ms": "estimated cost (ms)", "hbm_bytes": "HBM (bytes)", "ddr_bytes": "DDR (bytes)"}
+
+
+@dataclass(frozen=True)
+class Imbalance:
+    max_ms: float
+    mean_ms: float
+    min_ms: float
+    lower_bound_ms: Optional[float]
+    bottleneck_rank: int
+
+    @property
+    def ratio(self) -> float:
+        """Slowest rank over the average rank (1.0 = perfectly balanced)."""
+        return self.max_ms / self.mean_ms if self.mean_ms > 0 else 1.0
+
+    @property
+    def vs_lower_bound(self) -> Optional[float]:
+        """Slowest rank over the lower bound (1.0 = provably optimal)."""
+        return self.max_ms / self.lower_bound_ms if self.lower_bound_ms else None
+
+
+def imbalance(plan: dict) -> Imbalance:
+    costs = [float(r["cost_ms"]) for r in plan["ranks"]] or [0.0]
+    worst = int(np.argmax(costs))
+    return Imbalance(max(costs), float(np.mean(costs)), min(costs), plan.get("lower_bound_ms"),
+                     int(plan["ranks"][worst]["rank"]) if plan["ranks"] else 0)
+
+
+def rank_frame(plan: dict) -> pd.DataFrame:
+    cols = ["rank", "hbm_bytes", "hbm_cap_bytes", "ddr_bytes", "ddr_cap_bytes", "cost_ms", *COMPONENTS, "num_shards"]
+    return pd.DataFrame([{c: r.get(c, 0) for c in cols} for r in plan["ranks"]], columns=cols)
+
+
+# ---- per table ----------------------------------------------------------------------------------
+
+
+def _shards_text(tp: dict) -> str:
+    shards = tp.get("shards")
+    if shards is None:
+        return "full copy on every rank"
+    sizes = [tuple(s["sizes"]) for s in shards if s["sizes"][0] * s["sizes"][1]]
+    if len(set(sizes)) == 1:
+        return f"{len(sizes)} x [{sizes[0][0]}, {sizes[0][1]}]"
+    return ", ".join(f"[{r}, {c}]" for r, c in sizes)
+
+
+def _ranks_text(ranks: list[int]) -> str:
+    if len(ranks) > 6 and ranks == list(range(ranks[0], ranks[0] + len(ranks))):
+        return f"{ranks[0]}-{ranks[-1]}"
+    return ", ".join(str(r) for r in ranks)
+
+
+def table_frame(plan: dict, config: dict) -> pd.DataFrame:
+    """One row per table: its shape, sharding type, kernel, ranks and shard sizes."""
+    tables = {t["name"]: t for t in config["tables"]}
+    rows = []
+    for name, tp in plan["plan"].items():
+        t = tables.get(name, {})
+        rows.append({"table": name, "rows": t.get("num_embeddings"), "dim": t.get("embedding_dim"),
+                     "sharding": tp["sharding_type"], "kernel": tp["compute_kernel"],
+                     "ranks": _ranks_text(list(tp["ranks"])), "shards": _shards_text(tp)})
+    return pd.DataFrame(rows, columns=["table", "rows", "dim", "sharding", "kernel", "ranks", "shards"])
+
+
+@dataclass(frozen=True)
+class TableRankMatrix:
+    tables: list[str]
+    ranks: list[int]
+    values: dict[str, np.ndarray]  # metric -> (tables x ranks)
+
+
+def table_rank_matrix(plan: dict, config: dict) -> TableRankMatrix:
+    """Each table's estimated cost and memory on each rank, scored alone by engine.evaluate."""
+    cfg = engine.parse_config(config)
+    placed = engine.parse_plan(plan, cfg)
+    w = cfg.topology.world_size
+    names = list(placed)
+    values = {m: np.zeros((len(names), w)) for m in MATRIX_METRICS}
+    for i, name in enumerate(names):
+        scored = engine.evaluate(cfg, {name: placed[name]})
+        for r in scored.ranks:
+            values["cost_ms"][i, r.rank] = r.cost_ms
+            values["hbm_bytes"][i, r.rank] = r.hbm_bytes
+            values["ddr_bytes"][i, r.rank] = r.ddr_bytes
+    return TableRankMatrix(names, list(range(w)), values)
+
+
+def heaviest_tables(m: TableRankMatrix, metric: str, limit: int) -> list[int]:
+    """Row positions of the `limit` tables with the largest total `metric`, heaviest first."""
+    totals = m.values[metric].sum(axis=1)
+    return [int(i) for i in np.argsort(-totals, kind="stable")[:limit]]
+
+
+# ---- why the slowest rank is slow ---------------------------------------------------------------
+
+
+def bottleneck(plan: dict, m: Optional[TableRankMatrix] = None, top: int = 3) -> list[str]:
+    """Sentences on the slowest rank: how far above average, which cost component, which tables."""
+    if not plan["ranks"]:
+        return []
+    imb = imbalance(plan)
+    worst = next(r for r in plan["ranks"] if r["rank"] == imb.bottleneck_rank)
+    out = []
+    if len(plan["ranks"]) > 1:
+        above = (imb.max_ms / imb.mean_ms - 1) * 100 if imb.mean_ms else 0.0
+        if above < 0.1:
+            out.append(f"Rank {imb.bottleneck_rank} is the slowest at {imb.max_ms:.4g} ms per step, but barely: the "
+                       f"ranks are balanced (within 0.1% of the average, {imb.mean_ms:.4g} ms).")
+        else:
+            out.append(f"Rank {imb.bottleneck_rank} is the slowest at {imb.max_ms:.4g} ms per step, "
+                       f"{above:.1f}% above the average rank ({imb.mean_ms:.4g} ms).")
+    else:
+        out.append(f"The only rank takes {imb.max_ms:.4g} ms per step.")
+    comp = max(COMPONENTS, key=lambda c: worst.get(c, 0.0))
+    if imb.max_ms > 0:
+        share = worst.get(comp, 0.0) / imb.max_ms * 100
+        out.append(f"Most of its time is {COMPONENT_LABELS[comp]}: {worst.get(comp, 0.0):.4g} ms ({share:.0f}%).")
+    if m is not None and imb.max_ms > 0:
+        col = m.values["cost_ms"][:, imb.bottleneck_rank]
+        order = [int(i) for i in np.argsort(-col, kind="stable")[:top] if col[i] > 0]
+        parts = [f"{m.tables[i]} ({plan['plan'][m.tables[i]]['sharding_type']}, {col[i]:.3g} ms, "
+                 f"{col[i] / imb.max_ms * 100:.0f}%)" for i in order]
+        if parts:
+            out.append("The tables that weigh most on it: " + "; ".join(parts) + ".")
+    vs = imb.vs_lower_bound
+    if vs is not None:
+        if vs <= 1.01:
+            out.append(f"It is within 1% of the lower bound ({imb.lower_bound_ms:.4g} ms): no placement of these "
+                       "options can make the slowest rank much faster; change the topology or the constraints.")
+        else:
+            out.append(f"It is {(vs - 1) * 100:.1f}% above the lower bound ({imb.lower_bound_ms:.4g} ms).")
+    cap = worst.get("hbm_cap_bytes") or 0
+    if cap and worst.get("hbm_bytes", 0) / cap > 0.9:
+        out.append(f"Its HBM is {worst['hbm_bytes'] / cap * 100:.0f}% full ({human_bytes(worst['hbm_bytes'])} of "
+                   f"{human_bytes(cap)}), which limits what can move to it.")
+    return out
+
+
+# ---- comparing plans ----------------------------------------------------------------------------
+
+
+def placement_text(tp: dict) -> str:
+    return f"{tp['sharding_type']} {tp['compute_kernel']} [{_ranks_text(list(tp['ranks']))}]"
+
+
+def moved_tables(base: dict, other: dict) -> pd.DataFrame:
+    """Tables placed differently (type, kernel or ranks) in `other` than in `base`."""
+    rows = []
+    for name, tp in base["plan"].items():
+        o = other["plan"].get(name)
+        if o is None:
+            rows.append({"table": name, "before": placement_text(tp), "after": "(not in this plan)"})
+        elif (tp["sharding_type"], tp["compute_kernel"], list(tp["ranks"])) != \
+                (o["sharding_type"], o["compute_kernel"], list(o["ranks"])):
+            rows.append({"table": name, "before": placement_text(tp), "after": placement_text(o)})
+    return pd.DataFrame(rows, columns=["table", "before", "after"])
+
+
+def compare_frame(plans: dict[str, dict]) -> pd.DataFrame:
+    """Long frame, one row per (plan, rank): memory and cost of each labelled plan."""
+    rows = []
+    for label, plan in plans.items():
+        for r in plan["ranks"]:
+            rows.append({"plan": label, "rank": r["rank"], "hbm_bytes": r["hbm_bytes"], "ddr_bytes": r["ddr_bytes"],
+                         "cost_ms": r["cost_ms"]})
+    return pd.DataFrame(rows, columns=["plan", "rank", "hbm_bytes", "ddr_bytes", "cost_ms"])
+
+
+def summary_frame(plans: dict[str, dict]) -> pd.DataFrame:
+    rows = []
+    for label, plan in plans.items():
+        imb = imbalance(plan)
+        rows.append({"plan": label, "planner": plan.get("planner"), "slowest rank ms": imb.max_ms,
+                     "imbalance (max/mean)": imb.ratio, "vs lower bound": imb.vs_lower_bound,
+                     "peak HBM": human_bytes(max((r["hbm_bytes"] for r in plan["ranks"]), default=0))})
+    return pd.DataFrame(rows)
+
+
+# ---- measured vs estimated ----------------------------------------------------------------------
+
+# db.compare.MEASURED_TIME_METRIC ("step_ms") first: what dry-runs and validation runs report per rank.
+MEASURED_NAMES = ("step_ms", "measured_ms", "iteration_ms", "time_ms")
+
+
+def _metric(m) -> tuple:
+    """A metric as (rank, name, value, unit), from a db MetricRecord or a tuple."""
+    if hasattr(m, "name"):
+        return m.rank, m.name, m.value, m.unit
+    return tuple(m)
+
+
+def measured_ms(metrics: list) -> dict[int, float]:
+    """Measured step time per rank from run metrics: the first name of MEASURED_NAMES present, else the
+    first *_ms metric by name; a rank reporting a metric several times gets the mean."""
+    sums: dict[str, dict[int, list[float]]] = {}
+    for m in metrics:
+        rank, name, value, _ = _metric(m)
+        if rank is None or rank < 0:
+            continue
+        sums.setdefault(name, {}).setdefault(int(rank), []).append(float(value))
+    by_name = {n: {r: sum(v) / len(v) for r, v in per.items()} for n, per in sums.items()}
+    for name in MEASURED_NAMES:
+        if name in by_name:
+            return by_name[name]
+    for name, per_rank in sorted(by_name.items()):
+        if name.endswith("_ms"):
+            return per_rank
+    return {}
+
+
+def measured_frame(plan: dict, metrics: list) -> pd.DataFrame:
+    """Estimated and measured ms per rank; the estimate is the run's own (estimated_ms, made for the device
+    it measured on) where it reported one, else the plan's."""
+    meas = measured_ms(metrics)
+    own = {int(m[0]): float(m[2]) for m in map(_metric, metrics) if m[1] == "estimated_ms" and m[0] is not None}
+    rows = [{"rank": r["rank"], "estimated_ms": own.get(r["rank"], r["cost_ms"]), "measured_ms": meas.get(r["rank"])}
+            for r in plan["ranks"]]
+    return pd.DataFrame(rows, columns=["rank", "estimated_ms", "measured_ms"])
+
+
+def metrics_frame(metrics: list) -> pd.DataFrame:
+    return pd.DataFrame([dict(zip(("rank", "metric", "value", "unit"), _metric(m))) for m in metrics],
+                        columns=["rank", "metric", "value", "unit"])
+
+
+def measured_from_compare(compared: dict, labels: dict[str, str]) -> pd.DataFrame:
+    """Estimated and measured ms per (plan, rank) from Store.compare, for the ranks a run measured."""
+    rows = []
+    for rank_row in compared.get("per_rank", []):
+        for token, label in labels.items():
+            cell = rank_row.get(token)
+            if cell and cell.get("measured_ms") is not None:
+                rows.append({"plan": label, "rank": rank_row["rank"], "estimated_ms": cell["cost_ms"],
+                             "measured_ms": cell["measured_ms"]})
+    return pd.DataFrame(rows, columns=["plan", "rank", "estimated_ms", "measured_ms"])
+
+
+def metrics_table(metrics: list) -> pd.DataFrame:
+    """Run metrics as one row per rank and one column per metric (name [unit])."""
+    frame = metrics_frame(metrics)
+    if frame.empty:
+        return frame
+    frame["column"] = [f"{n} [{u}]" if u else n for n, u in zip(frame["metric"], frame["unit"])]
+    return frame.pivot_table(index="rank", columns="column", values="value", aggfunc="mean").reset_index()
+
+
+_PROGRESS = re.compile(r"(\d+)\s*/\s*(\d+)")
+
+
+def run_progress(log: str) -> Optional[float]:
+    """The last "i/n" a run printed (e.g. "rank 3/8"), as a fraction; None when it printed none."""
+    for line in reversed((log or "").splitlines()[-50:]):
+        if line.startswith("$ "):
+            continue
+        m = _PROGRESS.search(line)
+        if m and 0 < int(m.group(2)) and int(m.group(1)) <= int(m.group(2)):
+            return int(m.group(1)) / int(m.group(2))
+    return None

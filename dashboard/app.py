@@ -1,0 +1,76 @@
+"""The planning workspace: `streamlit run dashboard/app.py`. Opens on the embedded default (SQLite under
+./data or PLANNER_DATA_DIR); DATABASE_URL points it at another database. `?plan=TOKEN` opens a saved
+plan read-only.
+"""
+
+import sys
+from pathlib import Path
+
+ROOT = str(Path(__file__).resolve().parent.parent)
+if ROOT not in sys.path:  # `streamlit run` puts only dashboard/ on the path; engine and db sit beside it
+    sys.path.insert(0, ROOT)
+
+import streamlit as st  # noqa: E402
+
+from dashboard import services, state  # noqa: E402
+from db.store import StoreError  # noqa: E402
+
+PAGES = {
+    "Workspace": [
+        st.Page("app_pages/tables.py", title="Tables & constraints", icon=":material/table_chart:", default=True),
+        st.Page("app_pages/topology.py", title="Topology", icon=":material/hub:"),
+        st.Page("app_pages/plan.py", title="Plan", icon=":material/insights:"),
+    ],
+    "Results": [
+        st.Page("app_pages/compare.py", title="Compare", icon=":material/compare_arrows:"),
+        st.Page("app_pages/runs.py", title="Runs", icon=":material/play_circle:"),
+        st.Page("app_pages/save_share.py", title="Save & share", icon=":material/share:"),
+    ],
+}
+SHARED_PAGE = st.Page("app_pages/shared.py", title="Shared plan", icon=":material/visibility:")
+# Less empty space above each page, so a page's working area fits a 1280x800 screen.
+COMPACT_CSS = """<style>
+[data-testid="stMainBlockContainer"] {padding-top: 3.4rem; padding-bottom: 2rem;}
+h1 {font-size: 2rem !important; padding-top: 0 !important;}
+</style>"""
+
+
+def sidebar(store) -> None:
+    cfg = state.config()
+    topo = cfg.get("topology") or {}
+    with st.sidebar:
+        st.markdown("**This session**")
+        st.caption(f"{len(cfg.get('tables') or [])} tables · {topo.get('world_size', '?')} ranks · "
+                   f"{topo.get('compute_device', 'cuda')}")
+        p = state.plan()
+        if p is None:
+            st.caption("No plan yet")
+        else:
+            fresh = "" if p.matches(cfg) else " (config changed since)"
+            st.caption(f"Plan: slowest rank {p.plan['max_rank_cost_ms']:.4g} ms by {services.planner_label(p.planner)}"
+                       f"{fresh}")
+            if p.token:
+                st.caption(f"Saved as '{p.label or p.token[:8]}'")
+        st.divider()
+        st.caption(f"Database: `{store.where}`")
+
+
+def main() -> None:
+    st.set_page_config(page_title="Sharding planner", page_icon=":material/grid_view:", layout="wide")
+    try:
+        store = services.store()
+    except StoreError as e:
+        st.error(f"Cannot open the database: {e}", icon=":material/database:")
+        st.stop()
+    st.html(COMPACT_CSS)
+    if "plan" in st.query_params:
+        st.navigation([SHARED_PAGE], position="hidden").run()
+        return
+    page = st.navigation(PAGES)
+    try:
+        page.run()
+    finally:  # drawn after the page, so it shows what the page just did (a new plan, a save)
+        sidebar(store)
+
+
+main()

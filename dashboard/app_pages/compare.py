@@ -1,0 +1,120 @@
+"""Compare: saved plans (and TorchRec's plan for the same config, or the unsaved current plan) side by
+side: per-rank memory and cost, the tables that moved, and measured against estimated where runs exist.
+"""
+
+import streamlit as st
+
+import engine
+from dashboard import analysis, charts, services, state, views
+from db.store import StoreError
+
+CURRENT = "current"
+PICK = "compare_pick"
+
+
+def options(saved, current) -> dict[str, str]:
+    """Option id -> label: the unsaved current plan, saved plans (by token), TorchRec baselines."""
+    out = {}
+    if current is not None and not current.token:
+        out[CURRENT] = "Current plan (unsaved)"
+    for p in saved:
+        out[f"saved:{p.token}"] = (f"{p.label or p.token[:8]} ({services.planner_short(p.planner)}, "
+                                   f"{p.created_at:%m-%d %H:%M})")
+    for label in state.extra_plans():
+        out[f"extra:{label}"] = label
+    return out
+
+
+def load(option: str, store) -> tuple[dict, dict]:
+    """(plan, config) of one option."""
+    if option == CURRENT:
+        cur = state.plan()
+        return cur.plan, cur.config
+    kind, _, rest = option.partition(":")
+    if kind == "extra":
+        extra = state.extra_plans()[rest]
+        return extra["plan"], extra["config"]
+    rec = store.get_plan(rest)
+    return rec.plan, rec.config
+
+
+def add_torchrec(option: str, label: str) -> None:
+    """TorchRec's plan for the config of `option`, added to the picked plans on the next run."""
+    plan_dict, config = load(option, services.store())
+    with st.spinner(f"Running TorchRec's planner on the config of '{label}'"):
+        try:
+            result = services.plan_config(state.config_key(config), services.TORCHREC)
+        except (engine.EngineError, services.PlannerUnavailable) as e:
+            st.error(f"TorchRec's planner gave no plan: {e}", icon=":material/error:")
+            return
+    name = f"TorchRec for {label.split(' (')[0]}"
+    state.add_extra_plan(name, result.plan, result.config)
+    picked = list(state.widget(PICK, []))
+    state.set_pending(PICK, picked + [f"extra:{name}"] if f"extra:{name}" not in picked else picked)
+    st.rerun()
+
+
+def default_pick(opts: dict[str, str]) -> list[str]:
+    token = state.saved_token()
+    if token and f"saved:{token}" in opts:
+        return [f"saved:{token}"]
+    return list(opts)[:2]
+
+
+def moved(plans: dict[str, dict]) -> None:
+    labels = list(plans)
+    base = labels[0]
+    st.subheader("Tables that moved", divider="gray")
+    for other in labels[1:]:
+        diff = analysis.moved_tables(plans[base], plans[other])
+        with st.expander(f"{other} vs {base}: {len(diff)} of {len(plans[base]['plan'])} tables placed differently",
+                         expanded=len(labels) == 2):
+            st.dataframe(diff.rename(columns={"before": f"in {base}", "after": f"in {other}"}), hide_index=True,
+                         height=min(38 + 35 * max(len(diff), 1), 320))
+
+
+def measured(store, picked: list[str], opts: dict[str, str]) -> None:
+    st.subheader("Estimated vs measured", divider="gray")
+    tokens = {o.split(":", 1)[1]: opts[o] for o in picked if o.startswith("saved:")}
+    frame = analysis.measured_from_compare(store.compare(list(tokens)), tokens) if tokens else None
+    if frame is None or frame.empty:
+        st.caption("No run has measured these plans yet: start a dry-run or validation run on the Runs page.")
+        return
+    for label, part in frame.groupby("plan", sort=False):
+        st.plotly_chart(charts.measured_vs_estimated(part, f"{label}: measured vs estimated"),
+                        key=f"compare_measured_{label}")
+
+
+st.title("Compare")
+views.show_flash()
+store = services.store()
+opts = options(store.list_plans(), state.plan())
+if not opts:
+    st.info("Nothing to compare yet: make a plan, save it, then come back.", icon=":material/info:")
+    st.stop()
+state.apply_pending(PICK)
+picked = st.multiselect("Plans to compare", list(opts), default=default_pick(opts) if PICK not in st.session_state
+                        else None, format_func=opts.get, key=PICK)
+if picked and st.button("Add TorchRec's plan for the same config", key="compare_add_torchrec", icon=":material/add:",
+                        help=f"runs TorchRec's EmbeddingShardingPlanner on the config of '{opts[picked[0]]}'"):
+    add_torchrec(picked[0], opts[picked[0]])
+if not picked:
+    st.info("Pick one or more plans.", icon=":material/info:")
+    st.stop()
+try:
+    plans = {opts[o]: load(o, store) for o in picked}
+except (StoreError, KeyError) as e:
+    st.error(f"Cannot load a picked plan: {e}")
+    st.stop()
+plan_dicts = {label: p for label, (p, _) in plans.items()}
+st.dataframe(analysis.summary_frame(plan_dicts), hide_index=True, key="compare_summary", placeholder="n/a",
+             column_config={"slowest rank ms": st.column_config.NumberColumn(format="%.4g"),
+                            "imbalance (max/mean)": st.column_config.NumberColumn(format="%.3f"),
+                            "vs lower bound": st.column_config.NumberColumn(format="%.3f")})
+frame = analysis.compare_frame(plan_dicts)
+left, right = st.columns(2)
+left.plotly_chart(charts.compare_ranks(frame, "cost_ms", "Estimated cost per rank"), key="compare_cost")
+right.plotly_chart(charts.compare_ranks(frame, "hbm_bytes", "HBM per rank"), key="compare_hbm")
+if len(plan_dicts) > 1:
+    moved(plan_dicts)
+measured(store, picked, opts)

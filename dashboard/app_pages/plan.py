@@ -1,0 +1,69 @@
+"""Plan: run our planner (or TorchRec's, as a baseline) on the workspace config, then see the plan:
+per-table sharding, memory and cost per rank, the heatmap, why the slowest rank is slow, and downloads.
+"""
+
+import streamlit as st
+
+import engine
+from dashboard import services, state, views
+from dashboard.state import CurrentPlan
+
+
+def run_planner(config: dict, planner: str, budget_s: float) -> None:
+    """Plan with a progress bar; a result replaces the current plan, an error is shown in one line."""
+    n, w = len(config.get("tables") or []), (config.get("topology") or {}).get("world_size", "?")
+    bar = st.progress(0, text="Checking the config")
+    try:
+        engine.parse_config(config)
+        bar.progress(20, text=f"Planning {n} tables on {w} ranks with {services.PLANNERS[planner]}")
+        result = services.plan_config(state.config_key(config), planner, budget_s)
+    except engine.ConfigError as e:
+        bar.empty()
+        st.error(f"The config has a problem: {e}. Fix it on Tables & constraints or Topology.",
+                 icon=":material/error:")
+        return
+    except (engine.EngineError, services.PlannerUnavailable) as e:
+        bar.empty()
+        st.error(f"No plan: {e}", icon=":material/error:")
+        return
+    secs = result.plan.get("planning_seconds") or 0.0
+    bar.progress(100, text=f"Planned {n} tables on {w} ranks in {secs:.2f} s ({services.PLANNERS[planner]})")
+    state.set_plan(CurrentPlan(plan=result.plan, config=result.config, planner=planner,
+                               settings={"planner": planner, "time_budget_s": budget_s},
+                               source_key=state.config_key(config)))
+
+
+def controls() -> tuple[str, float, bool, bool]:
+    c0, c1, c2, c3 = st.columns([1, 4, 1.4, 1.4], vertical_alignment="bottom")
+    go = c0.button("Plan", type="primary", key="plan_run", icon=":material/play_arrow:", width="stretch")
+    planner = c1.radio("Planner", list(services.PLANNERS), format_func=services.PLANNERS.get, horizontal=True,
+                       key="plan_planner")
+    budget = c2.number_input("Search budget (s)", 0.0, 30.0, services.DEFAULT_TIME_BUDGET_S, 0.5,
+                             key="plan_time_budget", disabled=planner != services.OURS,
+                             help="local search after the greedy placement stops by then; 0: greedy only")
+    auto = c3.toggle("Auto-replan", value=True, key="plan_auto",
+                     help="replan with our planner whenever the tables or topology change")
+    return planner, float(budget), auto, go
+
+
+st.title("Plan")
+config = state.config()
+planner, budget, auto, go = controls()
+current = state.plan()
+stale = current is None or not current.matches(config) or current.planner != planner
+if go or (auto and stale and planner == services.OURS):
+    run_planner(config, planner, budget)
+    current = state.plan()
+if current is not None and not current.matches(config):
+    st.warning("The config changed since this plan was made: the plan below is for the earlier config.",
+               icon=":material/update:")
+
+if current is None:
+    st.info("No plan yet: press Plan.", icon=":material/info:")
+else:
+    where = f"saved as '{current.label}'" if current.token else "not saved yet"
+    st.caption(f"Plan by {services.planner_label(current.planner)} · {len(current.plan['plan'])} tables · {where}")
+    views.plan_view(current.plan, current.config, "plan")
+    st.subheader("Take it away", divider="gray")
+    views.downloads(current.plan, current.config, "plan", current.label)
+    st.page_link("app_pages/save_share.py", label="Save it and get a share link", icon=":material/share:")

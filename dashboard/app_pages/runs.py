@@ -1,0 +1,134 @@
+"""Runs: start a kernel dry-run or a validation run of a saved plan, follow its progress and log, cancel
+it, and see what it measured per rank against the estimates.
+"""
+
+from datetime import datetime, timezone
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import analysis, charts, runner, services, state, views
+from db.store import StoreError
+
+POLL_S = 1.0
+LOG_LINES = 80
+
+
+def pick_plan(store):
+    plans = store.list_plans()
+    if not plans:
+        st.info("Runs measure saved plans: save one on Save & share first.", icon=":material/info:")
+        st.page_link("app_pages/save_share.py", label="Go to Save & share", icon=":material/share:")
+        st.stop()
+    tokens = [p.token for p in plans]
+    saved = state.saved_token()
+    labels = {p.token: f"{p.label or p.token[:8]} · {p.num_tables} tables on {p.world_size} ranks" for p in plans}
+    return st.selectbox("Plan", tokens, index=tokens.index(saved) if saved in tokens else 0, key="runs_plan",
+                        format_func=labels.get)
+
+
+def start_form(store, token: str) -> None:
+    with st.container(border=True):
+        c1, c2, c3, c4, c5 = st.columns([3, 1, 1, 1, 1], vertical_alignment="bottom")
+        kind = c1.radio("Run", list(runner.KINDS), format_func=runner.KINDS.get, key="runs_kind")
+        device = c2.selectbox("Device", ["cpu", "cuda"], key="runs_device")
+        iters = c3.number_input("Timed steps", 1, 1000, 10, key="runs_iters")
+        dist = c4.selectbox("Ids", ["uniform", "zipf"], key="runs_distribution", disabled=kind != "dryrun")
+        scale = c5.number_input("Scale rows", 0.0001, 1.0, 1.0, format="%.4f", key="runs_scale_rows",
+                                disabled=kind != "dryrun",
+                                help="shrink every table to rows x this, so big plans fit this machine (changes "
+                                     "what is measured)")
+        reason = runner.unavailable_reason(kind)
+        if reason:
+            st.warning(f"{runner.KINDS[kind]} is not available: {reason}.", icon=":material/block:")
+        if st.button("Start", type="primary", key="runs_start", disabled=bool(reason), icon=":material/play_arrow:"):
+            extra = {"distribution": dist, "scale_rows": scale} if kind == "dryrun" else {}
+            try:
+                run_id = runner.start(store, token, kind, runner.Options(device=device, iters=int(iters), extra=extra))
+            except (RuntimeError, StoreError, OSError) as e:
+                st.error(f"Not started: {e}", icon=":material/error:")
+                return
+            state.add_run(run_id)
+            state.set_widget("runs_pick", run_id)
+            state.flash(f"Started run {run_id}.")
+            st.rerun()
+
+
+def _when(t) -> str:
+    return t.strftime("%H:%M:%S") if t else ""
+
+
+def runs_table(runs) -> None:
+    frame = pd.DataFrame([{"run": r.id, "kind": str(r.kind), "backend": r.backend, "device": r.device,
+                           "status": str(r.status), "started (UTC)": _when(r.started_at),
+                           "ended (UTC)": _when(r.ended_at)} for r in reversed(runs)])
+    st.dataframe(frame, hide_index=True, key="runs_table", height=min(38 + 35 * len(frame), 250))
+
+
+def _elapsed(rec) -> str:
+    if not rec.started_at:
+        return "queued"
+    end = rec.ended_at or datetime.now(timezone.utc)
+    return f"{max((end - rec.started_at).total_seconds(), 0):.0f} s"  # the store hands out aware UTC times
+
+
+def run_detail(store, run_id: int, plan: dict) -> None:
+    rec = store.get_run(run_id)
+    live = not rec.status.finished
+
+    @st.fragment(run_every=POLL_S if live else None)
+    def body() -> None:
+        now = store.get_run(run_id)
+        if live and now.status.finished:
+            st.rerun()  # the whole page: stop polling, show the results
+        status_line(now)
+        if not now.status.finished and st.button("Cancel run", key="runs_cancel", icon=":material/stop:"):
+            runner.cancel(store, run_id)
+            st.rerun()
+        st.code("\n".join((now.log or "").splitlines()[-LOG_LINES:]) or "(no output yet)", language=None,
+                height=260, wrap_lines=True)
+
+    body()
+    if rec.status.finished:
+        results(store, rec, plan)
+
+
+def status_line(rec) -> None:
+    text = f"Run {rec.id} ({rec.kind}, {rec.backend} on {rec.device}): **{rec.status}** · {_elapsed(rec)}"
+    if not rec.status.finished:
+        frac = analysis.run_progress(rec.log)
+        if frac is None:
+            st.info(text + " · the log below grows as it works", icon=":material/progress_activity:")
+        else:
+            st.progress(frac, text=text)
+    elif str(rec.status) == "succeeded":
+        st.success(text, icon=":material/check_circle:")
+    elif str(rec.status) == "failed":
+        st.error(f"{text}: {rec.error or 'no error message'}", icon=":material/error:")
+    else:
+        st.warning(text, icon=":material/cancel:")
+
+
+def results(store, rec, plan: dict) -> None:
+    metrics = store.metrics(rec.id)
+    if not metrics:
+        return
+    st.plotly_chart(charts.measured_vs_estimated(analysis.measured_frame(plan, metrics)), key="runs_measured_chart")
+    st.dataframe(analysis.metrics_table(metrics), hide_index=True, key="runs_metrics")
+
+
+st.title("Runs")
+views.show_flash()
+store = services.store()
+token = pick_plan(store)
+start_form(store, token)
+runs = store.runs_for_plan(token)
+if not runs:
+    st.caption("No runs of this plan yet.")
+    st.stop()
+runs_table(runs)
+ids = [r.id for r in reversed(runs)]
+if state.widget("runs_pick") not in ids:
+    state.forget_widgets(["runs_pick"])
+run_id = st.selectbox("Show run", ids, key="runs_pick")
+run_detail(store, run_id, store.get_plan(token).plan)

@@ -1,0 +1,98 @@
+"""Save & share: save the current plan with a label and get its share link (?plan=TOKEN, read-only in any
+browser that reaches this app); the saved plans; bundles to move a plan to another database.
+"""
+
+import json
+import os
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import exports, services, state, views
+from db.store import StoreError
+
+PUBLIC_URL_ENV = "PLANNER_PUBLIC_URL"  # the app's address as others reach it (behind a proxy), if not the browser's
+
+
+def link_for(token: str) -> str:
+    return exports.share_link(token, os.environ.get(PUBLIC_URL_ENV, "").strip(), st.context.url,
+                              str(st.get_option("server.baseUrlPath") or ""))
+
+
+def save_form(store, current) -> None:
+    n, w = len(current.plan["plan"]), current.config["topology"]["world_size"]
+    label = st.text_input("Label", value=current.label or f"{n} tables on {w} ranks", key="save_label", max_chars=200)
+    c1, c2 = st.columns(2)
+    author = c1.text_input("Author", key="save_author", max_chars=200)
+    config_name = c2.text_input("Config name", value="untitled", key="save_config_name", max_chars=200,
+                                help="saving a changed config under the same name makes a new version of it")
+    if st.button("Save plan", type="primary", key="save_run", icon=":material/save:"):
+        try:
+            token = store.save_plan(current.config, current.plan, label=label, author=author,
+                                    config_name=config_name or "untitled", settings=current.settings)
+        except StoreError as e:
+            st.error(f"Not saved: {e}", icon=":material/error:")
+            return
+        state.mark_saved(token, label)
+        state.flash(f"Saved '{label}'.")
+        st.rerun()
+
+
+def share_box(current) -> None:
+    url = link_for(current.token)
+    st.markdown(f"**Share link** of '{current.label}' (opens it read-only):")
+    st.code(url, language=None)
+    st.link_button("Open the share link", url, icon=":material/open_in_new:")
+
+
+def saved_list(store) -> None:
+    st.subheader("Saved plans", divider="gray")
+    plans = store.list_plans()
+    if not plans:
+        st.caption("Nothing saved yet.")
+        return
+    frame = pd.DataFrame([{
+        "label": p.label or "(no label)", "author": p.author, "saved (UTC)": p.created_at.strftime("%Y-%m-%d %H:%M"),
+        "planner": services.planner_label(p.planner), "config": f"{p.config_name} v{p.config_version}",
+        "tables": p.num_tables, "ranks": p.world_size, "slowest rank (ms)": p.max_rank_cost_ms,
+        "link": link_for(p.token)} for p in plans])
+    st.dataframe(frame, hide_index=True, key="save_list", height=min(38 + 35 * len(frame), 360),
+                 column_config={"link": st.column_config.LinkColumn("share link", display_text="open"),
+                                "slowest rank (ms)": st.column_config.NumberColumn(format="%.4g")})
+
+
+def bundles(store) -> None:
+    with st.expander("Move a plan to another database (bundle)"):
+        plans = store.list_plans()
+        if plans:
+            token = st.selectbox("Plan", [p.token for p in plans], key="save_bundle_pick",
+                                 format_func=lambda t: next(p.label or t for p in plans if p.token == t))
+            st.download_button("Download bundle", lambda: json.dumps(store.export_bundle(token), indent=1),
+                               f"plan-{token[:8]}.bundle.json", "application/json", key="save_bundle_export",
+                               on_click="ignore")
+        upload = st.file_uploader("Import a bundle", type=["json"], key="save_bundle_file")
+        if upload is not None and st.button("Import bundle", key="save_bundle_import"):
+            try:
+                token = store.import_bundle(json.loads(upload.getvalue().decode("utf-8", errors="replace")))
+            except (StoreError, ValueError) as e:
+                st.error(f"Not imported: {e}")
+            else:
+                st.success(f"Imported: {link_for(token)}")
+
+
+st.title("Save & share")
+views.show_flash()
+store = services.store()
+current = state.plan()
+if current is None:
+    st.info("No plan to save yet: make one on the Plan page.", icon=":material/info:")
+    st.page_link("app_pages/plan.py", label="Go to Plan", icon=":material/insights:")
+else:
+    if not current.matches(state.config()):
+        st.warning("The config changed since this plan was made: this saves the plan with the config it was made "
+                   "for.", icon=":material/update:")
+    save_form(store, current)
+    if current.token:
+        share_box(current)
+saved_list(store)
+bundles(store)

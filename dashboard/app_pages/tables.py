@@ -1,0 +1,106 @@
+"""Tables & constraints: an editable grid of tables and one of their constraints, with presets, import
+and bulk edits; each row's validation error is shown in its own `issue` column.
+"""
+
+import streamlit as st
+
+from dashboard import grid, state, table_tools, views
+from engine.errors import human_bytes
+from engine.types import ComputeKernel, DataType, PoolingType, ShardingType
+
+GRID_HEIGHT_PX = 480
+
+ISSUE_COLUMN = st.column_config.TextColumn("⚠ issue", disabled=True, width=300)
+TABLE_COLUMN_CONFIG = {
+    "name": st.column_config.TextColumn("name", required=True, width=150),
+    "rows": st.column_config.NumberColumn("rows", step=1, format="%d", width=100, help="num_embeddings"),
+    "dim": st.column_config.NumberColumn("dim", step=1, format="%d", width=60, help="embedding_dim"),
+    "features": st.column_config.TextColumn("features", width=140,
+                                            help="feature names, comma-separated; empty: the table's name"),
+    "pooling": st.column_config.SelectboxColumn("pooling", options=[p.value for p in PoolingType], width=80),
+    "data_type": st.column_config.SelectboxColumn("data type", options=[d.value for d in DataType], width=85),
+    "pooling_factor": st.column_config.NumberColumn("pooling factor", format="%.2f", width=110,
+                                                    help="mean ids per sample and feature; empty: 1"),
+    "issue": ISSUE_COLUMN,
+}
+CONSTRAINT_COLUMN_CONFIG = {
+    "table": st.column_config.TextColumn("table", disabled=True, width=150),
+    "sharding_types": st.column_config.MultiselectColumn(
+        "sharding types", options=[s.value for s in ShardingType], width=260,
+        help="allowed sharding types; empty: the planner chooses"),
+    "compute_kernels": st.column_config.MultiselectColumn(
+        "kernels", options=[k.value for k in ComputeKernel], width=190,
+        help="allowed compute kernels; empty: the planner chooses"),
+    "min_partition": st.column_config.NumberColumn("min partition", step=1, format="%d", width=105,
+                                                   help="smallest column-wise shard width"),
+    "cache_load_factor": st.column_config.NumberColumn("cache load factor", format="%.2f", width=125,
+                                                       help="share of rows cached in HBM by fused_uvm_caching"),
+    "issue": ISSUE_COLUMN,
+}
+
+
+def column_order(columns: tuple[str, ...], issues: list[str]) -> list[str]:
+    """The issue column sits right after the table's name, and only while some row has an issue."""
+    rest = [c for c in columns if c != "issue"]
+    return [rest[0], "issue", *rest[1:]] if any(issues) else rest
+
+
+def current_rows() -> tuple[list[dict], list[str], list[dict], list[dict], list[str], str | None]:
+    """(base rows and their issues, rows after table edits, rows after all edits, issues, error outside
+    the grid); folds
+    the edits into new base rows when rows were added or removed, constraints edited, or issues changed."""
+    base, base_issues = state.grid_base()
+    t_delta = state.widget(state.TABLES_GRID)
+    after_tables = grid.apply_edits(base, t_delta)
+    c_delta = state.widget(state.CONSTRAINTS_GRID)
+    rows = grid.apply_edits(after_tables, c_delta, allow_structure=False)
+    issues, outside = grid.row_issues(rows, state.topology())
+    if grid.changes_structure(t_delta) or (c_delta or {}).get("edited_rows") or issues != base_issues:
+        state.set_grid_base(rows, issues)
+        base, base_issues, after_tables = rows, issues, rows
+    state.update_config(grid.rows_to_config(rows, state.topology()))
+    return base, base_issues, after_tables, rows, issues, outside
+
+
+def header(rows: list[dict], issues: list[str], outside: str | None) -> None:
+    topo = state.topology()
+    st.caption(f"{len(rows)} tables · {human_bytes(grid.weight_bytes(rows))} of weights · "
+               f"{topo.get('world_size', '?')} ranks ({topo.get('compute_device', 'cuda')})")
+    bad = [(i, t) for i, t in enumerate(issues) if t]
+    if bad:
+        first = "; ".join(f"{rows[i].get('name') or 'unnamed'} (row {i + 1}): {t}" for i, t in bad[:3])
+        more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
+        st.error(f"{len(bad)} table(s) need fixing before planning: {first}{more}. See the issue column.",
+                 icon=":material/error:")
+    if outside:
+        st.warning(f"Topology: {outside} (fix it on the Topology page)", icon=":material/warning:")
+
+
+def toolbar(rows: list[dict]) -> None:
+    bar = st.container(horizontal=True)
+    with bar.popover("Presets", icon=":material/library_books:"):
+        table_tools.preset_tool()
+    with bar.popover("Import", icon=":material/upload:"):
+        table_tools.import_tool()
+    with bar.popover("Bulk edit", icon=":material/edit_note:"):
+        table_tools.bulk_tool(rows)
+    if bar.button("Add table", key="tables_add", icon=":material/add:"):
+        table_tools.add_table(rows)
+
+
+st.title("Tables & constraints")
+views.show_flash()
+base_rows, base_issues, table_rows, all_rows, row_issues, topology_error = current_rows()
+header(all_rows, row_issues, topology_error)
+toolbar(all_rows)
+tab_tables, tab_constraints = st.tabs([f"Tables ({len(all_rows)})", "Constraints"])
+with tab_tables:
+    st.data_editor(grid.tables_frame(base_rows, base_issues), key=state.TABLES_GRID, num_rows="dynamic",
+                   hide_index=True, height=GRID_HEIGHT_PX, column_config=TABLE_COLUMN_CONFIG, placeholder="",
+                   column_order=column_order(grid.TABLE_COLUMNS, base_issues))
+with tab_constraints:
+    st.caption("Per-table constraints, as TorchRec's ParameterConstraints: empty cells leave the choice to the "
+               "planner. Add or delete tables on the Tables tab.")
+    st.data_editor(grid.constraints_frame(table_rows, row_issues), key=state.CONSTRAINTS_GRID, num_rows="fixed",
+                   hide_index=True, height=GRID_HEIGHT_PX, column_config=CONSTRAINT_COLUMN_CONFIG, placeholder="",
+                   column_order=column_order(grid.CONSTRAINT_COLUMNS, row_issues))

@@ -1,0 +1,82 @@
+"""The app's shared resources and cached computations: the Store (one per database URL), planning with
+our engine or TorchRec's planner (cached on the config JSON), and the table-by-rank matrix of a plan.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+import streamlit as st
+
+import engine
+from dashboard import analysis
+
+OURS, TORCHREC = "ours", "torchrec"
+PLANNERS = {OURS: "Ours (engine)", TORCHREC: "TorchRec's EmbeddingShardingPlanner (baseline)"}
+DEFAULT_TIME_BUDGET_S = 0.5  # local search cap: replanning a few hundred tables stays well under a second
+PLAN_CACHE_ENTRIES = 64
+
+
+def planner_key(name: str) -> str:
+    """Our key for a plan's planner field ("engine" -> ours); other planners keep their name."""
+    return OURS if name in (OURS, "engine") else name
+
+
+def planner_label(name: str) -> str:
+    return PLANNERS.get(planner_key(name), name)
+
+
+def planner_short(name: str) -> str:
+    return {OURS: "ours", TORCHREC: "TorchRec"}.get(planner_key(name), name)
+
+
+class PlannerUnavailable(Exception):
+    """TorchRec's planner cannot be imported here; the message says what to install."""
+
+
+@st.cache_resource(show_spinner=False)
+def _store(url: str, data_dir: str):  # both are the cache key: another URL or data dir, another Store
+    from db.store import Store
+
+    store = Store(url or None)
+    store.upgrade()
+    return store
+
+
+def store():
+    """The Store for DATABASE_URL (or the SQLite file in PLANNER_DATA_DIR), upgraded once per URL."""
+    return _store(os.environ.get("DATABASE_URL", "").strip(), os.environ.get("PLANNER_DATA_DIR", "").strip())
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    plan: dict
+    config: dict  # the config in full (engine.config_to_dict): every default written out
+
+
+def _torchrec_plan(cfg: engine.Config) -> engine.Plan:
+    try:
+        from engine.torchrec_compat import torchrec_plan
+    except Exception as e:  # torch/torchrec missing or broken: say so instead of a traceback
+        raise PlannerUnavailable(f"TorchRec's planner is not available here ({type(e).__name__}: {e}); "
+                                 "install the packages in requirements.txt (torch, torchrec, fbgemm-gpu)") from None
+    return torchrec_plan(cfg)
+
+
+@st.cache_data(max_entries=PLAN_CACHE_ENTRIES, show_spinner=False)
+def plan_config(config_json: str, planner: str, time_budget_s: float = DEFAULT_TIME_BUDGET_S) -> PlanResult:
+    """Plan the config (a JSON string: the cache key). Raises engine.ConfigError, engine.PlanningError,
+    engine.EngineError or PlannerUnavailable."""
+    cfg = engine.parse_config(json.loads(config_json))
+    if planner == TORCHREC:
+        result = _torchrec_plan(cfg)
+    else:
+        result = engine.plan(cfg, engine.PlannerSettings(search=time_budget_s > 0, time_budget_s=time_budget_s))
+    return PlanResult(engine.plan_to_dict(result), engine.config_to_dict(cfg))
+
+
+@st.cache_data(max_entries=PLAN_CACHE_ENTRIES, show_spinner=False)
+def table_rank_matrix(plan_json: str, config_json: str) -> analysis.TableRankMatrix:
+    return analysis.table_rank_matrix(json.loads(plan_json), json.loads(config_json))

@@ -1,0 +1,201 @@
+"""The one module touching st.session_state: the workspace's config, the grid's base rows, the current
+plan, the last saved token, the plans picked for comparison, and one-shot messages.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Optional
+
+import streamlit as st
+
+from dashboard import grid, presets
+from engine.config import TOPOLOGY_FIELDS
+
+CONFIG = "ws_config"
+GRID_BASE = "ws_grid_base"
+GRID_ISSUES = "ws_grid_issues"
+PLAN = "ws_plan"
+SAVED = "ws_saved_token"
+EXTRA_PLANS = "ws_extra_plans"
+FLASH = "ws_flash"
+RUNS = "ws_runs"
+PENDING_PREFIX = "ws_pending_"
+
+TABLES_GRID = "tables_grid"
+CONSTRAINTS_GRID = "tables_constraints_grid"
+TOPOLOGY_PREFIX = "topology_"
+
+
+@dataclass
+class CurrentPlan:
+    """A plan and the exact config it was made for (the workspace config may have moved on since)."""
+
+    plan: dict
+    config: dict
+    planner: str
+    settings: dict = field(default_factory=dict)
+    token: Optional[str] = None  # set once saved
+    label: str = ""
+    source_key: str = ""  # config_key of the workspace config it was planned from
+
+    def __post_init__(self) -> None:
+        self.source_key = self.source_key or config_key(self.config)
+
+    def matches(self, config: dict) -> bool:
+        return self.source_key == config_key(config)
+
+
+def config_key(config: dict) -> str:
+    """The config as a canonical JSON string: the cache key for planning."""
+    return json.dumps(config, sort_keys=True, separators=(",", ":"))
+
+
+# ---- the config ---------------------------------------------------------------------------------
+
+
+def config() -> dict:
+    if CONFIG not in st.session_state:
+        st.session_state[CONFIG] = presets.tutorial()
+    return st.session_state[CONFIG]
+
+
+def topology() -> dict:
+    return config().get("topology") or {}
+
+
+def set_config(cfg: dict, reset_widgets: bool = True) -> None:
+    """Replace the workspace config; the grid and topology widgets start again from it."""
+    st.session_state[CONFIG] = copy.deepcopy(cfg)
+    if reset_widgets:
+        st.session_state.pop(GRID_BASE, None)
+        st.session_state.pop(GRID_ISSUES, None)
+        forget_widgets([TABLES_GRID, CONSTRAINTS_GRID, *topology_widget_keys()])
+
+
+def update_config(cfg: dict) -> None:
+    """The config as the widgets now show it (no widget reset)."""
+    st.session_state[CONFIG] = cfg
+
+
+def set_topology(topo: dict, reset_widgets: bool = True) -> None:
+    cfg = dict(config())
+    cfg["topology"] = dict(topo)
+    st.session_state[CONFIG] = cfg
+    if reset_widgets:
+        forget_widgets(topology_widget_keys())
+
+
+def topology_widget_keys() -> list[str]:
+    """The Topology page's inputs, one per topology field (not its preset pickers)."""
+    return [f"{TOPOLOGY_PREFIX}{f}" for f in TOPOLOGY_FIELDS]
+
+
+# ---- widgets ------------------------------------------------------------------------------------
+
+
+def widget(key: str, default: Any = None) -> Any:
+    return st.session_state.get(key, default)
+
+
+def has_widget(key: str) -> bool:
+    return key in st.session_state
+
+
+def forget_widgets(keys: Iterable[str]) -> None:
+    """Drop widget state so the widgets start again from their (new) default values."""
+    for k in list(keys):
+        st.session_state.pop(k, None)
+
+
+def set_widget(key: str, value: Any) -> None:
+    """Set a widget's value before it is drawn in this run (e.g. a preset filling inputs)."""
+    st.session_state[key] = value
+
+
+def set_pending(key: str, value: Any) -> None:
+    """A value for widget `key` to take on the next run (a widget drawn in this run cannot be set)."""
+    st.session_state[f"{PENDING_PREFIX}{key}"] = value
+
+
+def apply_pending(key: str) -> None:
+    """Call before drawing widget `key`: gives it the value set_pending left for it, if any."""
+    pending = f"{PENDING_PREFIX}{key}"
+    if pending in st.session_state:
+        st.session_state[key] = st.session_state.pop(pending)
+
+
+# ---- the grid's base rows -----------------------------------------------------------------------
+
+
+def grid_base() -> tuple[list[dict], list[str]]:
+    """Rows the table editors were drawn from, and their issues. A fresh editor (first visit, or back
+    from another page, whose run dropped the editors' state) starts from the current config."""
+    if GRID_BASE not in st.session_state or not (has_widget(TABLES_GRID) or has_widget(CONSTRAINTS_GRID)):
+        rows = grid.config_to_rows(config())
+        issues, _ = grid.row_issues(rows, topology())
+        st.session_state[GRID_BASE] = rows
+        st.session_state[GRID_ISSUES] = issues
+    return st.session_state[GRID_BASE], st.session_state[GRID_ISSUES]
+
+
+def set_grid_base(rows: list[dict], issues: list[str]) -> None:
+    """New base rows (after an add, delete, bulk edit or a change of issues); the editors restart."""
+    st.session_state[GRID_BASE] = rows
+    st.session_state[GRID_ISSUES] = issues
+    forget_widgets([TABLES_GRID, CONSTRAINTS_GRID])
+
+
+# ---- plans --------------------------------------------------------------------------------------
+
+
+def plan() -> Optional[CurrentPlan]:
+    return st.session_state.get(PLAN)
+
+
+def set_plan(p: Optional[CurrentPlan]) -> None:
+    st.session_state[PLAN] = p
+
+
+def mark_saved(token: str, label: str) -> None:
+    st.session_state[SAVED] = token
+    p = plan()
+    if p is not None:
+        p.token, p.label = token, label
+
+
+def saved_token() -> Optional[str]:
+    return st.session_state.get(SAVED)
+
+
+def extra_plans() -> dict[str, dict]:
+    """Unsaved plans offered on the Compare page (TorchRec's baseline): label -> {"plan", "config"}."""
+    return st.session_state.setdefault(EXTRA_PLANS, {})
+
+
+def add_extra_plan(label: str, plan_dict: dict, config_dict: dict) -> None:
+    extra_plans()[label] = {"plan": plan_dict, "config": config_dict}
+
+
+def my_runs() -> list[int]:
+    return st.session_state.setdefault(RUNS, [])
+
+
+def add_run(run_id: int) -> None:
+    runs = my_runs()
+    if run_id not in runs:
+        runs.append(run_id)
+
+
+# ---- one-shot messages --------------------------------------------------------------------------
+
+
+def flash(message: str, kind: str = "success") -> None:
+    """A message shown once, on the next run (after st.rerun)."""
+    st.session_state[FLASH] = (kind, message)
+
+
+def pop_flash() -> Optional[tuple[str, str]]:
+    return st.session_state.pop(FLASH, None)

@@ -1,0 +1,128 @@
+"""The Tables page's tools: load a preset, import JSON/CSV/TorchRec snippets, bulk edit or delete rows.
+UI only; each tool changes the workspace through dashboard.state and reruns the page.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard import grid, importers, presets, state
+from engine.types import ComputeKernel, DataType, PoolingType, ShardingType
+
+IMPORT_FORMATS = {"json": "JSON config or table list", "csv": "CSV (one table per line)",
+                  "torchrec": "TorchRec snippet: EmbeddingBagConfig(...) calls"}
+IMPORT_HELP = {
+    "json": 'A config file ({"tables": [...], "constraints": {...}, "topology": {...}}) or a list of tables.',
+    "csv": "Header then one table per line: name,rows,dim[,features,pooling,data_type,pooling_factor,"
+           "sharding_types,compute_kernels,min_partition,cache_load_factor]; lists separated by ; or |.",
+    "torchrec": "Paste Python with EmbeddingBagConfig(...) calls (list comprehensions over range() are fine). "
+                "It is read, never run.",
+}
+BULK_COLUMNS = ("dim", "rows", "pooling", "data_type", "pooling_factor", "sharding_types", "compute_kernels",
+                "min_partition", "cache_load_factor")
+
+
+def preset_tool() -> None:
+    key = st.selectbox("Preset", list(presets.TABLE_PRESETS), format_func=presets.TABLE_PRESETS.get,
+                       key="tables_preset")
+    spec = None
+    if key == "synthetic":
+        c1, c2 = st.columns(2)
+        count = c1.number_input("Tables", 1, importers.MAX_TABLES, 200, key="tables_syn_count")
+        seed = c2.number_input("Seed", 0, 2**31 - 1, 0, key="tables_syn_seed")
+        lo = c1.number_input("Min rows", 1, 10**10, 1_000, key="tables_syn_min_rows")
+        hi = c2.number_input("Max rows", 1, 10**10, 10_000_000, key="tables_syn_max_rows")
+        spec = presets.SyntheticSpec(count=int(count), min_rows=int(lo), max_rows=int(hi), seed=int(seed))
+    with_topology = st.checkbox("Also use the preset's topology", value=key != "synthetic",
+                                key="tables_preset_topology")
+    if st.button("Load preset", key="tables_load_preset", type="primary"):
+        try:
+            if key == "synthetic":
+                cfg = presets.synthetic(spec, None if with_topology else state.topology())
+            else:
+                cfg = presets.tutorial() if key == "tutorial" else presets.dlrm_criteo_1tb()
+        except ValueError as e:
+            st.error(str(e))
+            return
+        if not with_topology:
+            cfg["topology"] = state.topology()
+        state.set_config(cfg)
+        state.flash(f"Loaded preset: {presets.TABLE_PRESETS[key]} ({len(cfg['tables'])} tables).")
+        st.rerun()
+
+
+def _import_text(fmt: str) -> str:
+    upload = st.file_uploader("File", type=["json", "csv", "py", "txt"], key="tables_import_file")
+    text = st.text_area("...or paste", key="tables_import_text", height=160, help=IMPORT_HELP[fmt])
+    if upload is not None:
+        return upload.getvalue().decode("utf-8", errors="replace")
+    return text or ""
+
+
+def import_tool() -> None:
+    fmt = st.radio("Format", list(IMPORT_FORMATS), format_func=IMPORT_FORMATS.get, key="tables_import_format")
+    text = _import_text(fmt)
+    mode = st.radio("Tables", ["replace", "append"], horizontal=True, key="tables_import_mode",
+                    format_func={"replace": "Replace the current tables", "append": "Append to them"}.get)
+    if not st.button("Import", key="tables_import_run", type="primary"):
+        return
+    if not text.strip():
+        st.error("Nothing to import: paste text or choose a file.")
+        return
+    try:
+        got = importers.IMPORTERS[fmt](text)
+    except importers.ImportFormatError as e:
+        st.error(f"Cannot import: {e}")
+        return
+    imported = grid.config_to_rows({"tables": got.tables, "constraints": got.constraints})
+    rows = imported if mode == "replace" else grid.config_to_rows(state.config()) + imported
+    topology = got.topology if (got.topology and mode == "replace") else state.topology()
+    state.set_config(grid.rows_to_config(rows, topology))
+    note = f" ({'; '.join(got.notes)})" if got.notes else ""
+    state.flash(f"Imported {len(got.tables)} tables from {IMPORT_FORMATS[fmt].split(' ')[0]}{note}.")
+    st.rerun()
+
+
+def _bulk_value(column: str):
+    label = f"New {grid.LABELS[column]}"
+    k = f"tables_bulk_value_{column}"
+    if column in ("rows", "dim", "min_partition"):
+        return int(st.number_input(label, min_value=1, value=64 if column == "dim" else 1000, step=1, key=k))
+    if column == "pooling_factor":
+        return float(st.number_input(label, min_value=0.0, value=1.0, key=k))
+    if column == "cache_load_factor":
+        return float(st.number_input(label, min_value=0.01, max_value=1.0, value=0.2, key=k))
+    if column == "pooling":
+        return st.selectbox(label, [p.value for p in PoolingType], key=k)
+    if column == "data_type":
+        return st.selectbox(label, [d.value for d in DataType], key=k)
+    options = [s.value for s in ShardingType] if column == "sharding_types" else [c.value for c in ComputeKernel]
+    return st.multiselect(label, options, key=k, help="empty: the planner chooses")
+
+
+def bulk_tool(rows: list[dict]) -> None:
+    pattern = st.text_input("Tables whose name matches", "*", key="tables_bulk_pattern",
+                            help="a glob: * matches all, large_* the names starting with large_")
+    hits = grid.matching(rows, pattern)
+    st.caption(f"{len(hits)} of {len(rows)} tables match.")
+    column = st.selectbox("Set", BULK_COLUMNS, format_func=grid.LABELS.get, key="tables_bulk_column")
+    value = _bulk_value(column)
+    c1, c2 = st.columns(2)
+    if c1.button(f"Apply to {len(hits)}", key="tables_bulk_apply", type="primary", disabled=not hits):
+        new_rows, n = grid.bulk_set(rows, pattern, column, value)
+        _commit(new_rows, f"Set {grid.LABELS[column]} on {n} tables.")
+    if c2.button(f"Delete {len(hits)}", key="tables_bulk_delete", disabled=not hits):
+        new_rows, n = grid.bulk_delete(rows, pattern)
+        _commit(new_rows, f"Deleted {n} tables.")
+
+
+def _commit(rows: list[dict], message: str) -> None:
+    issues, _ = grid.row_issues(rows, state.topology())
+    state.set_grid_base(rows, issues)
+    state.update_config(grid.rows_to_config(rows, state.topology()))
+    state.flash(message)
+    st.rerun()
+
+
+def add_table(rows: list[dict]) -> None:
+    _commit(rows + [grid.new_table_row(rows)], "Added a table at the end of the grid.")

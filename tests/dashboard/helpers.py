@@ -1,0 +1,45 @@
+"""Small helpers shared by the page tests: go to a page, read what is shown."""
+
+from __future__ import annotations
+
+import json
+
+from streamlit.testing.v1 import AppTest
+
+
+def goto(at: AppTest, page: str) -> AppTest:
+    at.switch_page(f"app_pages/{page}.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def shown(at: AppTest, kind: str) -> list[str]:
+    """Texts of every element of one kind (error, warning, success, info, caption, markdown, toast...)."""
+    return [str(e.value) for e in getattr(at, kind)]
+
+
+def plotly_specs(at: AppTest) -> list[dict]:
+    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+
+
+def workspace(at: AppTest) -> dict:
+    return at.session_state["ws_config"]
+
+
+def edit(at: AppTest, key: str, edited=None, added=None, deleted=None) -> AppTest:
+    """Apply a data_editor edit the way the browser reports it, then rerun."""
+    at.session_state[key] = {"edited_rows": edited or {}, "added_rows": added or [], "deleted_rows": deleted or []}
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def values(v) -> list:
+    """A trace's x/y as a list: plotly writes numpy arrays as {"dtype", "bdata"} (base64)."""
+    if isinstance(v, dict) and "bdata" in v:
+        import base64
+
+        import numpy as np
+
+        return np.frombuffer(base64.b64decode(v["bdata"]), dtype=v["dtype"]).tolist()
+    return list(v)

@@ -1,0 +1,102 @@
+"""What the pages compute about plans: imbalance, the table-by-rank matrix, the bottleneck story, moved
+tables, measured times; checked against the engine's own per-rank numbers."""
+
+from __future__ import annotations
+
+import pytest
+
+import engine
+from dashboard import analysis, presets
+from tests.factories import tutorial
+
+
+def _plan(cfg: dict) -> dict:
+    return engine.plan_to_dict(engine.plan(engine.parse_config(cfg), engine.PlannerSettings(time_budget_s=0.2)))
+
+
+@pytest.fixture(scope="module")
+def synthetic() -> tuple[dict, dict]:
+    cfg = presets.synthetic(presets.SyntheticSpec(count=40, seed=3))
+    return cfg, _plan(cfg)
+
+
+def test_matrix_columns_add_up_to_the_plans_ranks(synthetic):
+    cfg, plan = synthetic
+    m = analysis.table_rank_matrix(plan, cfg)
+    assert m.values["cost_ms"].shape == (40, 8) and m.tables == list(plan["plan"])
+    for r in plan["ranks"]:
+        assert m.values["cost_ms"][:, r["rank"]].sum() == pytest.approx(r["cost_ms"])
+        assert m.values["hbm_bytes"][:, r["rank"]].sum() == r["hbm_bytes"]
+    heavy = analysis.heaviest_tables(m, "hbm_bytes", 5)
+    totals = m.values["hbm_bytes"].sum(axis=1)
+    assert totals[heavy[0]] == totals.max() and len(heavy) == 5
+
+
+def test_imbalance_and_bottleneck_story(synthetic):
+    cfg, plan = synthetic
+    imb = analysis.imbalance(plan)
+    costs = [r["cost_ms"] for r in plan["ranks"]]
+    assert imb.max_ms == max(costs) and imb.ratio == pytest.approx(max(costs) / (sum(costs) / len(costs)))
+    assert imb.bottleneck_rank == plan["bottleneck_rank"]
+    m = analysis.table_rank_matrix(plan, cfg)
+    lines = analysis.bottleneck(plan, m)
+    assert lines[0].startswith(f"Rank {imb.bottleneck_rank} is the slowest")
+    top = m.tables[int(m.values["cost_ms"][:, imb.bottleneck_rank].argmax())]
+    assert any(top in line for line in lines)
+    assert any("lower bound" in line for line in lines)
+
+
+def test_bottleneck_mentions_a_full_hbm():
+    plan = {"plan": {}, "lower_bound_ms": None, "ranks": [
+        {"rank": 0, "cost_ms": 2.0, "fwd_compute_ms": 2.0, "hbm_bytes": 95, "hbm_cap_bytes": 100},
+        {"rank": 1, "cost_ms": 1.0, "fwd_compute_ms": 1.0, "hbm_bytes": 10, "hbm_cap_bytes": 100}]}
+    lines = analysis.bottleneck(plan)
+    assert lines[0] == "Rank 0 is the slowest at 2 ms per step, 33.3% above the average rank (1.5 ms)."
+    assert lines[1] == "Most of its time is forward compute: 2 ms (100%)."
+    assert lines[-1].startswith("Its HBM is 95% full")
+
+
+def test_moved_tables_between_two_placements():
+    tw = engine.load_config("examples/tutorial_table_wise.json")
+    rw = engine.load_config("examples/tutorial_row_wise.json")
+    a, b = engine.plan_to_dict(engine.plan(tw)), engine.plan_to_dict(engine.plan(rw))
+    moved = analysis.moved_tables(a, b)
+    assert moved["table"].tolist() == [t.name for t in tw.tables]
+    assert moved["after"].str.startswith("row_wise").all()
+    assert analysis.moved_tables(a, a).empty
+
+
+def test_table_frame_and_compare_frames():
+    cfg = tutorial()
+    plan = _plan(cfg)
+    frame = analysis.table_frame(plan, cfg)
+    assert frame["table"].tolist() == [t["name"] for t in cfg["tables"]]
+    assert frame.loc[0, "shards"] == "1 x [4096, 64]"
+    both = analysis.compare_frame({"a": plan, "b": plan})
+    assert len(both) == 4 and set(both["plan"]) == {"a", "b"}
+    summary = analysis.summary_frame({"a": plan})
+    assert summary.loc[0, "slowest rank ms"] == pytest.approx(plan["max_rank_cost_ms"])
+
+
+def test_measured_times_from_run_metrics():
+    metrics = [(0, "step_ms", 2.0, "ms"), (0, "step_ms", 4.0, "ms"), (1, "step_ms", 5.0, "ms"),
+               (0, "weight_bytes", 10.0, "bytes"), (-1, "step_ms", 99.0, "ms")]
+    assert analysis.measured_ms(metrics) == {0: 3.0, 1: 5.0}
+    assert analysis.measured_ms([(0, "lookup_ms", 1.5, "ms")]) == {0: 1.5}
+    plan = {"ranks": [{"rank": 0, "cost_ms": 1.0}, {"rank": 1, "cost_ms": 1.0}, {"rank": 2, "cost_ms": 1.0}]}
+    frame = analysis.measured_frame(plan, metrics)
+    assert frame["measured_ms"].tolist()[:2] == [3.0, 5.0] and frame["measured_ms"].isna().tolist()[2]
+    assert frame["estimated_ms"].tolist() == [1.0, 1.0, 1.0]
+    own = analysis.measured_frame(plan, [*metrics, (1, "estimated_ms", 0.5, "ms")])
+    assert own["estimated_ms"].tolist() == [1.0, 0.5, 1.0]  # a run's own estimate (its device) wins
+    table = analysis.metrics_table(metrics)
+    assert list(table.columns) == ["rank", "step_ms [ms]", "weight_bytes [bytes]"]
+
+
+def test_measured_from_store_compare_and_progress():
+    compared = {"per_rank": [{"rank": 0, "tokA": {"cost_ms": 1.0, "measured_ms": 2.0},
+                              "tokB": {"cost_ms": 1.5, "measured_ms": None}}]}
+    frame = analysis.measured_from_compare(compared, {"tokA": "A", "tokB": "B"})
+    assert frame.to_dict("records") == [{"plan": "A", "rank": 0, "estimated_ms": 1.0, "measured_ms": 2.0}]
+    assert analysis.run_progress("$ engine dryrun 1/2\nrank 3/8 done\n") == pytest.approx(3 / 8)
+    assert analysis.run_progress("$ python -m engine dryrun a/b\nstarting\n") is None

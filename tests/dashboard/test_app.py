@@ -1,0 +1,33 @@
+"""The app shell: navigation, the sidebar's summary, the database it opens, and a bad DATABASE_URL."""
+
+from __future__ import annotations
+
+from streamlit.testing.v1 import AppTest
+
+from tests.dashboard.conftest import APP, RUN_TIMEOUT_S
+from tests.dashboard.helpers import goto, shown
+
+
+def test_every_page_opens(app):
+    for page, title in [("topology", "Topology"), ("plan", "Plan"), ("compare", "Compare"), ("runs", "Runs"),
+                        ("save_share", "Save & share"), ("tables", "Tables & constraints")]:
+        goto(app, page)
+        assert app.title[0].value == title
+
+
+def test_sidebar_names_the_database_and_the_plan(app, db_url, store):
+    captions = [c.value for c in app.sidebar.caption]
+    assert "4 tables · 2 ranks · cuda" in captions and "No plan yet" in captions
+    assert f"Database: `{store.where}`" in captions
+    goto(app, "plan")
+    plan = app.session_state["ws_plan"].plan
+    assert f"Plan: slowest rank {plan['max_rank_cost_ms']:.4g} ms by Ours (engine)" in [
+        c.value for c in app.sidebar.caption]
+
+
+def test_a_bad_database_url_is_one_line(monkeypatch):
+    monkeypatch.setenv("DATABASE_URL", "nonsense://")
+    at = AppTest.from_file(str(APP), default_timeout=RUN_TIMEOUT_S).run()
+    assert not at.exception
+    errors = shown(at, "error")
+    assert len(errors) == 1 and errors[0].startswith("Cannot open the database: ") and "\n" not in errors[0]

@@ -1,0 +1,101 @@
+"""The grid model: config <-> rows, data_editor deltas, per-row validation mapped from engine errors, bulk edits."""
+
+from __future__ import annotations
+
+import engine
+from dashboard import grid
+from tests.factories import tutorial
+
+TOPO = {"world_size": 2}
+
+
+def _rows() -> list[dict]:
+    return grid.config_to_rows(tutorial())
+
+
+def test_rows_round_trip_keeps_constraints_the_grid_does_not_show():
+    cfg = tutorial()
+    cfg["tables"][0]["feature_names"] = ["f1", "f2"]
+    cfg["constraints"] = {"large_table_0": {"pooling_factors": [2.0, 4.0], "num_poolings": [1.0, 2.0],
+                                            "is_weighted": True, "sharding_types": ["row_wise"],
+                                            "compute_kernels": ["fused"], "min_partition": 8,
+                                            "cache_load_factor": 0.5}}
+    rows = grid.config_to_rows(cfg)
+    assert rows[0]["features"] == "f1, f2" and rows[0]["pooling_factor"] == 3.0
+    back = grid.rows_to_config(rows, cfg["topology"])
+    assert engine.parse_config(back) == engine.parse_config(cfg)
+    rows[0]["pooling_factor"] = 5.0  # an edited mean replaces the per-feature list
+    assert grid.rows_to_config(rows, TOPO)["constraints"]["large_table_0"]["pooling_factors"] == [5.0]
+
+
+def test_apply_edits_edits_then_deletes_then_adds():
+    delta = {"edited_rows": {"1": {"dim": 16.0, "features": "x, y"}}, "deleted_rows": [0],
+             "added_rows": [{"name": "new", "rows": 7, "dim": 3}]}
+    out = grid.apply_edits(_rows(), delta)
+    assert [r["name"] for r in out] == ["large_table_1", "small_table_0", "small_table_1", "new"]
+    assert out[0]["dim"] == 16 and isinstance(out[0]["dim"], int)
+    cfg = grid.rows_to_config(out, TOPO)
+    assert cfg["tables"][0]["feature_names"] == ["x", "y"]
+    assert cfg["tables"][3] == {"name": "new", "num_embeddings": 7, "embedding_dim": 3, "pooling": "sum",
+                                "data_type": "fp32"}
+    fixed = grid.apply_edits(_rows(), delta, allow_structure=False)
+    assert len(fixed) == 4 and fixed[1]["dim"] == 16
+    assert grid.changes_structure(delta) and not grid.changes_structure({"edited_rows": {0: {"dim": 1}}})
+
+
+def test_issues_name_row_and_column():
+    rows = _rows()
+    rows[1]["dim"] = 0
+    rows[2]["min_partition"] = 0
+    rows[3]["pooling"] = "max"
+    issues, outside = grid.row_issues(rows, TOPO)
+    assert issues == ["", "dim: must be >= 1, got 0", "min partition: must be >= 1, got 0",
+                      "pooling: unknown value 'max'; use one of: sum, mean, none"]
+    assert outside is None
+
+
+def test_cross_row_and_topology_issues():
+    rows = _rows()
+    rows[2]["name"] = "large_table_0"
+    issues, _ = grid.row_issues(rows, TOPO)
+    assert issues[2].startswith("name: duplicate table name 'large_table_0'") and not any(issues[:2])
+    issues, outside = grid.row_issues(_rows(), {"world_size": 4, "local_world_size": 3})
+    assert not any(issues)
+    assert outside == "topology.local_world_size: must divide world_size (4) evenly, got 3"
+
+
+def test_empty_cells_are_reported_not_crashed_on():
+    rows = grid.apply_edits(_rows(), {"added_rows": [{}]})
+    issues, _ = grid.row_issues(rows, TOPO)
+    assert issues[4] == "name: must be a non-empty string, got null"
+
+
+def test_locate_constraint_fields():
+    rows = _rows()
+    assert grid.locate("constraints.small_table_1.cache_load_factor", rows) == (3, "cache_load_factor")
+    assert grid.locate("tables[2].num_embeddings", rows) == (2, "rows")
+    assert grid.locate("topology.world_size", rows) == (None, None)
+
+
+def test_bulk_set_and_delete_by_glob():
+    rows, n = grid.bulk_set(_rows(), "large_*", "sharding_types", ["row_wise"])
+    assert n == 2
+    cfg = grid.rows_to_config(rows, TOPO)
+    assert set(cfg["constraints"]) == {"large_table_0", "large_table_1"}
+    rows, n = grid.bulk_delete(rows, "small_table_?")
+    assert n == 2 and [r["name"] for r in rows] == ["large_table_0", "large_table_1"]
+    assert grid.matching(_rows(), "") == [0, 1, 2, 3]
+
+
+def test_new_rows_get_unique_names_and_frames_have_editor_types():
+    rows = _rows()
+    rows.append(grid.new_table_row(rows))
+    rows.append(grid.new_table_row(rows))
+    assert rows[-2]["name"] != rows[-1]["name"]
+    issues, _ = grid.row_issues(rows, TOPO)
+    frame = grid.tables_frame(rows, issues)
+    assert list(frame.columns) == list(grid.TABLE_COLUMNS)
+    assert str(frame["rows"].dtype) == "Int64" and frame["issue"].tolist() == [""] * 6
+    cons = grid.constraints_frame(rows, issues)
+    assert list(cons.columns) == list(grid.CONSTRAINT_COLUMNS) and cons["sharding_types"][0] == []
+    assert grid.weight_bytes(_rows()) == 2 * 4096 * 64 * 4 + 2 * 1024 * 64 * 4

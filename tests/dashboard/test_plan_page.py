@@ -1,0 +1,84 @@
+"""Plan page: plan with a progress bar, see the per-table sharding, charts, heatmap, bottleneck, downloads;
+replan after an edit; errors in one line; TorchRec's planner as the baseline."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.dashboard.helpers import edit, goto, plotly_specs, shown, workspace
+
+
+def _plan_now(app):
+    goto(app, "plan")
+    app.button(key="plan_run").click().run()
+    assert not app.exception, app.exception
+    return app
+
+
+def test_plan_the_tutorial_and_see_it(app):
+    _plan_now(app)
+    assert app.progress[0].value == 100
+    assert app.progress[0].proto.text.startswith("Planned 4 tables on 2 ranks")
+    plan = app.session_state["ws_plan"].plan
+    assert set(plan["plan"]) == {"large_table_0", "large_table_1", "small_table_0", "small_table_1"}
+    frame = app.dataframe[0].value
+    assert frame["sharding"].tolist() == [plan["plan"][t]["sharding_type"] for t in frame["table"]]
+    specs = plotly_specs(app)
+    titles = [str((s["layout"].get("title") or {}).get("text")) for s in specs]
+    assert "Estimated cost per rank by component" in titles and any("Tables by rank" in t for t in titles)
+    memory = next(s for s in specs if any(t.get("name") == "used" for t in s["data"]))
+    assert len(memory["data"]) == 4  # HBM and DDR: capacity and use
+    assert app.metric[0].value == f"{plan['max_rank_cost_ms']:.4g} ms"
+    story = [m for m in shown(app, "markdown") if m.startswith("- Rank")]
+    assert story and f"Rank {plan['bottleneck_rank']}" in story[0]
+    assert len(app.get("download_button")) == 4
+
+
+def test_replans_on_edit_and_shows_config_errors(app):
+    _plan_now(app)
+    first = app.session_state["ws_plan"]
+    goto(app, "tables")
+    edit(app, "tables_grid", edited={0: {"rows": 100000}})
+    goto(app, "plan")  # "Replan on edits" is on: no click needed
+    second = app.session_state["ws_plan"]
+    assert second is not first and second.matches(workspace(app))
+    assert second.config["tables"][0]["num_embeddings"] == 100000
+    goto(app, "tables")
+    edit(app, "tables_grid", edited={0: {"dim": 0}})
+    goto(app, "plan")
+    assert shown(app, "error") == ["The config has a problem: tables[0].embedding_dim: must be >= 1, got 0. Fix it on "
+                                   "Tables & constraints or Topology."]
+    assert any("changed since this plan" in w for w in shown(app, "warning"))
+
+
+def test_a_plan_that_cannot_fit_says_what_would_help(app):
+    goto(app, "topology")
+    app.number_input(key="topology_hbm_cap").set_value(0.0001)
+    app.number_input(key="topology_ddr_cap").set_value(0.0001).run()  # 107 KB: no table fits
+    _plan_now(app)
+    errors = shown(app, "error")
+    assert len(errors) == 1 and errors[0].startswith("No plan: ") and "not fit" in errors[0]
+    assert "What would help" in errors[0] and "\n" not in errors[0]
+    assert "ws_plan" not in app.session_state
+
+
+def test_heatmap_metric_and_rows(app):
+    app.selectbox(key="tables_preset").set_value("synthetic").run()
+    app.number_input(key="tables_syn_count").set_value(60).run()
+    app.button(key="tables_load_preset").click().run()
+    _plan_now(app)
+    app.radio(key="plan_heat_metric").set_value("hbm_bytes")
+    app.number_input(key="plan_heat_rows").set_value(10).run()
+    heat = next(s for s in plotly_specs(app) if s["data"][0]["type"] == "heatmap")
+    assert len(heat["data"][0]["y"]) == 10 and heat["layout"]["title"]["text"] == "Tables by rank: HBM (bytes)"
+
+
+@pytest.mark.timeout(300)
+def test_torchrec_baseline_planner(app):
+    goto(app, "plan")
+    app.radio(key="plan_planner").set_value("torchrec").run()
+    app.button(key="plan_run").click().run()
+    assert not shown(app, "error"), shown(app, "error")
+    current = app.session_state["ws_plan"]
+    assert current.planner == "torchrec" and current.plan["planner"] == "torchrec"
+    assert app.metric[2].value == "n/a"  # TorchRec's plans carry no lower bound

@@ -1,0 +1,123 @@
+"""Tables & constraints page: grid edits, per-row errors, add/delete, presets, import, bulk edit."""
+
+from __future__ import annotations
+
+import json
+
+from dashboard import presets
+from tests.dashboard.helpers import edit, goto, shown, workspace
+from tests.dashboard.test_importers import TUTORIAL_SNIPPET
+from tests.factories import tutorial
+
+
+def test_opens_on_the_tutorial_config(app):
+    assert app.title[0].value == "Tables & constraints"
+    assert [t["name"] for t in workspace(app)["tables"]] == [t["name"] for t in tutorial()["tables"]]
+    grid = app.dataframe[0].value
+    assert grid["name"].tolist()[:2] == ["large_table_0", "large_table_1"] and "issue" in grid.columns
+    assert any("4 tables" in c and "2 ranks" in c for c in shown(app, "caption"))
+
+
+def test_editing_a_cell_changes_the_config(app):
+    edit(app, "tables_grid", edited={0: {"dim": 32, "data_type": "fp16"}, 2: {"pooling_factor": 2.5}})
+    cfg = workspace(app)
+    assert cfg["tables"][0]["embedding_dim"] == 32 and cfg["tables"][0]["data_type"] == "fp16"
+    assert cfg["constraints"]["small_table_0"]["pooling_factors"] == [2.5]
+    assert not shown(app, "error")
+
+
+def test_a_bad_cell_shows_its_error_next_to_the_row(app):
+    edit(app, "tables_grid", edited={3: {"dim": 0}})
+    grid = app.dataframe[0].value
+    assert grid["issue"].tolist() == ["", "", "", "dim: must be >= 1, got 0"]
+    assert grid["dim"].tolist()[3] == 0
+    assert "small_table_1 (row 4): dim: must be >= 1, got 0" in shown(app, "error")[0]
+    edit(app, "tables_grid", edited={3: {"dim": 8}})
+    assert app.dataframe[0].value["issue"].tolist() == [""] * 4 and not shown(app, "error")
+
+
+def test_add_and_delete_rows_in_the_grid(app):
+    edit(app, "tables_grid", added=[{"name": "extra", "rows": 100, "dim": 16}], deleted=[0, 1])
+    names = [t["name"] for t in workspace(app)["tables"]]
+    assert names == ["small_table_0", "small_table_1", "extra"]
+    assert app.dataframe[0].value["name"].tolist() == names  # folded into the grid's base rows
+    app.button(key="tables_add").click().run()
+    assert len(workspace(app)["tables"]) == 4 and app.dataframe[0].value["name"].tolist()[-1] == "table_3"
+
+
+def test_constraints_grid_edits(app):
+    edit(app, "tables_constraints_grid",
+          edited={0: {"sharding_types": ["row_wise", "table_row_wise"], "compute_kernels": ["fused"]},
+                  1: {"min_partition": 0}})
+    cons = workspace(app)["constraints"]
+    assert cons["large_table_0"] == {"sharding_types": ["row_wise", "table_row_wise"], "compute_kernels": ["fused"]}
+    assert app.dataframe[1].value["issue"].tolist()[1] == "min partition: must be >= 1, got 0"
+    assert "large_table_1 (row 2): min partition" in shown(app, "error")[0]
+
+
+def test_presets_dlrm_and_synthetic(app):
+    app.selectbox(key="tables_preset").set_value("dlrm_criteo_1tb").run()
+    app.button(key="tables_load_preset").click().run()
+    cfg = workspace(app)
+    assert len(cfg["tables"]) == 26 and cfg["topology"]["world_size"] == 8
+    assert len(app.dataframe[0].value) == 26
+    app.selectbox(key="tables_preset").set_value("synthetic").run()
+    app.number_input(key="tables_syn_count").set_value(200).run()
+    app.number_input(key="tables_syn_seed").set_value(5).run()
+    app.button(key="tables_load_preset").click().run()
+    cfg = workspace(app)
+    assert cfg["tables"] == presets.synthetic(presets.SyntheticSpec(count=200, seed=5))["tables"]
+    assert cfg["topology"]["world_size"] == 8  # kept from DLRM: synthetic keeps the topology by default
+    assert any("200 tables" in t for t in shown(app, "toast"))
+
+
+def _import(app, fmt: str, text: str, mode: str = "replace"):
+    app.radio(key="tables_import_format").set_value(fmt).run()
+    app.text_area(key="tables_import_text").set_value(text)
+    app.radio(key="tables_import_mode").set_value(mode)
+    app.button(key="tables_import_run").click().run()
+    assert not app.exception, app.exception
+    return app
+
+
+def test_import_torchrec_snippet_json_and_csv(app):
+    edit(app, "tables_grid", deleted=[0, 1, 2])
+    _import(app, "torchrec", TUTORIAL_SNIPPET)
+    assert [t["name"] for t in workspace(app)["tables"]] == [t["name"] for t in tutorial()["tables"]]
+    _import(app, "csv", "name,rows,dim,sharding_types\ncsv_a,10,4,row_wise\n", mode="append")
+    cfg = workspace(app)
+    assert len(cfg["tables"]) == 5 and cfg["constraints"]["csv_a"] == {"sharding_types": ["row_wise"]}
+    whole = tutorial()
+    whole["topology"]["world_size"] = 4
+    _import(app, "json", json.dumps(whole))
+    assert len(workspace(app)["tables"]) == 4 and workspace(app)["topology"]["world_size"] == 4
+
+
+def test_bad_import_says_why_and_changes_nothing(app):
+    before = json.dumps(workspace(app))
+    _import(app, "torchrec", "EmbeddingBagConfig(name=input(), num_embeddings=1, embedding_dim=1)")
+    assert shown(app, "error") == [
+        "Cannot import: line 1: cannot read Call (only literals are understood; nothing is run)"]
+    assert json.dumps(workspace(app)) == before
+
+
+def test_bulk_edit_and_bulk_delete(app):
+    app.text_input(key="tables_bulk_pattern").set_value("large_*").run()
+    app.selectbox(key="tables_bulk_column").set_value("compute_kernels").run()
+    app.multiselect(key="tables_bulk_value_compute_kernels").set_value(["fused_uvm_caching"]).run()
+    app.button(key="tables_bulk_apply").click().run()
+    cons = workspace(app)["constraints"]
+    assert cons == {"large_table_0": {"compute_kernels": ["fused_uvm_caching"]},
+                    "large_table_1": {"compute_kernels": ["fused_uvm_caching"]}}
+    assert app.dataframe[1].value["compute_kernels"].tolist()[0] == ["fused_uvm_caching"]
+    app.text_input(key="tables_bulk_pattern").set_value("small_*").run()
+    app.button(key="tables_bulk_delete").click().run()
+    assert [t["name"] for t in workspace(app)["tables"]] == ["large_table_0", "large_table_1"]
+
+
+def test_grid_edits_survive_a_trip_to_another_page(app):
+    edit(app, "tables_grid", edited={1: {"rows": 777}})
+    goto(app, "topology")
+    goto(app, "tables")
+    assert app.dataframe[0].value["rows"].tolist()[1] == 777
+    assert workspace(app)["tables"][1]["num_embeddings"] == 777

@@ -1,6 +1,8 @@
-"""`python -m db`: init, save, list, show, export, import on the database DATABASE_URL names.
+"""`python -m db`: init, save, list, show, export, import on the database DATABASE_URL names; validate,
+import-results and calibrate (validation runs recorded there) are in db.runs_cli.
 
 Errors print one line, `error: ...`, and exit with code 1 (2 for a malformed command line); never a traceback.
+The run commands keep the engine's codes: 2 for bad input, 1 for a failed run, 130 for a cancelled one.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
+from db import runs_cli
 from db.bundle import check_bundle, read_bundle_text
 from db.checks import prepare_plan
 from db.compare import placement
@@ -163,6 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("import", help="import a bundle and print its token")
     p.add_argument("file", metavar="FILE", help="a bundle written by export ('-' reads stdin)")
     p.set_defaults(func=cmd_import)
+
+    runs_cli.register(sub)
     return parser
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import enum
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -18,7 +19,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Protocol, Union
+from typing import Protocol
 
 from engine.errors import EngineError
 from engine.validate.types import Job, LauncherKind
@@ -38,7 +39,7 @@ class Phase(str, enum.Enum):
 @dataclass(frozen=True)
 class JobState:
     phase: Phase
-    exit_code: Optional[int] = None  # set when DONE; negative: killed by that signal
+    exit_code: int | None = None  # set when DONE; negative: killed by that signal
     detail: str = ""  # the scheduler's own word for the state (e.g. Slurm's COMPLETED, TIMEOUT)
 
 
@@ -47,7 +48,9 @@ class Launcher(Protocol):
     follows: bool  # False: prepare() writes something to run elsewhere; start/poll/cancel do not apply
     poll_interval_s: float
 
-    def prepare(self, job: Job) -> Union[list[str], Path]: ...
+    def prepare(self, job: Job) -> list[str] | Path: ...
+
+    def command_line(self) -> str: ...
 
     def start(self) -> None: ...
 
@@ -55,7 +58,7 @@ class Launcher(Protocol):
 
     def cancel(self) -> None: ...
 
-    def wait(self, timeout_s: Optional[float] = None) -> Optional[JobState]: ...
+    def wait(self, timeout_s: float | None = None) -> JobState | None: ...
 
 
 def free_port() -> int:
@@ -64,7 +67,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def job_env(extra: Optional[dict] = None) -> dict[str, str]:
+def job_env(extra: dict | None = None) -> dict[str, str]:
     """The ranks' environment: this repository importable, output unbuffered (logs arrive as they happen)."""
     env = dict(os.environ)
     path = env.get("PYTHONPATH")
@@ -88,7 +91,7 @@ def _may_tie_to_parent() -> bool:
     return sys.platform == "linux" and threading.current_thread() is threading.main_thread()
 
 
-def wait_for(launcher: Launcher, timeout_s: Optional[float]) -> Optional[JobState]:
+def wait_for(launcher: Launcher, timeout_s: float | None) -> JobState | None:
     """Poll until the job is done; None if timeout_s passed first."""
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while True:
@@ -108,15 +111,19 @@ class LocalLauncher:
     poll_interval_s = POLL_S
 
     def __init__(self) -> None:
-        self.job: Optional[Job] = None
+        self.job: Job | None = None
         self.argv: list[str] = []
-        self.proc: Optional[subprocess.Popen] = None
+        self.proc: subprocess.Popen | None = None
 
     def prepare(self, job: Job) -> list[str]:
         self.job = job
-        self.argv = [job.python, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(job.nproc),
-                     "--master-addr", "127.0.0.1", "--master-port", str(free_port()), *job.worker_args()]
+        # --standalone: a c10d rendezvous on a port torchrun binds itself (no free-port race with other jobs)
+        self.argv = [job.python, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
+                     "--nproc-per-node", str(job.nproc), *job.worker_args()]
         return self.argv
+
+    def command_line(self) -> str:
+        return shlex.join(self.argv)
 
     def start(self) -> None:
         if self.job is None:
@@ -125,10 +132,11 @@ class LocalLauncher:
         with open(self.job.log_path, "ab") as log:
             self.proc = subprocess.Popen(self.argv, cwd=ROOT, env=job_env(), stdin=subprocess.DEVNULL, stdout=log,
                                          stderr=subprocess.STDOUT, start_new_session=True,
-                                         preexec_fn=_die_with_parent if _may_tie_to_parent() else None)
+                                         # only from a main thread, where it is safe: see _may_tie_to_parent
+                                         preexec_fn=_die_with_parent if _may_tie_to_parent() else None)  # noqa: PLW1509
 
     @property
-    def pid(self) -> Optional[int]:
+    def pid(self) -> int | None:
         """torchrun's pid; the ranks are its children."""
         return self.proc.pid if self.proc else None
 
@@ -156,7 +164,7 @@ class LocalLauncher:
         _signal_group(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
 
-    def wait(self, timeout_s: Optional[float] = None) -> Optional[JobState]:
+    def wait(self, timeout_s: float | None = None) -> JobState | None:
         return wait_for(self, timeout_s)
 
 
@@ -174,7 +182,7 @@ def _signal(pid: int, sig: signal.Signals) -> None:
         pass
 
 
-def _proc_stat(pid: int) -> Optional[list[str]]:
+def _proc_stat(pid: int) -> list[str] | None:
     """Fields of /proc/PID/stat after "pid (comm)": state, ppid, pgrp, ...; None when gone (Linux)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()

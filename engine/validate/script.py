@@ -56,8 +56,8 @@ def portable_script(job: Job) -> str:
     lines = header(job, "Launch script") + [
         "# On several nodes: set NODE_RANK (0..nodes-1), MASTER_ADDR (node 0's address) and MASTER_PORT on each.",
         f"torchrun_cmd=({q([job.python, *torchrun_args(job)])} \\",
-        '  --node-rank "${NODE_RANK:-0}" --master-addr "${MASTER_ADDR:-127.0.0.1}"'
-        f' --master-port "${{MASTER_PORT:-{RDZV_BASE_PORT}}}" \\',
+        ('  --node-rank "${NODE_RANK:-0}" --master-addr "${MASTER_ADDR:-127.0.0.1}"'
+         f' --master-port "${{MASTER_PORT:-{RDZV_BASE_PORT}}}" \\'),
         f"  {worker})",
         f'"${{torchrun_cmd[@]}}" 2>&1 | tee -a {shlex.quote(str(job.log_path))}',
         "rc=${PIPESTATUS[0]}",
@@ -89,6 +89,9 @@ class ScriptLauncher:
     def prepare(self, job: Job) -> Path:
         self.path = write_script(job.script_path or job.out_dir / "launch.sh", portable_script(job))
         return self.path
+
+    def command_line(self) -> str:
+        return self.how_to_run()
 
     def how_to_run(self) -> str:
         return f"bash {shlex.quote(str(self.path))}"

@@ -9,7 +9,6 @@ import shlex
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Optional
 
 from engine.errors import EngineError
 from engine.validate.launch import JobState, Phase, job_env, wait_for
@@ -55,7 +54,7 @@ def _run(argv: list[str]) -> subprocess.CompletedProcess:
                           "or write a script with --launcher script")
     try:
         return subprocess.run(argv, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, env=job_env(),
-                              stdin=subprocess.DEVNULL)
+                              stdin=subprocess.DEVNULL, check=False)
     except subprocess.TimeoutExpired:
         raise EngineError(f"{argv[0]} did not answer in {COMMAND_TIMEOUT_S} s: is slurmctld up?") from None
 
@@ -70,9 +69,9 @@ class SlurmLauncher:
     poll_interval_s = 1.0  # each poll is a squeue call to slurmctld
 
     def __init__(self) -> None:
-        self.job: Optional[Job] = None
-        self.script: Optional[Path] = None
-        self.job_id: Optional[str] = None
+        self.job: Job | None = None
+        self.script: Path | None = None
+        self.job_id: str | None = None
         self.argv: list[str] = []
 
     def prepare(self, job: Job) -> Path:
@@ -104,7 +103,7 @@ class SlurmLauncher:
             state = _first_line(acct.stdout).split()[0] if acct.returncode == 0 and acct.stdout.strip() else ""
         return state.upper()
 
-    def exit_code(self) -> Optional[int]:
+    def exit_code(self) -> int | None:
         """The batch script's exit code (scontrol, then sacct -c): ExitCode=rc:signal; a signal is -signal."""
         out = _run(["scontrol", "-o", "show", "job", str(self.job_id)])
         field = next((w.split("=", 1)[1] for w in out.stdout.split() if w.startswith("ExitCode=")), "")
@@ -134,7 +133,7 @@ class SlurmLauncher:
         if self.job_id is not None:
             _run(["scancel", str(self.job_id)])
 
-    def wait(self, timeout_s: Optional[float] = None) -> Optional[JobState]:
+    def wait(self, timeout_s: float | None = None) -> JobState | None:
         return wait_for(self, timeout_s)
 
 

@@ -97,7 +97,7 @@ def state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> int
 
 
 def _train(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batches: list, s: Settings,
-           sync) -> list[float]:  # noqa: ANN001
+           sync) -> list[float]:
     times = []
     for i in range(s.warmup + s.iters):
         kjt = batches[i % len(batches)]

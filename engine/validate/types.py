@@ -9,7 +9,6 @@ import enum
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Optional
 
 from engine.types import Device
 
@@ -50,12 +49,12 @@ class RunStatus(str, enum.Enum):
 class SlurmOptions:
     """sbatch flags; None leaves the cluster's default."""
 
-    partition: Optional[str] = None
+    partition: str | None = None
     nodes: int = 1
-    time: Optional[str] = None  # sbatch --time, e.g. "00:10:00"
-    cpus_per_task: Optional[int] = None
-    gpus_per_node: Optional[int] = None
-    account: Optional[str] = None
+    time: str | None = None  # sbatch --time, e.g. "00:10:00"
+    cpus_per_task: int | None = None
+    gpus_per_node: int | None = None
+    account: str | None = None
     job_name: str = "validate-plan"
 
 
@@ -72,8 +71,8 @@ class Job:
     pg_timeout_s: int = DEFAULT_PG_TIMEOUT_S
     python: str = "python3"  # the interpreter the ranks run (sys.executable for local jobs)
     slurm: SlurmOptions = field(default_factory=SlurmOptions)
-    script_path: Optional[Path] = None
-    results_file: Optional[Path] = None  # --results; default out_dir/results.json
+    script_path: Path | None = None
+    results_file: Path | None = None  # --results; default out_dir/results.json
 
     @property
     def device(self) -> Device:
@@ -117,7 +116,7 @@ class Job:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Job":
+    def from_dict(cls, d: dict) -> Job:
         return cls(out_dir=Path(d["out_dir"]), nproc=int(d["nproc"]), backend=Backend(d["backend"]),
                    iters=int(d["iters"]), warmup=int(d["warmup"]), seed=int(d["seed"]),
                    pg_timeout_s=int(d["pg_timeout_s"]), python=d["python"], slurm=SlurmOptions(**d["slurm"]),
@@ -128,7 +127,7 @@ class Job:
         self.spec_path.write_text(json.dumps(self.to_dict(), indent=1) + "\n", encoding="utf-8")
 
     @classmethod
-    def read_spec(cls, out_dir: Path) -> "Job":
+    def read_spec(cls, out_dir: Path) -> Job:
         return cls.from_dict(json.loads((Path(out_dir) / "job.json").read_text(encoding="utf-8")))
 
 
@@ -142,10 +141,10 @@ class RankResult:
     state_bytes: int  # weights + optimizer state the rank holds, summed over its tensors
     shards_match: bool
     mismatches: tuple[str, ...] = ()
-    estimated_ms: Optional[float] = None
-    estimated_compute_ms: Optional[float] = None
-    estimated_comms_ms: Optional[float] = None
-    estimated_bytes: Optional[int] = None
+    estimated_ms: float | None = None
+    estimated_compute_ms: float | None = None
+    estimated_comms_ms: float | None = None
+    estimated_bytes: int | None = None
 
     def as_dict(self) -> dict:
         return {
@@ -168,19 +167,19 @@ class ValidationResult:
     warmup: int
     nproc: int
     launcher: LauncherKind
-    error: Optional[str] = None  # one line, when status is not succeeded
+    error: str | None = None  # one line, when status is not succeeded
     log_tail: str = ""
     device_info: dict = field(default_factory=dict)  # flat: str/int/float values only
-    compute_bw: Optional[float] = None  # bytes/ms the estimate assumed for lookups (calibration reads it)
-    comms_bw: Optional[float] = None  # bytes/ms the estimate assumed for collectives
-    elapsed_s: Optional[float] = None
+    compute_bw: float | None = None  # bytes/ms the estimate assumed for lookups (calibration reads it)
+    comms_bw: float | None = None  # bytes/ms the estimate assumed for collectives
+    elapsed_s: float | None = None
 
     @property
     def shards_match(self) -> bool:
         return bool(self.ranks) and all(r.shards_match for r in self.ranks)
 
     @property
-    def max_rank_iteration_ms(self) -> Optional[float]:
+    def max_rank_iteration_ms(self) -> float | None:
         return max((r.iteration_ms for r in self.ranks), default=None)
 
     def as_dict(self) -> dict:

@@ -45,7 +45,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def device_info(torch, device) -> dict:  # noqa: ANN001 - torch passed in: imported lazily by main
+def device_info(torch, device) -> dict:
     import torchrec
 
     info = {"hostname": socket.gethostname(), "torch_version": torch.__version__,

@@ -1,0 +1,140 @@
+"""`python -m db validate | import-results | calibrate`: validation runs recorded in the database DATABASE_URL
+names, and calibration from them. The engine runs the job (engine.validate.command, same flags and output);
+this module only hands it a sink that records the run, so the engine never imports db.
+
+As `python -m engine validate`: bad input (a database error included) is one line and exit 2; a run that fails
+exits 1 (its result still printed), a cancelled one 130.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from db.calibration import calibrate_from_store
+from db.errors import StoreError
+from db.runsink import DbSink, check_results, import_results, open_store, store_plan
+from engine.calibrate import apply_calibration
+from engine.errors import EngineError
+from engine.types import Config, Device, Plan, TablePlan
+from engine.validate.command import add_validate_arguments, run_validate, say
+from engine.validate.types import Job
+
+EXIT_USAGE, EXIT_CANCELLED = 2, 130
+Command = Callable[[argparse.Namespace], int]
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    config_name = Path(args.config).stem
+
+    def sink_factory(cfg: Config, tables: dict[str, TablePlan], estimates: Plan, job: Job) -> DbSink:
+        store = open_store()
+        sink = DbSink.create(store, cfg, tables, estimates, args.plan_token, job.backend.value, job.device.value,
+                             config_name)
+        say(f"run {sink.run_id} of plan {sink.token} in {store.where}")
+        return sink
+
+    def script_notes(cfg: Config, tables: dict[str, TablePlan], estimates: Plan, job: Job) -> dict[str, str]:
+        token = store_plan(open_store(), cfg, tables, estimates, args.plan_token, config_name)
+        return {"plan_token": token,
+                "import": f"python -m db import-results {shlex.quote(str(job.results_path))} --plan-token {token}"}
+
+    return run_validate(args, sink_factory, script_notes)
+
+
+def cmd_import_results(args: argparse.Namespace) -> int:
+    data = _read_json(args.results_file, "RESULTS.json")
+    check_results(data)  # a file that is no result fails before the database is touched
+    run_id = import_results(open_store(), args.plan_token, data)
+    print(json.dumps({"run_id": run_id, "plan_token": args.plan_token}) if args.json
+          else f"Stored run {run_id} of plan {args.plan_token}")
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    if bool(args.config) != bool(args.config_out):
+        raise EngineError("--config and --config-out go together: the config to calibrate and where to write it")
+    cal = calibrate_from_store(open_store(), Device(args.device), args.device_name)
+    data = cal.as_dict()
+    if args.out:
+        _write_json(Path(args.out), data, "--out")
+    if args.config:
+        _write_json(Path(args.config_out), apply_calibration(_read_json(args.config, "--config"), cal.patch),
+                    "--config-out")
+    if args.json:
+        print(json.dumps(data, indent=1))
+        return 0
+    r2 = "n/a" if cal.r2 is None else f"{cal.r2:.3f}"
+    print(f"Calibration of {cal.device.value} from {cal.n_runs} runs (R^2 {r2}):")
+    for name, bw in cal.patch.items():
+        print(f"  {name} = {bw:.6g} bytes/ms ({bw * 1000 / 2**30:.3g} GiB/s)")
+    for note in cal.notes:
+        print(f"  note: {note}")
+    return 0
+
+
+def _read_json(path: str, flag: str) -> dict:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as e:
+        raise EngineError(f"{flag} {path!r}: cannot read it ({e.strerror or e})") from None
+    except ValueError as e:
+        raise EngineError(f"{flag} {path!r}: not JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise EngineError(f"{flag} {path!r}: must hold a JSON object")
+    return data
+
+
+def _write_json(path: Path, data: dict, flag: str) -> None:
+    try:
+        path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    except OSError as e:
+        raise EngineError(f"{flag} {str(path)!r}: cannot write there ({e.strerror or e})") from None
+
+
+def _exit_codes_of_engine(fn: Command) -> Command:
+    """The engine's exit codes for these commands: bad input or database trouble 2, interrupted 130."""
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return fn(args)
+        except (StoreError, EngineError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return EXIT_USAGE
+        except KeyboardInterrupt:
+            print("error: interrupted", file=sys.stderr)
+            return EXIT_CANCELLED
+
+    return run
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("validate", help="run a plan on real processes (as python -m engine validate) and record "
+                       "the run: status, log, per-rank metrics")
+    add_validate_arguments(p)
+    p.add_argument("--plan-token", metavar="TOKEN",
+                   help="the stored plan this run validates (default: store the plan and print its token)")
+    p.set_defaults(func=_exit_codes_of_engine(cmd_validate))
+
+    p = sub.add_parser("import-results", help="store a validation results file as a run of a saved plan")
+    p.add_argument("results_file", metavar="RESULTS.json")
+    p.add_argument("--plan-token", required=True, metavar="TOKEN", help="the saved plan the results are of")
+    p.add_argument("--json", action="store_true", help="print {run_id, plan_token} as JSON")
+    p.set_defaults(func=_exit_codes_of_engine(cmd_import_results))
+
+    p = sub.add_parser("calibrate", help="fit the estimator's bandwidths to the stored validation runs")
+    p.add_argument("--device", choices=[d.value for d in Device], default=Device.CPU.value,
+                   help="calibrate from runs on this device (default %(default)s)")
+    p.add_argument("--device-name", metavar="TEXT", help="only runs whose device name contains TEXT, e.g. H100")
+    p.add_argument("--out", metavar="FILE", help="also write the calibration JSON here")
+    p.add_argument("--config", metavar="CONFIG.json", help="a config to apply the calibration to (--config-out)")
+    p.add_argument("--config-out", metavar="FILE", help="where to write the calibrated config")
+    p.add_argument("--json", action="store_true", help="print the calibration as JSON")
+    p.set_defaults(func=_exit_codes_of_engine(cmd_calibrate))
+
+
+__all__ = ["cmd_calibrate", "cmd_import_results", "cmd_validate", "register"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -131,12 +131,19 @@ def allowed(table: TableConfig, c: Constraints, topo: Topology) -> list[tuple[Sh
     return pairs
 
 
+@lru_cache(maxsize=20_000)
+def _priced(table: TableConfig, c: Constraints, topo: Topology, st: ShardingType, kernels: tuple[ComputeKernel, ...],
+            width: int) -> tuple[np.ndarray, np.ndarray, list[ShardEstimates]]:
+    """Geometry and estimates depend only on the table, its constraints and the topology: an interactive
+    session that edits one table re-prices only that table. The arrays are shared: never mutate them."""
+    offsets, sizes = geometry(table, st, topo, width)
+    return offsets, sizes, estimate_kernels(table, c, topo, st, list(kernels), sizes[:, 0], sizes[:, 1])
+
+
 def make_options(cfg: Config, i: int, st: ShardingType, kernels: list[ComputeKernel], width: int = 0) -> list[Option]:
     """Options of one geometry, one per kernel (the geometry is computed once)."""
     table = cfg.tables[i]
-    c = cfg.constraint(table.name)
-    offsets, sizes = geometry(table, st, cfg.topology, width)
-    ests = estimate_kernels(table, c, cfg.topology, st, kernels, sizes[:, 0], sizes[:, 1])
+    offsets, sizes, ests = _priced(table, cfg.constraint(table.name), cfg.topology, st, tuple(kernels), width)
     return [Option(i, st, k, offsets, sizes, e) for k, e in zip(kernels, ests)]
 
 

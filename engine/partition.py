@@ -1,5 +1,6 @@
 """Placing shards on ranks: greedy (longest first onto the least-loaded rank that has memory), then a
-local search that moves, swaps and re-shards what sits on the slowest rank while it gets faster.
+local search that moves, swaps and re-shards what sits on the slowest rank while it gets faster (making
+room by demoting another table to a DDR-backed kernel where needed), then ruin and recreate around it.
 
 Objective: the slowest rank's summed shard cost (what TorchRec's partitioner minimises), ties broken by
 the spread of the loads. No rank ever exceeds its usable HBM or DDR.
@@ -8,7 +9,6 @@ the spread of the loads. No rank ever exceeds its usable HBM or DDR.
 from __future__ import annotations
 
 import time
-from typing import Optional
 
 import numpy as np
 
@@ -34,6 +34,12 @@ class Placement:
         self.choice: dict[int, Option] = {}
         self.ranks: dict[int, np.ndarray] = {}
 
+    def clone(self) -> Placement:
+        out = Placement(self.topo, self.balance_memory)
+        out.load, out.hbm, out.ddr = self.load.copy(), self.hbm.copy(), self.ddr.copy()
+        out.choice, out.ranks = dict(self.choice), dict(self.ranks)
+        return out
+
     # -- bookkeeping --------------------------------------------------------------------------
     def _apply(self, opt: Option, ranks: np.ndarray, sign: float) -> None:
         np.add.at(self.load, ranks, sign * opt.cost_ms)
@@ -57,7 +63,7 @@ class Placement:
         return bool((hbm[ranks] <= self.hbm_cap).all() and (ddr[ranks] <= self.ddr_cap).all())
 
     # -- where an option's shards can go ----------------------------------------------------------
-    def find_ranks(self, opt: Option) -> Optional[np.ndarray]:
+    def find_ranks(self, opt: Option) -> np.ndarray | None:
         w, lw = self.topo.world_size, self.topo.local_world_size
         st = opt.sharding_type
         if st in (ShardingType.DATA_PARALLEL, ShardingType.ROW_WISE):
@@ -73,7 +79,7 @@ class Placement:
             return best
         return self._free_ranks(opt)
 
-    def _free_ranks(self, opt: Option) -> Optional[np.ndarray]:
+    def _free_ranks(self, opt: Option) -> np.ndarray | None:
         load, hbm, ddr = self.load.copy(), self.hbm.copy(), self.ddr.copy()
         used = np.zeros(len(load), dtype=bool)
         out = np.empty(opt.num_shards, dtype=np.int64)
@@ -84,7 +90,8 @@ class Placement:
                 return None
             pick = np.flatnonzero(ok & ~used if (ok & ~used).any() else ok)
             if self.balance_memory:
-                fill = np.maximum(self._share(hbm[pick] + h[j], self.hbm_cap), self._share(ddr[pick] + d[j], self.ddr_cap))
+                fill = np.maximum(self._share(hbm[pick] + h[j], self.hbm_cap),
+                                  self._share(ddr[pick] + d[j], self.ddr_cap))
                 r = int(pick[np.lexsort((load[pick], fill))[0]])
             else:
                 r = int(pick[np.argmin(load[pick])])
@@ -117,21 +124,27 @@ def better(new: tuple[float, float], old: tuple[float, float]) -> bool:
 # ---- local search ---------------------------------------------------------------------------------
 
 
-def _free_shards(pl: Placement) -> tuple[np.ndarray, ...]:
-    """Every shard that may go to any rank: arrays of table, shard index, rank, cost, hbm, ddr."""
-    t, j, r, c, h, d = [], [], [], [], [], []
-    for table, opt in pl.choice.items():
-        if opt.sharding_type in FREE_PLACEMENT:
-            k = opt.num_shards
-            t.append(np.full(k, table))
-            j.append(np.arange(k))
-            r.append(pl.ranks[table])
-            c.append(opt.cost_ms)
-            h.append(opt.est.hbm_bytes)
-            d.append(opt.est.ddr_bytes)
-    if not t:
-        return tuple(np.empty(0) for _ in range(6))
-    return tuple(np.concatenate(x) for x in (t, j, r, c, h, d))
+class FreeShards:
+    """Every shard that may go to any rank, as flat arrays: table, shard index, rank, cost, hbm, ddr. Kept
+    in step with the placement by the moves of the local search (built again after a re-shard)."""
+
+    def __init__(self, pl: Placement):
+        parts = [(table, opt, pl.ranks[table]) for table, opt in pl.choice.items()
+                 if opt.sharding_type in FREE_PLACEMENT]
+        if not parts:
+            self.t = self.j = self.r = np.empty(0, dtype=np.int64)
+            self.c = self.h = self.d = np.empty(0)
+            return
+        self.t = np.concatenate([np.full(o.num_shards, table) for table, o, _ in parts])
+        self.j = np.concatenate([np.arange(o.num_shards) for _, o, _ in parts])
+        self.r = np.concatenate([r for _, _, r in parts]).astype(np.int64)
+        self.c = np.concatenate([o.cost_ms for _, o, _ in parts])
+        self.h = np.concatenate([o.est.hbm_bytes for _, o, _ in parts]).astype(np.float64)
+        self.d = np.concatenate([o.est.ddr_bytes for _, o, _ in parts]).astype(np.float64)
+
+    def move(self, pl: Placement, i: int, dst: int) -> None:
+        _move_shard(pl, int(self.t[i]), int(self.j[i]), dst)
+        self.r[i] = dst
 
 
 def _move_shard(pl: Placement, table: int, shard: int, dst: int) -> None:
@@ -141,56 +154,118 @@ def _move_shard(pl: Placement, table: int, shard: int, dst: int) -> None:
     pl.add(opt, ranks)
 
 
-def move_or_swap(pl: Placement) -> bool:
+def _best_move(pl: Placement, fs: FreeShards, a: int, b: int, peak: float) -> tuple[float, int]:
+    """Shard a off rank b onto the least-loaded other rank with room: (new peak of the two, destination)."""
+    ok = (pl.hbm + fs.h[a] <= pl.hbm_cap) & (pl.ddr + fs.d[a] <= pl.ddr_cap)
+    ok[b] = False
+    if not ok.any():
+        return np.inf, -1
+    dst = int(np.flatnonzero(ok)[np.argmin(pl.load[ok])])
+    return max(peak - fs.c[a], pl.load[dst] + fs.c[a]), dst
+
+
+def _best_swap(pl: Placement, fs: FreeShards, a: int, b: int, peak: float) -> tuple[float, int]:
+    """Shard a on rank b against a cheaper shard x elsewhere: (new peak of the two ranks, x)."""
+    x = np.flatnonzero((fs.r != b) & (fs.c < fs.c[a]))
+    if not len(x):
+        return np.inf, -1
+    delta = fs.c[a] - fs.c[x]
+    rx = fs.r[x]
+    val = np.maximum(peak - delta, pl.load[rx] + delta)
+    mem_ok = (
+        (pl.hbm[rx] - fs.h[x] + fs.h[a] <= pl.hbm_cap) & (pl.ddr[rx] - fs.d[x] + fs.d[a] <= pl.ddr_cap)
+        & (pl.hbm[b] - fs.h[a] + fs.h[x] <= pl.hbm_cap) & (pl.ddr[b] - fs.d[a] + fs.d[x] <= pl.ddr_cap)
+    )
+    val = np.where(mem_ok, val, np.inf)
+    i = int(np.argmin(val))
+    return float(val[i]), int(x[i])
+
+
+def move_or_swap(pl: Placement, fs: FreeShards | None = None) -> bool:
     """Move one shard off the slowest rank, or swap it for a cheaper one, if the slowest rank gets faster
     and no rank ends up as slow as it was."""
-    t, j, r, c, h, d = _free_shards(pl)
-    if not len(t):
+    fs = fs if fs is not None else FreeShards(pl)
+    if not len(fs.t):
         return False
     b = int(np.argmax(pl.load))
     peak = pl.load[b]
-    on_b = np.flatnonzero(r == b)
     best, best_val = None, peak - EPS
-    for a in on_b:
-        # move: a to the least-loaded rank with room
-        ok = (pl.hbm + h[a] <= pl.hbm_cap) & (pl.ddr + d[a] <= pl.ddr_cap)
-        ok[b] = False
-        if ok.any():
-            dst = int(np.flatnonzero(ok)[np.argmin(pl.load[ok])])
-            val = max(peak - c[a], pl.load[dst] + c[a])
-            if val < best_val:
-                best, best_val = ("move", a, dst), val
-        # swap: a against a cheaper shard x on another rank
-        others = (r != b) & (c < c[a])
-        if not others.any():
-            continue
-        x = np.flatnonzero(others)
-        delta = c[a] - c[x]
-        rx = r[x].astype(np.int64)
-        val = np.maximum(peak - delta, pl.load[rx] + delta)
-        mem_ok = (
-            (pl.hbm[rx] - h[x] + h[a] <= pl.hbm_cap) & (pl.ddr[rx] - d[x] + d[a] <= pl.ddr_cap)
-            & (pl.hbm[b] - h[a] + h[x] <= pl.hbm_cap) & (pl.ddr[b] - d[a] + d[x] <= pl.ddr_cap)
-        )
-        val = np.where(mem_ok, val, np.inf)
-        i = int(np.argmin(val))
-        if val[i] < best_val:
-            best, best_val = ("swap", a, int(x[i])), float(val[i])
+    for a in np.flatnonzero(fs.r == b):
+        val, dst = _best_move(pl, fs, a, b, peak)
+        if val < best_val:
+            best, best_val = ("move", a, dst), val
+        val, x = _best_swap(pl, fs, a, b, peak)
+        if val < best_val:
+            best, best_val = ("swap", a, x), val
     if best is None:
         return False
     kind, a, other = best
     if kind == "move":
-        _move_shard(pl, int(t[a]), int(j[a]), other)
+        fs.move(pl, a, other)
     else:
-        ra = int(r[other])
-        _move_shard(pl, int(t[a]), int(j[a]), ra)
-        _move_shard(pl, int(t[other]), int(j[other]), b)
+        ra = int(fs.r[other])
+        fs.move(pl, a, ra)
+        fs.move(pl, other, b)
     return True
 
 
-def reshard(pl: Placement, options: list[list[Option]], top: int = 4) -> bool:
+def _siblings(options: list[Option], cur: Option) -> list[tuple[float, Option]]:
+    """Options with the same shards as cur and less HBM (DDR-backed kernels), with the cost each adds per
+    byte of HBM it frees."""
+    out = []
+    for o in options:
+        if (o.sharding_type is cur.sharding_type and o.total_hbm_bytes < cur.total_hbm_bytes
+                and o.sizes.shape == cur.sizes.shape and (o.sizes == cur.sizes).all()):
+            out.append(((o.total_cost_ms - cur.total_cost_ms) / (cur.total_hbm_bytes - o.total_hbm_bytes), o))
+    return out
+
+
+def _demotions(pl: Placement, options: list[list[Option]], skip: int, top: int,
+               known: dict[int, list[tuple[float, Option]]]) -> list[tuple[int, Option]]:
+    """The `top` cheapest ways to free HBM without moving a shard: another table's option with the same
+    shards and less HBM, by cost added per byte freed. known caches _siblings by id of the option."""
+    out = []
+    for t, cur in pl.choice.items():
+        if t != skip and cur.total_hbm_bytes:
+            if id(cur) not in known:
+                known[id(cur)] = _siblings(options[t], cur)
+            out.extend((ratio, t, o) for ratio, o in known[id(cur)])
+    out.sort(key=lambda x: (x[0], x[1]))
+    return [(t, o) for _, t, o in out[:top]]
+
+
+def _try(pl: Placement, table: int, alt: Option, before: tuple[float, float]) -> bool | None:
+    """Place the table (already removed) in alt where it fits; keep it if the plan gets better. None where
+    it does not fit."""
+    ranks = pl.find_ranks(alt)
+    if ranks is None:
+        return None
+    pl.add(alt, ranks)
+    if better(pl.score(), before):
+        return True
+    pl.remove(table)
+    return False
+
+
+def _try_evicting(pl: Placement, options: list[list[Option]], table: int, alt: Option,
+                  before: tuple[float, float], victims: list[tuple[int, Option]]) -> bool:
+    """Make room for alt by moving one other table to a kernel with less HBM on the same ranks."""
+    for v, demoted in victims:
+        old, ranks = pl.remove(v)
+        pl.add(demoted, ranks)
+        if _try(pl, table, alt, before):
+            return True
+        pl.remove(v)
+        pl.add(old, ranks)
+    return False
+
+
+def reshard(pl: Placement, options: list[list[Option]], top: int = 4, evict: int = 0,
+            known: dict | None = None) -> bool:
     """Give one of the tables that load the slowest rank most another option (another sharding type,
-    kernel or column width) if the plan gets faster."""
+    kernel or column width) if the plan gets faster; where it does not fit, first demote one of `evict`
+    other tables to a DDR-backed kernel to make room (known: a cache for _demotions)."""
+    known = known if known is not None else {}
     b = int(np.argmax(pl.load))
     before = pl.score()
     on_b = []
@@ -201,25 +276,89 @@ def reshard(pl: Placement, options: list[list[Option]], top: int = 4) -> bool:
     on_b.sort(reverse=True)
     for cost_on_b, table in on_b[:top]:
         current = pl.choice[table]
+        victims = None
         for alt in options[table]:
             if alt is current or alt.max_shard_cost_ms >= cost_on_b - EPS:
                 continue
             old_opt, old_ranks = pl.remove(table)
-            ranks = pl.find_ranks(alt)
-            if ranks is not None:
-                pl.add(alt, ranks)
-                if better(pl.score(), before):
+            placed = _try(pl, table, alt, before)
+            if placed:
+                return True
+            if placed is None and evict:
+                victims = victims if victims is not None else _demotions(pl, options, table, evict, known)
+                if _try_evicting(pl, options, table, alt, before, victims):
                     return True
-                pl.remove(table)
             pl.add(old_opt, old_ranks)
     return False
+
+
+EVICT = 4  # re-shards that do not fit may first demote one of this many other tables
 
 
 def improve(pl: Placement, options: list[list[Option]], deadline: float, max_iters: int = 5000) -> int:
     """Local search until nothing helps, the iteration cap, or the deadline. Returns steps taken."""
     steps = 0
+    fs, known = None, {}
     while steps < max_iters and time.perf_counter() < deadline:
-        if not (move_or_swap(pl) or reshard(pl, options)):
-            break
+        fs = fs if fs is not None else FreeShards(pl)
+        if not move_or_swap(pl, fs):
+            if not reshard(pl, options, evict=EVICT, known=known):
+                break
+            fs = None
         steps += 1
     return steps
+
+
+# ---- ruin and recreate ------------------------------------------------------------------------------
+
+STALL_ROUNDS = 25  # the perturbation search stops after this many rounds in a row bring nothing
+RUIN_TABLES = 3  # at most this many tables off the slowest rank, and as many others, per round
+
+
+def _reinsert(pl: Placement, options: list[Option]) -> bool:
+    """Put a removed table back in the option and ranks that leave the peak of its ranks lowest (the
+    cheaper option in total at equal peaks). False where no option fits."""
+    best, best_key = None, None
+    for opt in options:
+        ranks = pl.find_ranks(opt)
+        if ranks is None:
+            continue
+        load = pl.load.copy()
+        np.add.at(load, ranks, opt.cost_ms)
+        key = (float(load[ranks].max()), opt.total_cost_ms)
+        if best_key is None or key < best_key:
+            best, best_key = (opt, ranks), key
+    if best is None:
+        return False
+    pl.add(*best)
+    return True
+
+
+def _ruin_and_recreate(pl: Placement, options: list[list[Option]], rng: np.random.Generator) -> bool:
+    """Take a few tables off the slowest rank and a few others at random, and put them back one by one,
+    heaviest first, each where it leaves its ranks least loaded. False where one no longer fits."""
+    b = int(np.argmax(pl.load))
+    k = int(rng.integers(1, RUIN_TABLES + 1))
+    on_b = np.array(sorted(t for t, r in pl.ranks.items() if (r == b).any()))
+    picked = set(rng.choice(on_b, size=min(k, len(on_b)), replace=False).tolist())
+    rest = np.array(sorted(set(pl.choice) - picked))
+    picked |= set(rng.choice(rest, size=min(k, len(rest)), replace=False).tolist())
+    removed = sorted(((pl.remove(t)[0].max_shard_cost_ms, t) for t in sorted(picked)), reverse=True)
+    return all(_reinsert(pl, options[t]) for _, t in removed)
+
+
+def perturb(pl: Placement, options: list[list[Option]], deadline: float, seed: int = 0) -> tuple[Placement, int]:
+    """Iterated local search: ruin and recreate part of the best plan, improve it, keep it if it is better;
+    until the deadline or STALL_ROUNDS rounds in a row bring nothing. Returns the best plan and how many
+    rounds improved it."""
+    rng = np.random.default_rng(seed)
+    best, idle, gains = pl, 0, 0
+    while idle < STALL_ROUNDS and time.perf_counter() < deadline:
+        trial = best.clone()
+        if _ruin_and_recreate(trial, options, rng):
+            improve(trial, options, deadline)
+            if better(trial.score(), best.score()):
+                best, idle, gains = trial, 0, gains + 1
+                continue
+        idle += 1
+    return best, gains

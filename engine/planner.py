@@ -1,6 +1,7 @@
-"""The planner: enumerate options per table, place greedily, improve by local search, report.
+"""The planner: enumerate options per table, choose them a few ways, place greedily, improve, report.
 
-plan(config) -> Plan is the whole public entry point; the stages live in enumerate, partition, evaluate.
+plan(config) -> Plan is the whole public entry point; the stages live in enumerate, strategy (choices and
+the lower bound), partition (placement and search) and evaluate.
 """
 
 from __future__ import annotations
@@ -13,78 +14,20 @@ import numpy as np
 from engine.enumerate import Option, table_options
 from engine.errors import PlanningError, human_bytes
 from engine.evaluate import evaluate
-from engine.partition import Placement, better, improve
+from engine.partition import Placement, better, improve, perturb
+from engine.strategy import OptionArrays, Recipe, candidates, option_arrays, relaxed_bound_ms
 from engine.types import ComputeKernel, Config, Plan, Shard, ShardingType, TablePlan
 
 
 @dataclass(frozen=True)
 class PlannerSettings:
-    search: bool = True  # local search after the greedy placement
-    time_budget_s: float = 3.0  # the local search stops by then, keeping the best plan so far
+    search: bool = True  # local search (and ruin and recreate) after each greedy placement
+    time_budget_s: float = 3.0  # the search stops by then, keeping the best plan so far
     max_iters: int = 5000
 
 
-def lower_bound_ms(options: list[list[Option]], world_size: int) -> float:
-    """No plan's slowest rank is faster than the average of the cheapest options, nor than the cheapest
-    way to run the heaviest table's largest piece."""
-    total = sum(min(o.total_cost_ms for o in opts) for opts in options)
-    piece = max(min(o.max_shard_cost_ms for o in opts) for opts in options)
-    return max(total / world_size, piece)
-
-
-def _initial(options: list[list[Option]]) -> list[Option]:
-    """Per table, the cheapest option in total, HBM kernels before DDR ones at equal cost."""
-    return [min(opts, key=lambda o: (o.total_cost_ms, o.kernel.weights_in_ddr)) for opts in options]
-
-
-# Demote kernels until the plan asks for at most this share of all HBM; where shards then do not pack, try
-# again with more room to spare.
-FILL_TARGETS = (0.95, 0.85, 0.7, 0.5)
-
-
-def _fit_kernels(chosen: list[Option], options: list[list[Option]], pl: Placement, fill: float) -> list[str]:
-    """Where the cheapest options ask for more HBM than all ranks have, choose per table the option with the
-    least `cost + lam x HBM bytes`, with the smallest price `lam` that brings the demand under `fill` of
-    all HBM (a Lagrangian relaxation of the memory limit: hot tables stay in HBM, cold big ones move to
-    DDR-backed kernels or spread by rows). Edits `chosen` in place."""
-    cap = pl.hbm_cap * pl.topo.world_size * fill
-    if sum(o.total_hbm_bytes for o in chosen) <= cap:
-        return []
-    flat = [o for opts in options for o in opts]
-    table = np.array([o.table for o in flat])
-    cost = np.array([o.total_cost_ms for o in flat])
-    hbm = np.array([o.total_hbm_bytes for o in flat])
-    ddr = np.array([float(o.est.ddr_bytes.sum()) for o in flat])
-    ddr_cap = pl.ddr_cap * pl.topo.world_size * FILL_TARGETS[0]
-    first = np.searchsorted(table, np.arange(len(options)))  # options are grouped by table, in order
-
-    def pick(lam: float) -> np.ndarray:
-        score = cost + lam * hbm
-        order = np.lexsort((score, table))
-        return order[np.searchsorted(table[order], np.arange(len(options)))]
-
-    def ok(idx: np.ndarray) -> bool:
-        return hbm[idx].sum() <= cap and ddr[idx].sum() <= ddr_cap
-
-    hi = float(cost.max() / max(hbm[hbm > 0].min(), 1.0))
-    if not ok(pick(hi)):
-        return []  # no choice of kernels fits: placement reports what does not fit
-    lo = 0.0
-    for _ in range(40):
-        mid = (lo + hi) / 2
-        if ok(pick(mid)):
-            hi = mid
-        else:
-            lo = mid
-    idx = pick(hi)
-    moved = 0
-    for t, i in enumerate(idx):
-        if flat[i] is not chosen[t]:
-            moved += flat[i].kernel.weights_in_ddr != chosen[t].kernel.weights_in_ddr
-            chosen[t] = flat[i]
-    del first
-    return [f"HBM demand exceeded {fill:.0%} of capacity: {moved} tables moved to DDR-backed kernels, others "
-            "re-sharded to fit"]
+# Where the cheapest options ask for more than this share of all HBM, memory is tight (a note says so).
+FILL_TARGET = 0.95
 
 
 def _order(chosen: list[Option], pl: Placement) -> np.ndarray:
@@ -148,9 +91,11 @@ def _no_room(cfg: Config, options: list[list[Option]], t: int, pl: Placement) ->
     )
 
 
-def _place_all(cfg: Config, options: list[list[Option]], pl: Placement, fill: float) -> list[str]:
-    chosen = _initial(options)
-    notes = _fit_kernels(chosen, options, pl, fill)
+def place_greedy(cfg: Config, options: list[list[Option]], chosen: list[Option],
+                 balance_memory: bool = False) -> tuple[Placement, list[str]]:
+    """Place the chosen options, heaviest first, each onto the least-loaded ranks with room; a table whose
+    choice fits nowhere takes its cheapest option that fits. Returns the placement and those fallbacks."""
+    pl = Placement(cfg.topology, balance_memory=balance_memory)
     fallbacks: list[str] = []
     for t in _order(chosen, pl):
         opt = chosen[t]
@@ -165,11 +110,8 @@ def _place_all(cfg: Config, options: list[list[Option]], pl: Placement, fill: fl
         if ranks is None:
             raise _no_room(cfg, options, t, pl)
         pl.add(opt, ranks)
-    if fallbacks:
-        more = f", and {len(fallbacks) - 5} more" if len(fallbacks) > 5 else ""
-        notes.append(f"{len(fallbacks)} tables did not fit in their cheapest option where memory was left; "
-                     f"used the next cheapest: {', '.join(fallbacks[:5])}{more}")
-    return notes
+    pl.balance_memory = False
+    return pl, fallbacks
 
 
 def to_table_plan(opt: Option, ranks: np.ndarray) -> TablePlan:
@@ -182,65 +124,103 @@ def to_table_plan(opt: Option, ranks: np.ndarray) -> TablePlan:
     return TablePlan(opt.sharding_type, opt.kernel, tuple(int(r) for r in ranks), shards)
 
 
-def _placeable(cfg: Config, options: list[list[Option]]) -> list[list[Option]]:
-    """Drop the options with a piece larger than one rank's usable memory: they can never be placed."""
+def _placeable(cfg: Config, options: list[list[Option]]) -> tuple[list[list[Option]], OptionArrays]:
+    """Drop the options with a piece larger than one rank's usable memory: they can never be placed.
+    Returns what is left, per table and as arrays."""
+    arr = option_arrays(options)
     probe = Placement(cfg.topology)
-    out = []
-    for t, opts in enumerate(options):
-        fit = [o for o in opts if o.est.hbm_bytes.max() <= probe.hbm_cap and o.est.ddr_bytes.max() <= probe.ddr_cap]
-        if not fit:
-            raise _no_room(cfg, options, t, probe)
-        out.append(fit)
-    return out
+    fits = (arr.piece_hbm_bytes <= probe.hbm_cap) & (arr.piece_ddr_bytes <= probe.ddr_cap)
+    per_table = np.zeros(len(options), dtype=np.int64)
+    np.add.at(per_table, arr.table[fits], 1)
+    if (per_table == 0).any():
+        raise _no_room(cfg, options, int(np.argmin(per_table)), probe)
+    arr = arr.select(fits)
+    return arr.per_table(), arr
 
 
-def _placements(cfg: Config, all_options: list[list[Option]], placeable: list[list[Option]],
-                deadline: float):
-    """Greedy placements to choose from, in order of preference: every option listed (big tables that fit
-    nowhere fall back to what fits when their turn comes); then only the placeable options, filling memory by
-    time or evenly, with ever more HBM to spare. Yields (placement, notes); stops when memory is not tight."""
-    attempts = [(all_options, FILL_TARGETS[0], False)]
-    attempts += [(placeable, fill, balance) for fill in FILL_TARGETS for balance in (False, True)]
-    error = None
-    for i, (options, fill, balance) in enumerate(attempts):
-        if i and time.perf_counter() > deadline:
-            break
-        pl = Placement(cfg.topology, balance_memory=balance)
+# Of the time left after enumeration, the share spent trying candidate choices (the rest improves the best
+# where its search was cut short), and the most one candidate's local search may take.
+EXPLORE_SHARE = 0.9
+CANDIDATE_SHARE = 0.15
+CLOSE_ENOUGH = 1e-3  # a plan this close to the lower bound (relative) ends the search
+
+
+@dataclass
+class _Found:
+    pl: Placement
+    recipe: Recipe
+    fallbacks: list[str]
+    tried: int = 0
+
+
+def _search(cfg: Config, options: list[list[Option]], arr: OptionArrays, bound: float, deadline: float,
+            settings: PlannerSettings) -> _Found:
+    """Place each candidate choice greedily and improve it for a slice of the time, stopping early at the
+    bound; keep the best. Raises the first placement error if no candidate places."""
+    now = time.perf_counter()
+    explore_end = now + EXPLORE_SHARE * max(deadline - now, 0.0)
+    probe = Placement(cfg.topology)
+    best, error, tried = None, None, 0
+    for recipe, idx in candidates(arr, bound, probe.hbm_cap, probe.ddr_cap, cfg.topology.world_size):
+        if best is not None and (time.perf_counter() > explore_end or recipe.retry):
+            break  # out of time, or the rest are retries and a plan was found
         try:
-            notes = _place_all(cfg, options, pl, fill)
+            pl, fallbacks = place_greedy(cfg, options, [arr.options[i] for i in idx], recipe.balance_memory)
         except PlanningError as e:
             error = error or e
             continue
-        pl.balance_memory = False
-        if balance or fill != FILL_TARGETS[0]:
-            notes.append(f"memory is tight: placed filling memory {'evenly' if balance else 'by time'} with "
-                         f"HBM demand capped at {fill:.0%}, then balanced for time")
-        yield pl, notes
-        if not notes:  # no kernel demoted, no table fell back, no retry: memory is not tight
-            return
-    if error is not None:
+        tried += 1
+        if settings.search:
+            until = min(explore_end, time.perf_counter() + CANDIDATE_SHARE * (deadline - now))
+            improve(pl, options, until, settings.max_iters)
+        if best is None or better(pl.score(), best.pl.score()):
+            best = _Found(pl, recipe, fallbacks)
+        if best.pl.score()[0] <= bound * (1 + CLOSE_ENOUGH):
+            break
+    if best is None:
         raise error
+    best.tried = tried
+    return best
+
+
+def _notes(cfg: Config, arr: OptionArrays, found: _Found, steps: int, gains: int) -> list[str]:
+    notes = []
+    cheapest = arr.argmin(arr.cost_ms)
+    cap = found.pl.hbm_cap * cfg.topology.world_size
+    if arr.hbm_bytes[cheapest].sum() > FILL_TARGET * cap:
+        moved = sum(found.pl.choice[t].kernel.weights_in_ddr and not arr.options[i].kernel.weights_in_ddr
+                    for t, i in enumerate(cheapest))
+        notes.append(f"HBM demand exceeded {FILL_TARGET:.0%} of capacity: {moved} tables moved to DDR-backed "
+                     "kernels, others re-sharded to fit")
+    if found.fallbacks:
+        more = f", and {len(found.fallbacks) - 5} more" if len(found.fallbacks) > 5 else ""
+        notes.append(f"{len(found.fallbacks)} tables did not fit in their chosen option where memory was left; "
+                     f"used the cheapest that fit: {', '.join(found.fallbacks[:5])}{more}")
+    if found.tried > 1:
+        notes.append(f"best of {found.tried} candidate choices: {found.recipe.label}")
+    if steps:
+        notes.append(f"local search: {steps} improving steps")
+    if gains:
+        notes.append(f"ruin and recreate: {gains} improving rounds")
+    return notes
 
 
 def plan(cfg: Config, settings: PlannerSettings = PlannerSettings()) -> Plan:
-    """Enumerate, place greedily (a few ways where memory is tight, keeping the fastest), improve by local
-    search, and score the result."""
+    """Enumerate; choose options and place them greedily a few ways (keeping the fastest after a short local
+    search); improve the best until the time budget; score the result."""
     start = time.perf_counter()
     deadline = start + settings.time_budget_s
-    all_options = [table_options(cfg, i) for i in range(len(cfg.tables))]
-    placeable = _placeable(cfg, all_options)
-    best = None
-    for found, (pl, notes) in enumerate(_placements(cfg, all_options, placeable, start + settings.time_budget_s / 3)):
-        if best is None or better(pl.score(), best[0].score()):
-            best = (pl, notes)
-        if found == 2:
-            break
-    pl, notes = best
+    placeable, arr = _placeable(cfg, [table_options(cfg, i) for i in range(len(cfg.tables))])
+    w = cfg.topology.world_size
+    probe = Placement(cfg.topology)
+    bound = relaxed_bound_ms(arr, w, probe.hbm_cap * w, probe.ddr_cap * w)
+    found = _search(cfg, placeable, arr, bound, deadline, settings)
+    steps = gains = 0
     if settings.search:
-        steps = improve(pl, placeable, deadline, settings.max_iters)
-        if steps:
-            notes.append(f"local search: {steps} improving steps")
+        steps = improve(found.pl, placeable, deadline, settings.max_iters)
+        if found.pl.score()[0] > bound * (1 + CLOSE_ENOUGH):
+            found.pl, gains = perturb(found.pl, placeable, deadline)
+    pl = found.pl
     tables = {cfg.tables[t].name: to_table_plan(pl.choice[t], pl.ranks[t]) for t in range(len(cfg.tables))}
-    lb = lower_bound_ms(placeable, cfg.topology.world_size)
     return evaluate(cfg, tables, planner="engine", planning_seconds=time.perf_counter() - start,
-                    lower_bound_ms=lb, notes=tuple(notes))
+                    lower_bound_ms=bound, notes=tuple(_notes(cfg, arr, found, steps, gains)))

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+from engine.cliutil import one_line_errors
 from engine.config import load_config
 from engine.errors import EngineError
 from engine.evaluate import evaluate
@@ -81,17 +82,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--time-budget", type=float, default=PlannerSettings.time_budget_s, metavar="SECONDS",
                    help="stop the local search after this long (default %(default)s)")
     p.set_defaults(func=cmd_plan)
+    one_line_errors(p, "plan")
 
     p = sub.add_parser("estimate", help="per-rank memory and cost of a plan made elsewhere")
     p.add_argument("config", metavar="CONFIG.json")
     p.add_argument("--plan", required=True, metavar="PLAN.json")
     _output_flags(p)
     p.set_defaults(func=cmd_estimate)
+    one_line_errors(p, "estimate")
 
     p = sub.add_parser("torchrec-plan", help="run TorchRec's EmbeddingShardingPlanner on the config")
     p.add_argument("config", metavar="CONFIG.json")
     _output_flags(p)
     p.set_defaults(func=cmd_torchrec_plan)
+    one_line_errors(p, "torchrec-plan")
 
     for module in EXTRA_COMMAND_MODULES:
         importlib.import_module(module).register(sub)

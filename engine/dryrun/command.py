@@ -10,8 +10,8 @@ import argparse
 import json
 import re
 import sys
-from typing import NoReturn
 
+from engine.cliutil import one_line_errors
 from engine.config import load_config
 from engine.planfile import load_plan
 
@@ -44,23 +44,6 @@ def cmd_dryrun(args: argparse.Namespace) -> int:
     return 0
 
 
-def _one_line_errors(p: argparse.ArgumentParser) -> None:
-    """argparse prints usage + message; the engine's rule is one line naming the flag, and exit code 2."""
-
-    def error(message: str) -> NoReturn:
-        print(f"error: dryrun: {message} (see python -m engine dryrun --help)", file=sys.stderr)
-        sys.exit(EXIT_USAGE)
-
-    def parse_known_args(args=None, namespace=None):  # noqa: ANN001 - argparse's own signature
-        ns, extras = type(p).parse_known_args(p, args, namespace)
-        if extras:
-            error(f"unrecognized arguments: {' '.join(extras)}")
-        return ns, extras
-
-    p.error = error  # type: ignore[method-assign]
-    p.parse_known_args = parse_known_args  # type: ignore[method-assign]
-
-
 def register(subparsers: argparse._SubParsersAction) -> None:
     d = DryrunSettings()
     p = subparsers.add_parser("dryrun", help="build each rank's shards and time forward + backward on this machine")
@@ -86,7 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--scale-rows", type=float, default=d.scale_rows, metavar="F",
                    help="shrink every table to rows x F (0 < F <= 1); changes what is measured (default 1)")
     p.set_defaults(func=cmd_dryrun)
-    _one_line_errors(p)
+    one_line_errors(p, "dryrun")
 
 
 __all__ = ["cmd_dryrun", "parse_bytes", "register"]

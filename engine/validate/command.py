@@ -14,8 +14,9 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
+from engine.cliutil import one_line_errors
 from engine.config import load_config
 from engine.errors import EngineError
 from engine.evaluate import evaluate
@@ -199,25 +200,12 @@ def _run_and_report(args: argparse.Namespace, job: Job, launcher: Launcher, sink
     return EXIT_CODES[result.status]
 
 
-def _one_line_errors(p: argparse.ArgumentParser, command: str) -> None:
-    """argparse prints usage + message; the engine's rule is one line naming the flag, and exit code 2."""
-
-    def error(message: str) -> NoReturn:
-        print(f"error: {command}: {message} (see python -m engine {command} --help)", file=sys.stderr)
-        sys.exit(EXIT_USAGE)
-
-    def parse_known_args(args=None, namespace=None):
-        ns, extras = type(p).parse_known_args(p, args, namespace)
-        moved = [a for a in extras if a.split("=", 1)[0] in MOVED_FLAGS]
-        if moved:
-            error(f"{moved[0].split('=', 1)[0]}: the engine does not record runs; use python -m db validate "
-                  "(the same flags, on the database DATABASE_URL names)")
-        if extras:
-            error(f"unrecognized arguments: {' '.join(extras)}")
-        return ns, extras
-
-    p.error = error  # type: ignore[method-assign]
-    p.parse_known_args = parse_known_args  # type: ignore[method-assign]
+def _moved_flags(extras: list[str]) -> str | None:
+    moved = [a for a in extras if a.split("=", 1)[0] in MOVED_FLAGS]
+    if moved:
+        return (f"{moved[0].split('=', 1)[0]}: the engine does not record runs; use python -m db validate "
+                "(the same flags, on the database DATABASE_URL names)")
+    return None
 
 
 def _slurm_flags(p: argparse.ArgumentParser) -> None:
@@ -263,7 +251,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("validate", help="run the plan on real processes (torchrun) and measure each rank")
     add_validate_arguments(p)
     p.set_defaults(func=cmd_validate)
-    _one_line_errors(p, "validate")
+    one_line_errors(p, "validate", _moved_flags)
 
 
 __all__ = ["EXIT_CODES", "ScriptNotes", "SinkFactory", "add_validate_arguments", "cmd_validate", "register",

@@ -189,13 +189,16 @@ def compare_frame(plans: dict[str, dict]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["plan", "rank", "hbm_bytes", "ddr_bytes", "cost_ms"])
 
 
-def summary_frame(plans: dict[str, dict]) -> pd.DataFrame:
+def summary_frame(plans: dict[str, dict], estimates: dict[str, str] | None = None) -> pd.DataFrame:
+    """One row per plan; `estimates` (label -> what the estimates assumed) adds an "estimates" column."""
     rows = []
     for label, plan in plans.items():
         imb = imbalance(plan)
         rows.append({"plan": label, "planner": plan.get("planner"), "slowest rank ms": imb.max_ms,
                      "imbalance (max/mean)": imb.ratio, "vs lower bound": imb.vs_lower_bound,
                      "peak HBM": human_bytes(max((r["hbm_bytes"] for r in plan["ranks"]), default=0))})
+        if estimates is not None:
+            rows[-1]["estimates"] = estimates.get(label, "")
     return pd.DataFrame(rows)
 
 

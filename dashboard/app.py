@@ -12,6 +12,7 @@ if ROOT not in sys.path:  # `streamlit run` puts only dashboard/ on the path; en
 
 import streamlit as st  # noqa: E402
 
+from dashboard import calibration as calib  # noqa: E402
 from dashboard import services, state  # noqa: E402
 from db.store import StoreError  # noqa: E402
 
@@ -42,6 +43,9 @@ def sidebar(store) -> None:
         st.markdown("**This session**")
         st.caption(f"{len(cfg.get('tables') or [])} tables · {topo.get('world_size', '?')} ranks · "
                    f"{topo.get('compute_device', 'cuda')}")
+        cal = state.calibration()
+        if cal is not None:
+            st.caption(calib.note(cal))
         p = state.plan()
         if p is None:
             st.caption("No plan yet")

@@ -1,5 +1,6 @@
 """The app's shared resources and cached computations: the Store (one per database URL), planning with
-our engine or TorchRec's planner (cached on the config JSON), and the table-by-rank matrix of a plan.
+our engine or TorchRec's planner (cached on the config JSON), the table-by-rank matrix of a plan, and the
+calibration fitted to the stored validation runs of a device kind (cached briefly).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ OURS, TORCHREC = "ours", "torchrec"
 PLANNERS = {OURS: "Ours (engine)", TORCHREC: "TorchRec's EmbeddingShardingPlanner (baseline)"}
 DEFAULT_TIME_BUDGET_S = 0.5  # local search cap: replanning a few hundred tables stays well under a second
 PLAN_CACHE_ENTRIES = 64
+CALIBRATION_TTL_S = 15  # fitting reads every stored run; new runs show up within this long (or on "Fit again")
 
 
 def planner_key(name: str) -> str:
@@ -45,9 +47,13 @@ def _store(url: str, data_dir: str):  # both are the cache key: another URL or d
     return store
 
 
+def _where() -> tuple[str, str]:
+    return os.environ.get("DATABASE_URL", "").strip(), os.environ.get("PLANNER_DATA_DIR", "").strip()
+
+
 def store():
     """The Store for DATABASE_URL (or the SQLite file in PLANNER_DATA_DIR), upgraded once per URL."""
-    return _store(os.environ.get("DATABASE_URL", "").strip(), os.environ.get("PLANNER_DATA_DIR", "").strip())
+    return _store(*_where())
 
 
 @dataclass(frozen=True)
@@ -80,3 +86,40 @@ def plan_config(config_json: str, planner: str, time_budget_s: float = DEFAULT_T
 @st.cache_data(max_entries=PLAN_CACHE_ENTRIES, show_spinner=False)
 def table_rank_matrix(plan_json: str, config_json: str) -> analysis.TableRankMatrix:
     return analysis.table_rank_matrix(json.loads(plan_json), json.loads(config_json))
+
+
+@dataclass(frozen=True)
+class FittedCalibration:
+    """The calibration of a device kind from the stored runs, or why there is none."""
+
+    calibration: dict | None  # Calibration.as_dict()
+    no_runs: bool = False  # no succeeded validation run on that device carries the numbers to fit
+    problem: str = ""  # one line: the fit or the database failed
+
+
+def calibration(device: str, device_name: str = "") -> FittedCalibration:
+    """engine.calibrate.fit over the succeeded validation runs on `device` in this app's database."""
+    return _calibration(device, device_name.strip(), *_where())
+
+
+@st.cache_data(ttl=CALIBRATION_TTL_S, max_entries=16, show_spinner=False)
+def _calibration(device: str, device_name: str, url: str, data_dir: str) -> FittedCalibration:
+    from db.calibration import observations_from_store
+    from db.store import StoreError
+    from engine.calibrate import fit
+    from engine.types import Device
+
+    try:
+        kind = Device(device)
+        obs = observations_from_store(_store(url, data_dir), kind, device_name or None)
+        if not obs:
+            return FittedCalibration(None, no_runs=True)
+        return FittedCalibration(fit(obs, kind, device_name or None).as_dict())
+    except (StoreError, engine.EngineError) as e:  # their messages are written for people
+        return FittedCalibration(None, problem=(str(e).splitlines() or [type(e).__name__])[0])
+    except Exception as e:  # noqa: BLE001 - the page shows one line for whatever went wrong, never a traceback
+        return FittedCalibration(None, problem=f"{type(e).__name__}: {e}".splitlines()[0])
+
+
+def clear_calibration() -> None:
+    _calibration.clear()

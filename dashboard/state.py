@@ -1,5 +1,6 @@
-"""The one module touching st.session_state: the workspace's config, the grid's base rows, the current
-plan, the last saved token, the plans picked for comparison, and one-shot messages.
+"""The one module touching st.session_state: the workspace's config, the calibration its bandwidths come
+from, the grid's base rows, the current plan, the last saved token, the plans picked for comparison, and
+one-shot messages.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any, Iterable, Optional
 
 import streamlit as st
 
+from dashboard import calibration as calib
 from dashboard import grid, presets
 from engine.config import TOPOLOGY_FIELDS
 
@@ -22,6 +24,7 @@ SAVED = "ws_saved_token"
 EXTRA_PLANS = "ws_extra_plans"
 FLASH = "ws_flash"
 RUNS = "ws_runs"
+CALIBRATION = "ws_calibration"
 PENDING_PREFIX = "ws_pending_"
 
 TABLES_GRID = "tables_grid"
@@ -81,11 +84,40 @@ def update_config(cfg: dict) -> None:
 
 
 def set_topology(topo: dict, reset_widgets: bool = True) -> None:
+    """Replace the topology; reset_widgets: the Topology page's inputs show it from the next run on. They are on
+    screen when a button there calls this, so they are handed the new values: forgetting their state would leave
+    the browser showing, and sending back, the old ones."""
     cfg = dict(config())
     cfg["topology"] = dict(topo)
     st.session_state[CONFIG] = cfg
     if reset_widgets:
-        forget_widgets(topology_widget_keys())
+        form = presets.topology_form(topo)
+        for f in TOPOLOGY_FIELDS:
+            set_pending(f"{TOPOLOGY_PREFIX}{f}", form[f])
+
+
+def apply_topology_pending() -> None:
+    """Call before drawing the Topology page's inputs: they take the values set_topology left them."""
+    for key in topology_widget_keys():
+        apply_pending(key)
+
+
+def calibration() -> Optional[dict]:
+    """The calibration (Calibration.as_dict()) the workspace's bandwidths are the fit of; dropped for good once
+    they no longer are (a bandwidth edited by hand, a preset, another device kind, another config)."""
+    cal = st.session_state.get(CALIBRATION)
+    if cal is not None and not calib.holds(cal, topology()):
+        st.session_state.pop(CALIBRATION, None)
+        return None
+    return cal
+
+
+def set_calibration(cal: Optional[dict]) -> None:
+    """Mark the workspace's bandwidths as this calibration's fit (None: not calibrated)."""
+    if cal is None:
+        st.session_state.pop(CALIBRATION, None)
+    else:
+        st.session_state[CALIBRATION] = copy.deepcopy(cal)
 
 
 def topology_widget_keys() -> list[str]:
@@ -171,12 +203,12 @@ def saved_token() -> Optional[str]:
 
 
 def extra_plans() -> dict[str, dict]:
-    """Unsaved plans offered on the Compare page (TorchRec's baseline): label -> {"plan", "config"}."""
+    """Unsaved plans offered on the Compare page (TorchRec's baseline): label -> {"plan", "config", "settings"}."""
     return st.session_state.setdefault(EXTRA_PLANS, {})
 
 
-def add_extra_plan(label: str, plan_dict: dict, config_dict: dict) -> None:
-    extra_plans()[label] = {"plan": plan_dict, "config": config_dict}
+def add_extra_plan(label: str, plan_dict: dict, config_dict: dict, settings: Optional[dict] = None) -> None:
+    extra_plans()[label] = {"plan": plan_dict, "config": config_dict, "settings": dict(settings or {})}
 
 
 def my_runs() -> list[int]:

@@ -10,6 +10,7 @@ import re
 import streamlit as st
 
 from dashboard import analysis, charts, exports, services, state
+from dashboard import calibration as calib
 from engine.errors import human_bytes
 
 HEATMAP_DEFAULT_ROWS = 40
@@ -30,6 +31,13 @@ def show_flash() -> None:
         st.error(text, icon=":material/error:")
     else:
         st.toast(text, icon=":material/check_circle:")
+
+
+def calibrated_note(settings: dict | None) -> None:
+    """Says that a plan's estimates come from calibrated bandwidths, when its settings carry a calibration."""
+    cal = calib.of_settings(settings)
+    if cal is not None:
+        st.info(f"{calib.note(cal)}: the bandwidths were fitted to measured validation runs.", icon=":material/tune:")
 
 
 def plan_metrics(plan: dict) -> None:

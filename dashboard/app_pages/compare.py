@@ -1,11 +1,13 @@
 """Compare: saved plans (and TorchRec's plan for the same config, or the unsaved current plan) side by
-side: per-rank memory and cost, the tables that moved, and measured against estimated where runs exist.
+side: per-rank memory and cost, the tables that moved, measured against estimated where runs exist, and
+whether each plan's estimates were calibrated.
 """
 
 import streamlit as st
 
 import engine
 from dashboard import analysis, charts, services, state, views
+from dashboard import calibration as calib
 from db.store import StoreError
 
 CURRENT = "current"
@@ -25,22 +27,22 @@ def options(saved, current) -> dict[str, str]:
     return out
 
 
-def load(option: str, store) -> tuple[dict, dict]:
-    """(plan, config) of one option."""
+def load(option: str, store) -> tuple[dict, dict, dict]:
+    """(plan, config, settings) of one option."""
     if option == CURRENT:
         cur = state.plan()
-        return cur.plan, cur.config
+        return cur.plan, cur.config, cur.settings
     kind, _, rest = option.partition(":")
     if kind == "extra":
         extra = state.extra_plans()[rest]
-        return extra["plan"], extra["config"]
+        return extra["plan"], extra["config"], extra.get("settings") or {}
     rec = store.get_plan(rest)
-    return rec.plan, rec.config
+    return rec.plan, rec.config, rec.settings
 
 
 def add_torchrec(option: str, label: str) -> None:
     """TorchRec's plan for the config of `option`, added to the picked plans on the next run."""
-    plan_dict, config = load(option, services.store())
+    _, config, settings = load(option, services.store())
     with st.spinner(f"Running TorchRec's planner on the config of '{label}'"):
         try:
             result = services.plan_config(state.config_key(config), services.TORCHREC)
@@ -48,7 +50,9 @@ def add_torchrec(option: str, label: str) -> None:
             st.error(f"TorchRec's planner gave no plan: {e}", icon=":material/error:")
             return
     name = f"TorchRec for {label.split(' (')[0]}"
-    state.add_extra_plan(name, result.plan, result.config)
+    cal = calib.of_settings(settings)  # the same config, so the same (calibrated or not) bandwidths
+    state.add_extra_plan(name, result.plan, result.config, {"planner": services.TORCHREC, "calibration": cal}
+                         if cal else {"planner": services.TORCHREC})
     picked = list(state.widget(PICK, []))
     state.set_pending(PICK, picked + [f"extra:{name}"] if f"extra:{name}" not in picked else picked)
     st.rerun()
@@ -106,8 +110,9 @@ try:
 except (StoreError, KeyError) as e:
     st.error(f"Cannot load a picked plan: {e}")
     st.stop()
-plan_dicts = {label: p for label, (p, _) in plans.items()}
-st.dataframe(analysis.summary_frame(plan_dicts), hide_index=True, key="compare_summary", placeholder="n/a",
+plan_dicts = {label: p for label, (p, _, _) in plans.items()}
+estimates = {label: calib.estimates_label(settings) for label, (_, _, settings) in plans.items()}
+st.dataframe(analysis.summary_frame(plan_dicts, estimates), hide_index=True, key="compare_summary", placeholder="n/a",
              column_config={"slowest rank ms": st.column_config.NumberColumn(format="%.4g"),
                             "imbalance (max/mean)": st.column_config.NumberColumn(format="%.3f"),
                             "vs lower bound": st.column_config.NumberColumn(format="%.3f")})

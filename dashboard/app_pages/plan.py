@@ -26,10 +26,14 @@ def run_planner(config: dict, planner: str, budget_s: float) -> None:
         bar.empty()
         st.error(f"No plan: {e}", icon=":material/error:")
         return
+    settings = {"planner": planner, "time_budget_s": budget_s}
+    cal = state.calibration()
+    if cal is not None:  # the config's bandwidths are this fit: the plan's estimates are calibrated
+        settings["calibration"] = cal
     secs = result.plan.get("planning_seconds") or 0.0
     bar.progress(100, text=f"Planned {n} tables on {w} ranks in {secs:.2f} s ({services.PLANNERS[planner]})")
     state.set_plan(CurrentPlan(plan=result.plan, config=result.config, planner=planner,
-                               settings={"planner": planner, "time_budget_s": budget_s},
+                               settings=settings,
                                source_key=state.config_key(config)))
 
 
@@ -63,6 +67,7 @@ if current is None:
 else:
     where = f"saved as '{current.label}'" if current.token else "not saved yet"
     st.caption(f"Plan by {services.planner_label(current.planner)} · {len(current.plan['plan'])} tables · {where}")
+    views.calibrated_note(current.settings)
     views.plan_view(current.plan, current.config, "plan")
     st.subheader("Take it away", divider="gray")
     views.downloads(current.plan, current.config, "plan", current.label)

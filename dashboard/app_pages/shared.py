@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from dashboard import calibration as calib
 from dashboard import services, state, views
 from dashboard.state import CurrentPlan
 from db.store import StoreError
@@ -9,6 +10,7 @@ from db.store import StoreError
 
 def open_in_workspace(rec) -> None:
     state.set_config(rec.config)
+    state.set_calibration(calib.of_settings(rec.settings))  # kept only while the config holds the fit
     state.set_plan(CurrentPlan(plan=rec.plan, config=rec.config, planner=services.planner_key(rec.planner),
                                settings=dict(rec.settings),
                                token=rec.token, label=rec.label))
@@ -42,6 +44,7 @@ who = f" by {record.author}" if record.author else ""
 st.caption(f"Read-only · planned by {services.planner_label(record.planner)} · config "
            f"'{record.config_name}' v{record.config_version} · {len(record.plan['plan'])} tables on "
            f"{record.config['topology']['world_size']} ranks · saved {record.created_at:%Y-%m-%d %H:%M} UTC{who}")
+views.calibrated_note(record.settings)
 if st.button("Open a copy in my workspace", key="shared_open", icon=":material/edit:",
              help="edit the tables, replan and save under a new link; this shared plan stays as it is"):
     open_in_workspace(record)

@@ -1,11 +1,14 @@
 """Topology: ranks, hosts, device, memory and bandwidths per rank, batch size; presets for common GPUs
-and clusters. Memory is entered in GiB, bandwidth in GiB/s (TorchRec's "GB/s" count 2**30 bytes too).
+and clusters; bandwidths calibrated from the stored validation runs. Memory is entered in GiB, bandwidth in
+GiB/s (TorchRec's "GB/s" count 2**30 bytes too).
 """
 
+import pandas as pd
 import streamlit as st
 
 import engine
-from dashboard import presets, state, views
+from dashboard import calibration as calib
+from dashboard import presets, services, state, views
 from engine.errors import human_bytes
 from engine.types import Device, Optimizer
 
@@ -78,10 +81,83 @@ def check(topo: dict) -> None:
                icon=":material/check_circle:")
 
 
+def use_calibration(topology: dict, cal: dict) -> None:
+    try:
+        calibrated = calib.calibrated_topology(topology, cal)
+    except engine.ConfigError as e:
+        st.error(f"Cannot use this calibration: {e}", icon=":material/error:")
+        return
+    state.set_topology(calibrated)
+    state.set_calibration(cal)
+    state.flash(f"{calib.note(cal)}.")
+    st.rerun()
+
+
+def fitted(topology: dict, cal: dict, in_use: dict | None) -> None:
+    """The fit beside the current bandwidths, and the button that puts it in the topology."""
+    n, ids = cal["n_runs"], cal.get("run_ids") or []
+    more = " ..." if len(ids) > 10 else ""
+    st.markdown(f"Fitted to **{n} succeeded validation run{'' if n == 1 else 's'}** on {calib.device_text(cal)}: "
+                f"**{calib.r2_text(cal)}** (runs {', '.join(map(str, ids[:10]))}{more}).")
+    for note in cal.get("notes") or []:
+        st.caption(f"Note: {note}")
+    if not cal["patch"]:
+        st.warning("These runs determine no bandwidth: nothing to use.", icon=":material/warning:")
+        return
+    gbps = st.column_config.NumberColumn(format="%.4g")
+    st.dataframe(pd.DataFrame(calib.fitted_rows(topology, cal)), hide_index=True, key="topology_calibration_table",
+                 column_config={"current GiB/s": gbps, "fitted GiB/s": gbps,
+                                "fitted bytes/ms": st.column_config.NumberColumn(format="%.6g")})
+    if st.button("Use this calibration", key="topology_calibration_use", type="primary", icon=":material/tune:",
+                 disabled=in_use == cal, help="puts the fitted bandwidths in this topology; plans made with it say "
+                 "their estimates are calibrated"):
+        use_calibration(topology, cal)
+
+
+def no_runs(device: str, device_name: str) -> None:
+    which = f" whose device name contains '{device_name}'" if device_name else ""
+    st.info(f"No succeeded validation run on {device}{which} is recorded in this database, so there is nothing to "
+            "fit yet. Record some: start a validation run of a saved plan on the Runs page, or run "
+            "`python -m db validate CONFIG.json --plan PLAN.json` with DATABASE_URL pointing at this database.",
+            icon=":material/info:")
+    st.page_link("app_pages/runs.py", label="Go to Runs", icon=":material/play_circle:")
+
+
+def calibration_section(topology: dict) -> None:
+    """The bandwidths fitted to the stored runs on this device kind; use them, or go back to the defaults."""
+    st.subheader("Calibration", divider="gray")
+    device = str(topology.get("compute_device") or "cuda")
+    in_use = state.calibration()
+    if in_use is not None:
+        st.success(f"In use: {calib.note(in_use)}.", icon=":material/tune:")
+    c1, c2, c3 = st.columns([3, 1, 1.4], vertical_alignment="bottom")
+    device_name = c1.text_input("Only runs whose device name contains (optional)",
+                                key="topology_calibration_device_name", placeholder="e.g. H100", max_chars=100)
+    if c2.button("Fit again", key="topology_calibration_refit", icon=":material/refresh:", width="stretch",
+                 help="read the stored runs again (they are re-read every few seconds anyway)"):
+        services.clear_calibration()
+    if c3.button("Use TorchRec's defaults", key="topology_calibration_defaults", width="stretch",
+                 disabled=calib.has_default_bandwidths(topology),
+                 help="all five bandwidths back to TorchRec's constants; the estimates are no longer calibrated"):
+        state.set_topology(calib.with_default_bandwidths(topology))
+        state.set_calibration(None)
+        state.flash("Bandwidths set to TorchRec's defaults.")
+        st.rerun()
+    result = services.calibration(device, device_name)
+    if result.problem:
+        st.error(f"No calibration: {result.problem}", icon=":material/error:")
+    elif result.no_runs:
+        no_runs(device, device_name.strip())
+    else:
+        fitted(topology, result.calibration, in_use)
+
+
 st.title("Topology")
 views.show_flash()
 preset_row()
+state.apply_topology_pending()
 values = topology_form(presets.topology_form(state.topology()))
 topology = presets.form_topology(values)
 state.set_topology(topology, reset_widgets=False)
 check(topology)
+calibration_section(topology)

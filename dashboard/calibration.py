@@ -1,0 +1,123 @@
+"""Calibrated bandwidths in the workspace (pure): the fitted numbers beside the current ones, a topology with
+a calibration applied or with TorchRec's default bandwidths, whether a topology still holds a calibration's
+fit, and the line that says a plan's estimates are calibrated. A calibration is Calibration.as_dict().
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import engine
+from dashboard.presets import GBPS_TO_BYTES_PER_MS
+from engine.calibrate import BANDWIDTH_FIELDS, apply_calibration
+
+# A calibrated value survives the Topology form's GiB/s round trip (x / k * k) to about 1e-16; a hand edit
+# shown at one decimal moves it far more.
+REL_TOLERANCE = 1e-9
+PROBE_TABLE = {"name": "t", "num_embeddings": 1, "embedding_dim": 1}
+BANDWIDTH_LABELS = {"hbm_mem_bw": "HBM", "ddr_mem_bw": "DDR", "hbm_to_ddr_mem_bw": "HBM to DDR (PCIe)",
+                    "intra_host_bw": "Within a host (NVLink)", "inter_host_bw": "Across hosts (network)"}
+
+
+@functools.cache
+def _defaults() -> dict:
+    """The engine's topology defaults (TorchRec's constants for the bandwidths); read only."""
+    cfg = engine.parse_config({"tables": [PROBE_TABLE], "topology": {"world_size": 1}})
+    return engine.config_to_dict(cfg)["topology"]
+
+
+def default_bandwidths() -> dict[str, float]:
+    """TorchRec's default bandwidths, bytes/ms."""
+    defaults = _defaults()
+    return {f: float(defaults[f]) for f in BANDWIDTH_FIELDS}
+
+
+def with_default_bandwidths(topology: dict) -> dict:
+    """The topology with all five bandwidths back at TorchRec's defaults."""
+    return {**topology, **default_bandwidths()}
+
+
+def has_default_bandwidths(topology: dict) -> bool:
+    defaults = _defaults()
+    return all(isinstance(v := _effective(topology, f, defaults), (int, float))
+               and math.isclose(v, defaults[f], rel_tol=REL_TOLERANCE) for f in BANDWIDTH_FIELDS)
+
+
+def calibrated_topology(topology: dict, cal: dict) -> dict:
+    """The topology with the calibration's bandwidths; raises engine.ConfigError (one line) when the topology
+    or the patch is not valid."""
+    patched = apply_calibration({"tables": [PROBE_TABLE], "topology": dict(topology)}, cal)
+    return patched["topology"]
+
+
+def _effective(topology: dict, field: str, defaults: dict) -> object:
+    value = topology.get(field)
+    return defaults[field] if value is None else value
+
+
+def holds(cal: dict | None, topology: dict) -> bool:
+    """True while the topology is for the calibration's device and every fitted bandwidth is still the fit."""
+    if not is_calibration(cal) or not cal["patch"]:
+        return False
+    defaults = _defaults()
+    if _effective(topology, "compute_device", defaults) != cal["device"]:
+        return False
+    for field, fitted in cal["patch"].items():
+        value = _effective(topology, field, defaults)
+        if not isinstance(value, (int, float)) or not math.isclose(value, fitted, rel_tol=REL_TOLERANCE):
+            return False
+    return True
+
+
+def is_calibration(cal: object) -> bool:
+    """A Calibration.as_dict() (as stored in a saved plan's settings), checked enough to be shown."""
+    return (isinstance(cal, dict) and isinstance(cal.get("patch"), dict) and isinstance(cal.get("n_runs"), int)
+            and isinstance(cal.get("device"), str))
+
+
+def of_settings(settings: dict | None) -> dict | None:
+    """The calibration a plan's saved settings carry, if any."""
+    cal = (settings or {}).get("calibration")
+    return cal if is_calibration(cal) else None
+
+
+def r2_text(cal: dict) -> str:
+    r2 = cal.get("r2")
+    return f"R^2 {r2:.3f}" if isinstance(r2, (int, float)) else "R^2 n/a"
+
+
+def device_text(cal: dict) -> str:
+    name = cal.get("device_name")
+    return f"{cal['device']} ({name})" if name else str(cal["device"])
+
+
+def note(cal: dict) -> str:
+    """'Estimates calibrated from 3 runs on cpu (R^2 0.981)'."""
+    n = cal["n_runs"]
+    return f"Estimates calibrated from {n} run{'' if n == 1 else 's'} on {device_text(cal)} ({r2_text(cal)})"
+
+
+def estimates_label(settings: dict | None) -> str:
+    """What a plan's estimates assumed, for a comparison table."""
+    cal = of_settings(settings)
+    if cal is None:
+        return "configured bandwidths"
+    return f"calibrated: {cal['n_runs']} runs on {device_text(cal)}, {r2_text(cal)}"
+
+
+def fitted_rows(topology: dict, cal: dict) -> list[dict]:
+    """One row per fitted bandwidth: its current and fitted value in GiB/s, and the fit in bytes/ms."""
+    defaults = _defaults()
+    rows = []
+    for field, fitted in cal["patch"].items():
+        current = _effective(topology, field, defaults)
+        current_gbps = current / GBPS_TO_BYTES_PER_MS if isinstance(current, (int, float)) else None
+        rows.append({"bandwidth": BANDWIDTH_LABELS.get(field, field), "field": field, "current GiB/s": current_gbps,
+                     "fitted GiB/s": fitted / GBPS_TO_BYTES_PER_MS, "fitted bytes/ms": fitted})
+    return rows
+
+
+__all__ = ["calibrated_topology", "default_bandwidths", "device_text", "estimates_label", "fitted_rows",
+           "has_default_bandwidths", "holds", "is_calibration", "note", "of_settings", "r2_text",
+           "with_default_bandwidths"]

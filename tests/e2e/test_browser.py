@@ -1,6 +1,6 @@
 """The planning workspace in a real browser: `streamlit run dashboard/app.py` on a fresh database, driven by
-headless Chromium (Debian's) through Playwright: load the tutorial preset, plan, see the charts, save, and
-open the share link in a fresh browser context to see the same plan, read-only."""
+headless Chromium (Debian's) through Playwright: load the tutorial preset, plan, see the charts, save, and open
+the share link in a fresh browser context; use a calibration and see it survive the next edit on the page."""
 
 from __future__ import annotations
 
@@ -11,11 +11,14 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from dashboard.presets import GBPS_TO_BYTES_PER_MS
 from db.store import Store
+from tests.dashboard.test_calibration import HBM_BW, INTRA_BW, NOTE, seed_runs
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -43,40 +46,65 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def server(tmp_path):
-    """The app under `streamlit run` on a free port with its own SQLite database; yields (url, db url)."""
-    _need_chromium()
+@contextmanager
+def _serving(tmp_path: Path, db_url: str):
+    """The app under `streamlit run` on a free port with DATABASE_URL=db_url; yields its url."""
     port = _free_port()
-    db_url = f"sqlite:///{tmp_path / 'planner.db'}"
     env = {**os.environ, "DATABASE_URL": db_url, "PLANNER_DATA_DIR": str(tmp_path)}
-    log = open(tmp_path / "server.log", "wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "dashboard/app.py", "--server.headless", "true",
-         "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
-         "--server.fileWatcherType", "none"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
+    log_path = tmp_path / "server.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", "dashboard/app.py", "--server.headless", "true",
+             "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
+             "--server.fileWatcherType", "none"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            url = f"http://127.0.0.1:{port}"
+            _wait_healthy(proc, url, log_path)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def _wait_healthy(proc: subprocess.Popen, url: str, log_path: Path) -> None:
     deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and proc.poll() is None:
         try:
             if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                break
+                return
         except OSError:
             time.sleep(0.2)
-        if proc.poll() is not None:
-            break
-    else:
-        proc.kill()
-        pytest.fail(f"streamlit did not start in {START_TIMEOUT_S} s: {(tmp_path / 'server.log').read_text()[-2000:]}")
     if proc.poll() is not None:
-        pytest.fail(f"streamlit exited: {(tmp_path / 'server.log').read_text()[-2000:]}")
-    yield url, db_url
-    proc.terminate()
+        pytest.fail(f"streamlit exited: {log_path.read_text()[-2000:]}")
+    pytest.fail(f"streamlit did not start in {START_TIMEOUT_S} s: {log_path.read_text()[-2000:]}")
+
+
+@pytest.fixture
+def server(tmp_path):
+    """The app on a fresh SQLite database; yields (url, db url)."""
+    _need_chromium()
+    db_url = f"sqlite:///{tmp_path / 'planner.db'}"
+    with _serving(tmp_path, db_url) as url:
+        yield url, db_url
+
+
+@pytest.fixture
+def calibrated_server(tmp_path):
+    """The app on a SQLite database seeded, before it starts, with a saved plan and three succeeded validation
+    runs on cuda (tests/dashboard/test_calibration.py's runs: they fit HBM_BW and INTRA_BW exactly)."""
+    _need_chromium()
+    db_url = f"sqlite:///{tmp_path / 'planner.db'}"
+    store = Store(db_url)
     try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+        store.upgrade()
+        seed_runs(store)
+    finally:
+        store.close()
+    with _serving(tmp_path, db_url) as url:
+        yield url
 
 
 @pytest.fixture
@@ -162,3 +190,49 @@ def test_tutorial_plan_saved_and_opened_from_its_share_link(server, browser, tmp
 
     fresh.goto(f"{url}/?plan=AAAAAAAAAAAAAAAAAAAAAA")
     fresh.get_by_text("No saved plan has the token 'AAAAAAAAAAAAAAAAAAAAAA'").wait_for()
+
+
+def _number_input(page, key: str):
+    """A number input by its widget key (Streamlit puts `st-key-<key>` on the widget's container)."""
+    return page.locator(f".st-key-{key} input")
+
+
+def _commit_number(page, key: str, value: str) -> None:
+    box = _number_input(page, key)
+    box.fill(value)
+    box.press("Enter")
+
+
+def test_used_calibration_survives_the_next_edit_on_the_topology_page(calibrated_server, browser, tmp_path):
+    """The inputs must show the fitted bandwidths: they send their values back on every edit, and old ones
+    (897 / 600 GiB/s) there would replace the fit and drop the calibration."""
+    hbm_gbps, intra_gbps = f"{HBM_BW / GBPS_TO_BYTES_PER_MS:.1f}", f"{INTRA_BW / GBPS_TO_BYTES_PER_MS:.1f}"
+    sidebar = '[data-testid="stSidebar"]'
+    page = browser.new_context(viewport=VIEWPORT).new_page()
+    page.set_default_timeout(UI_TIMEOUT_MS)
+    try:
+        page.goto(calibrated_server)
+        page.wait_for_selector('[data-testid="stApp"]')
+        page.get_by_role("link", name="Topology").click()
+        use = page.get_by_role("button", name="Use this calibration")
+        use.wait_for()
+        assert _number_input(page, "topology_hbm_mem_bw").input_value() == "897.0"  # TorchRec's default
+        use.click()
+        page.locator('[data-testid="stAlertContentSuccess"]').filter(has_text=f"In use: {NOTE}.").wait_for()
+        page.locator(sidebar).get_by_text(NOTE, exact=True).wait_for()
+        assert _number_input(page, "topology_hbm_mem_bw").input_value() == hbm_gbps
+
+        _commit_number(page, "topology_batch_size", "1024")
+        _commit_number(page, "topology_world_size", "4")  # shown in the sidebar: both edits are in once it is
+        page.locator(sidebar).get_by_text("4 tables · 4 ranks · cuda").wait_for()
+        page.get_by_text(re.compile(r"^2 host\(s\) x 2 rank\(s\), cuda")).wait_for()
+        assert _number_input(page, "topology_batch_size").input_value() == "1024"
+        assert _number_input(page, "topology_hbm_mem_bw").input_value() == hbm_gbps
+        assert _number_input(page, "topology_intra_host_bw").input_value() == intra_gbps
+        assert page.locator(sidebar).get_by_text(NOTE, exact=True).count() == 1
+        assert page.get_by_text(f"In use: {NOTE}.").count() == 1
+        assert use.is_disabled()  # the fit is still the one in use
+        page.screenshot(path=str(tmp_path / "calibrated.png"))
+    except Exception:
+        page.screenshot(path=str(tmp_path / "failure.png"))
+        raise

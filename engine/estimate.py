@@ -90,6 +90,22 @@ def block_penalty(cols: np.ndarray) -> np.ndarray:
                     np.where(cols >= C.FULL_BLOCK_EMB_DIM // 2, C.HALF_BLOCK_PENALTY, C.QUARTER_BLOCK_PENALTY))
 
 
+def cpu_lookup_bytes(cols: np.ndarray, row_bytes: np.ndarray, piece_bytes: np.ndarray) -> np.ndarray:
+    """Bytes-equivalent of one CPU lookup in a piece: fixed work plus the row, both slower out of cache."""
+    d = np.log10(np.maximum(piece_bytes, C.CPU_CACHE_BYTES) / C.CPU_CACHE_BYTES)
+    row = C.CPU_ROW_IN_CACHE + C.CPU_ROW_FIRST_DECADE * np.minimum(d, 1.0) + C.CPU_ROW_LATER_DECADES * np.maximum(
+        d - 1.0, 0.0)
+    return C.CPU_LOOKUP_FIXED_BYTES * (1.0 + C.CPU_FIXED_PER_DECADE * d) + row_bytes * row
+
+
+def _lookup_bytes(topo: Topology, cols: np.ndarray, tdt: float, piece_bytes: np.ndarray, gpu_min: int) -> np.ndarray:
+    """What one id's lookup costs, in bytes at the kernel's bandwidth: TorchRec's row read (at least gpu_min
+    columns) on GPUs; on CPU, the dry-run-fitted model above."""
+    if topo.compute_device is Device.CPU:
+        return cpu_lookup_bytes(cols, cols * tdt, piece_bytes)
+    return np.maximum(cols, gpu_min) * tdt
+
+
 def _perf_parts(table: TableConfig, load: TableLoad, topo: Topology, st: ShardingType,
                 rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per-shard time as `work / kernel bandwidth + fixed`: (work bytes, fixed ms), both (k, 6).
@@ -106,8 +122,9 @@ def _perf_parts(table: TableConfig, load: TableLoad, topo: Topology, st: Shardin
     if st is ShardingType.DATA_PARALLEL:
         d = table.embedding_dim
         read = math.ceil(load.batch_inputs * C.INDEX_BYTES) * weight_factor
-        fwd = (read + load.batch_inputs * d * tdt + load.batch_outputs * d * out_dt) * kernel_factor
         table_bytes = table.num_embeddings * d * tdt
+        lookup = load.batch_inputs * float(_lookup_bytes(topo, np.array([d]), tdt, np.array([table_bytes]), 1)[0])
+        fwd = (read + lookup + load.batch_outputs * d * out_dt) * kernel_factor
         if topo.num_hosts > 1:
             h = topo.num_hosts
             all_reduce = table_bytes * 2 * (h - 1) / h / topo.inter_host_bw
@@ -122,14 +139,14 @@ def _perf_parts(table: TableConfig, load: TableLoad, topo: Topology, st: Shardin
         divisor = W if st is ShardingType.ROW_WISE else L
         bi = load.batch_inputs / divisor
         read = math.ceil(bi * W * C.INDEX_BYTES) * weight_factor
-        lookup = bi * W * cols * tdt
+        lookup = bi * W * _lookup_bytes(topo, cols, tdt, rows * cols * tdt, 1)
         out = (load.batch_outputs if table.pooling is not PoolingType.NONE else bi) * W * cols * out_dt
         penalty = 1.0
     else:  # table_wise, column_wise, table_column_wise: each shard sees every id of the global batch
         read = math.ceil(load.batch_inputs * W * C.INDEX_BYTES) * weight_factor
-        lookup = load.batch_inputs * W * np.maximum(cols, C.MIN_LOOKUP_DIM) * tdt
+        lookup = load.batch_inputs * W * _lookup_bytes(topo, cols, tdt, rows * cols * tdt, C.MIN_LOOKUP_DIM)
         out = load.batch_outputs * W * cols * out_dt
-        penalty = block_penalty(cols)
+        penalty = block_penalty(cols) if topo.compute_device is not Device.CPU else 1.0
     fwd_work = (read + lookup + out) * penalty * kernel_factor
     work[:, 0] = fwd_work
     work[:, 2] = fwd_work * C.BWD_COMPUTE_MULTIPLIER

@@ -90,6 +90,12 @@ def block_penalty(cols: np.ndarray) -> np.ndarray:
                     np.where(cols >= C.FULL_BLOCK_EMB_DIM // 2, C.HALF_BLOCK_PENALTY, C.QUARTER_BLOCK_PENALTY))
 
 
+def unique_share(ids: float, rows: np.ndarray) -> np.ndarray:
+    """Expected share of distinct rows among `ids` uniform draws from `rows` rows."""
+    safe_rows = np.maximum(rows, 1.0)
+    return np.where(ids > 0, safe_rows * -np.expm1(-ids / safe_rows) / max(ids, 1e-12), 1.0)
+
+
 def cpu_lookup_bytes(cols: np.ndarray, row_bytes: np.ndarray, piece_bytes: np.ndarray) -> np.ndarray:
     """Bytes-equivalent of one CPU lookup in a piece: fixed work plus the row, both slower out of cache."""
     d = np.log10(np.maximum(piece_bytes, C.CPU_CACHE_BYTES) / C.CPU_CACHE_BYTES)
@@ -150,6 +156,11 @@ def _perf_parts(table: TableConfig, load: TableLoad, topo: Topology, st: Shardin
     fwd_work = (read + lookup + out) * penalty * kernel_factor
     work[:, 0] = fwd_work
     work[:, 2] = fwd_work * C.BWD_COMPUTE_MULTIPLIER
+    if topo.compute_device is Device.CPU:
+        # fbgemm's CPU backward sorts the ids and updates each distinct row once: rows touched, not ids
+        ids = (bi if st.splits_rows else load.batch_inputs) * W
+        distinct = unique_share(ids, rows)
+        work[:, 2] = (read + lookup * distinct + out) * penalty * kernel_factor * C.BWD_COMPUTE_MULTIPLIER
     input_dist = read / weight_factor / cbw
     if st is ShardingType.TABLE_ROW_WISE and topo.num_hosts > 1:
         # reduce-scatter inside the host, then the host's 1/L share crosses hosts

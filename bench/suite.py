@@ -11,15 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+from engine.workloads import CRITEO_1TB_EMBEDDING_DIM, CRITEO_1TB_MULTI_HOT, CRITEO_1TB_ROWS
 
-# MLPerf Training DLRM-DCNv2 (Criteo 1TB, max_ind_range 40M): the 26 categorical features' cardinalities
-# and multi-hot sizes, as published with the reference implementation.
-CRITEO_1TB_ROWS = [
-    40000000, 39060, 17295, 7424, 20265, 3, 7122, 1543, 63, 40000000, 3067956, 405282, 10, 2209, 11938, 155,
-    4, 976, 14, 40000000, 40000000, 40000000, 590152, 12973, 108, 36,
-]
-CRITEO_1TB_MULTI_HOT = [3, 2, 1, 2, 6, 1, 1, 1, 1, 7, 3, 8, 1, 6, 9, 5, 1, 1, 1, 12, 100, 27, 10, 3, 1, 1]
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @dataclass(frozen=True)
@@ -45,7 +39,8 @@ def synthetic(num_tables: int, world_size: int, seed: int = 0, max_rows: float =
 
 
 def criteo_1tb(world_size: int, batch_size: int = 512) -> dict:
-    tables = [{"name": f"cat_{i}", "num_embeddings": r, "embedding_dim": 128, "feature_names": [f"cat_{i}"]}
+    tables = [{"name": f"cat_{i}", "num_embeddings": r, "embedding_dim": CRITEO_1TB_EMBEDDING_DIM,
+               "feature_names": [f"cat_{i}"]}
               for i, r in enumerate(CRITEO_1TB_ROWS)]
     constraints = {f"cat_{i}": {"pooling_factors": [float(h)]} for i, h in enumerate(CRITEO_1TB_MULTI_HOT)}
     return {"tables": tables, "constraints": constraints,

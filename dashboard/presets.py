@@ -8,6 +8,8 @@ import math
 import random
 from dataclasses import dataclass
 
+from engine.workloads import CRITEO_1TB_EMBEDDING_DIM, CRITEO_1TB_MULTI_HOT, CRITEO_1TB_ROWS
+
 GIB = 1024**3
 # Bandwidths are entered in GiB/s (TorchRec's constants say GB/s but count 2**30 bytes); configs hold bytes per ms.
 GBPS_TO_BYTES_PER_MS = GIB / 1000
@@ -19,12 +21,9 @@ TUTORIAL_TOPOLOGY = {"world_size": 2, "local_world_size": 2, "compute_device": "
 # MLPerf Training DLRM-DCNv2 on Criteo 1TB (TorchRec's torchrec_dlrm reference): 26 categorical features,
 # embedding_dim 128, cardinalities capped at 40M (--num_embeddings_per_feature) and the multi-hot sizes
 # of the synthetic multi-hot dataset (--multi_hot_sizes), used here as pooling factors.
-DLRM_CRITEO_1TB_ROWS = (
-    40000000, 39060, 17295, 7424, 20265, 3, 7122, 1543, 63, 40000000, 3067956, 405282, 10,
-    2209, 11938, 155, 4, 976, 14, 40000000, 40000000, 40000000, 590152, 12973, 108, 36,
-)
-DLRM_CRITEO_1TB_MULTI_HOT = (3, 2, 1, 2, 6, 1, 1, 1, 1, 7, 3, 8, 1, 6, 9, 5, 1, 1, 1, 12, 100, 27, 10, 3, 1, 1)
-DLRM_EMBEDDING_DIM = 128
+DLRM_CRITEO_1TB_ROWS = CRITEO_1TB_ROWS
+DLRM_CRITEO_1TB_MULTI_HOT = CRITEO_1TB_MULTI_HOT
+DLRM_EMBEDDING_DIM = CRITEO_1TB_EMBEDDING_DIM
 # The reference run: global batch 16384 over 8 GPUs with row-wise Adagrad on the embeddings.
 DLRM_TOPOLOGY = {"world_size": 8, "local_world_size": 8, "compute_device": "cuda", "batch_size": 2048,
                  "optimizer": "rowwise_adagrad"}

@@ -59,13 +59,15 @@ OPTIMIZER_STATE_MULTIPLIER: dict[str, float] = {
     "adam": 2.0,
 }
 
-# CPU lookups (the kernel dry-run, fbgemm on CPU, forward + backward, measured here; docs/estimator.md): a lookup
-# costs a fixed amount of work plus its row's bytes, and both grow as the table outgrows the caches. In bytes
-# at the DDR bandwidth, per id: FIXED x (1 + FIXED_PER_DECADE x d) + row bytes x (IN_CACHE + FIRST x min(d, 1)
-# + LATER x max(d - 1, 0)), d = decades of the piece's bytes above CPU_CACHE_BYTES. GPUs keep TorchRec's model.
+# fbgemm's CPU kernels (forward + backward), fitted to kernel dry-runs of one table at a time (24 tables,
+# 0.4 MiB to 123 MiB, dims 32-256, pooling factors 0.7-68; docs/estimator.md), in bytes at the DDR bandwidth:
+# per id FIXED x (1 + FIXED_PER_DECADE x d) (forward and backward alike); per id its row's bytes x (IN_CACHE +
+# FIRST x min(d, 1) + LATER x max(d - 1, 0)) (backward: distinct rows only); per output element OUTPUT_WORK x
+# its bytes. d: decades of the piece's bytes above CPU_CACHE_BYTES (random rows miss the cache, then the TLB).
 CPU_CACHE_BYTES: float = 2**20
-CPU_LOOKUP_FIXED_BYTES: float = 800.0
+CPU_ID_FIXED_BYTES: float = 383.0
 CPU_FIXED_PER_DECADE: float = 0.25
-CPU_ROW_IN_CACHE: float = 0.35
-CPU_ROW_FIRST_DECADE: float = 1.55
-CPU_ROW_LATER_DECADES: float = 0.35
+CPU_ROW_IN_CACHE: float = 0.44
+CPU_ROW_FIRST_DECADE: float = 1.94
+CPU_ROW_LATER_DECADES: float = 0.44
+CPU_OUTPUT_WORK: float = 6.8

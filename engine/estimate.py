@@ -96,20 +96,20 @@ def unique_share(ids: float, rows: np.ndarray) -> np.ndarray:
     return np.where(ids > 0, safe_rows * -np.expm1(-ids / safe_rows) / max(ids, 1e-12), 1.0)
 
 
-def cpu_lookup_bytes(cols: np.ndarray, row_bytes: np.ndarray, piece_bytes: np.ndarray) -> np.ndarray:
-    """Bytes-equivalent of one CPU lookup in a piece: fixed work plus the row, both slower out of cache."""
-    d = np.log10(np.maximum(piece_bytes, C.CPU_CACHE_BYTES) / C.CPU_CACHE_BYTES)
-    row = C.CPU_ROW_IN_CACHE + C.CPU_ROW_FIRST_DECADE * np.minimum(d, 1.0) + C.CPU_ROW_LATER_DECADES * np.maximum(
-        d - 1.0, 0.0)
-    return C.CPU_LOOKUP_FIXED_BYTES * (1.0 + C.CPU_FIXED_PER_DECADE * d) + row_bytes * row
+def _decades(piece_bytes: np.ndarray) -> np.ndarray:
+    return np.log10(np.maximum(piece_bytes, C.CPU_CACHE_BYTES) / C.CPU_CACHE_BYTES)
 
 
-def _lookup_bytes(topo: Topology, cols: np.ndarray, tdt: float, piece_bytes: np.ndarray, gpu_min: int) -> np.ndarray:
-    """What one id's lookup costs, in bytes at the kernel's bandwidth: TorchRec's row read (at least gpu_min
-    columns) on GPUs; on CPU, the dry-run-fitted model above."""
-    if topo.compute_device is Device.CPU:
-        return cpu_lookup_bytes(cols, cols * tdt, piece_bytes)
-    return np.maximum(cols, gpu_min) * tdt
+def cpu_compute(ids: float, rows: np.ndarray, cols: np.ndarray, tdt: float, read: float,
+                out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Forward and backward work of fbgemm's CPU kernels, in bytes at the DDR bandwidth (constants CPU_*):
+    fixed work per id, the row per id (backward: distinct rows only), and the pooled output."""
+    d = _decades(rows * cols * tdt)
+    per_id = C.CPU_ID_FIXED_BYTES * (1.0 + C.CPU_FIXED_PER_DECADE * d)
+    row = cols * tdt * (C.CPU_ROW_IN_CACHE + C.CPU_ROW_FIRST_DECADE * np.minimum(d, 1.0)
+                        + C.CPU_ROW_LATER_DECADES * np.maximum(d - 1.0, 0.0))
+    base = read + ids * per_id + out * C.CPU_OUTPUT_WORK
+    return base + ids * row, (base + ids * row * unique_share(ids, rows)) * C.BWD_COMPUTE_MULTIPLIER
 
 
 def _perf_parts(table: TableConfig, load: TableLoad, topo: Topology, st: ShardingType,
@@ -129,15 +129,19 @@ def _perf_parts(table: TableConfig, load: TableLoad, topo: Topology, st: Shardin
         d = table.embedding_dim
         read = math.ceil(load.batch_inputs * C.INDEX_BYTES) * weight_factor
         table_bytes = table.num_embeddings * d * tdt
-        lookup = load.batch_inputs * float(_lookup_bytes(topo, np.array([d]), tdt, np.array([table_bytes]), 1)[0])
-        fwd = (read + lookup + load.batch_outputs * d * out_dt) * kernel_factor
+        fwd = (read + load.batch_inputs * d * tdt + load.batch_outputs * d * out_dt) * kernel_factor
+        bwd = fwd * C.BWD_COMPUTE_MULTIPLIER
         if topo.num_hosts > 1:
             h = topo.num_hosts
             all_reduce = table_bytes * 2 * (h - 1) / h / topo.inter_host_bw
         else:
             all_reduce = table_bytes * 2 * (W - 1) / W / topo.intra_host_bw if W > 1 else 0.0
+        if topo.compute_device is Device.CPU:
+            cpu_f, cpu_b = cpu_compute(load.batch_inputs, np.array([float(table.num_embeddings)]), np.array([float(d)]),
+                                       tdt, read, np.array([load.batch_outputs * d * out_dt]))
+            fwd, bwd = float(cpu_f[0]) * kernel_factor, float(cpu_b[0]) * kernel_factor
         work[:, 0] = fwd
-        work[:, 2] = fwd * C.BWD_COMPUTE_MULTIPLIER + table_bytes * C.DP_ELEMENTWISE_KERNELS_PERF_FACTOR
+        work[:, 2] = bwd + table_bytes * C.DP_ELEMENTWISE_KERNELS_PERF_FACTOR
         fixed[:, 3] = all_reduce
         return work, fixed
 
@@ -145,22 +149,21 @@ def _perf_parts(table: TableConfig, load: TableLoad, topo: Topology, st: Shardin
         divisor = W if st is ShardingType.ROW_WISE else L
         bi = load.batch_inputs / divisor
         read = math.ceil(bi * W * C.INDEX_BYTES) * weight_factor
-        lookup = bi * W * _lookup_bytes(topo, cols, tdt, rows * cols * tdt, 1)
+        lookup = bi * W * cols * tdt
         out = (load.batch_outputs if table.pooling is not PoolingType.NONE else bi) * W * cols * out_dt
         penalty = 1.0
     else:  # table_wise, column_wise, table_column_wise: each shard sees every id of the global batch
         read = math.ceil(load.batch_inputs * W * C.INDEX_BYTES) * weight_factor
-        lookup = load.batch_inputs * W * _lookup_bytes(topo, cols, tdt, rows * cols * tdt, C.MIN_LOOKUP_DIM)
+        lookup = load.batch_inputs * W * np.maximum(cols, C.MIN_LOOKUP_DIM) * tdt
         out = load.batch_outputs * W * cols * out_dt
         penalty = block_penalty(cols) if topo.compute_device is not Device.CPU else 1.0
     fwd_work = (read + lookup + out) * penalty * kernel_factor
     work[:, 0] = fwd_work
     work[:, 2] = fwd_work * C.BWD_COMPUTE_MULTIPLIER
     if topo.compute_device is Device.CPU:
-        # fbgemm's CPU backward sorts the ids and updates each distinct row once: rows touched, not ids
         ids = (bi if st.splits_rows else load.batch_inputs) * W
-        distinct = unique_share(ids, rows)
-        work[:, 2] = (read + lookup * distinct + out) * penalty * kernel_factor * C.BWD_COMPUTE_MULTIPLIER
+        cpu_f, cpu_b = cpu_compute(ids, rows, cols, tdt, read, out)
+        work[:, 0], work[:, 2] = cpu_f * kernel_factor, cpu_b * kernel_factor
     input_dist = read / weight_factor / cbw
     if st is ShardingType.TABLE_ROW_WISE and topo.num_hosts > 1:
         # reduce-scatter inside the host, then the host's 1/L share crosses hosts

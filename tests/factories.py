@@ -27,3 +27,26 @@ def write(tmp_path: Path, data, name: str = "config.json") -> Path:
     p = tmp_path / name
     p.write_text(data if isinstance(data, str) else json.dumps(data))
     return p
+
+
+def within_memory(cfg, plan) -> bool:
+    """No rank of the plan uses more than its usable HBM or DDR."""
+    return all(r.hbm_bytes <= cfg.topology.usable_hbm_bytes and r.ddr_bytes <= cfg.topology.usable_ddr_bytes
+               for r in plan.ranks)
+
+
+def hand_option(table, costs, hbm=0, st=None, kernel=None, ddr=0):
+    """A table option with its pieces' costs (ms) and memory set by hand, for partitioner tests."""
+    import numpy as np
+
+    from engine.enumerate import Option
+    from engine.estimate import ShardEstimates
+    from engine.types import ComputeKernel, ShardingType
+
+    k = len(costs)
+    perf = np.zeros((k, 6))
+    perf[:, 0] = costs
+    est = ShardEstimates(perf, np.full(k, hbm, dtype=np.int64), np.full(k, ddr, dtype=np.int64), np.zeros(k),
+                         np.zeros(k))
+    return Option(table, st or ShardingType.TABLE_WISE, kernel or ComputeKernel.FUSED,
+                  np.zeros((k, 2), dtype=np.int64), np.ones((k, 2), dtype=np.int64), est)

@@ -6,11 +6,7 @@ import pytest
 from bench.suite import criteo_1tb, tight
 from engine import PlanningError, parse_config, plan
 from engine.torchrec_compat import torchrec_plan
-
-
-def within_memory(cfg, p):
-    return all(r.hbm_bytes <= cfg.topology.usable_hbm_bytes and r.ddr_bytes <= cfg.topology.usable_ddr_bytes
-               for r in p.ranks)
+from tests.factories import within_memory
 
 
 @pytest.mark.parametrize("hbm_share", [0.3, 0.15])

@@ -3,18 +3,11 @@
 import numpy as np
 import pytest
 
-from engine.enumerate import Option
-from engine.estimate import ShardEstimates
 from engine.partition import Placement, improve, move_or_swap
-from engine.types import ComputeKernel, ShardingType, Topology
+from engine.types import ShardingType, Topology
+from tests.factories import hand_option
 
-
-def option(table, costs, hbm=0, st=ShardingType.TABLE_WISE):
-    k = len(costs)
-    perf = np.zeros((k, 6))
-    perf[:, 0] = costs
-    est = ShardEstimates(perf, np.full(k, hbm), np.zeros(k, dtype=np.int64), np.zeros(k), np.zeros(k))
-    return Option(table, st, ComputeKernel.FUSED, np.zeros((k, 2), dtype=np.int64), np.ones((k, 2), dtype=np.int64), est)
+option = hand_option
 
 
 def topo(world=2, hbm_cap=10**9):

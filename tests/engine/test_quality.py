@@ -7,20 +7,14 @@ import pytest
 
 from bench.suite import criteo_1tb, synthetic, tight
 from engine import PlannerSettings, parse_config, plan
-from engine.enumerate import Option
-from engine.estimate import ShardEstimates
 from engine.partition import Placement, improve
 from engine.strategy import Recipe, choose, option_arrays, relaxed_bound_ms
 from engine.types import ComputeKernel, ShardingType, Topology
+from tests.factories import hand_option, within_memory
 
 # Generous: every search here ends because nothing improves, not on the clock, so the plans are the same
 # however busy the machine is.
 UNHURRIED = PlannerSettings(time_budget_s=60.0)
-
-
-def within_memory(cfg, p):
-    return all(r.hbm_bytes <= cfg.topology.usable_hbm_bytes and r.ddr_bytes <= cfg.topology.usable_ddr_bytes
-               for r in p.ranks)
 
 
 @pytest.mark.parametrize("hbm_share", [0.5, 0.3])
@@ -75,13 +69,7 @@ def test_the_bound_counts_memory_where_it_binds():
 # ---- the stages, with costs and memory set by hand -------------------------------------------------------
 
 
-def option(table, costs, hbm, st=ShardingType.TABLE_WISE, kernel=ComputeKernel.FUSED, ddr=0):
-    k = len(costs)
-    perf = np.zeros((k, 6))
-    perf[:, 0] = costs
-    est = ShardEstimates(perf, np.full(k, hbm, dtype=np.int64), np.full(k, ddr, dtype=np.int64), np.zeros(k),
-                         np.zeros(k))
-    return Option(table, st, kernel, np.zeros((k, 2), dtype=np.int64), np.ones((k, 2), dtype=np.int64), est)
+option = hand_option
 
 
 def test_relaxed_bound_prices_memory():

@@ -4,23 +4,32 @@ builds the ShardingPlan for DistributedModelParallel, and the share link of a sa
 
 from __future__ import annotations
 
+import ast
 import json
-from typing import Optional
+import math
+from typing import Any, Optional
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import engine
+from engine.report import parameter_sharding_text
 
-SNIPPET_HEAD = '''"""ShardingPlan for DistributedModelParallel: {what}.
+# Every value that comes from a user (label, planner, module path, table names) enters the snippet only as a
+# Python literal written by `_literal` (repr, checked by ast.literal_eval), never inside a docstring or comment:
+# no value can end a string and run as code.
+SNIPPET_HEAD = '''"""ShardingPlan for DistributedModelParallel, made by the interactive sharding planner.
 
-Made by the interactive sharding planner ({planner} planner): {n} tables on {w} ranks ({device}).
+PLAN_LABEL and PLANNER say which plan; TABLES holds every table's placement.
 """
 from torch.distributed._shard.sharding_spec import EnumerableShardingSpec, ShardMetadata
 from torchrec.distributed.types import (
     CacheParams, EmbeddingModuleShardingPlan, ParameterSharding, ShardingPlan,
 )
 
-MODULE_PATH = {module_path!r}  # where the EmbeddingBagCollection sits in the model DMP wraps
-DEVICE = {device!r}  # "cpu" to run the same placement on gloo
+PLAN_LABEL = {what}
+PLANNER = {planner}
+WORLD_SIZE = {w}
+MODULE_PATH = {module_path}  # where the EmbeddingBagCollection sits in the model DMP wraps
+DEVICE = {device}  # "cpu" to run the same placement on gloo
 LOCAL_WORLD_SIZE = {lws}
 
 # table: (sharding_type, compute_kernel, ranks, shards as ((row, col) offsets, (rows, cols) sizes, rank))
@@ -28,7 +37,7 @@ TABLES = {{
 '''
 
 SNIPPET_TAIL = '''}}
-CACHE_LOAD_FACTORS = {cache!r}
+CACHE_LOAD_FACTORS = {cache}
 
 
 def _placement(rank):
@@ -73,10 +82,34 @@ def _engine_plan(plan: dict, config: dict) -> tuple[engine.Plan, engine.Config]:
     return scored, cfg
 
 
+def _plain(value: Any) -> Any:
+    """`value` as plain str/int/float/bool/None/list/tuple/dict; anything else (a str subclass with its own
+    repr, an object, a non-finite float) raises ValueError, so no value can write more than a literal."""
+    if value is None or type(value) in (bool, int, str):
+        return value
+    if type(value) is float and math.isfinite(value):
+        return value
+    if type(value) in (list, tuple):
+        return type(value)(_plain(v) for v in value)
+    if type(value) is dict:
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    raise ValueError(f"cannot write {type(value).__name__} into the snippet; only plain literals are written")
+
+
+def _literal(value: Any) -> str:
+    """A one-line Python literal for `value`: repr escapes quotes, backslashes, newlines, NUL and every
+    unprintable character (\\u2028, \\x0c...), and the text is read back to prove it is that value alone."""
+    text = repr(_plain(value))
+    if "\n" in text or "\r" in text or ast.literal_eval(text) != value:
+        raise ValueError("a value did not survive being written as a Python literal")
+    return text
+
+
 def torchrec_text(plan: dict, config: dict, module_path: str = "") -> str:
-    """The plan as TorchRec prints a ShardingPlan (as in the sharding tutorial)."""
+    """The plan as TorchRec prints a ShardingPlan (as in the sharding tutorial); names are Python literals."""
     scored, cfg = _engine_plan(plan, config)
-    return engine.torchrec_format(scored, cfg, module_path) + "\n"
+    body = ", ".join(f"{_literal(str(name))}: {parameter_sharding_text(tp, cfg)}" for name, tp in scored.tables.items())
+    return f"{{{_literal(str(module_path))}: {{{body}}}}}\n"
 
 
 def python_snippet(plan: dict, config: dict, module_path: str = "", what: str = "") -> str:
@@ -88,13 +121,14 @@ def python_snippet(plan: dict, config: dict, module_path: str = "", what: str = 
     for name, tp in placed.items():
         shards = None if tp.shards is None else tuple(
             (tuple(s.offsets), tuple(s.sizes), s.rank) for s in tp.shards)
-        lines.append(f"    {name!r}: ({tp.sharding_type.value!r}, {tp.compute_kernel.value!r}, "
-                     f"{list(tp.ranks)!r}, {shards!r}),\n")
+        row = (tp.sharding_type.value, tp.compute_kernel.value, list(tp.ranks), shards)
+        lines.append(f"    {_literal(str(name))}: {_literal(row)},\n")
     cache = {n: c.cache_load_factor for n, c in cfg.constraints.items() if c.cache_load_factor is not None}
-    head = SNIPPET_HEAD.format(what=what or f"{len(placed)} tables", planner=plan.get("planner", "engine"),
-                               n=len(placed), w=topo.world_size, device=topo.compute_device.value,
-                               module_path=module_path, lws=topo.local_world_size)
-    return head + "".join(lines) + SNIPPET_TAIL.format(cache=cache)
+    head = SNIPPET_HEAD.format(what=_literal(str(what or f"{len(placed)} tables")),
+                               planner=_literal(str(plan.get("planner", "engine"))), w=int(topo.world_size),
+                               device=_literal(topo.compute_device.value), module_path=_literal(str(module_path)),
+                               lws=int(topo.local_world_size))
+    return head + "".join(lines) + SNIPPET_TAIL.format(cache=_literal(cache))
 
 
 def share_link(token: str, public_url: Optional[str], browser_url: Optional[str], base_url_path: str = "") -> str:

@@ -3,10 +3,14 @@ share links."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
+import re
 import subprocess
 import sys
+
+import pytest
 
 import engine
 from dashboard import exports
@@ -67,3 +71,101 @@ def test_share_urls():
     assert exports.share_url(None, "t") == "?plan=t"
     assert exports.share_link("t", "https://p.org/x", "http://10.0.0.5:8501/plan", "") == "https://p.org/x/?plan=t"
     assert exports.share_link("t", "", "http://10.0.0.5:8501/plan", "app") == "http://10.0.0.5:8501/app/?plan=t"
+
+
+# ---- hostile values: no label, planner, module path or table name can end a string and run as code ----------
+
+RUN_ALL = """
+import json, sys
+out = []
+for snippet in json.load(open(sys.argv[1])):
+    g = {"__name__": "downloaded_snippet"}
+    exec(compile(snippet, "snippet.py", "exec"), g)
+    module = g["plan"].plan[g["MODULE_PATH"]]
+    out.append({"label": g["PLAN_LABEL"], "planner": g["PLANNER"], "module_path": g["MODULE_PATH"],
+                "tables": list(module.keys()), "kinds": [ps.sharding_type for ps in module.values()]})
+print(json.dumps(out))
+"""
+
+
+def _hostile(marker: str) -> list[str]:
+    """Texts that would end a docstring, a string or a comment and run `open(marker, 'w')`."""
+    run = f"open({marker!r}, 'w')"
+    return [
+        f'baseline"""\nimport os; os.system("touch {marker}"); {run}\n"""',
+        f"baseline'''\n{run}\n'''", f"x'\n{run}\n#", f'x"\n{run}\n#', f"x\\\n{run}", f"x\r{run}\r#",
+        f"x\u2028{run}", f"x\x0c\n{run}", f"x\x0b{run}", f"x\x00{run}", f"x\x85{run}", f"x\u2029{run}",
+        f"$(touch {marker})", f"`touch {marker}`", "{}{0}{plan}{{", "\\", "'", '"', "'''", '"""', "",
+        "名前 ✓ \U0001f600", f"x\\'\n{run}\n#", f'x\\"""\n{run}\n"""',
+    ]
+
+
+def _engine_safe(text: str) -> str:
+    """The part of a hostile text a table name may hold (one line of printable text, not blank)."""
+    return "".join(c for c in text if c.isprintable())[:200] or "t"
+
+
+def _hostile_plan(name_of, marker: str) -> tuple[dict, dict]:
+    cfg = tutorial()
+    names = [name_of(i) for i in range(len(cfg["tables"]))]
+    for t, n in zip(cfg["tables"], names):
+        t["name"] = n
+        t["feature_names"] = [f"f_{n}"]
+    cfg["constraints"] = {names[1]: {"compute_kernels": ["fused_uvm_caching"], "cache_load_factor": 0.25}}
+    return cfg, engine.plan_to_dict(engine.plan(engine.parse_config(cfg)))
+
+
+def _shapes(source: str) -> list[str]:
+    return [type(n).__name__ for n in ast.walk(ast.parse(source))]
+
+
+def test_snippet_writes_every_user_value_as_a_literal(tmp_path):
+    marker = str(tmp_path / "pwned")
+    hostile = _hostile(marker)
+    plain_cfg, plain_plan = _hostile_plan(lambda i: f"table_{i}", marker)
+    plain = _shapes(exports.python_snippet(plain_plan, plain_cfg, "model.ebc", what="baseline"))
+    cases, snippets = [], []
+    for i, text in enumerate(hostile):
+        names = [_engine_safe(text) + f"_{k}" for k in range(4)]
+        cfg, plan = _hostile_plan(lambda k: names[k], marker)
+        plan["planner"] = text
+        snippet = exports.python_snippet(plan, cfg, module_path=text, what=text)
+        assert _shapes(snippet) == plain, repr(text)
+        cases.append((text, names))
+        snippets.append(snippet)
+    (tmp_path / "snippets.json").write_text(json.dumps(snippets))
+    (tmp_path / "run.py").write_text(RUN_ALL)
+    out = subprocess.run([sys.executable, str(tmp_path / "run.py"), str(tmp_path / "snippets.json")],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout)
+    for (text, names), g in zip(cases, got):
+        assert g["label"] == (text or "4 tables") and g["planner"] == text and g["module_path"] == text
+        assert sorted(g["tables"]) == sorted(names) and len(g["kinds"]) == 4
+    assert not (tmp_path / "pwned").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["run.py",
+                                                                                            "snippets.json"]
+
+
+def test_table_names_the_engine_refuses_never_reach_a_snippet():
+    for bad in ("a\nb", "a\rb", "a\x00b", "a\u2028b", "a\x0cb", "a\x0bb", "a\x85b"):
+        cfg = tutorial()
+        cfg["tables"][0]["name"] = bad
+        with pytest.raises(engine.ConfigError, match="control character"):
+            engine.parse_config(cfg)
+
+
+def test_torchrec_text_quotes_names_and_module_path(tmp_path):
+    for text in _hostile(str(tmp_path / "pwned")):
+        names = [_engine_safe(text) + f"_{k}" for k in range(4)]
+        cfg, plan = _hostile_plan(lambda k: names[k], "")
+        printed = re.sub(r"placement=rank:\d+/\w+(:\d+)?", "placement=0", exports.torchrec_text(plan, cfg, text))
+        tree = ast.parse(printed, mode="eval").body  # TorchRec prints placements unquoted
+        assert isinstance(tree, ast.Dict) and [k.value for k in tree.keys] == [text]
+        inner = tree.values[0]
+        assert [k.value for k in inner.keys] == list(plan["plan"]) and len(set(plan["plan"]) & set(names)) == 4
+        assert all(isinstance(v, ast.Call) and v.func.id == "ParameterSharding" for v in inner.values)
+
+
+def test_share_link_quotes_the_token():
+    assert exports.share_url("http://h:1/x", "a&b=c#d\n") == "http://h:1/?plan=a%26b%3Dc%23d%0A"
+    assert exports.share_url(None, "<script>") == "?plan=%3Cscript%3E"

@@ -1,0 +1,26 @@
+"""The ranges every numeric field of a config and a plan must lie in (README's tables list them).
+
+Chosen so that every figure the engine computes stays an exact int64 or a finite double, and so that memory
+stays bounded: per-table bytes below 2**50 and their sum below 2**56 keep every per-rank byte count far
+from int64's 2**63, even with Adam's two moments; bandwidths between 1e3 and 1e12 bytes/ms keep every time
+finite; tables x ranks is capped because the planner holds per-rank figures for each table it places.
+"""
+
+from __future__ import annotations
+
+MAX_TABLES: int = 100_000
+MAX_WORLD_SIZE: int = 16_384
+MAX_TABLE_RANK_PAIRS: int = 16_777_216  # tables x world_size: 1,024 tables on 16,384 ranks, 10,000 on 1,677
+MAX_NUM_EMBEDDINGS: int = 2**40  # rows per table (1.1e12)
+MAX_EMBEDDING_DIM: int = 2**16  # columns per table
+MAX_TABLE_BYTES: int = 2**50  # one table's weights (1 PiB)
+MAX_TOTAL_BYTES: int = 2**56  # all tables' weights together
+MAX_FEATURES_PER_TABLE: int = 1_024
+MAX_NAME_CHARS: int = 256  # table and feature names; no control characters
+MAX_BATCH_SIZE: int = 2**24  # samples per rank per step
+MAX_POOLING_FACTOR: float = 1e6  # mean ids per sample and feature
+MAX_NUM_POOLINGS: float = 1e6
+MAX_CAP_BYTES: int = 2**50  # hbm_cap, ddr_cap per rank
+MIN_BW: float = 1e3  # bytes/ms (1 MB/s)
+MAX_BW: float = 1e12  # bytes/ms (1 PB/s)
+MAX_SHARDS_PER_TABLE: int = 65_536

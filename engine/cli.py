@@ -14,7 +14,7 @@ from typing import Optional
 
 from engine.cliutil import one_line_errors
 from engine.config import load_config
-from engine.errors import EngineError
+from engine.errors import EngineError, one_line
 from engine.evaluate import evaluate
 from engine.planfile import load_plan, plan_to_dict
 from engine.planner import PlannerSettings, plan
@@ -113,7 +113,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         return args.func(args)
     except EngineError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {one_line(str(e))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)

@@ -8,13 +8,14 @@ batch_size and optimizer). See README.md for every field and its default.
 from __future__ import annotations
 
 import enum
-import json
 import math
 from pathlib import Path
 from typing import Any, Callable, Optional, TypeVar
 
 from engine import constants as C
-from engine.errors import ConfigError
+from engine import limits as L
+from engine.errors import ConfigError, human_bytes
+from engine.jsonsafe import JsonError, loads
 from engine.types import (
     ComputeKernel,
     Config,
@@ -57,6 +58,7 @@ TOPOLOGY_FIELDS = (
     "optimizer",
 )
 TOP_FIELDS = ("tables", "constraints", "topology")
+MAX_FILE_BYTES = 256 * 2**20  # 100,000 tables with constraints take about 40 MiB of JSON
 
 # Names older TorchRec releases (and its tutorials) print for today's kernels.
 KERNEL_ALIASES = {"batched_fused": "fused", "batched_dense": "dense", "batched_fused_uvm": "fused_uvm",
@@ -72,26 +74,50 @@ def _type_name(v: Any) -> str:
     )
 
 
-def _int(v: Any, path: str, minimum: int = 1) -> int:
+def _shown(v: Any) -> str:
+    """A number as an error message shows it: exact when short, else in scientific notation."""
+    if isinstance(v, int) and abs(v) >= 10**15:
+        return f"{float(v):.3g}" if abs(v) < 10**300 else f"a {len(str(abs(v)))}-digit number"
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _int(v: Any, path: str, minimum: int = 1, maximum: int | None = None) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not v.is_integer()):
-        raise ConfigError(path, f"must be an integer, got {_type_name(v) if not isinstance(v, float) else v}")
-    if v < minimum:
-        raise ConfigError(path, f"must be >= {minimum}, got {int(v)}")
+        got = _shown(v) if isinstance(v, float) else _type_name(v)
+        raise ConfigError(path, f"must be an integer, got {got}")
+    if v < minimum or (maximum is not None and v > maximum):
+        rng = f">= {minimum:,}" if maximum is None else f"from {minimum:,} to {maximum:,}"
+        raise ConfigError(path, f"must be {rng}, got {_shown(v)}")
     return int(v)
 
 
 def _float(v: Any, path: str, lo: float = 0.0, hi: float = math.inf, lo_open: bool = False) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+    rng = f"{'>' if lo_open else '>='} {lo:g}" + (f" and <= {hi:g}" if hi != math.inf else "")
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise ConfigError(path, f"must be a number, got {_type_name(v)}")
+    if isinstance(v, int) and abs(v) > 10**300:
+        raise ConfigError(path, f"must be {rng}, got {_shown(v)}")
+    if not math.isfinite(v):
+        raise ConfigError(path, f"must be a finite number, got {v}")
     if v < lo or v > hi or (lo_open and v == lo):
-        rng = f"{'>' if lo_open else '>='} {lo:g}" + (f" and <= {hi:g}" if hi != math.inf else "")
-        raise ConfigError(path, f"must be {rng}, got {v:g}")
+        raise ConfigError(path, f"must be {rng}, got {_shown(v)}")
     return float(v)
 
 
 def _str(v: Any, path: str) -> str:
     if not isinstance(v, str) or not v.strip():
         raise ConfigError(path, f"must be a non-empty string, got {_type_name(v)}")
+    return v
+
+
+def _name(v: Any, path: str) -> str:
+    """A table or feature name: any text a user likes, but one line of at most MAX_NAME_CHARS."""
+    v = _str(v, path)
+    if len(v) > L.MAX_NAME_CHARS:
+        raise ConfigError(path, f"is {len(v):,} characters long; at most {L.MAX_NAME_CHARS} are allowed")
+    bad = next((c for c in v if ord(c) < 32 or 127 <= ord(c) < 160 or c in "\u2028\u2029"), None)
+    if bad is not None:
+        raise ConfigError(path, f"contains the control character {bad!r}; names are one line of text")
     return v
 
 
@@ -106,11 +132,14 @@ def _enum(v: Any, path: str, cls: type[E], aliases: Optional[dict[str, str]] = N
         raise ConfigError(path, f"unknown value {v!r}; use one of: {', '.join(m.value for m in cls)}") from None
 
 
-def _list(v: Any, path: str, item: Callable[[Any, str], Any], allow_scalar: bool = False) -> tuple:
+def _list(v: Any, path: str, item: Callable[[Any, str], Any], allow_scalar: bool = False,
+          max_len: int = L.MAX_FEATURES_PER_TABLE) -> tuple:
     if allow_scalar and not isinstance(v, list):
         v = [v]
     if not isinstance(v, list) or not v:
         raise ConfigError(path, f"must be a non-empty list, got {_type_name(v)}")
+    if len(v) > max_len:
+        raise ConfigError(path, f"has {len(v):,} items; at most {max_len:,} are allowed")
     return tuple(item(x, f"{path}[{i}]") for i, x in enumerate(v))
 
 
@@ -132,18 +161,22 @@ def _table(raw: Any, path: str) -> TableConfig:
     for req in ("name", "num_embeddings", "embedding_dim"):
         if req not in d:
             raise ConfigError(f"{path}.{req}", "is required")
-    name = _str(d["name"], f"{path}.name")
+    name = _name(d["name"], f"{path}.name")
     features = (
-        _list(d["feature_names"], f"{path}.feature_names", _str) if "feature_names" in d else (name,)
+        _list(d["feature_names"], f"{path}.feature_names", _name) if "feature_names" in d else (name,)
     )
-    return TableConfig(
+    table = TableConfig(
         name=name,
-        num_embeddings=_int(d["num_embeddings"], f"{path}.num_embeddings"),
-        embedding_dim=_int(d["embedding_dim"], f"{path}.embedding_dim"),
+        num_embeddings=_int(d["num_embeddings"], f"{path}.num_embeddings", 1, L.MAX_NUM_EMBEDDINGS),
+        embedding_dim=_int(d["embedding_dim"], f"{path}.embedding_dim", 1, L.MAX_EMBEDDING_DIM),
         feature_names=features,
         pooling=_enum(d.get("pooling", "sum"), f"{path}.pooling", PoolingType),
         data_type=_enum(d.get("data_type", "fp32"), f"{path}.data_type", DataType),
     )
+    if table.weight_bytes > L.MAX_TABLE_BYTES:
+        raise ConfigError(f"{path}.num_embeddings", f"the table holds {human_bytes(table.weight_bytes)} of weights; "
+                          f"at most {human_bytes(L.MAX_TABLE_BYTES)} per table are planned")
+    return table
 
 
 def _per_feature(v: Any, path: str, n_features: int, item: Callable[[Any, str], Any]) -> tuple:
@@ -166,13 +199,15 @@ def _constraint(raw: Any, path: str, table: TableConfig) -> Constraints:
         compute_kernels=_list(get("compute_kernels"), f"{path}.compute_kernels",
                               lambda v, p: _enum(v, p, ComputeKernel, KERNEL_ALIASES))
         if "compute_kernels" in d else None,
-        min_partition=_int(get("min_partition"), f"{path}.min_partition") if "min_partition" in d else None,
+        min_partition=_int(get("min_partition"), f"{path}.min_partition", 1, L.MAX_EMBEDDING_DIM)
+        if "min_partition" in d else None,
         pooling_factors=_per_feature(get("pooling_factors"), f"{path}.pooling_factors", n,
-                                     lambda v, p: _float(v, p)) if "pooling_factors" in d else None,
+                                     lambda v, p: _float(v, p, 0.0, L.MAX_POOLING_FACTOR))
+        if "pooling_factors" in d else None,
         num_poolings=_per_feature(get("num_poolings"), f"{path}.num_poolings", n,
-                                  lambda v, p: _float(v, p)) if "num_poolings" in d else None,
-        batch_sizes=_per_feature(get("batch_sizes"), f"{path}.batch_sizes", n, _int)
-        if "batch_sizes" in d else None,
+                                  lambda v, p: _float(v, p, 0.0, L.MAX_NUM_POOLINGS)) if "num_poolings" in d else None,
+        batch_sizes=_per_feature(get("batch_sizes"), f"{path}.batch_sizes", n,
+                                 lambda v, p: _int(v, p, 1, L.MAX_BATCH_SIZE)) if "batch_sizes" in d else None,
         is_weighted=_bool(get("is_weighted", False), f"{path}.is_weighted"),
         cache_load_factor=_float(get("cache_load_factor"), f"{path}.cache_load_factor", 0.0, 1.0, lo_open=True)
         if "cache_load_factor" in d else None,
@@ -189,23 +224,23 @@ def _topology(raw: Any) -> Topology:
     d = _object(raw, "topology", TOPOLOGY_FIELDS)
     if "world_size" not in d:
         raise ConfigError("topology.world_size", "is required (the number of ranks, e.g. 2)")
-    ws = _int(d["world_size"], "topology.world_size")
-    lws = _int(d.get("local_world_size", ws), "topology.local_world_size")
+    ws = _int(d["world_size"], "topology.world_size", 1, L.MAX_WORLD_SIZE)
+    lws = _int(d.get("local_world_size", ws), "topology.local_world_size", 1, L.MAX_WORLD_SIZE)
     if lws > ws or ws % lws:
         raise ConfigError("topology.local_world_size", f"must divide world_size ({ws}) evenly, got {lws}")
-    bw = lambda k, dflt: _float(d.get(k, dflt), f"topology.{k}", 0.0, lo_open=True)  # noqa: E731
+    bw = lambda k, dflt: _float(d.get(k, dflt), f"topology.{k}", L.MIN_BW, L.MAX_BW)  # noqa: E731
     return Topology(
         world_size=ws,
         local_world_size=lws,
         compute_device=_enum(d.get("compute_device", "cuda"), "topology.compute_device", Device),
-        hbm_cap=_int(d.get("hbm_cap", C.HBM_CAP_BYTES), "topology.hbm_cap", minimum=0),
-        ddr_cap=_int(d.get("ddr_cap", C.DDR_CAP_BYTES), "topology.ddr_cap", minimum=0),
+        hbm_cap=_int(d.get("hbm_cap", C.HBM_CAP_BYTES), "topology.hbm_cap", 0, L.MAX_CAP_BYTES),
+        ddr_cap=_int(d.get("ddr_cap", C.DDR_CAP_BYTES), "topology.ddr_cap", 0, L.MAX_CAP_BYTES),
         hbm_mem_bw=bw("hbm_mem_bw", C.HBM_MEM_BW),
         ddr_mem_bw=bw("ddr_mem_bw", C.DDR_MEM_BW),
         hbm_to_ddr_mem_bw=bw("hbm_to_ddr_mem_bw", C.HBM_TO_DDR_MEM_BW),
         intra_host_bw=bw("intra_host_bw", C.INTRA_NODE_BW),
         inter_host_bw=bw("inter_host_bw", C.CROSS_NODE_BW),
-        batch_size=_int(d.get("batch_size", C.BATCH_SIZE), "topology.batch_size"),
+        batch_size=_int(d.get("batch_size", C.BATCH_SIZE), "topology.batch_size", 1, L.MAX_BATCH_SIZE),
         storage_reservation=_float(d.get("storage_reservation", C.STORAGE_RESERVATION),
                                    "topology.storage_reservation", 0.0, 0.99),
         optimizer=_enum(d.get("optimizer", "sgd"), "topology.optimizer", Optimizer),
@@ -222,7 +257,13 @@ def parse_config(data: Any) -> Config:
     raw_tables = d["tables"]
     if not isinstance(raw_tables, list) or not raw_tables:
         raise ConfigError("tables", f"must be a non-empty list, got {_type_name(raw_tables)}")
+    if len(raw_tables) > L.MAX_TABLES:
+        raise ConfigError("tables", f"has {len(raw_tables):,} tables; at most {L.MAX_TABLES:,} are planned")
     tables = tuple(_table(t, f"tables[{i}]") for i, t in enumerate(raw_tables))
+    total = sum(t.weight_bytes for t in tables)
+    if total > L.MAX_TOTAL_BYTES:
+        raise ConfigError("tables", f"hold {human_bytes(total)} of weights together; at most "
+                          f"{human_bytes(L.MAX_TOTAL_BYTES)} are planned")
     seen: dict[str, int] = {}
     owner: dict[str, str] = {}
     for i, t in enumerate(tables):
@@ -244,21 +285,29 @@ def parse_config(data: Any) -> Config:
             known = ", ".join(list(by_name)[:5]) + (", ..." if len(by_name) > 5 else "")
             raise ConfigError(f"constraints.{name}", f"no table named {name!r} (tables: {known})")
         constraints[name] = _constraint(c, f"constraints.{name}", by_name[name])
-    return Config(tables=tables, constraints=constraints, topology=_topology(d["topology"]))
+    topology = _topology(d["topology"])
+    if len(tables) * topology.world_size > L.MAX_TABLE_RANK_PAIRS:
+        raise ConfigError("topology.world_size", f"{len(tables):,} tables on {topology.world_size:,} ranks are "
+                          f"{len(tables) * topology.world_size:,} table-rank pairs; at most "
+                          f"{L.MAX_TABLE_RANK_PAIRS:,} are planned (fewer ranks or fewer tables)")
+    return Config(tables=tables, constraints=constraints, topology=topology)
 
 
 def _read_json(path: str | Path, what: str) -> Any:
     p = Path(path)
     try:
+        if p.stat().st_size > MAX_FILE_BYTES:
+            raise ConfigError("", f"{what} file {str(p)!r} is {human_bytes(p.stat().st_size)}; at most "
+                              f"{human_bytes(MAX_FILE_BYTES)} are read")
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError("", f"{what} file {str(p)!r} does not exist") from None
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError("", f"cannot read {what} file {str(p)!r}: {e}") from None
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ConfigError("", f"{str(p)!r} is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+        return loads(text, repr(str(p)))
+    except JsonError as e:
+        raise ConfigError("", str(e)) from None
 
 
 def load_config(path: str | Path) -> Config:

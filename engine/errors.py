@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 
+def one_line(text: str) -> str:
+    """Text with its control characters escaped, so a message that quotes user input stays one line."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 class EngineError(Exception):
     """Base of the errors the CLI turns into one line and exit code 2."""
 
@@ -11,9 +18,9 @@ class ConfigError(EngineError):
     """A config or plan file that is malformed; `field` is a path such as tables[2].embedding_dim."""
 
     def __init__(self, field: str, message: str):
-        self.field = field
-        self.message = message
-        super().__init__(f"{field}: {message}" if field else message)
+        self.field = one_line(field)
+        self.message = one_line(message)
+        super().__init__(f"{self.field}: {self.message}" if field else self.message)
 
 
 class PlanningError(EngineError):

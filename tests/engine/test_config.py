@@ -29,8 +29,8 @@ DELETE = object()
 CASES = [
     # (where, new value, field named in the message, words in the message)
     (("tables", 0, "embedding_dim"), "64", "tables[0].embedding_dim", "must be an integer"),
-    (("tables", 1, "num_embeddings"), 0, "tables[1].num_embeddings", "must be >= 1, got 0"),
-    (("tables", 1, "num_embeddings"), -5, "tables[1].num_embeddings", "must be >= 1, got -5"),
+    (("tables", 1, "num_embeddings"), 0, "tables[1].num_embeddings", "must be from 1 to 1,099,511,627,776, got 0"),
+    (("tables", 1, "num_embeddings"), -5, "tables[1].num_embeddings", "must be from 1 to 1,099,511,627,776, got -5"),
     (("tables", 2, "embedding_dim"), 3.5, "tables[2].embedding_dim", "must be an integer"),
     (("tables", 0, "colour"), "red", "tables[0].colour", "unknown field"),
     (("tables", 0, "pooling"), "max", "tables[0].pooling", "use one of: sum, mean, none"),
@@ -50,11 +50,11 @@ CASES = [
     (("constraints", "large_table_0", "min_partition"), True, "constraints.large_table_0.min_partition",
      "must be an integer"),
     (("topology", "world_size"), DELETE, "topology.world_size", "is required"),
-    (("topology", "world_size"), 0, "topology.world_size", "must be >= 1"),
+    (("topology", "world_size"), 0, "topology.world_size", "must be from 1 to 16,384"),
     (("topology", "local_world_size"), 3, "topology.local_world_size", "must divide world_size (2)"),
     (("topology", "compute_device"), "tpu", "topology.compute_device", "use one of: cuda, cpu"),
     (("topology", "hbm_cap"), "32GB", "topology.hbm_cap", "must be an integer"),
-    (("topology", "inter_host_bw"), 0, "topology.inter_host_bw", "must be > 0"),
+    (("topology", "inter_host_bw"), 0, "topology.inter_host_bw", "must be >= 1000 and <= 1e+12"),
     (("topology", "gpus"), 8, "topology.gpus", "unknown field"),
     (("extra",), 1, "extra", "unknown field; known fields: tables, constraints, topology"),
 ]

@@ -1,16 +1,21 @@
 """Plan files <-> engine types. A plan file is JSON: {"plan": {table: {...}}, "ranks": [...], ...}.
 
-Reading checks a plan against its config: every table placed once, shards that tile the table exactly,
-ranks inside the world. Stats in the file are ignored on reading: engine.evaluate recomputes them.
+Reading checks a plan against its config: every table placed once, shards of the shape their sharding type
+cuts that tile the table exactly (no gap, no overlap, none empty), ranks inside the world and never repeated
+for a data-parallel copy. Stats in the file are ignored on reading: engine.evaluate recomputes them.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from engine import limits as L
 from engine.config import KERNEL_ALIASES, _enum, _int, _object, _read_json, _type_name
 from engine.errors import ConfigError
-from engine.types import ComputeKernel, Config, Plan, Shard, ShardingType, TablePlan
+from engine.tiling import tiling_problem
+from engine.types import ComputeKernel, Config, Plan, Shard, ShardingType, TablePlan, TableConfig
 
 PLAN_FORMAT_VERSION = 1
 TABLE_PLAN_FIELDS = ("sharding_type", "compute_kernel", "ranks", "shards")
@@ -49,10 +54,55 @@ def plan_to_dict(plan: Plan) -> dict:
     }
 
 
-def _pair(v: Any, path: str, minimum: int) -> tuple[int, int]:
+def _pair(v: Any, path: str, minimum: int, maximum: tuple[int, int]) -> tuple[int, int]:
     if not isinstance(v, list) or len(v) != 2:
         raise ConfigError(path, f"must be a list of two integers [rows, columns], got {_type_name(v)}")
-    return _int(v[0], f"{path}[0]", minimum), _int(v[1], f"{path}[1]", minimum)
+    return _int(v[0], f"{path}[0]", minimum, maximum[0]), _int(v[1], f"{path}[1]", minimum, maximum[1])
+
+
+def _ranks(raw: Any, path: str, world: int) -> tuple[int, ...]:
+    """Data-parallel ranks: each rank of the world at most once (every copy is charged to its rank)."""
+    if not isinstance(raw, list) or not raw:
+        raise ConfigError(path, "must be a non-empty list of ranks")
+    if len(raw) > world:
+        raise ConfigError(path, f"lists {len(raw):,} ranks but the world has {world}; each rank at most once")
+    ranks = tuple(_int(r, f"{path}[{i}]", 0, world - 1) for i, r in enumerate(raw))
+    if len(set(ranks)) != len(ranks):
+        dup = next(r for i, r in enumerate(ranks) if r in ranks[:i])
+        raise ConfigError(path, f"lists rank {dup} twice; each rank holds one copy at most")
+    return ranks
+
+
+def _shard(raw: Any, path: str, table: TableConfig, world: int) -> Shard:
+    sd = _object(raw, path, SHARD_FIELDS)
+    for req in SHARD_FIELDS:
+        if req not in sd:
+            raise ConfigError(f"{path}.{req}", "is required")
+    dims = (table.num_embeddings, table.embedding_dim)
+    rank = _int(sd["rank"], f"{path}.rank", 0)
+    if rank >= world:
+        raise ConfigError(f"{path}.rank", f"rank {rank} is outside world_size {world}")
+    return Shard(_pair(sd["offsets"], f"{path}.offsets", 0, dims), _pair(sd["sizes"], f"{path}.sizes", 0, dims),
+                 rank)
+
+
+def _check_shape(st: ShardingType, shards: list[Shard], table: TableConfig, path: str) -> None:
+    """What each sharding type cuts: table_wise nothing, row splits keep whole rows, column splits whole columns."""
+    rows, cols = table.num_embeddings, table.embedding_dim
+    if st is ShardingType.TABLE_WISE and len(shards) != 1:
+        raise ConfigError(f"{path}.shards", f"table_wise places the whole table on one rank: one shard, got {len(shards)}")
+    for i, s in enumerate(shards):
+        if not s.sizes[0] or not s.sizes[1]:
+            if not (st.splits_rows and s.sizes == (0, cols) and s.offsets == (rows, 0)):
+                raise ConfigError(f"{path}.shards[{i}]", "is empty; only a row split may end in empty shards, at "
+                                  f"offsets [{rows}, 0] with sizes [0, {cols}], as TorchRec's row split does")
+            continue
+        if st.splits_rows and (s.offsets[1], s.sizes[1]) != (0, cols):
+            raise ConfigError(f"{path}.shards[{i}]", f"{st.value} shards hold whole rows: offset column 0 and "
+                              f"{cols} columns, got column {s.offsets[1]} and {s.sizes[1]} columns")
+        if st.splits_columns and (s.offsets[0], s.sizes[0]) != (0, rows):
+            raise ConfigError(f"{path}.shards[{i}]", f"{st.value} shards hold whole columns: offset row 0 and "
+                              f"{rows} rows, got row {s.offsets[0]} and {s.sizes[0]} rows")
 
 
 def _table_plan(raw: Any, path: str, cfg: Config, name: str) -> TablePlan:
@@ -65,44 +115,23 @@ def _table_plan(raw: Any, path: str, cfg: Config, name: str) -> TablePlan:
     w = cfg.topology.world_size
     table = cfg.table(name)
     if st is ShardingType.DATA_PARALLEL:
-        ranks_raw = d.get("ranks", list(range(w)))
-        if not isinstance(ranks_raw, list) or not ranks_raw:
-            raise ConfigError(f"{path}.ranks", "must be a non-empty list of ranks")
-        ranks = tuple(_int(r, f"{path}.ranks[{i}]", 0) for i, r in enumerate(ranks_raw))
+        ranks = _ranks(d.get("ranks", list(range(w))), f"{path}.ranks", w)
         if d.get("shards") is not None:
             raise ConfigError(f"{path}.shards", "must be null for data_parallel (every rank holds the whole table)")
         return TablePlan(st, kernel, ranks, None)
     raw_shards = d.get("shards")
     if not isinstance(raw_shards, list) or not raw_shards:
         raise ConfigError(f"{path}.shards", f"must be a non-empty list of shards for {st.value}")
-    shards = []
-    for i, s in enumerate(raw_shards):
-        sp = f"{path}.shards[{i}]"
-        sd = _object(s, sp, SHARD_FIELDS)
-        for req in SHARD_FIELDS:
-            if req not in sd:
-                raise ConfigError(f"{sp}.{req}", "is required")
-        shard = Shard(_pair(sd["offsets"], f"{sp}.offsets", 0), _pair(sd["sizes"], f"{sp}.sizes", 0),
-                      _int(sd["rank"], f"{sp}.rank", 0))
-        if shard.rank >= w:
-            raise ConfigError(f"{sp}.rank", f"rank {shard.rank} is outside world_size {w}")
-        shards.append(shard)
-    _check_tiling(shards, table.num_embeddings, table.embedding_dim, path)
+    if len(raw_shards) > L.MAX_SHARDS_PER_TABLE:
+        raise ConfigError(f"{path}.shards", f"has {len(raw_shards):,} shards; at most {L.MAX_SHARDS_PER_TABLE:,}")
+    shards = [_shard(s, f"{path}.shards[{i}]", table, w) for i, s in enumerate(raw_shards)]
+    _check_shape(st, shards, table, path)
+    problem = tiling_problem(np.array([s.offsets for s in shards], dtype=np.int64),
+                             np.array([s.sizes for s in shards], dtype=np.int64),
+                             table.num_embeddings, table.embedding_dim)
+    if problem:
+        raise ConfigError(f"{path}.shards", f"do not tile the table exactly: {problem}")
     return TablePlan(st, kernel, tuple(s.rank for s in shards), tuple(shards))
-
-
-def _check_tiling(shards: list[Shard], rows: int, cols: int, path: str) -> None:
-    area = 0
-    for i, s in enumerate(shards):
-        if s.offsets[0] + s.sizes[0] > rows or s.offsets[1] + s.sizes[1] > cols:
-            raise ConfigError(f"{path}.shards[{i}]", f"extends past the table's {rows}x{cols}")
-        area += s.sizes[0] * s.sizes[1]
-    if area != rows * cols:
-        raise ConfigError(f"{path}.shards", f"cover {area} cells but the table has {rows * cols} ({rows}x{cols})")
-    boxes = sorted((s.offsets, s.sizes) for s in shards if s.sizes[0] * s.sizes[1])
-    for (o1, s1), (o2, s2) in zip(boxes, boxes[1:]):
-        if o1[0] < o2[0] + s2[0] and o2[0] < o1[0] + s1[0] and o1[1] < o2[1] + s2[1] and o2[1] < o1[1] + s1[1]:
-            raise ConfigError(f"{path}.shards", f"shards at {list(o1)} and {list(o2)} overlap")
 
 
 def parse_plan(data: Any, cfg: Config) -> dict[str, TablePlan]:

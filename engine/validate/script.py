@@ -1,8 +1,8 @@
 """Job scripts: bash that runs torchrun on every node, then gathers the ranks' files into results.json.
 
 `script` writes a portable one (node rank and master address from the environment) for any scheduler; the
-Slurm launcher writes one whose torchrun runs under srun. Every argument is shlex-quoted: no user text is ever
-pasted into the shell unquoted.
+Slurm launcher writes one whose torchrun runs under srun. Every argument is shlex-quoted and no comment holds
+user text: no path or name is ever pasted into the shell unquoted.
 """
 
 from __future__ import annotations
@@ -29,10 +29,11 @@ def torchrun_args(job: Job) -> list[str]:
 
 
 def header(job: Job, what: str) -> list[str]:
+    """Comments hold no user text (a newline in a path would end the comment); paths appear only quoted."""
     return [
         "#!/usr/bin/env bash",
-        f"# {what}: validation run of {job.plan_path.name} on {job.nproc} ranks ({job.backend.value}),",
-        "# written by `python -m engine validate`. Results: " + str(job.results_path),
+        f"# {what}: validation run on {int(job.nproc)} ranks ({job.backend.value}),",
+        "# written by `python -m engine validate`. The results file is the --out argument of the last command.",
         "set -uo pipefail",
         f"cd {shlex.quote(str(ROOT))}",
         f"export PYTHONPATH={shlex.quote(str(ROOT))}${{PYTHONPATH:+:$PYTHONPATH}}",

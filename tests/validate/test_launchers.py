@@ -78,3 +78,33 @@ def test_sbatch_options_are_arguments_never_script_text(tmp_path):
         assert shlex.quote(str(job.config_path)) in script  # the hostile path only ever appears quoted
         check = subprocess.run(["bash", "-n"], input=script, text=True, capture_output=True, check=False)
         assert check.returncode == 0, check.stderr
+
+
+INJECTIONS = ("x\ntouch PWNED_NL\n#", "x\rtouch PWNED_CR", "$(touch PWNED_SUB)", "`touch PWNED_BT`",
+              "'; touch PWNED_Q; '", "\"; touch PWNED_DQ; \"", "\\\ntouch PWNED_BS", "x\u2028touch PWNED_LS")
+
+
+def test_scripts_run_no_command_from_any_path(tmp_path):
+    """Every path a job writes into its scripts holds a newline, $(), backticks or quotes; bash runs the
+    scripts with a stand-in python that records its arguments: no extra command runs, every path arrives whole."""
+    calls = tmp_path / "calls"
+    calls.mkdir()
+    fake = tmp_path / "fake-python"
+    fake.write_text(f'#!/usr/bin/env bash\nprintf "%s\\0" "$@" > "$(mktemp -p {shlex.quote(str(calls))})"\n')
+    fake.chmod(0o755)
+    for i, bad in enumerate(INJECTIONS):
+        job = Job(out_dir=tmp_path / f"out {i} {bad}", nproc=2, python=str(fake),
+                  results_file=tmp_path / f"res {i} {bad}.json", script_path=tmp_path / f"s{i}.sh")
+        for text in (portable_script(job), slurm_script(job)):
+            assert not any(bad in line for line in text.splitlines() if line.startswith("#"))
+        script = tmp_path / f"s{i}.sh"
+        script.write_text(portable_script(job))
+        run = subprocess.run(["bash", str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                             check=False)
+        assert run.returncode == 0, run.stderr
+        argvs = [c.read_bytes().decode().split("\0")[:-1] for c in calls.iterdir()]
+        assert any(str(job.results_path) in a for a in argvs)  # the results path reached the gatherer whole
+        assert any(str(job.config_path) in a for a in argvs)
+        for c in calls.iterdir():
+            c.unlink()
+    assert not list(tmp_path.rglob("PWNED*")) and not list(ROOT.glob("PWNED*"))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import grid, importers, presets, state
+from dashboard.text import md
 from engine.types import ComputeKernel, DataType, PoolingType, ShardingType
 
 IMPORT_FORMATS = {"json": "JSON config or table list", "csv": "CSV (one table per line)",
@@ -42,7 +43,7 @@ def preset_tool() -> None:
             else:
                 cfg = presets.tutorial() if key == "tutorial" else presets.dlrm_criteo_1tb()
         except ValueError as e:
-            st.error(str(e))
+            st.error(md(e))
             return
         if not with_topology:
             cfg["topology"] = state.topology()
@@ -72,13 +73,13 @@ def import_tool() -> None:
     try:
         got = importers.IMPORTERS[fmt](text)
     except importers.ImportFormatError as e:
-        st.error(f"Cannot import: {e}")
+        st.error(f"Cannot import: {md(e)}")
         return
     imported = grid.config_to_rows({"tables": got.tables, "constraints": got.constraints})
     rows = imported if mode == "replace" else grid.config_to_rows(state.config()) + imported
     topology = got.topology if (got.topology and mode == "replace") else state.topology()
     state.set_config(grid.rows_to_config(rows, topology))
-    note = f" ({'; '.join(got.notes)})" if got.notes else ""
+    note = f" ({md('; '.join(got.notes))})" if got.notes else ""
     state.flash(f"Imported {len(got.tables)} tables from {IMPORT_FORMATS[fmt].split(' ')[0]}{note}.")
     st.rerun()
 

@@ -1,21 +1,28 @@
-"""Tables from outside: a config or table list in JSON, a CSV sheet, or a pasted TorchRec snippet.
-
-The snippet is read with `ast` and never executed: only EmbeddingBagConfig(...) calls with literal
-arguments, names bound to literals, range()/enumerate() comprehensions, str() and f-strings are understood.
+"""Tables from outside: a config or table list in JSON, a CSV sheet, or a pasted TorchRec snippet (read by
+dashboard.snippet, never run). Inputs are bounded (size, nesting, numbers); every failure is one
+ImportFormatError whose message is one line naming where and what.
 """
 
 from __future__ import annotations
 
-import ast
 import csv
 import io
-import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-TABLE_KEYS = ("name", "num_embeddings", "embedding_dim", "feature_names", "pooling", "data_type")
-MAX_TABLES = 10_000
+from dashboard import snippet
+from engine.jsonsafe import JsonError, loads
+
+TABLE_KEYS = snippet.TABLE_KEYS
+MAX_TABLES = snippet.MAX_TABLES
+MAX_INPUT_BYTES = 20 * 2**20
+MAX_NUMBER_CHARS = 40
+MAX_INT = 2**63
+MAX_SHOWN_CHARS = 40  # of a user's value quoted in a message
+MAX_MESSAGE_CHARS = 500
+TOP_FIELDS = ("tables", "constraints", "topology")
 
 
 class ImportFormatError(ValueError):
@@ -30,19 +37,57 @@ class Imported:
     notes: list[str] = field(default_factory=list)
 
 
+def shown(value: Any) -> str:
+    """A user's value quoted for a message: repr (one line, escaped), cut to MAX_SHOWN_CHARS."""
+    if isinstance(value, str) and len(value) > MAX_SHOWN_CHARS:
+        return repr(value[:MAX_SHOWN_CHARS]) + "..."
+    text = repr(value)
+    return text if len(text) <= MAX_SHOWN_CHARS + 2 else text[:MAX_SHOWN_CHARS] + "..."
+
+
+def one_line(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """`text` as one printable line: any line break or control character written as its escape."""
+    out = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text)[:limit])
+    return out if len(text) <= limit else out + "..."
+
+
+def decode(data: str | bytes) -> str:
+    """Text of an upload (UTF-8, with or without BOM) or a paste, refused past MAX_INPUT_BYTES."""
+    too_big = len(data) > MAX_INPUT_BYTES  # a character is at least one byte
+    if too_big or (isinstance(data, str) and len(data.encode("utf-8", "surrogatepass")) > MAX_INPUT_BYTES):
+        raise ImportFormatError(f"the input is larger than {MAX_INPUT_BYTES // 2**20} MB; split it or import "
+                                "fewer tables")
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8-sig")
+        except UnicodeDecodeError as e:
+            raise ImportFormatError(f"the file is not UTF-8 text (byte {e.start}); save it as UTF-8") from None
+    try:
+        data.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ImportFormatError(f"the text holds an unpaired surrogate at character {e.start}") from None
+    return data[1:] if data.startswith("\ufeff") else data
+
+
 # ---- JSON ---------------------------------------------------------------------------------------
 
 
 def from_json(text: str) -> Imported:
     """A whole config ({"tables", "constraints", "topology"}), {"tables": [...]}, or a bare list of tables."""
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ImportFormatError(f"not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+        data = loads(text, "the text")
+    except JsonError as e:
+        raise ImportFormatError(str(e)) from None
     if isinstance(data, list):
         data = {"tables": data}
     if not isinstance(data, dict) or not isinstance(data.get("tables"), list):
         raise ImportFormatError('expected a config object with a "tables" list, or a list of tables')
+    unknown = [k for k in data if k not in TOP_FIELDS]
+    if unknown:
+        raise ImportFormatError(f"unknown top-level field {shown(unknown[0])}; a config has "
+                                '"tables", "constraints" and "topology"')
+    if len(data["tables"]) > MAX_TABLES:
+        raise ImportFormatError(f"{len(data['tables']):,} tables; at most {MAX_TABLES:,} are imported at once")
     constraints = data.get("constraints") or {}
     if not isinstance(constraints, dict):
         raise ImportFormatError('"constraints" must be an object keyed by table name')
@@ -68,26 +113,34 @@ CSV_INTS = ("num_embeddings", "embedding_dim", "min_partition")
 CSV_FLOATS = ("cache_load_factor",)
 CSV_LISTS = ("feature_names", "sharding_types", "compute_kernels", "pooling_factors")
 _SPLIT = re.compile(r"[;|,\s]+")
+_WHOLE = re.compile(r"[+-]?\d+")
 
 
 def _csv_number(raw: str, where: str, kind: type) -> Any:
+    """A bounded number: finite, |n| < 2**63; for whole-number columns an exact int."""
+    if len(raw) > MAX_NUMBER_CHARS:
+        raise ImportFormatError(f"{where}: {shown(raw)} is too long to be a number")
     try:
         v = float(raw)
     except ValueError:
-        raise ImportFormatError(f"{where}: {raw!r} is not a number") from None
+        raise ImportFormatError(f"{where}: {shown(raw)} is not a number") from None
+    if not math.isfinite(v):
+        raise ImportFormatError(f"{where}: {shown(raw)} is not a finite number")
     if kind is int:
         if not v.is_integer():
-            raise ImportFormatError(f"{where}: {raw!r} is not a whole number")
-        return int(v)
+            raise ImportFormatError(f"{where}: {shown(raw)} is not a whole number")
+        v = int(raw) if _WHOLE.fullmatch(raw) else int(v)
+    if abs(v) >= MAX_INT:
+        raise ImportFormatError(f"{where}: {shown(raw)} is too large (numbers must be below 2**63)")
     return v
 
 
-def _csv_row(row: dict[str, str], line: int) -> tuple[dict, dict]:
+def _csv_row(row: list[str], header: list[str], line: int) -> tuple[dict, dict]:
     table: dict[str, Any] = {}
     cons: dict[str, Any] = {}
-    for col, raw in row.items():
+    for col, raw in zip(header, row):
         key = CSV_ALIASES[col]
-        raw = (raw or "").strip()
+        raw = raw.strip()
         if not raw:
             continue
         where = f"line {line}, column {col}"
@@ -104,197 +157,79 @@ def _csv_row(row: dict[str, str], line: int) -> tuple[dict, dict]:
     return table, cons
 
 
-def from_csv(text: str) -> Imported:
-    """One table per line; a header names the columns (name, rows/num_embeddings, dim/embedding_dim, ...)."""
-    reader = csv.DictReader(io.StringIO(text.strip()))
-    header = [h.strip().lower().replace(" ", "_") for h in (reader.fieldnames or [])]
-    if not header:
-        raise ImportFormatError("the CSV is empty: the first line must name the columns, e.g. name,rows,dim")
-    unknown = [h for h in header if h not in CSV_ALIASES]
-    if unknown:
-        raise ImportFormatError(f"unknown CSV column {unknown[0]!r}; known: {', '.join(sorted(set(CSV_ALIASES)))}")
-    reader.fieldnames = header
+def _csv_header(reader) -> list[str]:
+    for row in reader:
+        if any(cell.strip() for cell in row):
+            header = [h.strip().lower().replace(" ", "_") for h in row]
+            while header and not header[-1]:
+                header.pop()
+            unknown = [h for h in header if h not in CSV_ALIASES]
+            if unknown:
+                raise ImportFormatError(f"line {reader.line_num}: unknown CSV column {shown(unknown[0])}; known: "
+                                        f"{', '.join(sorted(CSV_ALIASES))}")
+            keys = [CSV_ALIASES[h] for h in header]
+            twice = next((h for h, k in zip(header, keys) if keys.count(k) > 1), None)
+            if twice is not None:
+                raise ImportFormatError(f"line {reader.line_num}: column {twice!r} is given twice (or with an alias)")
+            return header
+    raise ImportFormatError("the CSV is empty: the first line must name the columns, e.g. name,rows,dim")
+
+
+def _csv_tables(reader) -> Imported:
+    header = _csv_header(reader)
     tables, constraints = [], {}
-    for i, row in enumerate(reader):
-        if None in row:
-            raise ImportFormatError(f"line {i + 2}: more values than columns")
-        table, cons = _csv_row(row, i + 2)
-        if not table:
+    for row in reader:
+        line = reader.line_num
+        if any(cell.strip() for cell in row[len(header):]):
+            raise ImportFormatError(f"line {line}: more values than columns ({len(header)})")
+        table, cons = _csv_row(row, header, line)
+        if not table and not cons:
             continue
+        if len(tables) >= MAX_TABLES:
+            raise ImportFormatError(f"line {line}: more than {MAX_TABLES:,} tables; import at most {MAX_TABLES:,}")
         tables.append(table)
-        if cons and table.get("name"):
-            constraints[str(table["name"])] = cons
+        if cons and isinstance(table.get("name"), str):
+            constraints[table["name"]] = cons
     if not tables:
         raise ImportFormatError("the CSV has a header but no tables")
     return Imported(tables=tables, constraints=constraints)
 
 
+def from_csv(text: str) -> Imported:
+    """One table per line; a header names the columns (name, rows/num_embeddings, dim/embedding_dim, ...)."""
+    reader = csv.reader(io.StringIO(text))
+    try:
+        return _csv_tables(reader)
+    except csv.Error as e:
+        message = str(e)
+        if "field larger than field limit" in message:
+            message = f"a value longer than {csv.field_size_limit():,} characters"
+        raise ImportFormatError(f"line {max(reader.line_num, 1)}: not readable as CSV ({message})") from None
+
+
 # ---- TorchRec snippet ---------------------------------------------------------------------------
-
-CONFIG_CALLS = ("EmbeddingBagConfig", "EmbeddingConfig")
-
-
-class _Unsupported(Exception):
-    def __init__(self, node: ast.AST, what: str):
-        super().__init__(f"line {getattr(node, 'lineno', '?')}: {what}")
-
-
-def _call_name(node: ast.AST) -> str:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return node.attr
-    return ""
-
-
-def _binop(node: ast.BinOp, env: dict) -> Any:
-    left, right = _value(node.left, env), _value(node.right, env)
-    ops = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
-           ast.FloorDiv: lambda a, b: a // b, ast.Pow: lambda a, b: a**b if abs(b) <= 64 else None}
-    fn = ops.get(type(node.op))
-    ok = (isinstance(left, (int, float)) and isinstance(right, (int, float))) or (
-        isinstance(node.op, ast.Add) and type(left) is type(right) and isinstance(left, (str, list)))
-    if fn is None or not ok or isinstance(left, bool) or isinstance(right, bool):
-        raise _Unsupported(node, "only + of strings or lists and + - * // ** of numbers are understood")
-    out = fn(left, right)
-    if out is None:
-        raise _Unsupported(node, "exponent too large")
-    return out
-
-
-def _value(node: ast.AST, env: dict) -> Any:
-    """The value of a literal expression; anything that would need running code raises _Unsupported."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, str, bool)):
-        return node.value
-    if isinstance(node, (ast.List, ast.Tuple)):
-        return [_value(e, env) for e in node.elts]
-    if isinstance(node, ast.Name):
-        if node.id not in env:
-            raise _Unsupported(node, f"{node.id!r} is not bound to a literal in the snippet")
-        return env[node.id]
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        v = _value(node.operand, env)
-        if isinstance(v, (int, float)):
-            return -v
-    if isinstance(node, ast.BinOp):
-        return _binop(node, env)
-    if isinstance(node, ast.JoinedStr):
-        return "".join(str(_value(v.value, env)) if isinstance(v, ast.FormattedValue) else str(v.value)
-                       for v in node.values)
-    if isinstance(node, ast.Call) and _call_name(node.func) == "str" and len(node.args) == 1 and not node.keywords:
-        return str(_value(node.args[0], env))
-    if isinstance(node, ast.Subscript):
-        seq, idx = _value(node.value, env), _value(node.slice, env)
-        if isinstance(seq, list) and isinstance(idx, int) and -len(seq) <= idx < len(seq):
-            return seq[idx]
-        raise _Unsupported(node, "index out of range or not a list")
-    if isinstance(node, ast.Attribute) and _call_name(node.value) in ("PoolingType", "DataType"):
-        return node.attr.lower()
-    raise _Unsupported(node, f"cannot read {type(node).__name__} (only literals are understood; nothing is run)")
-
-
-def _iterable(node: ast.AST, env: dict) -> list:
-    if isinstance(node, ast.Call) and _call_name(node.func) in ("range", "enumerate") and not node.keywords:
-        args = [_value(a, env) for a in node.args]
-        if _call_name(node.func) == "enumerate" and len(args) == 1 and isinstance(args[0], list):
-            return [[i, v] for i, v in enumerate(args[0])]
-        if _call_name(node.func) == "range" and 1 <= len(args) <= 3 and all(isinstance(a, int) for a in args):
-            r = range(*args)
-            if len(r) > MAX_TABLES:
-                raise _Unsupported(node, f"range of {len(r)} values (at most {MAX_TABLES} tables)")
-            return list(r)
-    value = _value(node, env)
-    if not isinstance(value, list):
-        raise _Unsupported(node, "a loop must go over range(...), enumerate(...) or a list")
-    return value
-
-
-def _bind(target: ast.AST, value: Any, env: dict) -> None:
-    if isinstance(target, ast.Name):
-        env[target.id] = value
-    elif isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, list) and len(value) == len(target.elts):
-        for t, v in zip(target.elts, value):
-            _bind(t, v, env)
-    else:
-        raise _Unsupported(target, "cannot unpack the loop variable")
-
-
-def _envs(gens: list[ast.comprehension], env: dict) -> list[dict]:
-    """One environment per iteration of the comprehension's for-clauses (no if-clauses)."""
-    out = [dict(env)]
-    for g in gens:
-        if g.ifs or g.is_async:
-            raise _Unsupported(g.iter, "comprehensions with if-clauses are not understood")
-        nxt = []
-        for e in out:
-            for v in _iterable(g.iter, e):
-                e2 = dict(e)
-                _bind(g.target, v, e2)
-                nxt.append(e2)
-                if len(nxt) > MAX_TABLES:
-                    raise _Unsupported(g.iter, f"more than {MAX_TABLES} tables")
-        out = nxt
-    return out
-
-
-def _table_from_call(call: ast.Call, env: dict, ignored: set[str]) -> dict:
-    if call.args:
-        raise _Unsupported(call, "EmbeddingBagConfig arguments must be given by keyword")
-    table: dict[str, Any] = {}
-    for kw in call.keywords:
-        if kw.arg in TABLE_KEYS:
-            table[kw.arg] = _value(kw.value, env)
-        elif kw.arg is not None:
-            ignored.add(kw.arg)
-    if "name" not in table:
-        raise _Unsupported(call, "EmbeddingBagConfig without name=")
-    return table
-
-
-def _config_calls(node: ast.AST) -> list[ast.Call]:
-    return [n for n in ast.walk(node) if isinstance(n, ast.Call) and _call_name(n.func) in CONFIG_CALLS]
-
-
-def _module_env(tree: ast.Module) -> dict:
-    env: dict = {}
-    for stmt in tree.body:
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-            try:
-                env[stmt.targets[0].id] = _value(stmt.value, env)
-            except _Unsupported:
-                env.pop(stmt.targets[0].id, None)
-    return env
 
 
 def from_torchrec_snippet(text: str) -> Imported:
     """Tables from EmbeddingBagConfig(...) calls in Python source, read with `ast` (never executed)."""
     try:
-        tree = ast.parse(text)
-    except SyntaxError as e:
-        raise ImportFormatError(f"line {e.lineno}: not valid Python ({e.msg})") from None
-    env = _module_env(tree)
-    found: list[tuple[tuple[int, int], dict]] = []
-    in_comp: set[int] = set()
-    ignored: set[str] = set()
-    try:
-        for comp in (n for n in ast.walk(tree) if isinstance(n, (ast.ListComp, ast.GeneratorExp))):
-            calls = _config_calls(comp.elt)
-            if not calls:
-                continue
-            in_comp.update(id(c) for c in _config_calls(comp))
-            for i, e in enumerate(_envs(comp.generators, env)):
-                for c in calls:
-                    found.append(((c.lineno, c.col_offset, i), _table_from_call(c, e, ignored)))
-        for c in _config_calls(tree):
-            if id(c) not in in_comp:
-                found.append(((c.lineno, c.col_offset, 0), _table_from_call(c, env, ignored)))
-    except _Unsupported as e:
+        tables, notes = snippet.read(text)
+    except snippet.SnippetError as e:
         raise ImportFormatError(str(e)) from None
-    if not found:
-        raise ImportFormatError("no EmbeddingBagConfig(...) calls found in the snippet")
-    tables = [t for _, t in sorted(found, key=lambda x: x[0])]
-    notes = [f"ignored arguments: {', '.join(sorted(ignored))}"] if ignored else []
-    return Imported(tables=tables[:MAX_TABLES], notes=notes)
+    return Imported(tables=tables, notes=notes)
 
 
 IMPORTERS = {"json": from_json, "csv": from_csv, "torchrec": from_torchrec_snippet}
+
+
+def read(fmt: str, data: str | bytes) -> Imported:
+    """The tables in `data` (text or an upload's bytes) in format `fmt`; ImportFormatError (one line) if not."""
+    if fmt not in IMPORTERS:
+        raise ImportFormatError(f"unknown format {shown(fmt)}; use one of: {', '.join(IMPORTERS)}")
+    text = decode(data)
+    if not text.strip():
+        raise ImportFormatError("nothing to import: paste text or choose a file")
+    try:
+        return IMPORTERS[fmt](text)
+    except (RecursionError, MemoryError):
+        raise ImportFormatError("the input is nested too deeply or too large to read") from None

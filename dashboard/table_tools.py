@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import grid, importers, presets, state
+from dashboard import grid, import_apply, importers, presets, state
 from dashboard.text import md
 from engine.types import ComputeKernel, DataType, PoolingType, ShardingType
 
@@ -19,6 +19,7 @@ IMPORT_HELP = {
     "torchrec": "Paste Python with EmbeddingBagConfig(...) calls (list comprehensions over range() are fine). "
                 "It is read, never run.",
 }
+MAX_PROBLEMS_SHOWN = 200  # of a refused import's problems; the first line gives the count
 BULK_COLUMNS = ("dim", "rows", "pooling", "data_type", "pooling_factor", "sharding_types", "compute_kernels",
                 "min_partition", "cache_load_factor")
 
@@ -52,35 +53,36 @@ def preset_tool() -> None:
         st.rerun()
 
 
-def _import_text(fmt: str) -> str:
+def _import_data(fmt: str) -> str | bytes:
     upload = st.file_uploader("File", type=["json", "csv", "py", "txt"], key="tables_import_file")
     text = st.text_area("...or paste", key="tables_import_text", height=160, help=IMPORT_HELP[fmt])
     if upload is not None:
-        return upload.getvalue().decode("utf-8", errors="replace")
+        return upload.getvalue()  # bytes: import_apply checks the size and that it is UTF-8
     return text or ""
+
+
+def refusal_markdown(outcome: import_apply.Outcome) -> str:
+    """A refused import as one message: its first line, then one line per problem, the input's names and
+    values shown literally (dashboard.text.md)."""
+    lines = [outcome.message, *(outcome.problems[:MAX_PROBLEMS_SHOWN] if len(outcome.problems) > 1 else ())]
+    if len(outcome.problems) > MAX_PROBLEMS_SHOWN:
+        lines.append(f"... and {len(outcome.problems) - MAX_PROBLEMS_SHOWN:,} more")
+    return md("\n".join(lines))
 
 
 def import_tool() -> None:
     fmt = st.radio("Format", list(IMPORT_FORMATS), format_func=IMPORT_FORMATS.get, key="tables_import_format")
-    text = _import_text(fmt)
+    data = _import_data(fmt)
     mode = st.radio("Tables", ["replace", "append"], horizontal=True, key="tables_import_mode",
                     format_func={"replace": "Replace the current tables", "append": "Append to them"}.get)
     if not st.button("Import", key="tables_import_run", type="primary"):
         return
-    if not text.strip():
-        st.error("Nothing to import: paste text or choose a file.")
+    outcome = import_apply.run(fmt, data, state.config(), mode)
+    if outcome.config is None:
+        st.error(refusal_markdown(outcome), icon=":material/error:")
         return
-    try:
-        got = importers.IMPORTERS[fmt](text)
-    except importers.ImportFormatError as e:
-        st.error(f"Cannot import: {md(e)}")
-        return
-    imported = grid.config_to_rows({"tables": got.tables, "constraints": got.constraints})
-    rows = imported if mode == "replace" else grid.config_to_rows(state.config()) + imported
-    topology = got.topology if (got.topology and mode == "replace") else state.topology()
-    state.set_config(grid.rows_to_config(rows, topology))
-    note = f" ({md('; '.join(got.notes))})" if got.notes else ""
-    state.flash(f"Imported {len(got.tables)} tables from {IMPORT_FORMATS[fmt].split(' ')[0]}{note}.")
+    state.set_config(outcome.config)
+    state.flash(md(outcome.message))
     st.rerun()
 
 

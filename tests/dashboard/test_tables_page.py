@@ -29,9 +29,9 @@ def test_editing_a_cell_changes_the_config(app):
 def test_a_bad_cell_shows_its_error_next_to_the_row(app):
     edit(app, "tables_grid", edited={3: {"dim": 0}})
     grid = app.dataframe[0].value
-    assert grid["issue"].tolist() == ["", "", "", "dim: must be >= 1, got 0"]
+    assert grid["issue"].tolist() == ["", "", "", "dim: must be from 1 to 65,536, got 0"]
     assert grid["dim"].tolist()[3] == 0
-    assert "small_table_1 (row 4): dim: must be >= 1, got 0" in shown(app, "error")[0]
+    assert "small_table_1 (row 4): dim: must be from 1 to 65,536, got 0" in shown(app, "error")[0]
     edit(app, "tables_grid", edited={3: {"dim": 8}})
     assert app.dataframe[0].value["issue"].tolist() == [""] * 4 and not shown(app, "error")
 
@@ -51,7 +51,7 @@ def test_constraints_grid_edits(app):
                   1: {"min_partition": 0}})
     cons = workspace(app)["constraints"]
     assert cons["large_table_0"] == {"sharding_types": ["row_wise", "table_row_wise"], "compute_kernels": ["fused"]}
-    assert app.dataframe[1].value["issue"].tolist()[1] == "min partition: must be >= 1, got 0"
+    assert app.dataframe[1].value["issue"].tolist()[1] == "min partition: must be from 1 to 65,536, got 0"
     assert "large_table_1 (row 2): min partition" in shown(app, "error")[0]
 
 
@@ -97,7 +97,8 @@ def test_bad_import_says_why_and_changes_nothing(app):
     before = json.dumps(workspace(app))
     _import(app, "torchrec", "EmbeddingBagConfig(name=input(), num_embeddings=1, embedding_dim=1)")
     assert shown(app, "error") == [
-        "Cannot import: line 1: cannot read Call (only literals are understood; nothing is run)"]
+        "Cannot import: line 1: cannot read Call (only literals are understood; nothing is run) "
+        "(nothing was changed)"]
     assert json.dumps(workspace(app)) == before
 
 

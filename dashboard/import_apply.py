@@ -1,0 +1,258 @@
+"""An import into the workspace, all or nothing: read the input, check every imported table, constraint and
+topology field by the engine's own rules (every problem, each naming its grid row or field), and only then
+build the new workspace config. Pure (no Streamlit): the Tables page's Import tool calls `run`.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import engine
+from dashboard import grid, importers
+from dashboard.importers import one_line, shown
+from engine.config import CONSTRAINT_FIELDS, TABLE_FIELDS
+
+MAX_PROBLEMS_PER_TABLE = 12
+UNEXPECTED = "the importer could not read this input"
+FORMAT_NAMES = {"json": "JSON", "csv": "CSV", "torchrec": "TorchRec snippet"}
+_TABLE_FIELD = re.compile(r"^tables\[(\d+)\](?:\.(\w+))?")
+_FIXED = {"name": "t", "num_embeddings": 1, "embedding_dim": 1, "world_size": 1}  # stand-ins to look past a problem
+_PROBE_TABLE = {"name": "t", "num_embeddings": 1, "embedding_dim": 1}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What an import did: the new workspace config, or None when refused with its problems (one line each)."""
+
+    config: Optional[dict]
+    message: str
+    problems: tuple[str, ...] = ()
+
+
+def run(fmt: str, data: str | bytes, workspace: dict, mode: str) -> Outcome:
+    """Import `data` in format `fmt` into a copy of `workspace` ("replace" or "append" its tables). Never
+    raises: a refusal is an Outcome without config, and the caller's workspace is never touched."""
+    try:
+        got = importers.read(fmt, data)
+        return _merge(got, copy.deepcopy(workspace), mode, FORMAT_NAMES.get(fmt, fmt))
+    except importers.ImportFormatError as e:
+        return _refused([str(e)])
+    except Exception as e:  # noqa: BLE001 - the page must show one message, whatever the input does
+        return _refused([f"{UNEXPECTED} ({type(e).__name__}); please report the input"])
+
+
+def _refused(problems: list[str]) -> Outcome:
+    lines = tuple(one_line(p) for p in problems)
+    if len(lines) == 1:
+        return Outcome(None, f"Cannot import: {lines[0]} (nothing was changed)", lines)
+    return Outcome(None, f"Cannot import ({len(lines):,} problems); nothing was changed:", lines)
+
+
+# ---- per table: every problem, looking past each one with a stand-in value ----------------------
+
+
+def _key_of(rest: str, d: dict) -> Optional[str]:
+    """The key of `d` a ConfigError path names (keys may hold dots or brackets: the longest that fits)."""
+    if rest in d:
+        return rest
+    fits = [k for k in d if isinstance(k, str) and (rest.startswith(k + "[") or rest.startswith(k + "."))]
+    return max(fits, key=len, default=None)
+
+
+def _label(key: str) -> str:
+    """A field as the grid labels it (dim, rows...), else the engine's name, else the user's key quoted."""
+    if key in grid.FIELD_COLUMNS:
+        return grid.LABELS[grid.FIELD_COLUMNS[key]]
+    return key if key in TABLE_FIELDS + CONSTRAINT_FIELDS else shown(key)
+
+
+def _repair(table: dict, cons: Optional[dict], name: str, field: str) -> Optional[str]:
+    """Put a stand-in for (or drop) the field a ConfigError names; its label, or None when it is not a field."""
+    for prefix, d in (("tables[0].", table), (f"constraints.{name}.", cons)):
+        key = _key_of(field[len(prefix):], d) if d is not None and field.startswith(prefix) else None
+        if key is None:
+            continue
+        if key in _FIXED and d is table:
+            d[key] = _FIXED[key]
+        else:
+            d.pop(key)
+        return _label(key)
+    if field.startswith("tables[0].") and field[len("tables[0]."):] in _FIXED:  # a required field, missing
+        key = field[len("tables[0]."):]
+        table[key] = _FIXED[key]
+        return _label(key)
+    return None
+
+
+def _table_problems(raw: Any, raw_cons: Any, where: str) -> list[str]:
+    if not isinstance(raw, dict):
+        return [f"{where}: must be an object with name, num_embeddings, embedding_dim; got {shown(raw)}"]
+    table, cons = dict(raw), dict(raw_cons) if isinstance(raw_cons, dict) else raw_cons
+    problems: list[str] = []
+    for _ in range(MAX_PROBLEMS_PER_TABLE):
+        key = table["name"] if isinstance(table.get("name"), str) else "t"
+        cfg = {"tables": [table], "constraints": {} if cons is None else {key: cons}, "topology": {"world_size": 1}}
+        try:
+            engine.parse_config(cfg)
+            return problems
+        except engine.ConfigError as e:
+            if e.field == f"constraints.{key}":
+                problems.append(f"{where}: constraints: {e.message}")
+                cons = None
+                continue
+            label = _repair(table, cons, key, e.field)
+            problems.append(f"{where}: {label}: {e.message}" if label else f"{where}: {e}")
+            if label is None:
+                return problems
+    return problems
+
+
+def _where(row: int, table: Any) -> str:
+    name = table.get("name") if isinstance(table, dict) else None
+    return f"row {row + 1}" + (f" ({shown(name)})" if isinstance(name, str) else "")
+
+
+def _features(table: Any) -> list[str]:
+    if not isinstance(table, dict) or not isinstance(table.get("name"), str):
+        return []
+    f = table.get("feature_names", [table["name"]])
+    return [x for x in f if isinstance(x, str)] if isinstance(f, list) else []
+
+
+def _clashes(tables: list, existing: list[dict], offset: int) -> list[str]:
+    """Names and features used twice, among the imported tables or with the tables kept (append)."""
+    names: dict[str, int] = {r["name"]: i for i, r in enumerate(existing) if isinstance(r.get("name"), str)}
+    owner: dict[str, int] = {}
+    for i, r in enumerate(existing):
+        for f in str(r.get("features") or r.get("name") or "").split(","):
+            owner.setdefault(f.strip(), i)
+    problems = []
+    for i, t in enumerate(tables, start=offset):
+        name = t.get("name") if isinstance(t, dict) else None
+        if not isinstance(name, str):
+            continue
+        if name in names:
+            problems.append(f"{_where(i, t)}: name: duplicate table name (also row {names[name] + 1})")
+        names.setdefault(name, i)
+        for f in _features(t):
+            if "," in f or f != f.strip():
+                problems.append(f"{_where(i, t)}: features: feature {shown(f)} has a comma or surrounding spaces, "
+                                "which the grid cannot hold; rename it")
+            elif f in owner and owner[f] != i:
+                problems.append(f"{_where(i, t)}: features: feature {shown(f)} is already used by row {owner[f] + 1}")
+            owner.setdefault(f, i)
+    return problems
+
+
+def _orphans(got: importers.Imported) -> list[str]:
+    names = {t.get("name") for t in got.tables if isinstance(t, dict) and isinstance(t.get("name"), str)}
+    return [f"constraints.{shown(k)}: no imported table has this name" for k in got.constraints if k not in names]
+
+
+def _topology_problems(topo: dict) -> list[str]:
+    topo, problems, stand_in = dict(topo), [], False
+    for _ in range(len(topo) + 2):
+        try:
+            engine.parse_config({"tables": [_PROBE_TABLE], "topology": topo})
+            return problems
+        except engine.ConfigError as e:
+            rest = e.field[len("topology."):] if e.field.startswith("topology.") else ""
+            key = "world_size" if rest == "world_size" else _key_of(rest, topo)
+            if not (stand_in and key == "local_world_size"):  # it only fails to divide the stand-in
+                problems.append(str(e))
+            if key is None:
+                return problems
+            if key == "world_size":
+                topo[key], stand_in = 1, True
+            else:
+                topo.pop(key)
+    return problems
+
+
+# ---- the whole import ---------------------------------------------------------------------------
+
+
+def _constraints(cfg: engine.Config, name: str) -> engine.Constraints:
+    return cfg.constraints.get(name) or engine.Constraints()
+
+
+def _valid(config: dict) -> bool:
+    try:
+        engine.parse_config(config)
+        return True
+    except engine.ConfigError:
+        return False
+
+
+def _located(e: engine.ConfigError, offset: int, tables: list) -> str:
+    m = _TABLE_FIELD.match(e.field)
+    if m:
+        i = int(m.group(1))
+        return f"{_where(offset + i, tables[i] if i < len(tables) else None)}: {e}"
+    return str(e)
+
+
+def _problems(got: importers.Imported, existing: list[dict], topology: Optional[dict]) -> list[str]:
+    offset = len(existing)
+    if not got.tables:
+        return ["no tables to import"]
+    problems, named = [], set()
+    for i, t in enumerate(got.tables):
+        name = t.get("name") if isinstance(t, dict) and isinstance(t.get("name"), str) else None
+        cons = got.constraints.get(name) if name is not None and name not in named else None  # a name's first table
+        named.add(name)
+        problems += _table_problems(t, cons, _where(offset + i, t))
+    problems += _clashes(got.tables, existing, offset)
+    problems.sort(key=_row_of)  # stable: each row's problems together, in the engine's order
+    problems += _orphans(got)
+    if topology is not None:
+        problems += _topology_problems(topology)
+    return problems
+
+
+def _row_of(problem: str) -> int:
+    m = re.match(r"row (\d+)", problem)
+    return int(m.group(1)) if m else 0
+
+
+def _merge(got: importers.Imported, workspace: dict, mode: str, fmt_name: str) -> Outcome:
+    existing = grid.config_to_rows(workspace) if mode == "append" else []
+    new_topology = got.topology if mode == "replace" and got.topology is not None else None
+    problems = _problems(got, existing, new_topology)
+    if problems:
+        return _refused(problems)
+    topology = new_topology if new_topology is not None else dict(workspace.get("topology") or {})
+    probe_topology = topology if _valid({"tables": [_PROBE_TABLE], "topology": topology}) else {"world_size": 1}
+    try:
+        parsed = engine.parse_config({"tables": got.tables, "constraints": got.constraints,
+                                      "topology": probe_topology})
+    except engine.ConfigError as e:
+        return _refused([_located(e, len(existing), got.tables)])
+    canonical = engine.config_to_dict(parsed)
+    if new_topology is not None:
+        topology = canonical["topology"]
+    rows = existing + grid.config_to_rows(canonical)
+    config = grid.rows_to_config(rows, topology)
+    if not existing or _valid(workspace):
+        try:
+            merged = engine.parse_config({**config, "topology": probe_topology})
+        except engine.ConfigError as e:
+            return _refused([_located(e, 0, config["tables"])])
+        if merged.tables[len(existing):] != parsed.tables or any(
+                _constraints(merged, t.name) != _constraints(parsed, t.name) for t in parsed.tables):
+            return _refused(["the grid cannot hold these tables as written; please report the input"])
+    return Outcome(config, _success(got, fmt_name, mode))
+
+
+def _success(got: importers.Imported, fmt_name: str, mode: str) -> str:
+    notes = list(got.notes)
+    if got.topology is not None and mode == "append":
+        notes.append("its topology was not used: appending keeps the workspace's")
+    elif got.topology is not None:
+        notes.append("topology replaced")
+    note = f" ({'; '.join(notes)})" if notes else ""
+    n = len(got.tables)
+    return one_line(f"Imported {n} table{'s' if n != 1 else ''} from {fmt_name}{note}.")

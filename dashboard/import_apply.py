@@ -14,6 +14,7 @@ import engine
 from dashboard import grid, importers
 from dashboard.importers import one_line, shown
 from engine.config import CONSTRAINT_FIELDS, TABLE_FIELDS
+from engine.errors import one_line as escaped
 
 MAX_PROBLEMS_PER_TABLE = 12
 UNEXPECTED = "the importer could not read this input"
@@ -55,11 +56,13 @@ def _refused(problems: list[str]) -> Outcome:
 
 
 def _key_of(rest: str, d: dict) -> Optional[str]:
-    """The key of `d` a ConfigError path names (keys may hold dots or brackets: the longest that fits)."""
-    if rest in d:
-        return rest
-    fits = [k for k in d if isinstance(k, str) and (rest.startswith(k + "[") or rest.startswith(k + "."))]
-    return max(fits, key=len, default=None)
+    """The key of `d` a ConfigError path names (as the error writes it, escaped; keys may hold dots or
+    brackets: the longest that fits)."""
+    written = {escaped(k): k for k in d if isinstance(k, str)}
+    if rest in written:
+        return written[rest]
+    fits = [w for w in written if rest.startswith(w + "[") or rest.startswith(w + ".")]
+    return written[max(fits, key=len)] if fits else None
 
 
 def _label(key: str) -> str:
@@ -71,7 +74,7 @@ def _label(key: str) -> str:
 
 def _repair(table: dict, cons: Optional[dict], name: str, field: str) -> Optional[str]:
     """Put a stand-in for (or drop) the field a ConfigError names; its label, or None when it is not a field."""
-    for prefix, d in (("tables[0].", table), (f"constraints.{name}.", cons)):
+    for prefix, d in (("tables[0].", table), (f"constraints.{escaped(name)}.", cons)):
         key = _key_of(field[len(prefix):], d) if d is not None and field.startswith(prefix) else None
         if key is None:
             continue
@@ -99,7 +102,7 @@ def _table_problems(raw: Any, raw_cons: Any, where: str) -> list[str]:
             engine.parse_config(cfg)
             return problems
         except engine.ConfigError as e:
-            if e.field == f"constraints.{key}":
+            if e.field == f"constraints.{escaped(key)}":
                 problems.append(f"{where}: constraints: {e.message}")
                 cons = None
                 continue

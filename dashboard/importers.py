@@ -88,7 +88,7 @@ def from_json(text: str) -> Imported:
                                 '"tables", "constraints" and "topology"')
     if len(data["tables"]) > MAX_TABLES:
         raise ImportFormatError(f"{len(data['tables']):,} tables; at most {MAX_TABLES:,} are imported at once")
-    constraints = data.get("constraints") or {}
+    constraints = {} if data.get("constraints") is None else data["constraints"]
     if not isinstance(constraints, dict):
         raise ImportFormatError('"constraints" must be an object keyed by table name')
     topology = data.get("topology")

@@ -1,0 +1,120 @@
+"""Imports into the workspace, all or nothing: every problem listed by grid row or field, the workspace as it
+was after a refusal, and accepted imports that the engine accepts as they are."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+import engine
+from dashboard import grid, import_apply
+from tests.factories import tutorial
+
+
+def _run(fmt: str, data, mode: str = "replace", workspace: dict | None = None,
+         valid: bool = True) -> import_apply.Outcome:
+    ws = workspace if workspace is not None else tutorial()
+    before = copy.deepcopy(ws)
+    out = import_apply.run(fmt, data, ws, mode)
+    assert ws == before, "the workspace given to run() was changed"
+    assert all(p and p.isprintable() for p in out.problems), out.problems
+    assert out.message.isprintable()
+    if out.config is not None and valid:
+        engine.parse_config(out.config)
+    return out
+
+
+def test_one_wrong_type_refuses_the_whole_import_and_lists_every_problem():
+    cfg = tutorial()
+    cfg["tables"][1]["embedding_dim"] = "64"
+    cfg["tables"][3]["num_embeddings"] = 0
+    cfg["tables"][3]["pooling"] = "max"
+    cfg["constraints"] = {"small_table_0": {"min_partition": 0, "colour": 1}, "nope": {}}
+    cfg["topology"] = {"world_size": 0, "hbm_cap": -1}
+    out = _run("json", json.dumps(cfg))
+    assert out.config is None and out.message == "Cannot import (8 problems); nothing was changed:"
+    assert list(out.problems) == [
+        "row 2 ('large_table_1'): dim: must be an integer, got a string",
+        "row 3 ('small_table_0'): 'colour': unknown field; known fields: sharding_types, compute_kernels, "
+        "min_partition, pooling_factors, num_poolings, batch_sizes, is_weighted, cache_load_factor",
+        "row 3 ('small_table_0'): min partition: must be from 1 to 65,536, got 0",
+        "row 4 ('small_table_1'): rows: must be from 1 to 1,099,511,627,776, got 0",
+        "row 4 ('small_table_1'): pooling: unknown value 'max'; use one of: sum, mean, none",
+        "constraints.'nope': no imported table has this name",
+        "topology.world_size: must be from 1 to 16,384, got 0",
+        "topology.hbm_cap: must be from 0 to 1,125,899,906,842,624, got -1",
+    ]
+
+
+def test_duplicates_and_rows_are_numbered_as_the_grid_numbers_them_when_appending():
+    text = "name,rows,dim,features\nfresh,10,4,f1\nlarge_table_1,10,4,f2\nfresh,10,4,large_table_feature_0\n"
+    out = _run("csv", text, mode="append")
+    assert list(out.problems) == [
+        "row 6 ('large_table_1'): name: duplicate table name (also row 2)",
+        "row 7 ('fresh'): name: duplicate table name (also row 5)",
+        "row 7 ('fresh'): features: feature 'large_table_feature_0' is already used by row 1",
+    ]
+
+
+def test_tables_that_are_not_objects_or_lack_fields_are_named_by_row():
+    out = _run("json", json.dumps([5, {"num_embeddings": 1}, {"name": ["x"], "num_embeddings": 1, "embedding_dim": 1}]))
+    assert list(out.problems) == [
+        "row 1: must be an object with name, num_embeddings, embedding_dim; got 5",
+        "row 2: name: is required", "row 2: dim: is required",
+        "row 3: name: must be a non-empty string, got a list",
+    ]
+
+
+def test_names_and_keys_from_the_input_stay_one_line():
+    bad = "a\nb\u2028c\x00" + "x" * 100
+    out = _run("json", json.dumps({"tables": [{"name": bad, "num_embeddings": 1, "embedding_dim": 1, bad: 1}]}))
+    assert out.config is None and len(out.problems) == 2
+    assert out.problems[0].startswith("row 1 ('a\\nb\\u2028c\\x00xxx") and "..." in out.problems[0]
+
+
+def test_accepted_imports_replace_or_append_and_keep_the_rest():
+    out = _run("csv", "name,rows,dim,pooling_factor,kernels\nc1,10,4,2.5,batched_fused\n", mode="append")
+    cfg = out.config
+    assert [t["name"] for t in cfg["tables"]][-2:] == ["small_table_1", "c1"]
+    assert cfg["constraints"]["c1"] == {"compute_kernels": ["fused"], "pooling_factors": [2.5]}
+    assert cfg["topology"] == tutorial()["topology"] and out.message == "Imported 1 table from CSV."
+    whole = tutorial()
+    whole["topology"] = {"world_size": 4, "compute_device": "CPU"}
+    out = _run("json", json.dumps(whole))
+    assert engine.parse_config(out.config).topology.compute_device is engine.Device.CPU
+    assert out.message == "Imported 4 tables from JSON (topology replaced)."
+    out = _run("json", json.dumps(whole), mode="append", workspace={"tables": [], "topology": {"world_size": 2}})
+    assert out.config["topology"] == {"world_size": 2} and "its topology was not used" in out.message
+
+
+def test_what_the_grid_cannot_hold_is_refused_with_its_reason():
+    table = {"name": "t", "num_embeddings": 1, "embedding_dim": 1, "feature_names": ["a,b", " c"]}
+    out = _run("json", json.dumps([table]))
+    assert [p.split(": features: ")[1] for p in out.problems] == [
+        "feature 'a,b' has a comma or surrounding spaces, which the grid cannot hold; rename it",
+        "feature ' c' has a comma or surrounding spaces, which the grid cannot hold; rename it"]
+
+
+def test_an_import_over_the_engines_totals_is_refused():
+    tables = [{"name": f"t{i}", "num_embeddings": 2**40, "embedding_dim": 256, "data_type": "fp32"} for i in range(80)]
+    out = _run("json", json.dumps(tables))
+    assert out.config is None and out.problems == (
+        "tables: hold 81920.00 TiB of weights together; at most 65536.00 TiB are planned",)
+
+
+def test_an_append_to_a_workspace_that_already_has_problems_checks_only_the_import():
+    ws = tutorial()
+    ws["tables"][0]["embedding_dim"] = 0  # being fixed in the grid
+    out = _run("csv", "name,rows,dim\nextra,10,4\n", mode="append", workspace=ws, valid=False)
+    assert [t["name"] for t in out.config["tables"]][-1] == "extra"
+    assert grid.row_issues(grid.config_to_rows(out.config), out.config["topology"])[0][0].startswith("dim:")
+
+
+@pytest.mark.parametrize("fmt, data", [("json", b"\x89PNG\r\n\x1a\n"), ("csv", "name,rows\x00,dim\n"),
+                                       ("torchrec", "x = 2**2**2**2**2**2"), ("json", "")])
+def test_every_failure_is_one_message(fmt, data):
+    out = _run(fmt, data)
+    assert out.config is None and len(out.problems) == 1 and out.message.startswith("Cannot import: ")
+    assert out.message.endswith("(nothing was changed)")

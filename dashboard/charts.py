@@ -1,5 +1,6 @@
 """Plotly figures of plans: pure functions from plan dicts (and frames from dashboard.analysis) to Figures,
-so they are tested without Streamlit.
+so they are tested without Streamlit. Names and labels from users go through dashboard.text.plotly: plotly
+reads HTML-like tags in titles, legends, ticks and hover text.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dashboard.analysis import COMPONENT_LABELS, COMPONENTS, MATRIX_METRICS, TableRankMatrix, imbalance
+from dashboard.text import plotly_text
 
 GIB = 1024**3
 COMPONENT_COLORS = {"fwd_compute_ms": "#4C78A8", "bwd_compute_ms": "#72B7B2", "fwd_comms_ms": "#F58518",
@@ -86,7 +88,7 @@ def heatmap(m: TableRankMatrix, metric: str = "cost_ms", rows: Optional[list[int
     values = m.values[metric][rows]
     scale = GIB if metric.endswith("_bytes") else 1.0
     unit = "GiB" if scale == GIB else "ms"
-    names = [m.tables[i] for i in rows]
+    names = [plotly_text(m.tables[i]) for i in rows]
     z = [[v / scale if v else None for v in row] for row in values]
     fig = go.Figure(go.Heatmap(z=z, x=[str(r) for r in m.ranks], y=names, colorscale="Blues", hoverongaps=False,
                                colorbar=dict(title=unit, thickness=12),
@@ -102,11 +104,11 @@ def compare_ranks(frame: pd.DataFrame, column: str, title: str) -> go.Figure:
     fig = go.Figure()
     scale = GIB if column.endswith("_bytes") else 1.0
     for label, part in frame.groupby("plan", sort=False):
-        fig.add_trace(go.Bar(x=part["rank"], y=part[column] / scale, name=str(label)))
+        fig.add_trace(go.Bar(x=part["rank"], y=part[column] / scale, name=plotly_text(label)))
     fig.update_layout(barmode="group", bargap=0.2)
     fig.update_yaxes(title_text="GiB" if scale == GIB else "ms per step")
     _rank_axis(fig, frame["rank"].nunique() if len(frame) else 0)
-    return _layout(fig, title)
+    return _layout(fig, plotly_text(title))
 
 
 def measured_vs_estimated(frame: pd.DataFrame, title: str = "Measured vs estimated per rank") -> go.Figure:
@@ -116,4 +118,4 @@ def measured_vs_estimated(frame: pd.DataFrame, title: str = "Measured vs estimat
     fig.update_layout(barmode="group", bargap=0.25)
     fig.update_yaxes(title_text="ms per step")
     _rank_axis(fig, len(frame))
-    return _layout(fig, title)
+    return _layout(fig, plotly_text(title))

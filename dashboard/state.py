@@ -225,7 +225,8 @@ def add_run(run_id: int) -> None:
 
 
 def flash(message: str, kind: str = "success") -> None:
-    """A message shown once, on the next run (after st.rerun)."""
+    """A message shown once, on the next run (after st.rerun). It is markdown: user text in it goes through
+    dashboard.text.md."""
     st.session_state[FLASH] = (kind, message)
 
 

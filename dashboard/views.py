@@ -11,6 +11,7 @@ import streamlit as st
 
 from dashboard import analysis, charts, exports, services, state
 from dashboard import calibration as calib
+from dashboard.text import md
 from engine.errors import human_bytes
 
 HEATMAP_DEFAULT_ROWS = 40
@@ -22,7 +23,8 @@ def _slug(text: str) -> str:
 
 
 def show_flash() -> None:
-    """The one-shot message an action left before rerunning: a toast, or an error box for errors."""
+    """The one-shot message an action left before rerunning (markdown: its user text went through
+    dashboard.text.md): a toast, or an error box for errors."""
     message = state.pop_flash()
     if message is None:
         return
@@ -37,7 +39,8 @@ def calibrated_note(settings: dict | None) -> None:
     """Says that a plan's estimates come from calibrated bandwidths, when its settings carry a calibration."""
     cal = calib.of_settings(settings)
     if cal is not None:
-        st.info(f"{calib.note(cal)}: the bandwidths were fitted to measured validation runs.", icon=":material/tune:")
+        st.info(f"{md(calib.note(cal))}: the bandwidths were fitted to measured validation runs.",
+                icon=":material/tune:")
 
 
 def plan_metrics(plan: dict) -> None:
@@ -65,10 +68,10 @@ def plan_view(plan: dict, config: dict, prefix: str) -> None:
     with st.container(border=True):
         imb = analysis.imbalance(plan)
         st.markdown(f"**What makes rank {imb.bottleneck_rank} the slowest**")
-        st.markdown("\n".join(f"- {line}" for line in analysis.bottleneck(plan, matrix)))
+        st.markdown("\n".join(f"- {md(line)}" for line in analysis.bottleneck(plan, matrix)))
     if plan.get("notes"):
         with st.expander(f"Planner notes ({len(plan['notes'])})"):
-            st.markdown("\n".join(f"- {n}" for n in plan["notes"]))
+            st.markdown("\n".join(f"- {md(n)}" for n in plan["notes"]))
     tab_tables, tab_heat = st.tabs(["Per-table sharding", "Table-by-rank heatmap"])
     with tab_tables:
         st.dataframe(analysis.table_frame(plan, config), hide_index=True, height=TABLE_FRAME_HEIGHT_PX,

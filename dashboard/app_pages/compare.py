@@ -8,6 +8,7 @@ import streamlit as st
 import engine
 from dashboard import analysis, charts, services, state, views
 from dashboard import calibration as calib
+from dashboard.text import md
 from db.store import StoreError
 
 CURRENT = "current"
@@ -15,7 +16,8 @@ PICK = "compare_pick"
 
 
 def options(saved, current) -> dict[str, str]:
-    """Option id -> label: the unsaved current plan, saved plans (by token), TorchRec baselines."""
+    """Option id -> label (plain text: the picker shows it as is; markdown elements take md(label)): the
+    unsaved current plan, saved plans (by token), TorchRec baselines."""
     out = {}
     if current is not None and not current.token:
         out[CURRENT] = "Current plan (unsaved)"
@@ -43,11 +45,11 @@ def load(option: str, store) -> tuple[dict, dict, dict]:
 def add_torchrec(option: str, label: str) -> None:
     """TorchRec's plan for the config of `option`, added to the picked plans on the next run."""
     _, config, settings = load(option, services.store())
-    with st.spinner(f"Running TorchRec's planner on the config of '{label}'"):
+    with st.spinner(f"Running TorchRec's planner on the config of '{md(label)}'"):
         try:
             result = services.plan_config(state.config_key(config), services.TORCHREC)
         except (engine.EngineError, services.PlannerUnavailable) as e:
-            st.error(f"TorchRec's planner gave no plan: {e}", icon=":material/error:")
+            st.error(f"TorchRec's planner gave no plan: {md(e)}", icon=":material/error:")
             return
     name = f"TorchRec for {label.split(' (')[0]}"
     cal = calib.of_settings(settings)  # the same config, so the same (calibrated or not) bandwidths
@@ -71,7 +73,8 @@ def moved(plans: dict[str, dict]) -> None:
     st.subheader("Tables that moved", divider="gray")
     for other in labels[1:]:
         diff = analysis.moved_tables(plans[base], plans[other])
-        with st.expander(f"{other} vs {base}: {len(diff)} of {len(plans[base]['plan'])} tables placed differently",
+        with st.expander(f"{md(other)} vs {md(base)}: {len(diff)} of {len(plans[base]['plan'])} tables placed "
+                         "differently",
                          expanded=len(labels) == 2):
             st.dataframe(diff.rename(columns={"before": f"in {base}", "after": f"in {other}"}), hide_index=True,
                          height=min(38 + 35 * max(len(diff), 1), 320))
@@ -100,7 +103,7 @@ state.apply_pending(PICK)
 picked = st.multiselect("Plans to compare", list(opts), default=default_pick(opts) if PICK not in st.session_state
                         else None, format_func=opts.get, key=PICK)
 if picked and st.button("Add TorchRec's plan for the same config", key="compare_add_torchrec", icon=":material/add:",
-                        help=f"runs TorchRec's EmbeddingShardingPlanner on the config of '{opts[picked[0]]}'"):
+                        help=f"runs TorchRec's EmbeddingShardingPlanner on the config of '{md(opts[picked[0]])}'"):
     add_torchrec(picked[0], opts[picked[0]])
 if not picked:
     st.info("Pick one or more plans.", icon=":material/info:")
@@ -108,7 +111,7 @@ if not picked:
 try:
     plans = {opts[o]: load(o, store) for o in picked}
 except (StoreError, KeyError) as e:
-    st.error(f"Cannot load a picked plan: {e}")
+    st.error(f"Cannot load a picked plan: {md(e)}")
     st.stop()
 plan_dicts = {label: p for label, (p, _, _) in plans.items()}
 estimates = {label: calib.estimates_label(settings) for label, (_, _, settings) in plans.items()}

@@ -7,11 +7,12 @@ import streamlit as st
 import engine
 from dashboard import services, state, views
 from dashboard.state import CurrentPlan
+from dashboard.text import md
 
 
 def run_planner(config: dict, planner: str, budget_s: float) -> None:
     """Plan with a progress bar; a result replaces the current plan, an error is shown in one line."""
-    n, w = len(config.get("tables") or []), (config.get("topology") or {}).get("world_size", "?")
+    n, w = len(config.get("tables") or []), md((config.get("topology") or {}).get("world_size", "?"))
     bar = st.progress(0, text="Checking the config")
     try:
         engine.parse_config(config)
@@ -19,12 +20,12 @@ def run_planner(config: dict, planner: str, budget_s: float) -> None:
         result = services.plan_config(state.config_key(config), planner, budget_s)
     except engine.ConfigError as e:
         bar.empty()
-        st.error(f"The config has a problem: {e}. Fix it on Tables & constraints or Topology.",
+        st.error(f"The config has a problem: {md(e)}. Fix it on Tables & constraints or Topology.",
                  icon=":material/error:")
         return
     except (engine.EngineError, services.PlannerUnavailable) as e:
         bar.empty()
-        st.error(f"No plan: {e}", icon=":material/error:")
+        st.error(f"No plan: {md(e)}", icon=":material/error:")
         return
     settings = {"planner": planner, "time_budget_s": budget_s}
     cal = state.calibration()
@@ -65,8 +66,9 @@ if current is not None and not current.matches(config):
 if current is None:
     st.info("No plan yet: press Plan.", icon=":material/info:")
 else:
-    where = f"saved as '{current.label}'" if current.token else "not saved yet"
-    st.caption(f"Plan by {services.planner_label(current.planner)} · {len(current.plan['plan'])} tables · {where}")
+    where = f"saved as '{md(current.label)}'" if current.token else "not saved yet"
+    st.caption(f"Plan by {md(services.planner_label(current.planner))} · {len(current.plan['plan'])} tables · "
+               f"{where}")
     views.calibrated_note(current.settings)
     views.plan_view(current.plan, current.config, "plan")
     st.subheader("Take it away", divider="gray")

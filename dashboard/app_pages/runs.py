@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import analysis, charts, runner, services, state, views
+from dashboard.text import md
 from db.store import StoreError
 
 POLL_S = 1.0
@@ -22,6 +23,7 @@ def pick_plan(store):
         st.stop()
     tokens = [p.token for p in plans]
     saved = state.saved_token()
+    # plain text: a picker's options are not markdown
     labels = {p.token: f"{p.label or p.token[:8]} · {p.num_tables} tables on {p.world_size} ranks" for p in plans}
     return st.selectbox("Plan", tokens, index=tokens.index(saved) if saved in tokens else 0, key="runs_plan",
                         format_func=labels.get)
@@ -40,13 +42,13 @@ def start_form(store, token: str) -> None:
                                      "what is measured)")
         reason = runner.unavailable_reason(kind)
         if reason:
-            st.warning(f"{runner.KINDS[kind]} is not available: {reason}.", icon=":material/block:")
+            st.warning(f"{runner.KINDS[kind]} is not available: {md(reason)}.", icon=":material/block:")
         if st.button("Start", type="primary", key="runs_start", disabled=bool(reason), icon=":material/play_arrow:"):
             extra = {"distribution": dist, "scale_rows": scale} if kind == "dryrun" else {}
             try:
                 run_id = runner.start(store, token, kind, runner.Options(device=device, iters=int(iters), extra=extra))
             except (RuntimeError, StoreError, OSError) as e:
-                st.error(f"Not started: {e}", icon=":material/error:")
+                st.error(f"Not started: {md(e)}", icon=":material/error:")
                 return
             state.add_run(run_id)
             state.set_widget("runs_pick", run_id)
@@ -94,7 +96,8 @@ def run_detail(store, run_id: int, plan: dict) -> None:
 
 
 def status_line(rec) -> None:
-    text = f"Run {rec.id} ({rec.kind}, {rec.backend} on {rec.device}): **{rec.status}** · {_elapsed(rec)}"
+    text = (f"Run {rec.id} ({md(rec.kind)}, {md(rec.backend)} on {md(rec.device)}): **{md(rec.status)}** · "
+            f"{_elapsed(rec)}")
     if not rec.status.finished:
         frac = analysis.run_progress(rec.log)
         if frac is None:
@@ -104,7 +107,7 @@ def status_line(rec) -> None:
     elif str(rec.status) == "succeeded":
         st.success(text, icon=":material/check_circle:")
     elif str(rec.status) == "failed":
-        st.error(f"{text}: {rec.error or 'no error message'}", icon=":material/error:")
+        st.error(f"{text}: {md(rec.error or 'no error message')}", icon=":material/error:")
     else:
         st.warning(text, icon=":material/cancel:")
 

@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import exports, services, state, views
+from dashboard.text import md
 from db.store import StoreError
 
 PUBLIC_URL_ENV = "PLANNER_PUBLIC_URL"  # the app's address as others reach it (behind a proxy), if not the browser's
@@ -31,16 +32,16 @@ def save_form(store, current) -> None:
             token = store.save_plan(current.config, current.plan, label=label, author=author,
                                     config_name=config_name or "untitled", settings=current.settings)
         except StoreError as e:
-            st.error(f"Not saved: {e}", icon=":material/error:")
+            st.error(f"Not saved: {md(e)}", icon=":material/error:")
             return
         state.mark_saved(token, label)
-        state.flash(f"Saved '{label}'.")
+        state.flash(f"Saved '{md(label)}'.")
         st.rerun()
 
 
 def share_box(current) -> None:
     url = link_for(current.token)
-    st.markdown(f"**Share link** of '{current.label}' (opens it read-only):")
+    st.markdown(f"**Share link** of '{md(current.label)}' (opens it read-only):")
     st.code(url, language=None)
     st.link_button("Open the share link", url, icon=":material/open_in_new:")
 
@@ -65,7 +66,7 @@ def bundles(store) -> None:
     with st.expander("Move a plan to another database (bundle)"):
         plans = store.list_plans()
         if plans:
-            token = st.selectbox("Plan", [p.token for p in plans], key="save_bundle_pick",
+            token = st.selectbox("Plan", [p.token for p in plans], key="save_bundle_pick",  # options: plain text
                                  format_func=lambda t: next(p.label or t for p in plans if p.token == t))
             st.download_button("Download bundle", lambda: json.dumps(store.export_bundle(token), indent=1),
                                f"plan-{token[:8]}.bundle.json", "application/json", key="save_bundle_export",
@@ -75,9 +76,9 @@ def bundles(store) -> None:
             try:
                 token = store.import_bundle(json.loads(upload.getvalue().decode("utf-8", errors="replace")))
             except (StoreError, ValueError) as e:
-                st.error(f"Not imported: {e}")
+                st.error(f"Not imported: {md(e)}")
             else:
-                st.success(f"Imported: {link_for(token)}")
+                st.success(f"Imported: {md(link_for(token))}")
 
 
 st.title("Save & share")

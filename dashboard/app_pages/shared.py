@@ -5,6 +5,7 @@ import streamlit as st
 from dashboard import calibration as calib
 from dashboard import services, state, views
 from dashboard.state import CurrentPlan
+from dashboard.text import md
 from db.store import StoreError
 
 
@@ -33,17 +34,17 @@ else:
 
 if record is None:
     st.title("Shared plan")
-    st.error(problem or f"No saved plan has the token '{token}' in this database: the link may be mistyped, or "
-             "the plan was saved in another database.", icon=":material/link_off:")
+    st.error(md(problem) if problem else f"No saved plan has the token '{md(token)}' in this database: the link "
+             "may be mistyped, or the plan was saved in another database.", icon=":material/link_off:")
     if st.button("Open the planning workspace", key="shared_leave"):
         leave()
     st.stop()
 
-st.title(record.label or "Shared plan")
-who = f" by {record.author}" if record.author else ""
-st.caption(f"Read-only · planned by {services.planner_label(record.planner)} · config "
-           f"'{record.config_name}' v{record.config_version} · {len(record.plan['plan'])} tables on "
-           f"{record.config['topology']['world_size']} ranks · saved {record.created_at:%Y-%m-%d %H:%M} UTC{who}")
+st.title(md(record.label) if record.label else "Shared plan")
+who = f" by {md(record.author)}" if record.author else ""
+st.caption(f"Read-only · planned by {md(services.planner_label(record.planner))} · config "
+           f"'{md(record.config_name)}' v{record.config_version} · {len(record.plan['plan'])} tables on "
+           f"{md(record.config['topology']['world_size'])} ranks · saved {record.created_at:%Y-%m-%d %H:%M} UTC{who}")
 views.calibrated_note(record.settings)
 if st.button("Open a copy in my workspace", key="shared_open", icon=":material/edit:",
              help="edit the tables, replan and save under a new link; this shared plan stays as it is"):

@@ -5,6 +5,7 @@ and bulk edits; each row's validation error is shown in its own `issue` column.
 import streamlit as st
 
 from dashboard import grid, state, table_tools, views
+from dashboard.text import md
 from engine.errors import human_bytes
 from engine.types import ComputeKernel, DataType, PoolingType, ShardingType
 
@@ -65,15 +66,15 @@ def current_rows() -> tuple[list[dict], list[str], list[dict], list[dict], list[
 def header(rows: list[dict], issues: list[str], outside: str | None) -> None:
     topo = state.topology()
     st.caption(f"{len(rows)} tables · {human_bytes(grid.weight_bytes(rows))} of weights · "
-               f"{topo.get('world_size', '?')} ranks ({topo.get('compute_device', 'cuda')})")
+               f"{md(topo.get('world_size', '?'))} ranks ({md(topo.get('compute_device', 'cuda'))})")
     bad = [(i, t) for i, t in enumerate(issues) if t]
     if bad:
-        first = "; ".join(f"{rows[i].get('name') or 'unnamed'} (row {i + 1}): {t}" for i, t in bad[:3])
+        first = "; ".join(f"{md(rows[i].get('name') or 'unnamed')} (row {i + 1}): {md(t)}" for i, t in bad[:3])
         more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
         st.error(f"{len(bad)} table(s) need fixing before planning: {first}{more}. See the issue column.",
                  icon=":material/error:")
     if outside:
-        st.warning(f"Topology: {outside} (fix it on the Topology page)", icon=":material/warning:")
+        st.warning(f"Topology: {md(outside)} (fix it on the Topology page)", icon=":material/warning:")
 
 
 def toolbar(rows: list[dict]) -> None:

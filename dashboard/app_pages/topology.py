@@ -9,6 +9,7 @@ import streamlit as st
 import engine
 from dashboard import calibration as calib
 from dashboard import presets, services, state, views
+from dashboard.text import md
 from engine.errors import human_bytes
 from engine.types import Device, Optimizer
 
@@ -74,7 +75,7 @@ def check(topo: dict) -> None:
     try:
         t = engine.parse_config(probe).topology
     except engine.ConfigError as e:
-        st.error(str(e), icon=":material/error:")
+        st.error(md(e), icon=":material/error:")
         return
     st.success(f"{t.num_hosts} host(s) x {t.local_world_size} rank(s), {t.compute_device.value}; usable per rank: "
                f"{human_bytes(t.usable_hbm_bytes)} HBM, {human_bytes(t.usable_ddr_bytes)} DDR.",
@@ -85,11 +86,11 @@ def use_calibration(topology: dict, cal: dict) -> None:
     try:
         calibrated = calib.calibrated_topology(topology, cal)
     except engine.ConfigError as e:
-        st.error(f"Cannot use this calibration: {e}", icon=":material/error:")
+        st.error(f"Cannot use this calibration: {md(e)}", icon=":material/error:")
         return
     state.set_topology(calibrated)
     state.set_calibration(cal)
-    state.flash(f"{calib.note(cal)}.")
+    state.flash(f"{md(calib.note(cal))}.")
     st.rerun()
 
 
@@ -97,10 +98,11 @@ def fitted(topology: dict, cal: dict, in_use: dict | None) -> None:
     """The fit beside the current bandwidths, and the button that puts it in the topology."""
     n, ids = cal["n_runs"], cal.get("run_ids") or []
     more = " ..." if len(ids) > 10 else ""
-    st.markdown(f"Fitted to **{n} succeeded validation run{'' if n == 1 else 's'}** on {calib.device_text(cal)}: "
-                f"**{calib.r2_text(cal)}** (runs {', '.join(map(str, ids[:10]))}{more}).")
+    st.markdown(f"Fitted to **{n} succeeded validation run{'' if n == 1 else 's'}** on "
+                f"{md(calib.device_text(cal))}: **{md(calib.r2_text(cal))}** (runs {md(', '.join(map(str, ids[:10])))}"
+                f"{more}).")
     for note in cal.get("notes") or []:
-        st.caption(f"Note: {note}")
+        st.caption(f"Note: {md(note)}")
     if not cal["patch"]:
         st.warning("These runs determine no bandwidth: nothing to use.", icon=":material/warning:")
         return
@@ -115,8 +117,8 @@ def fitted(topology: dict, cal: dict, in_use: dict | None) -> None:
 
 
 def no_runs(device: str, device_name: str) -> None:
-    which = f" whose device name contains '{device_name}'" if device_name else ""
-    st.info(f"No succeeded validation run on {device}{which} is recorded in this database, so there is nothing to "
+    which = f" whose device name contains '{md(device_name)}'" if device_name else ""
+    st.info(f"No succeeded validation run on {md(device)}{which} is recorded in this database, so there is nothing to "
             "fit yet. Record some: start a validation run of a saved plan on the Runs page, or run "
             "`python -m db validate CONFIG.json --plan PLAN.json` with DATABASE_URL pointing at this database.",
             icon=":material/info:")
@@ -129,7 +131,7 @@ def calibration_section(topology: dict) -> None:
     device = str(topology.get("compute_device") or "cuda")
     in_use = state.calibration()
     if in_use is not None:
-        st.success(f"In use: {calib.note(in_use)}.", icon=":material/tune:")
+        st.success(f"In use: {md(calib.note(in_use))}.", icon=":material/tune:")
     c1, c2, c3 = st.columns([3, 1, 1.4], vertical_alignment="bottom")
     device_name = c1.text_input("Only runs whose device name contains (optional)",
                                 key="topology_calibration_device_name", placeholder="e.g. H100", max_chars=100)
@@ -145,7 +147,7 @@ def calibration_section(topology: dict) -> None:
         st.rerun()
     result = services.calibration(device, device_name)
     if result.problem:
-        st.error(f"No calibration: {result.problem}", icon=":material/error:")
+        st.error(f"No calibration: {md(result.problem)}", icon=":material/error:")
     elif result.no_runs:
         no_runs(device, device_name.strip())
     else:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 
 from streamlit.testing.v1 import AppTest
+
+from dashboard.text import WORD_JOINER
 
 
 def goto(at: AppTest, page: str) -> AppTest:
@@ -13,9 +16,16 @@ def goto(at: AppTest, page: str) -> AppTest:
     return at
 
 
+def plain(markdown: str) -> str:
+    """What a person reads in markdown that went through dashboard.text.md: escapes and word joiners out."""
+    text = re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown.replace("  \n", "\n"))
+    return text.replace(WORD_JOINER, "")
+
+
 def shown(at: AppTest, kind: str) -> list[str]:
-    """Texts of every element of one kind (error, warning, success, info, caption, markdown, toast...)."""
-    return [str(e.value) for e in getattr(at, kind)]
+    """Texts of every element of one kind (error, warning, success, info, caption, markdown, toast...), as a
+    person reads them (user text in them is escaped: dashboard.text.md)."""
+    return [plain(str(e.value)) for e in getattr(at, kind)]
 
 
 def plotly_specs(at: AppTest) -> list[dict]:

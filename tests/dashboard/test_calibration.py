@@ -14,7 +14,7 @@ import engine
 from dashboard import presets
 from db import runsink
 from tests.dashboard.conftest import APP, RUN_TIMEOUT_S
-from tests.dashboard.helpers import goto, shown, workspace
+from tests.dashboard.helpers import goto, plain, shown, workspace
 
 HBM_BW, INTRA_BW = 4.0e8, 2.0e8  # bytes/ms the seeded runs measure (the tutorial assumes 897 and 600 GiB/s)
 ASSUMED_COMPUTE_BW, ASSUMED_COMMS_BW = 9.0e8, 6.0e8  # bytes/ms the runs' estimates assumed
@@ -66,7 +66,7 @@ def fit_table(app: AppTest):
 
 
 def sidebar_captions(app: AppTest) -> list[str]:
-    return [c.value for c in app.sidebar.caption]
+    return [plain(c.value) for c in app.sidebar.caption]
 
 
 def test_topology_page_shows_the_fit_beside_the_current_bandwidths(store, app):

@@ -49,7 +49,7 @@ def test_issues_name_row_and_column():
     rows[2]["min_partition"] = 0
     rows[3]["pooling"] = "max"
     issues, outside = grid.row_issues(rows, TOPO)
-    assert issues == ["", "dim: must be >= 1, got 0", "min partition: must be >= 1, got 0",
+    assert issues == ["", "dim: must be from 1 to 65,536, got 0", "min partition: must be from 1 to 65,536, got 0",
                       "pooling: unknown value 'max'; use one of: sum, mean, none"]
     assert outside is None
 

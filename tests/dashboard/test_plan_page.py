@@ -46,8 +46,8 @@ def test_replans_on_edit_and_shows_config_errors(app):
     goto(app, "tables")
     edit(app, "tables_grid", edited={0: {"dim": 0}})
     goto(app, "plan")
-    assert shown(app, "error") == ["The config has a problem: tables[0].embedding_dim: must be >= 1, got 0. Fix it on "
-                                   "Tables & constraints or Topology."]
+    assert shown(app, "error") == ["The config has a problem: tables[0].embedding_dim: must be from 1 to 65,536, "
+                                   "got 0. Fix it on Tables & constraints or Topology."]
     assert any("changed since this plan" in w for w in shown(app, "warning"))
 
 

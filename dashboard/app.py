@@ -14,7 +14,14 @@ import streamlit as st  # noqa: E402
 
 from dashboard import calibration as calib  # noqa: E402
 from dashboard import services, state  # noqa: E402
+from dashboard.text import code, md  # noqa: E402
 from db.store import StoreError  # noqa: E402
+
+# A file served by the app itself: a material-icon favicon is fetched from fonts.gstatic.com by the browser.
+FAVICON = Path(__file__).resolve().parent / "assets" / "favicon.png"
+# The menu's default "Get help" and "Report a bug" lead to streamlit.io; "About" says what this is.
+MENU_ITEMS = {"Get help": None, "Report a bug": None,
+              "About": "Sharding planner: plan, compare and measure TorchRec embedding-table sharding."}
 
 PAGES = {
     "Workspace": [
@@ -41,30 +48,30 @@ def sidebar(store) -> None:
     topo = cfg.get("topology") or {}
     with st.sidebar:
         st.markdown("**This session**")
-        st.caption(f"{len(cfg.get('tables') or [])} tables · {topo.get('world_size', '?')} ranks · "
-                   f"{topo.get('compute_device', 'cuda')}")
+        st.caption(f"{len(cfg.get('tables') or [])} tables · {md(topo.get('world_size', '?'))} ranks · "
+                   f"{md(topo.get('compute_device', 'cuda'))}")
         cal = state.calibration()
         if cal is not None:
-            st.caption(calib.note(cal))
+            st.caption(md(calib.note(cal)))
         p = state.plan()
         if p is None:
             st.caption("No plan yet")
         else:
             fresh = "" if p.matches(cfg) else " (config changed since)"
-            st.caption(f"Plan: slowest rank {p.plan['max_rank_cost_ms']:.4g} ms by {services.planner_label(p.planner)}"
-                       f"{fresh}")
+            st.caption(f"Plan: slowest rank {p.plan['max_rank_cost_ms']:.4g} ms by "
+                       f"{md(services.planner_label(p.planner))}{fresh}")
             if p.token:
-                st.caption(f"Saved as '{p.label or p.token[:8]}'")
+                st.caption(f"Saved as '{md(p.label or p.token[:8])}'")
         st.divider()
-        st.caption(f"Database: `{store.where}`")
+        st.caption(f"Database: {code(store.where)}")
 
 
 def main() -> None:
-    st.set_page_config(page_title="Sharding planner", page_icon=":material/grid_view:", layout="wide")
+    st.set_page_config(page_title="Sharding planner", page_icon=str(FAVICON), layout="wide", menu_items=MENU_ITEMS)
     try:
         store = services.store()
     except StoreError as e:
-        st.error(f"Cannot open the database: {e}", icon=":material/database:")
+        st.error(f"Cannot open the database: {md(e)}", icon=":material/database:")
         st.stop()
     st.html(COMPACT_CSS)
     if "plan" in st.query_params:

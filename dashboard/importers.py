@@ -230,6 +230,27 @@ def read(fmt: str, data: str | bytes) -> Imported:
     if not text.strip():
         raise ImportFormatError("nothing to import: paste text or choose a file")
     try:
-        return IMPORTERS[fmt](text)
+        got = IMPORTERS[fmt](text)
     except (RecursionError, MemoryError):
         raise ImportFormatError("the input is nested too deeply or too large to read") from None
+    _no_surrogates([got.tables, got.constraints, got.topology])
+    return got
+
+
+def _no_surrogates(data: Any) -> None:
+    """Refuse strings that are not Unicode text (a lone surrogate written as an escape, \\ud800): no page could
+    show or store them."""
+    stack = [data]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+        elif isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ImportFormatError(f"{shown(v)} holds an unpaired surrogate (an escape such as \\ud800); "
+                                        "write the character itself") from None

@@ -23,7 +23,7 @@ MAX_STR_CHARS = 10_000
 MAX_LIST_ITEMS = 100_000
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 _FORMAT_SPEC = re.compile(r"^(.?[<>=^])?[+\- ]?z?#?0?\d{0,3}[,_]?(\.\d{1,3})?[bcdeEfFgGnosxX%]?$")
-_COMPS = (ast.ListComp, ast.GeneratorExp)
+_COMPS = (ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp)
 _OPS: dict[type, Callable[[Any, Any], Any]] = {
     ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b}
 

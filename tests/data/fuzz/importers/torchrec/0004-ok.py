@@ -1,0 +1,1 @@
+[[EmbeddingBagConfig(name=f't_{i}_{j}', num_embeddings=1, embedding_dim=1) for j in range(3)] for i in range(4)]

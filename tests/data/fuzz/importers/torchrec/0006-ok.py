@@ -1,0 +1,4 @@
+class A:
+    EmbeddingBagConfig(name='t', num_embeddings=1, embedding_dim=1)
+
+x = A()

@@ -1,0 +1,2 @@
+# a form feed
+EmbeddingBagConfig(name='t', num_embeddings=1, embedding_dim=1)

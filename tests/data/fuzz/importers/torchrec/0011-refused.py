@@ -1,0 +1,1 @@
+EmbeddingBagConfig(name='t', num_embeddings=(9**9)**9**9, embedding_dim=1)

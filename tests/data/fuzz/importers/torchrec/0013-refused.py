@@ -1,0 +1,1 @@
+EmbeddingBagConfig(name='t', num_embeddings=2**64, embedding_dim=1)

@@ -1,0 +1,1 @@
+EmbeddingBagConfig(name='t', num_embeddings=99999999999999999999, embedding_dim=1)

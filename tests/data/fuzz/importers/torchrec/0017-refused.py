@@ -1,0 +1,1 @@
+EmbeddingBagConfig(name='t', num_embeddings=1e308*10, embedding_dim=1)

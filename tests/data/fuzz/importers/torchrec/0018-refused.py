@@ -1,0 +1,1 @@
+EmbeddingBagConfig(name='t', num_embeddings=(-8)**0.5, embedding_dim=1)

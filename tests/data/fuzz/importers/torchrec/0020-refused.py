@@ -1,0 +1,1 @@
+EmbeddingBagConfig(name='t', num_embeddings=1//0, embedding_dim=1)

@@ -1,0 +1,1 @@
+EmbeddingBagConfig(name='t', num_embeddings=None, embedding_dim=1)

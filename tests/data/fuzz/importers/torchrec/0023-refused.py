@@ -1,0 +1,1 @@
+EmbeddingBagConfig(name='t', num_embeddings=True, embedding_dim=1)

@@ -1,0 +1,1 @@
+EmbeddingBagConfig(name='t', num_embeddings=-'x', embedding_dim=1)

@@ -1,0 +1,1 @@
+EmbeddingBagConfig(name='t', num_embeddings=x := 5, embedding_dim=1)

@@ -1,0 +1,1 @@
+EmbeddingBagConfig(name=open('/etc/passwd').read(), num_embeddings=1, embedding_dim=1)

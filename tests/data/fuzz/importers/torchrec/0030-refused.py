@@ -1,0 +1,1 @@
+EmbeddingBagConfig(name=__import__('os').getcwd(), num_embeddings=1, embedding_dim=1)

@@ -1,0 +1,1 @@
+EmbeddingBagConfig(name=exec('import os'), num_embeddings=1, embedding_dim=1)

@@ -1,0 +1,1 @@
+EmbeddingBagConfig(name=eval('1'), num_embeddings=1, embedding_dim=1)

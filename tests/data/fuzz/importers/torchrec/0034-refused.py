@@ -1,0 +1,1 @@
+EmbeddingBagConfig(name=getattr(str, 'upper')('t'), num_embeddings=1, embedding_dim=1)

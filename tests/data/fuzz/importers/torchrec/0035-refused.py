@@ -1,0 +1,1 @@
+EmbeddingBagConfig(name=().__class__.__name__, num_embeddings=1, embedding_dim=1)

@@ -1,0 +1,1 @@
+EmbeddingBagConfig(name='%s' % 't', num_embeddings=1, embedding_dim=1)

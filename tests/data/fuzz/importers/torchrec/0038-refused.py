@@ -1,0 +1,1 @@
+EmbeddingBagConfig(name='t' * 3, num_embeddings=1, embedding_dim=1)

@@ -1,0 +1,1 @@
+EmbeddingBagConfig(name='a\x00b', num_embeddings=1, embedding_dim=1)

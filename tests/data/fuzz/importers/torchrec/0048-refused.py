@@ -1,0 +1,1 @@
+EmbeddingBagConfig(name=f'{1:{9}}', num_embeddings=1, embedding_dim=1)

@@ -1,0 +1,1 @@
+EmbeddingBagConfig('t', 1, 1)

@@ -1,0 +1,2 @@
+args = dict(name='t')
+EmbeddingBagConfig(**args, num_embeddings=1, embedding_dim=1)

@@ -1,0 +1,1 @@
+[EmbeddingBagConfig(name=str(i), num_embeddings=1, embedding_dim=1) for i in range(10**9)]

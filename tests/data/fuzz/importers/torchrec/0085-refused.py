@@ -1,0 +1,2 @@
+# café
+EmbeddingBagConfig(name='t', num_embeddings=1, embedding_dim=1)

@@ -17,6 +17,8 @@ from engine.config import CONSTRAINT_FIELDS, TABLE_FIELDS
 from engine.errors import one_line as escaped
 
 MAX_PROBLEMS_PER_TABLE = 12
+MAX_PROBLEMS = 500  # listed for one import; past them the check stops (a hostile file could hold millions)
+STOPPED = f"... the check stopped after {MAX_PROBLEMS} problems: fix these and import again"
 UNEXPECTED = "the importer could not read this input"
 FORMAT_NAMES = {"json": "JSON", "csv": "CSV", "torchrec": "TorchRec snippet"}
 _TABLE_FIELD = re.compile(r"^tables\[(\d+)\](?:\.(\w+))?")
@@ -49,6 +51,9 @@ def _refused(problems: list[str]) -> Outcome:
     lines = tuple(one_line(p) for p in problems)
     if len(lines) == 1:
         return Outcome(None, f"Cannot import: {lines[0]} (nothing was changed)", lines)
+    if len(lines) > MAX_PROBLEMS:
+        lines = (*lines[:MAX_PROBLEMS], STOPPED)
+        return Outcome(None, f"Cannot import (more than {MAX_PROBLEMS} problems); nothing was changed:", lines)
     return Outcome(None, f"Cannot import ({len(lines):,} problems); nothing was changed:", lines)
 
 
@@ -61,7 +66,7 @@ def _key_of(rest: str, d: dict) -> Optional[str]:
     written = {escaped(k): k for k in d if isinstance(k, str)}
     if rest in written:
         return written[rest]
-    fits = [w for w in written if rest.startswith(w + "[") or rest.startswith(w + ".")]
+    fits = [w for w in written if rest.startswith((w + "[", w + "."))]
     return written[max(fits, key=len)] if fits else None
 
 
@@ -208,6 +213,8 @@ def _problems(got: importers.Imported, existing: list[dict], topology: Optional[
         cons = got.constraints.get(name) if name is not None and name not in named else None  # a name's first table
         named.add(name)
         problems += _table_problems(t, cons, _where(offset + i, t))
+        if len(problems) > MAX_PROBLEMS:
+            break
     problems += _clashes(got.tables, existing, offset)
     problems.sort(key=_row_of)  # stable: each row's problems together, in the engine's order
     problems += _orphans(got)

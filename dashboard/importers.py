@@ -66,7 +66,7 @@ def decode(data: str | bytes) -> str:
         data.encode("utf-8")
     except UnicodeEncodeError as e:
         raise ImportFormatError(f"the text holds an unpaired surrogate at character {e.start}") from None
-    return data[1:] if data.startswith("\ufeff") else data
+    return data.removeprefix("\ufeff")
 
 
 # ---- JSON ---------------------------------------------------------------------------------------

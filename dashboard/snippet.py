@@ -8,7 +8,8 @@ from __future__ import annotations
 import ast
 import math
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 CONFIG_CALLS = ("EmbeddingBagConfig", "EmbeddingConfig")
 TABLE_KEYS = ("name", "num_embeddings", "embedding_dim", "feature_names", "pooling", "data_type")

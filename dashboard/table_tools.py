@@ -19,7 +19,6 @@ IMPORT_HELP = {
     "torchrec": "Paste Python with EmbeddingBagConfig(...) calls (list comprehensions over range() are fine). "
                 "It is read, never run.",
 }
-MAX_PROBLEMS_SHOWN = 200  # of a refused import's problems; the first line gives the count
 BULK_COLUMNS = ("dim", "rows", "pooling", "data_type", "pooling_factor", "sharding_types", "compute_kernels",
                 "min_partition", "cache_load_factor")
 
@@ -64,9 +63,7 @@ def _import_data(fmt: str) -> str | bytes:
 def refusal_markdown(outcome: import_apply.Outcome) -> str:
     """A refused import as one message: its first line, then one line per problem, the input's names and
     values shown literally (dashboard.text.md)."""
-    lines = [outcome.message, *(outcome.problems[:MAX_PROBLEMS_SHOWN] if len(outcome.problems) > 1 else ())]
-    if len(outcome.problems) > MAX_PROBLEMS_SHOWN:
-        lines.append(f"... and {len(outcome.problems) - MAX_PROBLEMS_SHOWN:,} more")
+    lines = [outcome.message, *(outcome.problems if len(outcome.problems) > 1 else ())]
     return md("\n".join(lines))
 
 

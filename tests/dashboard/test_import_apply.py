@@ -37,8 +37,8 @@ def test_one_wrong_type_refuses_the_whole_import_and_lists_every_problem():
     assert out.config is None and out.message == "Cannot import (8 problems); nothing was changed:"
     assert list(out.problems) == [
         "row 2 ('large_table_1'): dim: must be an integer, got a string",
-        "row 3 ('small_table_0'): 'colour': unknown field; known fields: sharding_types, compute_kernels, "
-        "min_partition, pooling_factors, num_poolings, batch_sizes, is_weighted, cache_load_factor",
+        ("row 3 ('small_table_0'): 'colour': unknown field; known fields: sharding_types, compute_kernels, "
+         "min_partition, pooling_factors, num_poolings, batch_sizes, is_weighted, cache_load_factor"),
         "row 3 ('small_table_0'): min partition: must be from 1 to 65,536, got 0",
         "row 4 ('small_table_1'): rows: must be from 1 to 1,099,511,627,776, got 0",
         "row 4 ('small_table_1'): pooling: unknown value 'max'; use one of: sum, mean, none",
@@ -118,3 +118,14 @@ def test_every_failure_is_one_message(fmt, data):
     out = _run(fmt, data)
     assert out.config is None and len(out.problems) == 1 and out.message.startswith("Cannot import: ")
     assert out.message.endswith("(nothing was changed)")
+
+
+def test_a_file_with_endless_problems_lists_the_first_ones_and_says_it_stopped():
+    bad = [{"name": f"t{i}", "num_embeddings": "a", "embedding_dim": -1, "colour": 1} for i in range(10_000)]
+    out = _run("json", json.dumps(bad))
+    assert out.message == f"Cannot import (more than {import_apply.MAX_PROBLEMS} problems); nothing was changed:"
+    assert len(out.problems) == import_apply.MAX_PROBLEMS + 1 and out.problems[-1] == import_apply.STOPPED
+    assert out.problems[:3] == (("row 1 ('t0'): 'colour': unknown field; known fields: name, num_embeddings, "
+                                 "embedding_dim, feature_names, pooling, data_type"),
+                                "row 1 ('t0'): rows: must be an integer, got a string",
+                                "row 1 ('t0'): dim: must be from 1 to 65,536, got -1")

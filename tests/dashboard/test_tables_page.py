@@ -97,9 +97,26 @@ def test_bad_import_says_why_and_changes_nothing(app):
     before = json.dumps(workspace(app))
     _import(app, "torchrec", "EmbeddingBagConfig(name=input(), num_embeddings=1, embedding_dim=1)")
     assert shown(app, "error") == [
-        "Cannot import: line 1: cannot read Call (only literals are understood; nothing is run) "
-        "(nothing was changed)"]
+        ("Cannot import: line 1: cannot read Call (only literals are understood; nothing is run) "
+         "(nothing was changed)")]
     assert json.dumps(workspace(app)) == before
+
+
+def test_an_import_with_wrong_values_lists_every_problem_and_keeps_the_workspace(app):
+    edit(app, "tables_grid", edited={0: {"dim": 32}})
+    before = json.dumps(workspace(app))
+    whole = tutorial()
+    whole["tables"][1].update(name="**b** [x](http://e.org) $x$ :red[y]", embedding_dim="64")
+    whole["tables"][3]["num_embeddings"] = -5
+    whole["topology"]["world_size"] = 3
+    _import(app, "json", json.dumps(whole))
+    assert shown(app, "error") == [("Cannot import (3 problems); nothing was changed:\n"
+                                    "row 2 ('**b** [x](http://e.org) $x$ :red[y]'): dim: must be an integer, got a "
+                                    "string\n"
+                                    "row 4 ('small_table_1'): rows: must be from 1 to 1,099,511,627,776, got -5\n"
+                                    "topology.local_world_size: must divide world_size (3) evenly, got 2")]
+    assert json.dumps(workspace(app)) == before
+    assert not app.get("toast")
 
 
 def test_bulk_edit_and_bulk_delete(app):

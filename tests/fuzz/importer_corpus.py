@@ -1,11 +1,6 @@
-"""The hostile JSON, CSV and TorchRec-snippet inputs the importer fuzz test feeds to the Tables page's Import
-tool: every field set to values the engine refuses, broken structure and encodings, numbers past every bound,
-code that tries to run, nesting and work without end, and valid inputs with hostile names.
-
-Each case is named `<n>-<expect>.<ext>` under tests/data/fuzz/importers/<format>/; expect is `ok` (imported
-over the tutorial's workspace), `refused`, or `any`. `python -m tests.fuzz.importer_corpus` rewrites the
-committed corpus (deterministic); inputs too large to commit (`large_cases`) are made when the test runs.
-"""
+"""Hostile JSON, CSV and TorchRec-snippet inputs for tests/fuzz/test_fuzz_importers.py, named
+`<format>/<n>-<ok|refused|any>.<ext>` (ok: imported over the tutorial's workspace). `python -m
+tests.fuzz.importer_corpus` rewrites tests/data/fuzz/importers (deterministic); `large_cases` are made at test time."""
 
 from __future__ import annotations
 
@@ -15,11 +10,12 @@ import io
 import json
 import random
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from tests.factories import ROOT, tutorial
 from tests.dashboard.test_importers import TUTORIAL_SNIPPET
+from tests.factories import ROOT, tutorial
 
 CORPUS = ROOT / "tests" / "data" / "fuzz" / "importers"
 EXTENSIONS = {"json": "json", "csv": "csv", "torchrec": "py"}
@@ -126,7 +122,8 @@ def json_cases(rng: random.Random) -> Iterator[tuple[str, bytes]]:
         yield "any", _json(_set(base, rng.choice(leaves), rng.choice(pool)))
 
 
-CSV_HEAD = "name,rows,dim,features,pooling,data_type,pooling_factor,sharding_types,kernels,min_partition,cache_load_factor"
+CSV_HEAD = ("name,rows,dim,features,pooling,data_type,pooling_factor,sharding_types,kernels,min_partition,"
+            "cache_load_factor")
 CSV_ROW = ["t0", "1000", "16", "f0", "sum", "fp32", "2.5", "row_wise|table_wise", "fused", "4", "0.5"]
 CSV_BAD_NUMBERS = ["1e999", "-1e999", "nan", "NaN", "inf", "-inf", "Infinity", "99999999999999999999999", "1e30",
                    "0x10", "abc", "--1", "1 2", "1" + "0" * 45, "-0", "0", "9223372036854775808"]
@@ -162,7 +159,8 @@ def csv_cases(rng: random.Random) -> Iterator[tuple[str, bytes]]:
                   b"name,rows,dim\r\ra,1,1\r", b"name;rows;dim\na;1;1\n", b"\xff\xfen\x00a\x00m\x00e\x00",
                   b"name,rows,dim\ncaf\xe9,1,1\n", b"name,rows,dim\na,1,1\n" + b"b," * 2000 + b"\n",
                   ("name,rows,dim\n" + "".join(f"t{i},1,1\n" for i in range(3000))).encode(),
-                  ("," * 5000 + "\n").encode(), ("name," * 3000 + "\n").encode(), b"\t\t\n name , rows , dim \n a,1,1\n"]
+                  ("," * 5000 + "\n").encode(), ("name," * 3000 + "\n").encode(),
+                  b"\t\t\n name , rows , dim \n a,1,1\n"]
     for blob in structural:
         yield "any", blob
     for _ in range(30):
@@ -205,11 +203,11 @@ SNIPPET_BAD = [
 ]
 SNIPPET_OK = [
     TUTORIAL_SNIPPET, TUTORIAL_SNIPPET.replace("\n", "\r\n"), "\ufeff" + TUTORIAL_SNIPPET,
-    "from torchrec import EmbeddingBagConfig, DataType, PoolingType\n"
-    "rows: int = 10**6\nnames = ['a', 'b']\n"
-    "tables = [EmbeddingBagConfig(name=f't_{n}_{i:03d}', num_embeddings=rows // (i + 1), embedding_dim=8 * 2,\n"
-    "                             feature_names=[f'f_{n}'], data_type=DataType.FP16, pooling=PoolingType.MEAN,\n"
-    "                             weight_init_max=0.1) for i, n in enumerate(names)]\n",
+    ("from torchrec import EmbeddingBagConfig, DataType, PoolingType\n"
+     "rows: int = 10**6\nnames = ['a', 'b']\n"
+     "tables = [EmbeddingBagConfig(name=f't_{n}_{i:03d}', num_embeddings=rows // (i + 1), embedding_dim=8 * 2,\n"
+     "                             feature_names=[f'f_{n}'], data_type=DataType.FP16, pooling=PoolingType.MEAN,\n"
+     "                             weight_init_max=0.1) for i, n in enumerate(names)]\n"),
     "[[" + _table(name="f't_{i}_{j}'") + " for j in range(3)] for i in range(4)]",
     "\n".join(_table(name=repr(f"{n[:240]}_{i}"), rows="2**20", dim="64") for i, n in enumerate(HOSTILE_NAMES)
               if "," not in n),
@@ -227,7 +225,8 @@ def snippet_cases(rng: random.Random) -> Iterator[tuple[str, bytes]]:
     yield "refused", b"x = '\xff'\n" + _table().encode()
     yield "refused", "# caf\u00e9\n".encode("latin-1") + _table().encode()
     tokens = ["**", "(", ")", "[", "]", "0", "10**100", "'", '"', "\\", "\n", "\x00", "lambda", "import", ",",
-              "=", "for", "in", "range(10**9)", "\u2028", "\t", "-", "1e999", "f'{", "}'", "str(", "x", "EmbeddingBagConfig("]
+              "=", "for", "in", "range(10**9)", "\u2028", "\t", "-", "1e999", "f'{", "}'", "str(", "x",
+              "EmbeddingBagConfig("]
     for _ in range(40):
         text = list(TUTORIAL_SNIPPET)
         for _ in range(rng.randint(1, 4)):

@@ -4,90 +4,27 @@ the share link in a fresh browser context; use a calibration and see it survive 
 
 from __future__ import annotations
 
-import os
 import re
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 
 from dashboard.presets import GBPS_TO_BYTES_PER_MS
 from db.store import Store
 from tests.dashboard.test_calibration import HBM_BW, INTRA_BW, NOTE, seed_runs
+from tests.e2e.conftest import need_browser, serving
 
-ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 VIEWPORT = {"width": 1280, "height": 800}
-START_TIMEOUT_S = 60
 UI_TIMEOUT_MS = 60_000
 
 pytestmark = pytest.mark.timeout(300)
 
 
-def _need_chromium() -> None:
-    if CHROMIUM.exists():
-        return
-    message = f"{CHROMIUM} is missing: apt-get install chromium (scripts/install.sh --dev does)"
-    if os.environ.get("CI") == "true":
-        pytest.fail(message)
-    pytest.skip(message)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextmanager
-def _serving(tmp_path: Path, db_url: str):
-    """The app under `streamlit run` on a free port with DATABASE_URL=db_url; yields its url."""
-    port = _free_port()
-    env = {**os.environ, "DATABASE_URL": db_url, "PLANNER_DATA_DIR": str(tmp_path)}
-    log_path = tmp_path / "server.log"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "dashboard/app.py", "--server.headless", "true",
-             "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
-             "--server.fileWatcherType", "none"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            url = f"http://127.0.0.1:{port}"
-            _wait_healthy(proc, url, log_path)
-            yield url
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-
-
-def _wait_healthy(proc: subprocess.Popen, url: str, log_path: Path) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                return
-        except OSError:
-            time.sleep(0.2)
-    if proc.poll() is not None:
-        pytest.fail(f"streamlit exited: {log_path.read_text()[-2000:]}")
-    pytest.fail(f"streamlit did not start in {START_TIMEOUT_S} s: {log_path.read_text()[-2000:]}")
-
-
 @pytest.fixture
 def server(tmp_path):
     """The app on a fresh SQLite database; yields (url, db url)."""
-    _need_chromium()
+    need_browser()
     db_url = f"sqlite:///{tmp_path / 'planner.db'}"
-    with _serving(tmp_path, db_url) as url:
+    with serving(tmp_path, db_url) as url:
         yield url, db_url
 
 
@@ -95,7 +32,7 @@ def server(tmp_path):
 def calibrated_server(tmp_path):
     """The app on a SQLite database seeded, before it starts, with a saved plan and three succeeded validation
     runs on cuda (tests/dashboard/test_calibration.py's runs: they fit HBM_BW and INTRA_BW exactly)."""
-    _need_chromium()
+    need_browser()
     db_url = f"sqlite:///{tmp_path / 'planner.db'}"
     store = Store(db_url)
     try:
@@ -103,19 +40,8 @@ def calibrated_server(tmp_path):
         seed_runs(store)
     finally:
         store.close()
-    with _serving(tmp_path, db_url) as url:
+    with serving(tmp_path, db_url) as url:
         yield url
-
-
-@pytest.fixture
-def browser():
-    _need_chromium()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 def _load_preset(page, label: str) -> None:

@@ -1,5 +1,5 @@
 """Hostile user text and an offline browser, in a real Chromium: a table, a plan label, an author, a config name,
-a planner note and a run's error that look like markdown and HTML show as typed on every page that names them,
+a planner note, a run's error and a device filter that look like markdown and HTML show as typed on every page,
 make no link, image or dialog, and a forged `?plan=` token is echoed as typed; every request the browser makes
 in the whole session goes to the app's own address (no fonts, icons, usage statistics or scripts from another
 host: on most training clusters there is no internet)."""
@@ -125,6 +125,13 @@ def test_hostile_text_shows_as_typed_and_nothing_leaves_the_origin(hostile_serve
         page.wait_for_function("t => document.documentElement.textContent.includes(t)", arg=EVIL)  # the grid's cells
         s.check("tables", selector="body")
         s.check("sidebar", texts=(f"Saved as '{EVIL}'",), selector=SIDEBAR)
+
+        s.nav("Topology")
+        box = page.get_by_label("Only runs whose device name contains (optional)")
+        box.fill(EVIL)
+        box.press("Enter")
+        page.locator('[data-testid="stAlertContentInfo"]').filter(has_text="whose device name contains").wait_for()
+        s.check("topology", texts=(f"on cuda whose device name contains '{EVIL}' is recorded",))
 
         s.nav("Plan")
         _wait_for_plan_view(page)

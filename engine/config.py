@@ -15,6 +15,7 @@ from typing import Any, Callable, Optional, TypeVar
 from engine import constants as C
 from engine import limits as L
 from engine.errors import ConfigError, human_bytes
+from engine.estimate import table_load
 from engine.jsonsafe import JsonError, loads
 from engine.types import (
     ComputeKernel,
@@ -92,7 +93,10 @@ def _int(v: Any, path: str, minimum: int = 1, maximum: int | None = None) -> int
 
 
 def _float(v: Any, path: str, lo: float = 0.0, hi: float = math.inf, lo_open: bool = False) -> float:
-    rng = f"{'>' if lo_open else '>='} {lo:g}" + (f" and <= {hi:g}" if hi != math.inf else "")
+    if hi == math.inf:
+        rng = f"{'>' if lo_open else '>='} {lo:g}"
+    else:
+        rng = f"above {lo:g} and at most {hi:g}" if lo_open else f"from {lo:g} to {hi:g}"
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise ConfigError(path, f"must be a number, got {_type_name(v)}")
     if isinstance(v, int) and abs(v) > 10**300:
@@ -115,9 +119,9 @@ def _name(v: Any, path: str) -> str:
     v = _str(v, path)
     if len(v) > L.MAX_NAME_CHARS:
         raise ConfigError(path, f"is {len(v):,} characters long; at most {L.MAX_NAME_CHARS} are allowed")
-    bad = next((c for c in v if ord(c) < 32 or 127 <= ord(c) < 160 or c in "\u2028\u2029"), None)
+    bad = next((c for c in v if not c.isprintable()), None)  # control, separator and surrogate characters
     if bad is not None:
-        raise ConfigError(path, f"contains the control character {bad!r}; names are one line of text")
+        raise ConfigError(path, f"contains the character {bad!r}; names are one line of printable text")
     return v
 
 
@@ -247,8 +251,31 @@ def _topology(raw: Any) -> Topology:
     )
 
 
+def _check_load(tables: tuple[TableConfig, ...], constraints: dict[str, Constraints], topology: Topology) -> None:
+    """Ids and pooled outputs of one step within bounds, so that every byte count stays an exact int64."""
+    ids_total = outputs_total = 0.0
+    for t in tables:
+        load = table_load(t, constraints.get(t.name) or Constraints(), topology)
+        ids = load.batch_inputs * topology.world_size
+        outputs = load.batch_outputs * topology.world_size * t.embedding_dim
+        ids_total += ids
+        outputs_total += outputs
+        if ids > L.MAX_TABLE_IDS_PER_STEP or outputs > L.MAX_TABLE_OUTPUTS_PER_STEP:
+            field = f"constraints.{t.name}.pooling_factors" if t.name in constraints else "topology.batch_size"
+            raise ConfigError(field, f"table {t.name!r} looks up {ids:.3g} ids ({outputs:.3g} output values) per "
+                              f"step over {topology.world_size} ranks; at most {L.MAX_TABLE_IDS_PER_STEP:.3g} "
+                              f"({L.MAX_TABLE_OUTPUTS_PER_STEP:.3g}) are planned: lower the batch sizes, pooling "
+                              "factors or num_poolings")
+    if ids_total > L.MAX_IDS_PER_STEP or outputs_total > L.MAX_OUTPUTS_PER_STEP:
+        raise ConfigError("topology.batch_size", f"the tables look up {ids_total:.3g} ids ({outputs_total:.3g} "
+                          f"output values) per step together; at most {L.MAX_IDS_PER_STEP:.3g} "
+                          f"({L.MAX_OUTPUTS_PER_STEP:.3g}) are planned: lower the batch size or pooling factors")
+
+
 def parse_config(data: Any) -> Config:
     """A config from already-decoded JSON (a dict). Raises ConfigError naming the first bad field."""
+    if not isinstance(data, dict):
+        raise ConfigError("config", f"must be an object with tables, constraints and topology, got {_type_name(data)}")
     d = _object(data, "", TOP_FIELDS)
     if "tables" not in d:
         raise ConfigError("tables", "is required: a list of tables, each with name, num_embeddings, embedding_dim")
@@ -286,6 +313,7 @@ def parse_config(data: Any) -> Config:
             raise ConfigError(f"constraints.{name}", f"no table named {name!r} (tables: {known})")
         constraints[name] = _constraint(c, f"constraints.{name}", by_name[name])
     topology = _topology(d["topology"])
+    _check_load(tables, constraints, topology)
     if len(tables) * topology.world_size > L.MAX_TABLE_RANK_PAIRS:
         raise ConfigError("topology.world_size", f"{len(tables):,} tables on {topology.world_size:,} ranks are "
                           f"{len(tables) * topology.world_size:,} table-rank pairs; at most "

@@ -17,22 +17,26 @@ MAX_NUMBER_CHARS = 40  # digits of an int64 plus sign and exponent with room; lo
 class JsonError(ValueError):
     """JSON that cannot be read within the bounds; the message is one line saying where and why."""
 
+    def __init__(self, message: str, token: str = ""):
+        super().__init__(message)
+        self.token = token  # the text at fault, to find its line and column
+
 
 def _number(kind: str, convert: type):
     def parse(text: str) -> Any:
         if len(text) > MAX_NUMBER_CHARS:
             raise JsonError(f"a number of {len(text)} characters ({text[:12]}...); at most "
-                            f"{MAX_NUMBER_CHARS} are read")
+                            f"{MAX_NUMBER_CHARS} are read", text)
         value = convert(text)
         if kind == "float" and value in (float("inf"), float("-inf")):
-            raise JsonError(f"the number {text} is too large to be a finite double")
+            raise JsonError(f"the number {text} is too large to be a finite double", text)
         return value
 
     return parse
 
 
 def _constant(name: str) -> Any:
-    raise JsonError(f"{name} is not a JSON number; write a finite value")
+    raise JsonError(f"{name} is not a JSON number; write a finite value", name)
 
 
 def _depth_ok(data: Any) -> bool:
@@ -45,6 +49,14 @@ def _depth_ok(data: Any) -> bool:
                 return False
             stack.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
     return True
+
+
+def _where(text: str, token: str) -> str:
+    at = text.find(token) if token else -1
+    if at < 0:
+        return ""
+    line = text.count("\n", 0, at) + 1
+    return f"line {line}, column {at - (text.rfind(chr(10), 0, at) + 1) + 1}: "
 
 
 def loads(text: str | bytes, source: str = "input") -> Any:
@@ -62,7 +74,7 @@ def loads(text: str | bytes, source: str = "input") -> Any:
     except RecursionError:
         raise JsonError(f"{source} nests objects or lists more than {MAX_DEPTH} deep") from None
     except JsonError as e:
-        raise JsonError(f"{source}: {e}") from None
+        raise JsonError(f"{source} is not valid JSON ({_where(text, e.token)}{e})") from None
     if not _depth_ok(data):
         raise JsonError(f"{source} nests objects or lists more than {MAX_DEPTH} deep")
     return data

@@ -44,7 +44,7 @@ CASES = [
      "must be a non-empty list"),
     (("constraints", "no_such_table"), {}, "constraints.no_such_table", "no table named 'no_such_table'"),
     (("constraints", "large_table_0", "cache_load_factor"), 1.5, "constraints.large_table_0.cache_load_factor",
-     "<= 1"),
+     "at most 1"),
     (("constraints", "large_table_0", "pooling_factors"), [1.0, 2.0], "constraints.large_table_0.pooling_factors",
      "has 2 values but the table has 1 features"),
     (("constraints", "large_table_0", "min_partition"), True, "constraints.large_table_0.min_partition",
@@ -54,7 +54,7 @@ CASES = [
     (("topology", "local_world_size"), 3, "topology.local_world_size", "must divide world_size (2)"),
     (("topology", "compute_device"), "tpu", "topology.compute_device", "use one of: cuda, cpu"),
     (("topology", "hbm_cap"), "32GB", "topology.hbm_cap", "must be an integer"),
-    (("topology", "inter_host_bw"), 0, "topology.inter_host_bw", "must be >= 1000 and <= 1e+12"),
+    (("topology", "inter_host_bw"), 0, "topology.inter_host_bw", "must be from 1000 to 1e+12"),
     (("topology", "gpus"), 8, "topology.gpus", "unknown field"),
     (("extra",), 1, "extra", "unknown field; known fields: tables, constraints, topology"),
 ]
@@ -106,3 +106,34 @@ def test_integral_floats_are_accepted_for_sizes():
     raw = tutorial()
     raw["topology"]["hbm_cap"] = 3.4359738368e10
     assert parse_config(raw).topology.hbm_cap == 34359738368
+
+
+def test_readme_documents_every_field_and_its_range():
+    """README's config tables have a row, with a range column, for every field the reader knows."""
+    from engine.config import CONSTRAINT_FIELDS, TABLE_FIELDS, TOPOLOGY_FIELDS
+    from tests.factories import ROOT
+
+    rows = [line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| `")]
+    for field in (*TABLE_FIELDS, *CONSTRAINT_FIELDS, *TOPOLOGY_FIELDS):
+        row = next((r for r in rows if f"`{field}`" in r.split("|")[1]), None)
+        assert row is not None, f"README has no row for {field}"
+        assert len(row.split("|")) == 6, f"README's row for {field} has no range column: {row}"
+
+
+@pytest.mark.parametrize("where,value,field", [
+    (("tables", 0, "num_embeddings"), 2**62, "tables[0].num_embeddings"),
+    (("tables", 0, "num_embeddings"), 1e308, "tables[0].num_embeddings"),
+    (("tables", 0, "embedding_dim"), 10**15, "tables[0].embedding_dim"),
+    (("topology", "world_size"), 10**15, "topology.world_size"),
+    (("topology", "batch_size"), 1e30, "topology.batch_size"),
+    (("topology", "ddr_mem_bw"), 1e-300, "topology.ddr_mem_bw"),
+    (("topology", "hbm_cap"), 2**63, "topology.hbm_cap"),
+    (("constraints", "large_table_0", "pooling_factors"), [1e308], "constraints.large_table_0.pooling_factors[0]"),
+    (("tables", 0, "name"), "a\nb", "tables[0].name"),
+    (("tables", 0, "name"), "x" * 257, "tables[0].name"),
+])
+def test_numbers_and_names_outside_their_range_name_field_and_range(where, value, field):
+    with pytest.raises(ConfigError) as e:
+        parse_config(broken((where, value)))
+    assert e.value.field == field and "\n" not in str(e.value)
+    assert "from" in str(e.value) or "at most" in str(e.value) or "printable" in str(e.value)

@@ -1,7 +1,7 @@
 """`python -m db`: init, save, list, show, export, import on the database DATABASE_URL names; validate,
 import-results and calibrate (validation runs recorded there) are in db.runs_cli.
 
-Errors print one line, `error: ...`, and exit with code 1 (2 for a malformed command line); never a traceback.
+Errors print one line, `error: ...`, and exit with code 2, as the engine's commands do; never a traceback.
 The run commands keep the engine's codes: 2 for bad input, 1 for a failed run, 130 for a cancelled one.
 """
 
@@ -15,14 +15,14 @@ from typing import Any, NoReturn
 
 from db import runs_cli
 from db.bundle import check_bundle, read_bundle_text
-from db.checks import prepare_plan
+from db.estimates import prepare_plan
 from db.compare import placement
 from db.errors import StoreError
 from db.records import PlanRecord
 from db.store import Store
 from engine.errors import EngineError, human_bytes
 
-EXIT_ERROR = 1
+EXIT_ERROR = 2  # bad input or a database that cannot do it: the engine's code for input a user can fix
 EXIT_USAGE = 2
 
 
@@ -51,13 +51,17 @@ def cmd_init(args: argparse.Namespace) -> int:
 def cmd_save(args: argparse.Namespace) -> int:
     config = _read_json(args.config, "--config")
     plan = _read_json(args.plan, "--plan")
-    prepare_plan(config, plan)  # bad files fail before the database is touched
+    prepared = prepare_plan(config, plan, recompute=args.recompute)  # bad files fail before the database is touched
     store = Store()
     store.upgrade()
     name = args.name or Path(args.config).stem or "untitled"
-    token = store.save_plan(config, plan, label=args.label, author=args.author, config_name=name)
+    token = store.save_plan(config, plan, label=args.label, author=args.author, config_name=name,
+                            recompute=args.recompute)
     rec = store.get_plan(token)
     assert rec is not None
+    if prepared.recomputed:
+        print(f"note: stored the estimates recomputed from the config and plan; the file's differed "
+              f"({prepared.recomputed})")
     print(f"saved plan of {rec.config_name} v{rec.config_version} ({rec.planner}, "
           f"max rank cost {rec.max_rank_cost_ms:.4f} ms) to {store.where}")
     print(token)
@@ -121,13 +125,34 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _import_one(path: str, recompute: bool, stores: list[Store]) -> tuple[str, str]:
+    """(token, what differed when recompute replaced the bundle's estimates) for one bundle file."""
+    bundle = _read_json(path, "FILE")
+    prepared = check_bundle(bundle, recompute)["prepared"]  # a bad bundle fails before the database is touched
+    if not stores:
+        stores.append(Store())
+        stores[0].upgrade()
+    return stores[0].import_bundle(bundle, recompute=recompute), prepared.recomputed
+
+
 def cmd_import(args: argparse.Namespace) -> int:
-    bundle = _read_json(args.file, "FILE")
-    check_bundle(bundle)  # a bad bundle fails before the database is touched
-    store = Store()
-    store.upgrade()
-    print(store.import_bundle(bundle))
-    return 0
+    """One file: its token (or one error line). Several: `TOKEN FILE` or `error: FILE: ...` for each, in turn."""
+    several, stores, failed = len(args.files) > 1, [], 0
+    for path in args.files:
+        where = f"{path}: " if several else ""
+        try:
+            token, recomputed = _import_one(path, args.recompute, stores)
+        except (StoreError, EngineError) as e:
+            if not several:
+                raise
+            print(f"error: {where}{e}", file=sys.stderr, flush=True)
+            failed += 1
+            continue
+        if recomputed:
+            print(f"note: {where}stored the estimates recomputed from the config and plan; the bundle's "
+                  f"differed ({recomputed})")
+        print(f"{token} {path}" if several else token, flush=True)
+    return EXIT_ERROR if failed else 0
 
 
 def _jsonable(d: dict) -> dict:
@@ -146,6 +171,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--label", default="", help="a note shown next to the plan")
     p.add_argument("--author", default="", help="who made the plan")
     p.add_argument("--name", help="the config's name (default: the config file's name without .json)")
+    p.add_argument("--recompute", action="store_true", help="store the estimates recomputed from the config "
+                   "and plan when the file's differ (default: refuse such a file)")
     p.set_defaults(func=cmd_save)
 
     p = sub.add_parser("list", help="saved plans, newest first")
@@ -163,8 +190,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="FILE", help="write the bundle to FILE instead of stdout")
     p.set_defaults(func=cmd_export)
 
-    p = sub.add_parser("import", help="import a bundle and print its token")
-    p.add_argument("file", metavar="FILE", help="a bundle written by export ('-' reads stdin)")
+    p = sub.add_parser("import", help="import bundles and print their tokens")
+    p.add_argument("files", nargs="+", metavar="FILE", help="a bundle written by export ('-' reads stdin); "
+                   "several are imported one by one, each printing `TOKEN FILE` or `error: FILE: ...`")
+    p.add_argument("--recompute", action="store_true", help="store the estimates recomputed from the config "
+                   "and plan when the bundle's differ, e.g. a bundle from an older estimator (default: refuse it)")
     p.set_defaults(func=cmd_import)
 
     runs_cli.register(sub)

@@ -6,7 +6,6 @@ returns the same plan instead of a copy; a token that names different content is
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from sqlalchemy import select
@@ -20,12 +19,14 @@ from db.checks import (
     check_str,
     check_time,
     check_token,
-    prepare_plan,
+    shown,
     type_name,
 )
 from db.errors import StoreError
+from db.estimates import BUNDLED, prepare_plan
 from db.models import SHORT_LEN, MetricRow, PlanRow, RunKind, RunRow, RunStatus
 from db.writes import ensure_config, insert_metrics, insert_plan, insert_run, plan_by_token, require_plan
+from engine.jsonsafe import JsonError, loads
 
 BUNDLE_VERSION = 1
 BUNDLE_FIELDS = ("bundle_version", "token", "label", "author", "created_at", "planner", "settings", "config",
@@ -56,13 +57,12 @@ def export_bundle(s: Session, token: str) -> dict:
             "runs": [_run_dict(s, r) for r in runs]}
 
 
-def read_bundle_text(text: str, source: str = "bundle") -> Any:
-    """Decoded JSON, or a StoreError saying where the text stops making sense."""
+def read_bundle_text(text: str | bytes, source: str = "bundle") -> Any:
+    """Decoded JSON within engine.jsonsafe's bounds, or a StoreError saying where the text stops making sense."""
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise StoreError(f"{source} is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg}); "
-                         "is the file truncated or corrupt? Nothing was changed") from None
+        return loads(text, source)
+    except JsonError as e:
+        raise StoreError(f"{e}; nothing was changed") from None
 
 
 def _fields(d: Any, field: str, allowed: tuple[str, ...]) -> dict:
@@ -82,7 +82,7 @@ def _check_version(b: Any) -> None:
         raise StoreError(f"bundle: must be a JSON object, got {type_name(b)}")
     v = b.get("bundle_version")
     if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise StoreError(f"bundle.bundle_version: must be a positive integer, got {v!r}; is this a plan bundle?")
+        raise StoreError(f"bundle.bundle_version: must be a positive integer, got {shown(v)}; is this a plan bundle?")
     if v > BUNDLE_VERSION:
         raise StoreError(f"bundle.bundle_version: {v} is newer than this planner reads ({BUNDLE_VERSION}); "
                          "upgrade the planner to import it")
@@ -108,28 +108,40 @@ def _check_run(raw: Any, field: str) -> dict:
                                      f"{field}.metrics")}
 
 
-def check_bundle(raw: Any) -> dict:
-    """Every field of a bundle checked, before anything touches the database."""
+def _check_runs(raw: Any) -> list[dict]:
+    if not isinstance(raw, list):
+        raise StoreError(f"bundle.runs: must be a list, got {type_name(raw)}")
+    runs = [_check_run(r, f"bundle.runs[{i}]") for i, r in enumerate(raw)]
+    seen: set[str] = set()
+    for i, r in enumerate(runs):
+        if r["uid"] in seen:
+            raise StoreError(f"bundle.runs[{i}].uid: {r['uid']!r} is listed twice; a run is measured once")
+        seen.add(r["uid"])
+    return runs
+
+
+def check_bundle(raw: Any, recompute: bool = False) -> dict:
+    """Every field of a bundle checked, before anything touches the database; its estimates recomputed
+    (a difference is refused, or with recompute=True the recomputed figures are what gets stored)."""
     _check_version(raw)
     b = _fields(raw, "bundle", BUNDLE_FIELDS)
-    label, author, config_name = check_labels(b["label"], b["author"], b["config_name"])
-    if not isinstance(b["runs"], list):
-        raise StoreError(f"bundle.runs: must be a list, got {type_name(b['runs'])}")
+    label, author, config_name = check_labels(b["label"], b["author"], b["config_name"], "bundle.")
     return {"token": check_token(b["token"], "bundle.token"), "label": label, "author": author,
             "config_name": config_name, "created_at": check_time(b["created_at"], "bundle.created_at"),
             "prepared": prepare_plan(b["config"], b["plan"], check_json_object(b["settings"], "bundle.settings"),
                                      planner=check_str(b["planner"], "bundle.planner", SHORT_LEN, empty_ok=False),
-                                     normalize=False),
-            "runs": [_check_run(r, f"bundle.runs[{i}]") for i, r in enumerate(b["runs"])]}
+                                     normalize=False, recompute=recompute, source=BUNDLED),
+            "runs": _check_runs(b["runs"])}
 
 
 def _add_runs(s: Session, plan: PlanRow, runs: list[dict]) -> None:
     """Runs this database lacks (by uid); a run it has already is left as it is."""
-    for r in runs:
+    for i, r in enumerate(runs):
         other = s.scalar(select(RunRow).where(RunRow.uid == r["uid"]))
         if other is not None:
             if other.plan_id != plan.id:
-                raise StoreError(f"run uid {r['uid']!r} belongs to another plan here; nothing was imported")
+                raise StoreError(f"bundle.runs[{i}].uid: {r['uid']!r} is a run of another plan in this database; "
+                                 "nothing was imported")
             continue
         fields = {k: v for k, v in r.items() if k not in ("kind", "backend", "device", "metrics")}
         run = insert_run(s, plan, r["kind"], r["backend"], r["device"], **fields)
@@ -141,8 +153,8 @@ def import_checked(s: Session, b: dict) -> str:
     p = b["prepared"]
     plan = plan_by_token(s, b["token"])
     if plan is not None and plan.content_hash != p.content_hash:
-        raise StoreError(f"token {b['token']!r} already names a different plan in this database; "
-                         "nothing was imported")
+        raise StoreError(f"bundle.token: {b['token']!r} already names a different plan in this database; "
+                         "nothing was imported (a token is never reused for other content)")
     if plan is None:
         cfg = ensure_config(s, b["config_name"], p.config)
         plan = insert_plan(s, p, cfg, token=b["token"], label=b["label"], author=b["author"],

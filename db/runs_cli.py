@@ -20,6 +20,7 @@ from db.errors import StoreError
 from db.runsink import DbSink, check_results, import_results, open_store, store_plan
 from engine.calibrate import apply_calibration
 from engine.errors import EngineError
+from engine.jsonsafe import JsonError, loads
 from engine.types import Config, Device, Plan, TablePlan
 from engine.validate.command import add_validate_arguments, run_validate, say
 from engine.validate.types import Job
@@ -79,11 +80,11 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 def _read_json(path: str, flag: str) -> dict:
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = loads(Path(path).read_bytes(), f"{flag} {path!r}")
     except OSError as e:
         raise EngineError(f"{flag} {path!r}: cannot read it ({e.strerror or e})") from None
-    except ValueError as e:
-        raise EngineError(f"{flag} {path!r}: not JSON ({e})") from None
+    except JsonError as e:  # deep nesting, a 5,000-digit number, NaN: one line, as for any JSON
+        raise StoreError(str(e)) from None
     if not isinstance(data, dict):
         raise EngineError(f"{flag} {path!r}: must hold a JSON object")
     return data

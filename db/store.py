@@ -28,9 +28,9 @@ from db.checks import (
     check_token,
     is_token,
     normalize_config,
-    prepare_plan,
 )
 from db.errors import StoreError, is_locked, translate
+from db.estimates import prepare_plan
 from db.models import NAME_LEN, SHORT_LEN, ConfigRow, MetricRow, PlanRow, RunKind, RunRow, RunStatus, utcnow
 from db.records import ConfigVersion, MetricRecord, PlanRecord, PlanSummary, RunRecord
 from db.session import SQLITE_BEGIN, make_engine, resolve_url
@@ -42,6 +42,7 @@ T = TypeVar("T")
 WRITE_ATTEMPTS = 6
 RETRY_BASE_S = 0.05
 MAX_LIST_LIMIT = 10_000
+MAX_ID = 2**31 - 1  # ids are INTEGER columns: 32 bits on PostgreSQL
 
 
 class Store:
@@ -112,10 +113,11 @@ class Store:
         return self._read(lambda s: [ConfigVersion.of(r) for r in s.scalars(q)])
 
     def save_plan(self, config: dict, plan: dict, *, label: str = "", author: str = "",
-                  config_name: str = "untitled", settings: dict | None = None) -> str:
-        """Store a plan (checked against its config) and return its share token."""
+                  config_name: str = "untitled", settings: dict | None = None, recompute: bool = False) -> str:
+        """Store a plan (checked against its config) and return its share token. Estimates that differ from
+        engine.evaluate's are refused, or with recompute=True replaced by the recomputed ones."""
         label, author, config_name = check_labels(label, author, config_name)
-        p = prepare_plan(config, plan, settings)
+        p = prepare_plan(config, plan, settings, recompute=recompute)
 
         def write(s: Session) -> str:
             cfg = ensure_config(s, config_name, p.config)
@@ -154,7 +156,7 @@ class Store:
     def update_run(self, run_id: int, *, status: str | None = None, log_append: str | None = None,
                    error: str | None = None, device_info: dict | None = None) -> None:
         """Change a run; log_append is added to the log in the database, so concurrent appends all land."""
-        check_int(run_id, "run_id", 1)
+        check_int(run_id, "run_id", 1, MAX_ID)
         values: dict[str, Any] = {}
         if status is not None:
             st = check_enum(status, "status", RunStatus)
@@ -179,7 +181,7 @@ class Store:
         self._write(write)
 
     def add_metrics(self, run_id: int, metrics: Iterable[tuple[int, str, float, str]]) -> None:
-        check_int(run_id, "run_id", 1)
+        check_int(run_id, "run_id", 1, MAX_ID)
         rows = check_metrics(list(metrics) if not isinstance(metrics, (str, bytes, dict)) else metrics)
 
         def write(s: Session) -> None:
@@ -199,7 +201,7 @@ class Store:
         return self._read(read)
 
     def get_run(self, run_id: int) -> RunRecord | None:
-        check_int(run_id, "run_id", 0)
+        check_int(run_id, "run_id", 0, MAX_ID)
         q = select(RunRow, PlanRow.token).join(PlanRow, PlanRow.id == RunRow.plan_id).where(RunRow.id == run_id)
 
         def read(s: Session) -> RunRecord | None:
@@ -210,7 +212,7 @@ class Store:
 
     def metrics(self, run_id: int) -> list[MetricRecord]:
         """A run's metrics in the order they were added."""
-        check_int(run_id, "run_id", 1)
+        check_int(run_id, "run_id", 1, MAX_ID)
 
         def read(s: Session) -> list[MetricRecord]:
             require_run(s, run_id)
@@ -229,7 +231,8 @@ class Store:
         check_token(token)
         return self._read(lambda s: bundles.export_bundle(s, token))
 
-    def import_bundle(self, bundle: dict) -> str:
-        """Store a bundle from another database; importing the same bundle again returns the same token."""
-        checked = bundles.check_bundle(bundle)  # a bad bundle fails before any write transaction opens
+    def import_bundle(self, bundle: dict, *, recompute: bool = False) -> str:
+        """Store a bundle from another database; importing the same bundle again returns the same token.
+        Estimates that differ from engine.evaluate's are refused, or with recompute=True replaced."""
+        checked = bundles.check_bundle(bundle, recompute)  # a bad bundle fails before any write transaction opens
         return self._write(lambda s: bundles.import_checked(s, checked))

@@ -8,7 +8,8 @@ from datetime import datetime
 from sqlalchemy import func, insert, select
 from sqlalchemy.orm import Session
 
-from db.checks import PreparedPlan, content_hash, new_token
+from db.checks import content_hash, new_token
+from db.estimates import PreparedPlan
 from db.errors import StoreError
 from db.models import ConfigRow, MetricRow, PlanRankRow, PlanRow, RunKind, RunRow, RunStatus, utcnow
 

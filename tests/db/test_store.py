@@ -136,7 +136,9 @@ def test_run_input_errors(store: Store) -> None:
     with pytest.raises(StoreError, match="kind: 'benchmark' is not one of dryrun, validation"):
         store.create_run(token, "benchmark", "gloo", "cpu")
     with pytest.raises(StoreError, match="no plan with token"):
-        store.create_run("Z" * 22, "dryrun", "gloo", "cpu")
+        store.create_run("Q" * 22, "dryrun", "gloo", "cpu")
+    with pytest.raises(StoreError, match="'ZZZZZZZZZZZZZZZZZZZZZZ' is not a share token"):
+        store.create_run("Z" * 22, "dryrun", "gloo", "cpu")  # 22 characters, but no token the server makes
     with pytest.raises(StoreError, match="no run with id 999"):
         store.update_run(999, status="running")
     run_id = store.create_run(token, "dryrun", "gloo", "cpu")

@@ -23,7 +23,7 @@ def _plan_file(tmp_path: Path, name: str = "tutorial") -> Path:
     return p
 
 
-def _one_line_error(r, code: int = 1) -> str:
+def _one_line_error(r, code: int = 2) -> str:
     assert r.returncode == code, (r.stdout, r.stderr)
     assert "Traceback" not in r.stderr
     lines = r.stderr.strip().splitlines()

@@ -102,7 +102,7 @@ def test_read_only_sqlite_file(tmp_path: Path) -> None:
             write()
     r = run_cli(url, "save", "--config", str(REPO / "examples" / "tutorial.json"), "--plan",
                 str(_plan_file(tmp_path)))
-    assert r.returncode == 1 and "read-only" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 2 and "read-only" in r.stderr and "Traceback" not in r.stderr
     store.close()
     assert _sha(path) == before
 
@@ -121,7 +121,7 @@ def test_unreachable_postgresql_is_a_clear_error() -> None:
             call()
         assert "\n" not in str(e.value)
     r = run_cli(url, "list")
-    assert r.returncode == 1 and r.stderr.startswith("error: cannot reach the database")
+    assert r.returncode == 2 and r.stderr.startswith("error: cannot reach the database")
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 

@@ -49,7 +49,7 @@ def _ranks_text(ranks: tuple[int, ...]) -> str:
     return ",".join(str(r) for r in ranks)
 
 
-def summary(plan: Plan, cfg: Config, max_tables: int = 60) -> str:
+def summary(plan: Plan, cfg: Config, max_tables: int = 60, max_ranks: int = 64) -> str:
     topo = cfg.topology
     lines = [
         f"Plan by {plan.planner}: {len(cfg.tables)} tables on {topo.world_size} ranks "
@@ -57,8 +57,9 @@ def summary(plan: Plan, cfg: Config, max_tables: int = 60) -> str:
         f"batch {topo.batch_size} per rank",
     ]
     peak = plan.max_rank_cost_ms
+    slowest = plan.bottleneck_rank  # a property that walks every rank: once, not once per rank
     lb = plan.lower_bound_ms
-    line = f"Slowest rank: {plan.bottleneck_rank} at {peak:.4f} ms per step"
+    line = f"Slowest rank: {slowest} at {peak:.4f} ms per step"
     if lb:
         line += f"; lower bound {lb:.4f} ms ({peak / lb:.3f}x)"
     if plan.planning_seconds is not None:
@@ -67,13 +68,16 @@ def summary(plan: Plan, cfg: Config, max_tables: int = 60) -> str:
     header = f"{'rank':>4}  {'HBM used':>12} {'of':>3} {'usable':>11}  {'DDR used':>11}  {'cost ms':>9}  " \
              f"{'compute':>8}  {'comms':>8}  shards"
     lines.append(header)
-    for r in plan.ranks:
+    shown = [r for r in plan.ranks if r.rank < max_ranks or r.rank == slowest]
+    for r in shown:
         comp = r.perf.fwd_compute + r.perf.bwd_compute + r.perf.prefetch_compute
         comms = r.perf.fwd_comms + r.perf.bwd_comms + r.perf.input_dist_comms
-        mark = "  <- slowest" if r.rank == plan.bottleneck_rank and len(plan.ranks) > 1 else ""
+        mark = "  <- slowest" if r.rank == slowest and len(plan.ranks) > 1 else ""
         lines.append(f"{r.rank:>4}  {human_bytes(r.hbm_bytes):>12} {'of':>3} {human_bytes(r.hbm_cap_bytes):>11}  "
                      f"{human_bytes(r.ddr_bytes):>11}  {r.cost_ms:>9.4f}  {comp:>8.4f}  {comms:>8.4f}  "
                      f"{r.num_shards}{mark}")
+    if len(shown) < len(plan.ranks):
+        lines.append(f"... and {len(plan.ranks) - len(shown)} more ranks (use --json for all)")
     lines += ["", f"{'table':<24} {'rows x dim':>14}  {'sharding':<18} {'kernel':<18} {'ranks':<14} shards"]
     for i, (name, tp) in enumerate(plan.tables.items()):
         if i == max_tables:

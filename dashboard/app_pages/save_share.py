@@ -10,6 +10,7 @@ import streamlit as st
 
 from dashboard import exports, services, state, views
 from dashboard.text import md
+from db.bundle import read_bundle_text
 from db.store import StoreError
 
 PUBLIC_URL_ENV = "PLANNER_PUBLIC_URL"  # the app's address as others reach it (behind a proxy), if not the browser's
@@ -74,7 +75,7 @@ def bundles(store) -> None:
         upload = st.file_uploader("Import a bundle", type=["json"], key="save_bundle_file")
         if upload is not None and st.button("Import bundle", key="save_bundle_import"):
             try:
-                token = store.import_bundle(json.loads(upload.getvalue().decode("utf-8", errors="replace")))
+                token = store.import_bundle(read_bundle_text(upload.getvalue(), "the uploaded bundle"))
             except (StoreError, ValueError) as e:
                 st.error(f"Not imported: {md(e)}")
             else:

@@ -9,7 +9,6 @@ tile, JSON the decoder chokes on), each named for what must happen to it: bad-* 
 from __future__ import annotations
 
 import base64
-import copy
 import hashlib
 import json
 import random
@@ -22,6 +21,7 @@ import engine
 from db.store import Store
 from tests.db.storetest import IMPOSSIBLE
 from tests.factories import ROOT, tutorial
+from tests.fuzz.mutate import Raw, drop_at, leaves, set_at, splice
 
 CORPUS = ROOT / "tests" / "data" / "fuzz" / "bundles"
 NOTES = CORPUS / "_notes.json"  # file name -> what was done to the base bundle
@@ -73,53 +73,9 @@ def base_bundle() -> dict:
     return bundle
 
 
-class Raw(str):
-    """JSON text spliced into the document as it is."""
-
-
-def set_at(data: Any, path: tuple, value: Any) -> Any:
-    out = copy.deepcopy(data)
-    node = out
-    for key in path[:-1]:
-        node = node[key]
-    node[path[-1]] = value
-    return out
-
-
-def drop_at(data: Any, path: tuple) -> Any:
-    out = copy.deepcopy(data)
-    node = out
-    for key in path[:-1]:
-        node = node[key]
-    del node[path[-1]]
-    return out
-
-
-def leaves(data: Any, path: tuple = ()) -> Iterator[tuple]:
-    """Paths to every value of a JSON document (containers included)."""
-    if path:
-        yield path
-    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
-    for k, v in items:
-        yield from leaves(v, path + (k,))
-
-
 def encode(doc: Any) -> bytes:
     """JSON bytes; Raw values go in as raw text, lone surrogates as their escapes."""
-    marks: dict[str, str] = {}
-
-    def mark(v: Any) -> Any:
-        if isinstance(v, Raw):
-            marks[f"@@raw{len(marks)}@@"] = str(v)
-            return f"@@raw{len(marks) - 1}@@"
-        if isinstance(v, dict):
-            return {k: mark(x) for k, x in v.items()}
-        return [mark(x) for x in v] if isinstance(v, list) else v
-
-    text = json.dumps(mark(doc), indent=1)
-    for key, raw in marks.items():
-        text = text.replace(f'"{key}"', raw)
-    return text.encode("utf-8")
+    return splice(doc, indent=1).encode("utf-8")
 
 
 def _figure_cases(base: dict) -> Iterator[tuple[str, str, Any]]:

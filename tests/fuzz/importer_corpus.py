@@ -16,6 +16,7 @@ from typing import Any
 
 from tests.dashboard.test_importers import TUTORIAL_SNIPPET
 from tests.factories import ROOT, tutorial
+from tests.fuzz.mutate import set_at
 
 CORPUS = ROOT / "tests" / "data" / "fuzz" / "importers"
 EXTENSIONS = {"json": "json", "csv": "csv", "torchrec": "py"}
@@ -59,15 +60,6 @@ BINARY = [b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", b"\xff\xd8\xff\xe0", b"PK\x03\
           '[{"name": "t", "num_embeddings": 1, "embedding_dim": 1}]'.encode("utf-16")]
 
 
-def _set(data: Any, path: tuple, value: Any) -> Any:
-    out = copy.deepcopy(data)
-    node = out
-    for key in path[:-1]:
-        node = node[key]
-    node[path[-1]] = value
-    return out
-
-
 def _renamed(name: str) -> dict:
     cfg = tutorial()
     old = [t["name"] for t in cfg["tables"]]
@@ -95,18 +87,18 @@ def json_cases(rng: random.Random) -> Iterator[tuple[str, bytes]]:
         yield ("refused" if "," in name else "ok"), _json(_renamed(name))  # the grid splits features at commas
     for field, values in TABLE_BAD.items():
         for v in values:
-            yield "refused", _json(_set(base, ("tables", rng.randrange(4), field), v))
+            yield "refused", _json(set_at(base, ("tables", rng.randrange(4), field), v))
     for field, values in CONSTRAINT_BAD.items():
         for v in values:
-            yield "refused", _json(_set(base, ("constraints",), {"large_table_0": {field: v}}))
+            yield "refused", _json(set_at(base, ("constraints",), {"large_table_0": {field: v}}))
     for field, values in TOPOLOGY_BAD.items():
         for v in values:
-            yield "refused", _json(_set(base, ("topology", field), v))
-    yield "refused", _json(_set(base, ("constraints",), {"nosuch": {}}))
-    yield "refused", _json(_set(base, ("constraints",), {"large_table_0": 5}))
-    yield "refused", _json(_set(base, ("tables", 0, "colour"), "red"))
-    yield "refused", _json(_set(base, ("tables", 1, "name"), "large_table_0"))
-    yield "refused", _json(_set(base, ("tables", 3), "small_table_1"))
+            yield "refused", _json(set_at(base, ("topology", field), v))
+    yield "refused", _json(set_at(base, ("constraints",), {"nosuch": {}}))
+    yield "refused", _json(set_at(base, ("constraints",), {"large_table_0": 5}))
+    yield "refused", _json(set_at(base, ("tables", 0, "colour"), "red"))
+    yield "refused", _json(set_at(base, ("tables", 1, "name"), "large_table_0"))
+    yield "refused", _json(set_at(base, ("tables", 3), "small_table_1"))
     many_bad = copy.deepcopy(base)
     for t in many_bad["tables"]:
         t.update(embedding_dim="64", num_embeddings=-1, pooling="max", extra=1)
@@ -119,7 +111,7 @@ def json_cases(rng: random.Random) -> Iterator[tuple[str, bytes]]:
         ("topology", k) for k in base["topology"]]
     pool = [*BAD_NUMBERS, *BAD_NAMES, *HOSTILE_NAMES, 64, 2, "sum", "fp16", [["x"]], {"a": {"b": []}}]
     for _ in range(40):
-        yield "any", _json(_set(base, rng.choice(leaves), rng.choice(pool)))
+        yield "any", _json(set_at(base, rng.choice(leaves), rng.choice(pool)))
 
 
 CSV_HEAD = ("name,rows,dim,features,pooling,data_type,pooling_factor,sharding_types,kernels,min_partition,"

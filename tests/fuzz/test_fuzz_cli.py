@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from engine import ConfigError, PlanningError, parse_config, plan
 from tests.factories import ROOT
-from tests.fuzz.cli_corpus import CORPUS, HOSTILE_VALUES
+from tests.fuzz.cli_corpus import CORPUS, HOSTILE_VALUES, write_corpus
 
 PROCESS_LIMIT_S = 120  # a safety stop only: planning itself runs on a 1 s search budget
 NAMES_A_FIELD = re.compile(r"^error: (config|tables|topology|constraints|plan)\b|"
@@ -70,6 +70,13 @@ def run_case(path: Path, tmp: Path) -> str | None:
     figures = list(_numbers(json.loads(p.stdout)))
     bad = [v for v in figures if not math.isfinite(v) or v < 0]
     return f"{where}: figures {bad[:5]} in the plan" if bad else None
+
+
+def test_corpus_is_committed_and_matches_its_generator(tmp_path):
+    write_corpus(tmp_path)
+    made = {p.name: p.read_bytes() for p in tmp_path.glob("*.json")}
+    committed = {p.name: p.read_bytes() for p in CORPUS.glob("*.json")}
+    assert made == committed, "the committed corpus is stale: python -m tests.fuzz.cli_corpus"
 
 
 def test_hostile_corpus_through_the_cli(tmp_path):

@@ -14,6 +14,8 @@ import sys
 from engine.cliutil import one_line_errors
 from engine.config import load_config
 from engine.planfile import load_plan
+from engine.pricing import priced_for
+from engine.types import Device
 
 from engine.dryrun.types import DEFAULT_MAX_BYTES, Backend, Distribution, DryrunDevice, DryrunSettings
 
@@ -30,23 +32,36 @@ def parse_bytes(text: str) -> int:
     return int(float(m.group(1)) * UNITS[m.group(2).lower()])
 
 
-def cmd_dryrun(args: argparse.Namespace) -> int:
-    cfg = load_config(args.config)
-    tables = load_plan(args.plan, cfg)
-    settings = DryrunSettings(
+def settings_of(args: argparse.Namespace) -> DryrunSettings:
+    return DryrunSettings(
         backend=Backend(args.backend), device=DryrunDevice(args.device), iters=args.iters, warmup=args.warmup,
         threads=args.threads, distribution=Distribution(args.distribution), zipf_alpha=args.zipf_alpha,
         seed=args.seed, max_bytes=args.max_bytes, scale_rows=args.scale_rows)
-    from engine.dryrun import dryrun_summary, run_dryrun
 
-    result = run_dryrun(cfg, tables, settings)
-    print(json.dumps(result.as_dict(), indent=1) if args.json else dryrun_summary(result))
+
+def dryrun_result(args: argparse.Namespace) -> tuple[dict, str]:
+    """Measure the plan the flags name, priced for the device measured (engine.pricing): (the --json result,
+    the human output). `python -m db dryrun` records the same result."""
+    cfg = load_config(args.config)
+    tables = load_plan(args.plan, cfg)
+    settings = settings_of(args)
+    pricing = priced_for(cfg, Device(settings.device.value), "dry-run")
+    from engine.dryrun import run_dryrun
+    from engine.dryrun.report import dryrun_json, dryrun_summary
+
+    result = run_dryrun(pricing.config, tables, settings)
+    return dryrun_json(result, pricing, tables), dryrun_summary(result, pricing)
+
+
+def cmd_dryrun(args: argparse.Namespace) -> int:
+    data, text = dryrun_result(args)
+    print(json.dumps(data, indent=1) if args.json else text)
     return 0
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def add_dryrun_arguments(p: argparse.ArgumentParser) -> None:
+    """CONFIG.json, --plan and every flag of a dry-run (what dryrun_result reads)."""
     d = DryrunSettings()
-    p = subparsers.add_parser("dryrun", help="build each rank's shards and time forward + backward on this machine")
     p.add_argument("config", metavar="CONFIG.json")
     p.add_argument("--plan", required=True, metavar="PLAN.json",
                    help="the plan to measure (python -m engine plan --out)")
@@ -68,8 +83,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="refuse a rank whose weights + optimizer state exceed this, e.g. 8GiB (default 4GiB)")
     p.add_argument("--scale-rows", type=float, default=d.scale_rows, metavar="F",
                    help="shrink every table to rows x F (0 < F <= 1); changes what is measured (default 1)")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("dryrun", help="build each rank's shards and time forward + backward on this machine")
+    add_dryrun_arguments(p)
     p.set_defaults(func=cmd_dryrun)
     one_line_errors(p, "dryrun")
 
 
-__all__ = ["cmd_dryrun", "parse_bytes", "register"]
+__all__ = ["add_dryrun_arguments", "cmd_dryrun", "dryrun_result", "parse_bytes", "register", "settings_of"]

@@ -1,15 +1,35 @@
-"""The dry-run's result as text: a per-rank table beside the estimates, then the ranking agreement."""
+"""The dry-run's result as text (a per-rank table beside the estimates, then the ranking agreement) and as the
+--json dict; both say which device the estimates are priced for (engine.pricing)."""
 
 from __future__ import annotations
 
 from engine.errors import human_bytes
+from engine.evaluate import evaluate
+from engine.pricing import Pricing
+from engine.types import TablePlan
 
 from engine.dryrun.types import DryrunResult
 
 HEADER = ("rank", "pieces", "lookups", "measured ms", "estimated ms", "bytes")
 
 
-def dryrun_summary(res: DryrunResult) -> str:
+def dryrun_json(res: DryrunResult, pricing: Pricing | None = None,
+                tables: dict[str, TablePlan] | None = None) -> dict:
+    """res.as_dict(), plus the device the estimates are for, the pricing note first among the notes and, with
+    the plan's tables, each rank's estimated_bytes (HBM + DDR of the plan priced for the device measured)."""
+    data = res.as_dict()
+    if pricing is None:
+        return data
+    data.update(pricing.fields())
+    data["notes"] = ([pricing.note] if pricing.note else []) + data["notes"]
+    if tables is not None:
+        est = evaluate(pricing.config, tables, planner="file").ranks
+        for r in data["ranks"]:
+            r["estimated_bytes"] = est[r["rank"]].hbm_bytes + est[r["rank"]].ddr_bytes
+    return data
+
+
+def dryrun_summary(res: DryrunResult, pricing: Pricing | None = None) -> str:
     ids = "uniform ids" if res.zipf_alpha is None else f"Zipf ids (alpha {res.zipf_alpha:g})"
     lines = [
         f"Kernel dry-run: {res.backend.value} on {res.device.value}, {res.threads} thread(s), {ids}, "
@@ -27,5 +47,7 @@ def dryrun_summary(res: DryrunResult) -> str:
     corr = res.estimate_rank_correlation
     lines.append("estimate vs measured rank correlation (Spearman): "
                  + (f"{corr:.2f}" if corr is not None else "n/a (fewer than 3 ranks, or a constant column)"))
+    if pricing is not None:
+        lines += pricing.lines()
     lines += [f"note: {n}" for n in res.notes]
     return "\n".join(lines)

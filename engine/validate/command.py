@@ -13,6 +13,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +22,7 @@ from engine.config import load_config
 from engine.errors import EngineError
 from engine.evaluate import evaluate
 from engine.planfile import load_plan
+from engine.pricing import Pricing, priced_for
 from engine.types import ComputeKernel, Config, Device, Optimizer, Plan, PoolingType, ShardingType, TablePlan
 from engine.validate.types import (
     DEFAULT_ITERS,
@@ -32,6 +34,7 @@ from engine.validate.types import (
     LauncherKind,
     RunStatus,
     SlurmOptions,
+    ValidationResult,
 )
 
 if TYPE_CHECKING:
@@ -145,9 +148,9 @@ def run_validate(args: argparse.Namespace, sink_factory: SinkFactory | None = No
     check_runnable(cfg, tables, backend)
     if kind is LauncherKind.LOCAL and backend is Backend.NCCL:
         check_local_cuda(nproc)
-    if backend.device is not cfg.topology.compute_device:
-        say(f"the config plans for {cfg.topology.compute_device.value}; this run measures on "
-            f"{backend.device.value}, and its estimates are for {backend.device.value}")
+    pricing = priced_for(cfg, backend.device, "validation run", local_world_size=max(1, nproc // args.nodes))
+    if pricing.note:
+        say(pricing.note)
     from engine.validate.launch import make_launcher
     from engine.validate.run import NullSink, stage
 
@@ -158,9 +161,28 @@ def run_validate(args: argparse.Namespace, sink_factory: SinkFactory | None = No
     estimates = evaluate(cfg, tables, planner="file")
     if not launcher.follows:
         notes = script_notes(cfg, tables, estimates, job) if script_notes else {}
-        return _script_written(args, job, launcher, notes)
+        return _script_written(args, job, launcher, {**pricing.fields(), **notes})
     sink = sink_factory(cfg, tables, estimates, job) if sink_factory else NullSink()
-    return _run_and_report(args, job, launcher, sink)
+    return _run_and_report(args, job, launcher, PricedSink(sink, pricing), pricing)
+
+
+def with_pricing(result: ValidationResult, pricing: Pricing) -> ValidationResult:
+    """The result saying which device its estimates are for (gather prices for the job's device, as
+    engine.pricing does), with the pricing note among its notes."""
+    notes = [pricing.note] if pricing.note else []
+    return replace(result, device_info={**result.device_info, **pricing.fields(), "notes": notes})
+
+
+class PricedSink:
+    """The caller's sink, handed results that say which device they are priced for."""
+
+    def __init__(self, inner: Sink, pricing: Pricing):
+        self.inner, self.pricing = inner, pricing
+        self.status, self.log, self.fail = inner.status, inner.log, inner.fail
+        self.cancel_requested = inner.cancel_requested
+
+    def finish(self, result: ValidationResult) -> None:
+        self.inner.finish(with_pricing(result, self.pricing))
 
 
 def _script_written(args: argparse.Namespace, job: Job, launcher: Launcher, notes: dict[str, str]) -> int:
@@ -182,7 +204,7 @@ def _report_state(state: JobState) -> None:
     say(state.phase.value + (f" ({', '.join(detail)})" if detail else ""))
 
 
-def _run_and_report(args: argparse.Namespace, job: Job, launcher: Launcher, sink: Sink) -> int:
+def _run_and_report(args: argparse.Namespace, job: Job, launcher: Launcher, sink: Sink, pricing: Pricing) -> int:
     from engine.validate.results import summary, write_result
     from engine.validate.run import follow
 
@@ -193,8 +215,9 @@ def _run_and_report(args: argparse.Namespace, job: Job, launcher: Launcher, sink
     except EngineError as e:
         sink.fail(str(e))
         raise
+    result = with_pricing(result, pricing)
     write_result(result, job.results_path)
-    print(json.dumps(result.as_dict(), indent=1) if args.json else summary(result))
+    print(json.dumps(result.as_dict(), indent=1) if args.json else "\n".join([summary(result), *pricing.lines()]))
     if result.error:
         print(f"error: validation {result.status.value}: {result.error} (log: {job.log_path})", file=sys.stderr)
     return EXIT_CODES[result.status]

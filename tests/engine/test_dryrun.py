@@ -56,7 +56,11 @@ def test_cli_json_for_the_tutorial_table_wise_plan(tmp_path):
     out = json.loads(proc.stdout)
     assert {"backend": "fbgemm", "device": "cpu", "iters": 2, "threads": 1, "distribution": "uniform",
             "estimate_rank_correlation": None}.items() <= out.items()
-    est = json.loads(cli("estimate", EXAMPLES / "tutorial_table_wise.json", "--plan", plan_file, "--json").stdout)
+    # the config says cuda; the dry-run measures on cpu and prices the same placement for cpu (engine.pricing)
+    assert (out["estimated_device"], out["config_device"]) == ("cpu", "cuda")
+    on_cpu = json.loads((EXAMPLES / "tutorial_table_wise.json").read_text())
+    on_cpu["topology"]["compute_device"] = "cpu"
+    est = json.loads(cli("estimate", write(tmp_path, on_cpu, "cpu.json"), "--plan", plan_file, "--json").stdout)
     shards = [s for tp in json.loads(plan_file.read_text())["plan"].values() for s in tp["shards"]]
     assert [r["rank"] for r in out["ranks"]] == [0, 1]
     for r, e in zip(out["ranks"], est["ranks"]):

@@ -26,6 +26,8 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
+from engine.validate.types import RunStatus  # the one definition; re-exported for the store's modules
+
 NAME_LEN = 200
 LABEL_LEN = 500
 TOKEN_LEN = 64
@@ -44,18 +46,6 @@ NAMING = {
 class RunKind(enum.StrEnum):
     DRYRUN = "dryrun"          # kernels measured on one process
     VALIDATION = "validation"  # the sharded model run on real ranks
-
-
-class RunStatus(enum.StrEnum):
-    QUEUED = "queued"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-    @property
-    def finished(self) -> bool:
-        return self in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)
 
 
 def utcnow() -> datetime:

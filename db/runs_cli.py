@@ -1,6 +1,7 @@
-"""`python -m db validate | import-results | calibrate`: validation runs recorded in the database DATABASE_URL
-names, and calibration from them. The engine runs the job (engine.validate.command, same flags and output);
-this module only hands it a sink that records the run, so the engine never imports db.
+"""`python -m db validate | dryrun | import-results | calibrate`: measuring runs recorded in the database
+DATABASE_URL names, and calibration from them. The engine measures (engine.validate.command,
+engine.dryrun.command: same flags and output); this module only hands it a sink that records the run
+(db.runsink.record_result at the end), so the engine never imports db. The dashboard starts these commands.
 
 As `python -m engine validate`: bad input (a database error included) is one line and exit 2; a run that fails
 exits 1 (its result still printed), a cancelled one 130.
@@ -17,13 +18,18 @@ from pathlib import Path
 
 from db.calibration import calibrate_from_store
 from db.errors import StoreError
+from db.models import RunKind
 from db.runsink import DbSink, check_results, import_results, open_store, store_plan
 from engine.calibrate import apply_calibration
+from engine.config import load_config
+from engine.dryrun.command import add_dryrun_arguments, dryrun_result
 from engine.errors import EngineError
+from engine.evaluate import evaluate
 from engine.jsonsafe import JsonError, loads
+from engine.planfile import load_plan
 from engine.types import Config, Device, Plan, TablePlan
-from engine.validate.command import add_validate_arguments, run_validate, say
-from engine.validate.types import Job
+from engine.validate.command import EXIT_CODES, add_validate_arguments, run_validate, say
+from engine.validate.types import Job, RunStatus
 
 EXIT_USAGE, EXIT_CANCELLED = 2, 130
 Command = Callable[[argparse.Namespace], int]
@@ -35,7 +41,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     def sink_factory(cfg: Config, tables: dict[str, TablePlan], estimates: Plan, job: Job) -> DbSink:
         store = open_store()
         sink = DbSink.create(store, cfg, tables, estimates, args.plan_token, job.backend.value, job.device.value,
-                             config_name)
+                             config_name, run_id=args.run_id)
         say(f"run {sink.run_id} of plan {sink.token} in {store.where}")
         return sink
 
@@ -45,6 +51,33 @@ def cmd_validate(args: argparse.Namespace) -> int:
                 "import": f"python -m db import-results {shlex.quote(str(job.results_path))} --plan-token {token}"}
 
     return run_validate(args, sink_factory, script_notes)
+
+
+def cmd_dryrun(args: argparse.Namespace) -> int:
+    """`python -m engine dryrun`, recorded: the run row goes running, then holds the result (or the one-line
+    error, or cancelled on Ctrl-C or SIGTERM, which is how the dashboard cancels)."""
+    from engine.validate.run import Stopped, stop_on_sigterm
+
+    cfg = load_config(args.config)
+    tables = load_plan(args.plan, cfg)
+    store = open_store()
+    sink = DbSink.create(store, cfg, tables, evaluate(cfg, tables, planner="file"), args.plan_token, args.backend,
+                         args.device, Path(args.config).stem, RunKind.DRYRUN, args.run_id)
+    print(f"dryrun: run {sink.run_id} of plan {sink.token} in {store.where}", file=sys.stderr, flush=True)
+    sink.status(RunStatus.RUNNING)
+    try:
+        with stop_on_sigterm():
+            data, text = dryrun_result(args)
+    except (KeyboardInterrupt, Stopped):
+        sink.record({}, RunStatus.CANCELLED, "cancelled")
+        print("error: dry-run cancelled", file=sys.stderr)
+        return EXIT_CODES[RunStatus.CANCELLED]
+    except Exception as e:
+        sink.fail(str(e) if isinstance(e, EngineError) else f"{type(e).__name__}: {e}")
+        raise
+    sink.record(data)
+    print(json.dumps(data, indent=1) if args.json else text)
+    return 0
 
 
 def cmd_import_results(args: argparse.Namespace) -> int:
@@ -113,13 +146,25 @@ def _exit_codes_of_engine(fn: Command) -> Command:
     return run
 
 
+def _record_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--plan-token", metavar="TOKEN",
+                   help="the stored plan this run measures (default: store the plan and print its token)")
+    p.add_argument("--run-id", type=int, metavar="N",
+                   help="record into run N of --plan-token, created queued beforehand (the dashboard does this)")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("validate", help="run a plan on real processes (as python -m engine validate) and record "
                        "the run: status, log, per-rank metrics")
     add_validate_arguments(p)
-    p.add_argument("--plan-token", metavar="TOKEN",
-                   help="the stored plan this run validates (default: store the plan and print its token)")
+    _record_flags(p)
     p.set_defaults(func=_exit_codes_of_engine(cmd_validate))
+
+    p = sub.add_parser("dryrun", help="time each rank's kernels (as python -m engine dryrun) and record the run: "
+                       "status, per-rank metrics")
+    add_dryrun_arguments(p)
+    _record_flags(p)
+    p.set_defaults(func=_exit_codes_of_engine(cmd_dryrun))
 
     p = sub.add_parser("import-results", help="store a validation results file as a run of a saved plan")
     p.add_argument("results_file", metavar="RESULTS.json")
@@ -138,4 +183,4 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_exit_codes_of_engine(cmd_calibrate))
 
 
-__all__ = ["cmd_calibrate", "cmd_import_results", "cmd_validate", "register"]
+__all__ = ["cmd_calibrate", "cmd_dryrun", "cmd_import_results", "cmd_validate", "register"]

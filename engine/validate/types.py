@@ -35,14 +35,18 @@ class LauncherKind(str, enum.Enum):
     SCRIPT = "script"
 
 
-class RunStatus(str, enum.Enum):
-    """The db's run statuses that a validation can end in (plus the two it passes through)."""
+class RunStatus(enum.StrEnum):
+    """A measuring run's status: the one definition (db stores it, the commands and the dashboard read it)."""
 
     QUEUED = "queued"
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
+
+    @property
+    def finished(self) -> bool:
+        return self in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)
 
 
 @dataclass(frozen=True)
@@ -145,6 +149,7 @@ class RankResult:
     estimated_compute_ms: float | None = None
     estimated_comms_ms: float | None = None
     estimated_bytes: int | None = None
+    memory: dict[str, int] = field(default_factory=dict)  # measured and estimated memory parts (results.py)
 
     def as_dict(self) -> dict:
         return {
@@ -153,7 +158,7 @@ class RankResult:
             "peak_bytes": self.peak_bytes, "state_bytes": self.state_bytes, "shards_match": self.shards_match,
             "mismatches": list(self.mismatches), "estimated_ms": self.estimated_ms,
             "estimated_compute_ms": self.estimated_compute_ms, "estimated_comms_ms": self.estimated_comms_ms,
-            "estimated_bytes": self.estimated_bytes,
+            "estimated_bytes": self.estimated_bytes, **self.memory,
         }
 
 

@@ -1,11 +1,10 @@
-"""Calibration: fit the estimator's bandwidths for a device kind to what validation runs measured.
+"""Calibration: fit a device profile (fixed costs per step, collective, lookup launch and table piece, and the
+lookup and comms bandwidths) to what validation runs measured, and check it on configs it did not see.
 
-Each run gives one observation, its bottleneck rank (in a synchronous job every rank waits for the slowest):
-measured_ms = compute_bytes / lookup_bw + comms_bytes / comms_bw, where compute_bytes and comms_bytes are the
-estimate's components times the bandwidths it assumed. Non-negative least squares gives 1/bandwidth; the
-result is a topology patch ({"ddr_mem_bw" or "hbm_mem_bw", "intra_host_bw", "inter_host_bw"}) and R^2.
-Pure numpy on plain numbers: db.calibration turns the stored runs into Observations (the engine never
-imports db).
+In a synchronous DMP step every rank waits for the slowest, so a run's step is modelled as
+`sharing x max over ranks (features_r . costs)`, features_r being rank r's step counts and bandwidth bytes
+(step_features); non-negative least squares on relative errors fits the costs. Pure numpy on plain numbers:
+db.calibration turns stored runs into StepObservations (the engine never imports db).
 """
 
 from __future__ import annotations
@@ -13,52 +12,106 @@ from __future__ import annotations
 import copy
 import itertools
 import math
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from engine import limits as L
 from engine.config import parse_config
 from engine.errors import ConfigError, EngineError
-from engine.types import Device
+from engine.estimate import comms_bw, device_bw, perf_parts, table_load
+from engine.evaluate import shard_arrays
+from engine.profile import BACKEND, DeviceProfile, step_counts
+from engine.types import ComputeKernel, Config, Device, ShardingType, TablePlan
 
 COMPUTE_FIELD = {Device.CPU: "ddr_mem_bw", Device.CUDA: "hbm_mem_bw"}
-TERMS = ("compute", "intra_host_bw", "inter_host_bw")
 BANDWIDTH_FIELDS = ("hbm_mem_bw", "ddr_mem_bw", "hbm_to_ddr_mem_bw", "intra_host_bw", "inter_host_bw")
+FIXED = ("step_ms", "collective_ms", "launch_ms", "piece_ms")  # the first four features' costs
+FEATURES = FIXED + ("compute", "intra_host_bw", "inter_host_bw")  # the last three: bytes, cost 1 / bandwidth
+N_FIXED = len(FIXED)
+MAX_PICK_ROUNDS = 30  # the slowest-rank assignment settles in a few rounds; a cycle stops here
 
 
 @dataclass(frozen=True)
-class Observation:
-    """One run's bottleneck rank: estimated components (ms), the bandwidths they assumed (bytes/ms), measured ms."""
+class StepObservation:
+    """One run: per-rank features of its plan (step_features) and the step time each rank measured (ms)."""
 
-    estimated_compute_ms: float
-    estimated_comms_ms: float
-    measured_ms: float
-    compute_bw: float
-    comms_bw: float
-    multi_host: bool = False
+    features: np.ndarray  # (W, 7): 1, collectives, launches, pieces, lookup bytes, comms bytes in / across hosts
+    measured_ms: np.ndarray  # (W,)
+    assumed_bw: tuple[float, float, float]  # bytes/ms the run's config had for the three bandwidth features
+    sharing: float = 1.0  # ranks per host / cores, at least 1 (engine.profile.DeviceProfile.sharing)
+    group: str = ""  # the config measured: leave-one-out holds out one group at a time
     run_id: int | None = None
+    hosts: int = 1
+    cores_per_host: int | None = None
 
-    def work_bytes(self) -> tuple[float, float, float]:
-        """Bytes behind each term: lookups, comms inside a host, comms across hosts."""
-        comms = self.estimated_comms_ms * self.comms_bw
-        return (self.estimated_compute_ms * self.compute_bw, 0.0 if self.multi_host else comms,
-                comms if self.multi_host else 0.0)
+    @property
+    def step_ms(self) -> float:
+        """The run's step: the median over ranks (in a synchronous step every rank measures about the same)."""
+        return float(np.median(self.measured_ms))
 
 
 @dataclass(frozen=True)
 class Calibration:
     device: Device
     patch: dict[str, float]  # topology field -> fitted bandwidth (bytes/ms); only the terms the runs determine
-    r2: float | None  # of measured vs fitted over the runs; None under two runs
+    r2: float | None  # of measured vs fitted step over the runs; None under two runs
     n_runs: int
     run_ids: tuple[int, ...] = ()
     device_name: str | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    profile: DeviceProfile | None = None
+    median_error: float | None = None  # median |fitted - measured| / measured over the runs' ranks, in-sample
+    costs: tuple[float, ...] = ()  # per feature (FEATURES); a bandwidth left as configured has cost 0 here
 
     def as_dict(self) -> dict:
         return {"device": self.device.value, "device_name": self.device_name, "patch": dict(self.patch),
-                "r2": self.r2, "n_runs": self.n_runs, "run_ids": list(self.run_ids), "notes": list(self.notes)}
+                "profile": self.profile.as_dict() if self.profile else None, "r2": self.r2,
+                "median_error": self.median_error, "n_runs": self.n_runs, "run_ids": list(self.run_ids),
+                "notes": list(self.notes)}
+
+
+# ---- features of a plan ----------------------------------------------------------------------------------
+
+
+def step_features(cfg: Config, tables: dict[str, TablePlan]) -> tuple[np.ndarray, tuple[float, float, float]]:
+    """(W, 7) per-rank features of one step and the bandwidths (bytes/ms) the bytes were priced at. Bytes are
+    lookup work at the fused kernel's bandwidth (a dense kernel's count double) and comms bytes."""
+    topo = replace(cfg.topology, profile=None)
+    w, multi = topo.world_size, topo.num_hosts > 1
+    lookup_bw, cbw = device_bw(topo, ComputeKernel.FUSED, 1.0), comms_bw(topo)
+    compute_ms, comms_ms = np.zeros(w), np.zeros(w)
+    for name, tp in tables.items():
+        ranks, rows, cols = shard_arrays(cfg, name, tp)
+        t = cfg.table(name)
+        load = table_load(t, cfg.constraint(name), topo)
+        work, fixed = perf_parts(t, load, topo, tp.sharding_type, rows.astype(float), cols.astype(float))
+        np.add.at(compute_ms, ranks, work.sum(axis=1) / device_bw(topo, tp.compute_kernel, load.cache_load_factor))
+        np.add.at(comms_ms, ranks, fixed.sum(axis=1))
+    weighted = {n for n in tables if cfg.constraint(n).is_weighted}
+    dp_bytes = sum(cfg.table(n).weight_bytes for n, tp in tables.items()
+                   if tp.sharding_type is ShardingType.DATA_PARALLEL)
+    counts = step_counts(topo, tables, weighted, dp_bytes)
+    x = np.zeros((w, len(FEATURES)))
+    x[:, 0], x[:, 1], x[:, 2], x[:, 3] = 1.0, counts.collectives, counts.launches, counts.pieces
+    x[:, 4] = compute_ms * lookup_bw
+    x[:, 6 if multi else 5] = comms_ms * cbw
+    return x, (lookup_bw, topo.intra_host_bw if not multi else cbw, topo.inter_host_bw)
+
+
+def observation(cfg: Config, tables: dict[str, TablePlan], measured_ms: Sequence[float], *, cores_per_host: int | None,
+                group: str = "", run_id: int | None = None) -> StepObservation:
+    """A run as an observation: the config as it ran (its device, ranks per host), the plan, per-rank step ms."""
+    x, bw = step_features(cfg, tables)
+    topo = cfg.topology
+    sharing = max(1.0, topo.local_world_size / cores_per_host) if cores_per_host else 1.0
+    return StepObservation(x, np.asarray(measured_ms, dtype=np.float64), bw, sharing, group, run_id, topo.num_hosts,
+                           cores_per_host)
+
+
+# ---- the fit ---------------------------------------------------------------------------------------------
 
 
 def nnls(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -93,60 +146,169 @@ def r_squared(y: np.ndarray, fitted: np.ndarray) -> float | None:
     return 1.0 - ss_res / ss_tot
 
 
-def fit(observations: Iterable[Observation], device: Device, device_name: str | None = None) -> Calibration:
-    """The bandwidths that best explain the observations; a term no run exercised (or fitted at zero cost)
-    is left out of the patch, with a note."""
+def _offsets(o: StepObservation, held: Sequence[int]) -> np.ndarray:
+    """Per rank, the ms of the bandwidth terms held at the run's configured bandwidth."""
+    return sum((o.features[:, j] / o.assumed_bw[j - N_FIXED] for j in held), np.zeros(len(o.measured_ms)))
+
+
+def busy_ms(costs: np.ndarray, o: StepObservation, held: Sequence[int] = ()) -> np.ndarray:
+    """Per rank: its own part of the step under these costs (what the estimate gives each rank)."""
+    return o.sharing * (o.features @ costs + _offsets(o, held))
+
+
+def _solve(obs: list[StepObservation], cols: list[int], held: Sequence[int]) -> np.ndarray:
+    """Costs minimising the relative error of sharing x max_r(features_r . costs): the slowest rank of each run
+    is picked under the current costs and least squares re-run, until the picks repeat."""
+    costs = np.zeros(len(FEATURES))
+    pick = [int(np.argmax(o.features[:, N_FIXED:].sum(axis=1) + o.features[:, 2:N_FIXED].sum(axis=1)))
+            for o in obs]
+    seen, best, best_res = set(), costs, math.inf
+    for _ in range(MAX_PICK_ROUNDS):
+        rows = np.array([o.sharing * o.features[p, cols] / o.step_ms for o, p in zip(obs, pick)])
+        y = np.array([1.0 - o.sharing * _offsets(o, held)[p] / o.step_ms for o, p in zip(obs, pick)])
+        costs = np.zeros(len(FEATURES))
+        costs[cols] = nnls(rows, y)
+        res = sum(((busy_ms(costs, o, held).max() - o.step_ms) / o.step_ms) ** 2 for o in obs)
+        if res < best_res:
+            best, best_res = costs, res
+        pick = [int(np.argmax(busy_ms(costs, o, held))) for o in obs]
+        if tuple(pick) in seen:
+            break
+        seen.add(tuple(pick))
+    return best
+
+
+def _fit_costs(obs: list[StepObservation]) -> tuple[np.ndarray, list[int], list[int]]:
+    """(costs, columns fitted, bandwidth columns held at the configured bandwidth because they fitted at 0)."""
+    used = [j for j in range(len(FEATURES)) if any(np.any(o.features[:, j] > 0) for o in obs)]
+    held: list[int] = []
+    while True:
+        cols = [j for j in used if j not in held]
+        costs = _solve(obs, cols, held)
+        zero = [j for j in cols if j >= N_FIXED and costs[j] == 0]
+        if not zero:
+            return costs, cols, held
+        held += zero
+
+
+def _profile(obs: list[StepObservation], device: Device, costs: np.ndarray) -> DeviceProfile:
+    hosts = {o.hosts for o in obs}
+    if len(hosts) > 1:
+        raise EngineError(f"the runs are on {', '.join(map(str, sorted(hosts)))} hosts: a profile is for one host "
+                          "count; calibrate from runs of one (--hosts N)")
+    cores = Counter(o.cores_per_host for o in obs).most_common(1)[0][0] if device is Device.CPU else None
+    groups = len({o.group for o in obs})
+    return DeviceProfile(device, BACKEND[device], hosts.pop(), cores,
+                         **{name: float(costs[i]) for i, name in enumerate(FIXED)},
+                         source=f"measured: fitted to {len(obs)} validation runs of {groups} configs")
+
+
+def fit(observations: Iterable[StepObservation], device: Device, device_name: str | None = None) -> Calibration:
+    """The profile and bandwidths that best explain the runs' steps; a bandwidth no run exercised, or fitted at
+    zero cost, stays as configured (a note says so)."""
     obs = list(observations)
     if not obs:
         raise EngineError(f"no succeeded validation runs on {device.value} to calibrate from; record some "
                           "with `python -m db validate CONFIG.json --plan PLAN.json` first")
-    x = np.array([o.work_bytes() for o in obs], dtype=np.float64)
-    y = np.array([o.measured_ms for o in obs], dtype=np.float64)
-    coef = nnls(x, y)
+    costs, cols, held = _fit_costs(obs)
     patch, notes = {}, []
-    for term, c, column in zip(TERMS, coef, x.T):
-        name = COMPUTE_FIELD[device] if term == "compute" else term
-        if not np.any(column > 0):
-            continue
-        if c > 0 and math.isfinite(1.0 / c):
-            patch[name] = float(1.0 / c)
-        else:
+    for j in range(N_FIXED, len(FEATURES)):
+        name = COMPUTE_FIELD[device] if FEATURES[j] == "compute" else FEATURES[j]
+        if j in held:
             notes.append(f"{name}: the runs do not determine it (its fitted cost is zero); left as configured")
+        elif j in cols and costs[j] > 0 and math.isfinite(1.0 / costs[j]):
+            patch[name] = float(min(L.MAX_BW, max(L.MIN_BW, 1.0 / costs[j])))
+    for i, name in enumerate(FIXED):
+        if costs[i] == 0 and i in cols:
+            notes.append(f"{name}: fitted at zero (the runs do not show it)")
+    y = np.array([o.step_ms for o in obs])
+    fitted = np.array([busy_ms(costs, o, held).max() for o in obs])
+    errors = np.concatenate([np.abs(f - o.measured_ms) / o.measured_ms for f, o in zip(fitted, obs)])
     ids = tuple(o.run_id for o in obs if o.run_id is not None)
-    return Calibration(device, patch, r_squared(y, x @ coef), len(obs), ids, device_name, tuple(notes))
+    return Calibration(device, patch, r_squared(y, fitted), len(obs), ids, device_name, tuple(notes),
+                       _profile(obs, device, costs), float(np.median(errors)), tuple(float(c) for c in costs))
+
+
+# ---- predictions and the honest check --------------------------------------------------------------------
+
+
+def predict(cal: Calibration, o: StepObservation) -> tuple[float, np.ndarray]:
+    """(step ms, per-rank busy ms) of a run under a calibration, as the estimator gives them once the calibration
+    is applied to the run's config: a bandwidth the calibration left out stays the one the run's config had."""
+    costs = np.asarray(cal.costs, dtype=np.float64)
+    held = [j for j in range(N_FIXED, len(FEATURES)) if costs[j] == 0]
+    busy = busy_ms(costs, o, held)
+    return float(busy.max()), busy
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """One run of a config left out of the fit, predicted by the fit on the other configs."""
+
+    group: str
+    run_id: int | None
+    measured_ms: np.ndarray  # (W,)
+    step_ms: float  # estimated step: what every rank of a synchronous step measures
+    busy_ms: np.ndarray  # (W,) estimated own part of each rank
+
+    @property
+    def errors(self) -> np.ndarray:
+        """Per rank |estimated step - measured| / measured."""
+        return np.abs(self.step_ms - self.measured_ms) / self.measured_ms
+
+
+def leave_one_out(observations: Iterable[StepObservation], device: Device) -> list[HeldOut]:
+    """Each config's runs predicted by the fit on all the other configs' runs (one config out at a time)."""
+    obs = list(observations)
+    groups = sorted({o.group for o in obs})
+    if len(groups) < 2:
+        raise EngineError("leave-one-out needs runs of at least two configs")
+    out = []
+    for g in groups:
+        cal = fit([o for o in obs if o.group != g], device)
+        for o in obs:
+            if o.group == g:
+                step, busy = predict(cal, o)
+                out.append(HeldOut(g, o.run_id, o.measured_ms, step, busy))
+    return out
+
+
+def median_error(held: Sequence[HeldOut]) -> float:
+    """Median over every held-out rank of |estimated - measured| / measured."""
+    return float(np.median(np.concatenate([h.errors for h in held])))
+
+
+# ---- applying a calibration ------------------------------------------------------------------------------
 
 
 def apply_calibration(config: dict, patch: dict) -> dict:
-    """A copy of a config dict with the patch's bandwidths in its topology (a Calibration.as_dict() works too);
-    checked by parse_config."""
+    """A copy of a config dict calibrated: the fitted bandwidths in its topology and, given a whole calibration
+    (Calibration.as_dict()) with a profile, that profile and its device as compute_device. Checked by parse_config."""
+    profile = None
     if isinstance(patch, dict) and isinstance(patch.get("patch"), dict):
+        profile = patch.get("profile")
         patch = patch["patch"]
     if not isinstance(patch, dict):
         raise ConfigError("calibration", "must be an object of topology bandwidths, e.g. {\"ddr_mem_bw\": 1e6}")
     out = copy.deepcopy(config)
     topo = out.setdefault("topology", {})
+    if not isinstance(topo, dict):
+        raise ConfigError("topology", "must be an object")
     for name, value in patch.items():
         if name not in BANDWIDTH_FIELDS:
             raise ConfigError(f"calibration.{name}", f"not a bandwidth; known: {', '.join(BANDWIDTH_FIELDS)}")
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or not math.isfinite(value):
             raise ConfigError(f"calibration.{name}", f"must be a positive number of bytes/ms, got {value!r}")
         topo[name] = float(value)
+    if profile is not None:
+        if not isinstance(profile, dict):
+            raise ConfigError("calibration.profile", "must be an object (a device profile)")
+        topo["profile"] = copy.deepcopy(profile)
+        topo["compute_device"] = profile.get("device")
     parse_config(out)
     return out
 
 
-def observation(per_rank: dict[int, dict[str, float]], device_info: dict, run_id: int | None = None
-                ) -> Observation | None:
-    """A run's bottleneck rank (highest estimated_ms) as an Observation, from its per-rank metrics (rank ->
-    name -> value) and device info (the result's flat values); None without the numbers."""
-    bw = (device_info.get("estimate_compute_bw_bytes_per_ms"), device_info.get("estimate_comms_bw_bytes_per_ms"))
-    need = ("estimated_compute_ms", "estimated_comms_ms", "step_ms")
-    ranks = [r for r in per_rank.values() if all(k in r for k in need)]
-    if not ranks or not all(isinstance(b, (int, float)) and b > 0 for b in bw):
-        return None
-    worst = max(ranks, key=lambda r: r.get("estimated_ms", r["estimated_compute_ms"] + r["estimated_comms_ms"]))
-    return Observation(worst["estimated_compute_ms"], worst["estimated_comms_ms"], max(r["step_ms"] for r in ranks),
-                       float(bw[0]), float(bw[1]), bool(device_info.get("estimate_multi_host", False)), run_id)
-
-
-__all__ = ["Calibration", "Observation", "apply_calibration", "fit", "nnls", "observation", "r_squared"]
+__all__ = ["BANDWIDTH_FIELDS", "COMPUTE_FIELD", "FEATURES", "Calibration", "HeldOut", "StepObservation",
+           "apply_calibration", "busy_ms", "fit", "leave_one_out", "median_error", "nnls", "observation", "predict",
+           "r_squared", "step_features"]

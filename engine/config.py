@@ -17,6 +17,7 @@ from engine import limits as L
 from engine.errors import ConfigError, human_bytes
 from engine.estimate import table_load
 from engine.jsonsafe import JsonError, loads
+from engine.profile import parse_profile
 from engine.types import (
     ComputeKernel,
     Config,
@@ -58,6 +59,7 @@ TOPOLOGY_FIELDS = (
     "storage_reservation",
     "optimizer",
 )
+PROFILE_FIELD = "profile"  # a device profile (engine.profile): written only when there is one
 TOP_FIELDS = ("tables", "constraints", "topology")
 MAX_FILE_BYTES = 256 * 2**20  # 100,000 tables with constraints take about 40 MiB of JSON
 
@@ -225,7 +227,7 @@ def _bool(v: Any, path: str) -> bool:
 
 
 def _topology(raw: Any) -> Topology:
-    d = _object(raw, "topology", TOPOLOGY_FIELDS)
+    d = _object(raw, "topology", (*TOPOLOGY_FIELDS, PROFILE_FIELD))
     if "world_size" not in d:
         raise ConfigError("topology.world_size", "is required (the number of ranks, e.g. 2)")
     ws = _int(d["world_size"], "topology.world_size", 1, L.MAX_WORLD_SIZE)
@@ -248,6 +250,7 @@ def _topology(raw: Any) -> Topology:
         storage_reservation=_float(d.get("storage_reservation", C.STORAGE_RESERVATION),
                                    "topology.storage_reservation", 0.0, 0.99),
         optimizer=_enum(d.get("optimizer", "sgd"), "topology.optimizer", Optimizer),
+        profile=parse_profile(d[PROFILE_FIELD]) if d.get(PROFILE_FIELD) is not None else None,
     )
 
 
@@ -365,4 +368,6 @@ def config_to_dict(cfg: Config) -> dict:
     for f in TOPOLOGY_FIELDS:
         v = getattr(cfg.topology, f)
         topo[f] = v.value if isinstance(v, enum.Enum) else v
+    if cfg.topology.profile is not None:  # configs without one keep their exact form
+        topo[PROFILE_FIELD] = cfg.topology.profile.as_dict()
     return {"tables": tables, "constraints": constraints, "topology": topo}

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine import constants as C
+from engine.profile import active, piece_perf
 from engine.types import (
     ComputeKernel,
     Constraints,
@@ -112,7 +113,7 @@ def cpu_compute(ids: float, rows: np.ndarray, cols: np.ndarray, tdt: float, read
     return base + ids * row, (base + ids * row * unique_share(ids, rows)) * C.BWD_COMPUTE_MULTIPLIER
 
 
-def _perf_parts(table: TableConfig, load: TableLoad, topo: Topology, st: ShardingType,
+def perf_parts(table: TableConfig, load: TableLoad, topo: Topology, st: ShardingType,
                 rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per-shard time as `work / kernel bandwidth + fixed`: (work bytes, fixed ms), both (k, 6).
     Compute scales with the kernel's bandwidth; communication does not."""
@@ -221,6 +222,16 @@ def _memory(table: TableConfig, load: TableLoad, topo: Topology, kernel: Compute
     return (hbm + inp + out).astype(np.int64), ddr.astype(np.int64)
 
 
+def with_profile(perf_ms: np.ndarray, topo: Topology, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """Per-shard times under the topology's device profile, when one applies: each non-empty piece's fixed cost
+    added, and everything stretched where a host has more ranks than cores (engine.profile)."""
+    prof = active(topo)
+    if prof is None:
+        return perf_ms
+    held = (rows * cols > 0).astype(np.float64)[:, None]
+    return (perf_ms + held * piece_perf(prof)) * prof.sharing(topo)
+
+
 def estimate_kernels(table: TableConfig, c: Constraints, topo: Topology, st: ShardingType,
                      kernels: list[ComputeKernel], rows: np.ndarray, cols: np.ndarray) -> list[ShardEstimates]:
     """Cost and memory of each shard (or data-parallel replica) of one table's geometry, for each kernel."""
@@ -233,12 +244,12 @@ def estimate_kernels(table: TableConfig, c: Constraints, topo: Topology, st: Sha
         weights = np.ceil(table.data_type.bytes * rows * cols)
     opt = np.ceil(weights * topo.optimizer.state_multiplier(table.embedding_dim))
     inp, out = _io_bytes(table, load, topo, st, rows, cols)
-    work, fixed = _perf_parts(table, load, topo, st, rows, cols)
+    work, fixed = perf_parts(table, load, topo, st, rows, cols)
     inp_i, out_i = inp.astype(np.int64), out.astype(np.int64)
     result = []
     for kernel in kernels:
         hbm, ddr = _memory(table, load, topo, kernel, rows, weights, opt, inp, out)
-        perf = work / device_bw(topo, kernel, load.cache_load_factor) + fixed
+        perf = with_profile(work / device_bw(topo, kernel, load.cache_load_factor) + fixed, topo, rows, cols)
         result.append(ShardEstimates(perf, hbm, ddr, inp_i, out_i))
     return result
 

@@ -14,6 +14,8 @@ import numpy as np
 from engine.enumerate import Option, table_options
 from engine.errors import PlanningError, human_bytes
 from engine.evaluate import evaluate
+from engine.profile import active
+from engine.profile import notes as profile_notes
 from engine.partition import Placement, better, improve, perturb
 from engine.strategy import OptionArrays, Recipe, candidates, option_arrays, relaxed_bound_ms
 from engine.types import ComputeKernel, Config, Plan, Shard, ShardingType, TablePlan
@@ -202,7 +204,7 @@ def _notes(cfg: Config, arr: OptionArrays, found: _Found, steps: int, gains: int
         notes.append(f"local search: {steps} improving steps")
     if gains:
         notes.append(f"ruin and recreate: {gains} improving rounds")
-    return notes
+    return notes + profile_notes(cfg.topology)
 
 
 def plan(cfg: Config, settings: PlannerSettings = PlannerSettings()) -> Plan:
@@ -222,5 +224,7 @@ def plan(cfg: Config, settings: PlannerSettings = PlannerSettings()) -> Plan:
             found.pl, gains = perturb(found.pl, placeable, deadline)
     pl = found.pl
     tables = {cfg.tables[t].name: to_table_plan(pl.choice[t], pl.ranks[t]) for t in range(len(cfg.tables))}
+    prof = active(cfg.topology)  # every rank pays the profile's per-step cost: the bound does too
+    floor_ms = prof.step_ms * prof.sharing(cfg.topology) if prof else 0.0
     return evaluate(cfg, tables, planner="engine", planning_seconds=time.perf_counter() - start,
-                    lower_bound_ms=bound, notes=tuple(_notes(cfg, arr, found, steps, gains)))
+                    lower_bound_ms=bound + floor_ms, notes=tuple(_notes(cfg, arr, found, steps, gains)))

@@ -9,9 +9,12 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from engine import constants as C
+
+if TYPE_CHECKING:
+    from engine.profile import DeviceProfile
 
 
 class ShardingType(str, enum.Enum):
@@ -132,6 +135,7 @@ class Topology:
     batch_size: int = C.BATCH_SIZE
     storage_reservation: float = C.STORAGE_RESERVATION
     optimizer: Optimizer = Optimizer.SGD
+    profile: Optional[DeviceProfile] = None  # fixed costs of a step (engine.profile); None: bandwidth terms only
 
     @property
     def num_hosts(self) -> int:

@@ -50,3 +50,28 @@ def hand_option(table, costs, hbm=0, st=None, kernel=None, ddr=0):
                          np.zeros(k))
     return Option(table, st or ShardingType.TABLE_WISE, kernel or ComputeKernel.FUSED,
                   np.zeros((k, 2), dtype=np.int64), np.ones((k, 2), dtype=np.int64), est)
+
+
+TRUE_STEP_COSTS = (3.0, 0.4, 0.25, 0.05, 1 / 5e6, 1 / 2e6, 0.0)  # ms per step feature: bandwidths 5e6, 2e6 bytes/ms
+
+
+def synthetic_step_runs(n: int = 14, seed: int = 0) -> list:
+    """Validation runs as engine.calibrate sees them, whose every rank measured exactly sharing x the slowest
+    rank's features . TRUE_STEP_COSTS (2 and 4 ranks on 2 cores, 5 configs)."""
+    import numpy as np
+
+    from engine.calibrate import FEATURES, StepObservation
+
+    rng = np.random.default_rng(seed)
+    costs = np.array(TRUE_STEP_COSTS)
+    out = []
+    for i in range(n):
+        w = 2 if i % 2 else 4
+        x = np.zeros((w, len(FEATURES)))
+        x[:, 0], x[:, 1] = 1.0, rng.integers(1, 17)
+        x[:, 2], x[:, 3] = rng.integers(0, 4, w), rng.integers(0, 21, w)
+        x[:, 4], x[:, 5] = rng.uniform(0, 5e7, w), rng.uniform(0, 2e7, w)
+        sharing = w / 2
+        step = sharing * float((x @ costs).max())
+        out.append(StepObservation(x, np.full(w, step), (5.1e7, 6e8, 1e7), sharing, f"config{i % 5}", i + 1, 1, 2))
+    return out

@@ -1,0 +1,224 @@
+"""Device profiles: the fixed costs of a training step as DistributedModelParallel runs it (per step, per
+collective, per lookup-kernel launch, per table piece) on one device, backend and host count, and the per-rank
+terms they add to a plan's estimate. Fitted from validation runs by engine.calibrate; docs/estimator.md.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from engine.errors import ConfigError
+from engine.types import Config, Device, ShardingType, TablePlan, Topology
+
+BACKEND = {Device.CPU: "gloo", Device.CUDA: "nccl"}  # the backend validation runs use on each device
+PROFILE_FIELDS = ("device", "backend", "hosts", "cores_per_host", "step_ms", "collective_ms", "launch_ms",
+                  "piece_ms", "source")
+FIXED_COSTS = ("step_ms", "collective_ms", "launch_ms", "piece_ms")
+MAX_FIXED_MS = 1e6
+MAX_SOURCE_CHARS = 500
+
+# Collectives of one step per sharded (non data-parallel) sharding type, as TorchRec 1.8 issues them (counted
+# with torch.profiler on gloo): the input dist's splits, lengths and values all-to-alls (weights too when a
+# feature is weighted), the output dist forward (all-to-all, or reduce-scatter for row-wise) and its backward.
+INPUT_DIST_COLLECTIVES = 3
+OUTPUT_DIST_COLLECTIVES = 1  # forward; the same again in backward
+TWRW_CROSS_HOST_EXTRA = 1  # table_row_wise over hosts: a reduce-scatter in the host, then an all-to-all across
+DDP_BUCKET_BYTES = 25 * 2**20  # data-parallel gradients are all-reduced in DDP buckets (TorchRec's bucket_cap_mb)
+FWD_SHARE = 1.0 / 3.0  # fixed compute work splits forward : backward as 1 : 2, as the bandwidth terms do
+
+# Published figures for GPUs, used until a GPU profile is measured: a CUDA kernel launch is about 5 us and
+# NCCL's all-to-all latency within an NVLink host about 20 us (NCCL tests, 8 GPUs); across hosts about 50 us
+# (InfiniBand). DMP's Python work per step is left out (it overlaps GPU work when the host is not the bottleneck).
+PUBLISHED_CUDA = {1: {"collective_ms": 0.020, "launch_ms": 0.005}, 2: {"collective_ms": 0.050, "launch_ms": 0.005}}
+
+
+@dataclass(frozen=True)
+class DeviceProfile:
+    """What a training step costs besides its bandwidth terms, on one device kind, backend and host count."""
+
+    device: Device
+    backend: str
+    hosts: int
+    cores_per_host: int | None  # CPU: ranks beyond this many per host share cores; None: no sharing
+    step_ms: float = 0.0  # per step, every rank: DMP's forward, backward and optimizer calls
+    collective_ms: float = 0.0  # per collective, every rank takes part
+    launch_ms: float = 0.0  # per lookup kernel (forward + backward) a rank runs: one per sharding type it holds
+    piece_ms: float = 0.0  # per table piece (shard or replica) a rank holds: its features' split and permute
+    source: str = "measured"  # "measured: ...", or "published figures: ..." for the GPU defaults
+
+    @property
+    def published(self) -> bool:
+        return self.source.startswith("published")
+
+    def applies(self, topo: Topology) -> bool:
+        """A profile prices only the device and host count it was measured on."""
+        return topo.compute_device is self.device and topo.num_hosts == self.hosts
+
+    def sharing(self, topo: Topology) -> float:
+        """How much slower every part of a rank's step runs when its host has more ranks than cores."""
+        if self.cores_per_host is None:
+            return 1.0
+        return max(1.0, topo.local_world_size / self.cores_per_host)
+
+    def as_dict(self) -> dict:
+        return {"device": self.device.value, "backend": self.backend, "hosts": self.hosts,
+                "cores_per_host": self.cores_per_host, "step_ms": self.step_ms, "collective_ms": self.collective_ms,
+                "launch_ms": self.launch_ms, "piece_ms": self.piece_ms, "source": self.source}
+
+
+def published_cuda(hosts: int) -> DeviceProfile:
+    """The GPU profile from published figures (kernel launch, NCCL latency), until one is measured."""
+    fig = PUBLISHED_CUDA[min(hosts, 2)]
+    return DeviceProfile(Device.CUDA, "nccl", hosts, None, 0.0, fig["collective_ms"], fig["launch_ms"], 0.0,
+                         "published figures: CUDA launch 5 us, NCCL all-to-all 20 us in a host, 50 us across")
+
+
+def active(topo: Topology) -> DeviceProfile | None:
+    """The topology's profile when it applies to the topology's device and hosts."""
+    prof = getattr(topo, "profile", None)
+    return prof if prof is not None and prof.applies(topo) else None
+
+
+def notes(topo: Topology) -> list[str]:
+    """What a plan says about its profile: which one priced it, or why it did not."""
+    prof = getattr(topo, "profile", None)
+    if prof is None:
+        return []
+    where = f"{prof.device.value}/{prof.backend} on {prof.hosts} host{'s' if prof.hosts > 1 else ''}"
+    if not prof.applies(topo):
+        return [f"profile {where} not applied: the topology is {topo.compute_device.value} on {topo.num_hosts} "
+                "hosts; estimates price bandwidth only"]
+    if prof.published:
+        return [f"step priced with profile {where}; its fixed costs are defaults from published figures until a "
+                f"GPU profile is measured (python -m db calibrate --device cuda)"]
+    return [f"step priced with profile {where} ({prof.source})"]
+
+
+# ---- config <-> profile -------------------------------------------------------------------------
+
+
+def _number(v: Any, path: str, lo: float, hi: float) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not lo <= v <= hi:
+        raise ConfigError(path, f"must be a number from {lo:g} to {hi:g}, got {v!r}"[:200])
+    return float(v)
+
+
+def _count(v: Any, path: str, hi: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= hi:
+        raise ConfigError(path, f"must be an integer from 1 to {hi:,}, got {v!r}"[:200])
+    return v
+
+
+def parse_profile(raw: Any, path: str = "topology.profile") -> DeviceProfile:
+    """A profile from its JSON object; raises ConfigError naming the field."""
+    if not isinstance(raw, dict):
+        raise ConfigError(path, "must be an object: device, backend, hosts and the fixed costs in ms")
+    unknown = [k for k in raw if k not in PROFILE_FIELDS]
+    if unknown:
+        raise ConfigError(f"{path}.{str(unknown[0])[:50]}", f"unknown field; known fields: {', '.join(PROFILE_FIELDS)}")
+    for req in ("device", "backend", "hosts"):
+        if req not in raw:
+            raise ConfigError(f"{path}.{req}", "is required")
+    try:
+        device = Device(raw["device"])
+    except (ValueError, TypeError):
+        raise ConfigError(f"{path}.device", "must be one of: cpu, cuda") from None
+    if raw["backend"] != BACKEND[device]:
+        raise ConfigError(f"{path}.backend", f"must be {BACKEND[device]!r} for {device.value}, as validation runs use")
+    cores = raw.get("cores_per_host")
+    source = raw.get("source", "measured")
+    if not isinstance(source, str) or len(source) > MAX_SOURCE_CHARS or not source.isprintable():
+        raise ConfigError(f"{path}.source", f"must be one line of text, at most {MAX_SOURCE_CHARS} characters")
+    return DeviceProfile(
+        device=device, backend=raw["backend"], hosts=_count(raw["hosts"], f"{path}.hosts", 16_384),
+        cores_per_host=None if cores is None else _count(cores, f"{path}.cores_per_host", 1_000_000),
+        **{k: _number(raw.get(k, 0.0), f"{path}.{k}", 0.0, MAX_FIXED_MS) for k in FIXED_COSTS}, source=source)
+
+
+# ---- what a plan's ranks do in one step ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StepCounts:
+    """Per step: collectives every rank takes part in, split by phase; lookup kernels and pieces per rank."""
+
+    input_collectives: int
+    fwd_collectives: int
+    bwd_collectives: int
+    launches: np.ndarray  # (W,)
+    pieces: np.ndarray  # (W,)
+
+    @property
+    def collectives(self) -> int:
+        return self.input_collectives + self.fwd_collectives + self.bwd_collectives
+
+
+def _holders(tp: TablePlan) -> list[int]:
+    if tp.shards is None:
+        return list(tp.ranks)
+    return [s.rank for s in tp.shards if s.sizes[0] * s.sizes[1] > 0]
+
+
+def step_counts(topo: Topology, tables: dict[str, TablePlan], weighted: set[str] | frozenset = frozenset(),
+                dp_bytes: float = 0.0) -> StepCounts:
+    """Collectives, launches and pieces of one step. `weighted`: tables with weighted features; `dp_bytes`:
+    the data-parallel tables' weight bytes (their gradients are all-reduced in DDP buckets)."""
+    w = topo.world_size
+    launches, pieces = np.zeros(w), np.zeros(w)
+    groups: dict[ShardingType, set[int]] = {}
+    weighted_types: set[ShardingType] = set()
+    for name, tp in tables.items():
+        ranks = _holders(tp)
+        np.add.at(pieces, np.array(ranks, dtype=np.int64), 1.0)
+        groups.setdefault(tp.sharding_type, set()).update(ranks)
+        if name in weighted:
+            weighted_types.add(tp.sharding_type)
+    for ranks in groups.values():
+        launches[list(ranks)] += 1.0
+    sharded = [st for st in groups if st is not ShardingType.DATA_PARALLEL]
+    inp = sum(INPUT_DIST_COLLECTIVES + (st in weighted_types) for st in sharded)
+    out = len(sharded) * OUTPUT_DIST_COLLECTIVES
+    if ShardingType.TABLE_ROW_WISE in groups and topo.num_hosts > 1:
+        out += TWRW_CROSS_HOST_EXTRA
+    dp = math.ceil(dp_bytes / DDP_BUCKET_BYTES) if ShardingType.DATA_PARALLEL in groups else 0
+    return StepCounts(inp, out, out + dp, launches, pieces)
+
+
+def fixed_perf(prof: DeviceProfile, counts: StepCounts) -> np.ndarray:
+    """(W, 6) per-rank fixed costs in Perf's columns, before sharing; pieces are priced per shard instead."""
+    w = len(counts.launches)
+    perf = np.zeros((w, 6))
+    compute = prof.step_ms + prof.launch_ms * counts.launches
+    perf[:, 0] = compute * FWD_SHARE
+    perf[:, 2] = compute * (1.0 - FWD_SHARE)
+    perf[:, 1] = prof.collective_ms * counts.fwd_collectives
+    perf[:, 3] = prof.collective_ms * counts.bwd_collectives
+    perf[:, 4] = prof.collective_ms * counts.input_collectives
+    return perf
+
+
+def rank_fixed_perf(cfg: Config, tables: dict[str, TablePlan]) -> np.ndarray | None:
+    """(W, 6) what the config's profile adds to each rank besides the per-piece terms; None without one."""
+    topo = cfg.topology
+    prof = active(topo)
+    if prof is None:
+        return None
+    weighted = {n for n in tables if cfg.constraint(n).is_weighted}
+    dp_bytes = sum(cfg.table(n).weight_bytes for n, tp in tables.items()
+                   if tp.sharding_type is ShardingType.DATA_PARALLEL)
+    return fixed_perf(prof, step_counts(topo, tables, weighted, dp_bytes)) * prof.sharing(topo)
+
+
+def piece_perf(prof: DeviceProfile) -> np.ndarray:
+    """(6,) the fixed cost of one table piece, in Perf's columns, before sharing."""
+    row = np.zeros(6)
+    row[0], row[2] = prof.piece_ms * FWD_SHARE, prof.piece_ms * (1.0 - FWD_SHARE)
+    return row
+
+
+__all__ = ["BACKEND", "DeviceProfile", "FIXED_COSTS", "PROFILE_FIELDS", "StepCounts", "active", "fixed_perf", "notes",
+           "parse_profile", "piece_perf", "published_cuda", "rank_fixed_perf", "step_counts"]

@@ -16,18 +16,17 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from db.calibration import calibrate_from_store
+from db import calibrate_cli
 from db.errors import StoreError
 from db.models import RunKind
 from db.runsink import DbSink, check_results, import_results, open_store, store_plan
-from engine.calibrate import apply_calibration
 from engine.config import load_config
 from engine.dryrun.command import add_dryrun_arguments, dryrun_result
 from engine.errors import EngineError
 from engine.evaluate import evaluate
 from engine.jsonsafe import JsonError, loads
 from engine.planfile import load_plan
-from engine.types import Config, Device, Plan, TablePlan
+from engine.types import Config, Plan, TablePlan
 from engine.validate.command import EXIT_CODES, add_validate_arguments, run_validate, say
 from engine.validate.types import Job, RunStatus
 
@@ -86,28 +85,6 @@ def cmd_import_results(args: argparse.Namespace) -> int:
     run_id = import_results(open_store(), args.plan_token, data)
     print(json.dumps({"run_id": run_id, "plan_token": args.plan_token}) if args.json
           else f"Stored run {run_id} of plan {args.plan_token}")
-    return 0
-
-
-def cmd_calibrate(args: argparse.Namespace) -> int:
-    if bool(args.config) != bool(args.config_out):
-        raise EngineError("--config and --config-out go together: the config to calibrate and where to write it")
-    cal = calibrate_from_store(open_store(), Device(args.device), args.device_name)
-    data = cal.as_dict()
-    if args.out:
-        _write_json(Path(args.out), data, "--out")
-    if args.config:
-        _write_json(Path(args.config_out), apply_calibration(_read_json(args.config, "--config"), cal.patch),
-                    "--config-out")
-    if args.json:
-        print(json.dumps(data, indent=1))
-        return 0
-    r2 = "n/a" if cal.r2 is None else f"{cal.r2:.3f}"
-    print(f"Calibration of {cal.device.value} from {cal.n_runs} runs (R^2 {r2}):")
-    for name, bw in cal.patch.items():
-        print(f"  {name} = {bw:.6g} bytes/ms ({bw * 1000 / 2**30:.3g} GiB/s)")
-    for note in cal.notes:
-        print(f"  note: {note}")
     return 0
 
 
@@ -172,15 +149,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print {run_id, plan_token} as JSON")
     p.set_defaults(func=_exit_codes_of_engine(cmd_import_results))
 
-    p = sub.add_parser("calibrate", help="fit the estimator's bandwidths to the stored validation runs")
-    p.add_argument("--device", choices=[d.value for d in Device], default=Device.CPU.value,
-                   help="calibrate from runs on this device (default %(default)s)")
-    p.add_argument("--device-name", metavar="TEXT", help="only runs whose device name contains TEXT, e.g. H100")
-    p.add_argument("--out", metavar="FILE", help="also write the calibration JSON here")
-    p.add_argument("--config", metavar="CONFIG.json", help="a config to apply the calibration to (--config-out)")
-    p.add_argument("--config-out", metavar="FILE", help="where to write the calibrated config")
-    p.add_argument("--json", action="store_true", help="print the calibration as JSON")
-    p.set_defaults(func=_exit_codes_of_engine(cmd_calibrate))
+    calibrate_cli.register(sub, _exit_codes_of_engine)
 
 
-__all__ = ["cmd_calibrate", "cmd_dryrun", "cmd_import_results", "cmd_validate", "register"]
+__all__ = ["cmd_dryrun", "cmd_import_results", "cmd_validate", "register"]

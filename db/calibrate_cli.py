@@ -1,0 +1,116 @@
+"""`python -m db calibrate`: fit a device profile (fixed costs and bandwidths) to the validation runs stored in
+the database DATABASE_URL names, check it by leaving one config out, and write a calibrated config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from db.calibration import calibrate_from_store, leave_one_out_from_store
+from db.errors import StoreError
+from db.runsink import open_store
+from engine.calibrate import FIXED, Calibration, HeldOut, apply_calibration, median_error
+from engine.errors import EngineError
+from engine.jsonsafe import JsonError, loads
+from engine.types import Device
+
+GIB = 2**30
+FIXED_UNITS = {"step_ms": "ms per step", "collective_ms": "ms per collective", "launch_ms": "ms per lookup launch",
+               "piece_ms": "ms per table piece"}
+
+
+def _read_json(path: str, flag: str) -> dict:
+    try:
+        data = loads(Path(path).read_bytes(), f"{flag} {path!r}")
+    except OSError as e:
+        raise EngineError(f"{flag} {path!r}: cannot read it ({e.strerror or e})") from None
+    except JsonError as e:
+        raise StoreError(str(e)) from None
+    if not isinstance(data, dict):
+        raise EngineError(f"{flag} {path!r}: must hold a JSON object")
+    return data
+
+
+def _write_json(path: Path, data: dict, flag: str) -> None:
+    try:
+        path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    except OSError as e:
+        raise EngineError(f"{flag} {str(path)!r}: cannot write there ({e.strerror or e})") from None
+
+
+def loo_dict(held: list[HeldOut]) -> dict:
+    """Leave-one-config-out errors: per config and over every held-out rank."""
+    groups = sorted({h.group for h in held})
+    return {"median_error": median_error(held),
+            "configs": {g: {"runs": sum(h.group == g for h in held),
+                            "median_error": median_error([h for h in held if h.group == g])} for g in groups}}
+
+
+def text(cal: Calibration, loo: dict | None) -> str:
+    prof = cal.profile
+    r2 = "n/a" if cal.r2 is None else f"{cal.r2:.3f}"
+    err = "" if cal.median_error is None else f", median error {cal.median_error:.0%}"
+    cores = f", {prof.cores_per_host} cores per host" if prof and prof.cores_per_host else ""
+    where = f" ({prof.backend}, {prof.hosts} host{'s' if prof.hosts > 1 else ''}{cores})" if prof else ""
+    lines = [f"Calibration of {cal.device.value}{where} from {cal.n_runs} runs (R^2 {r2}{err}):"]
+    if prof:
+        lines += [f"  {name} = {getattr(prof, name):.4g} {FIXED_UNITS[name]}" for name in FIXED]
+    lines += [f"  {name} = {bw:.6g} bytes/ms ({bw * 1000 / GIB:.3g} GiB/s)" for name, bw in cal.patch.items()]
+    lines += [f"  note: {n}" for n in cal.notes]
+    if loo:
+        lines.append("Leave one config out (each config's runs estimated by the fit on the others):")
+        lines += [f"  {g}: {c['runs']} runs, median error {c['median_error']:.0%}" for g, c in loo["configs"].items()]
+        lines.append(f"  all: median error {loo['median_error']:.0%}")
+    return "\n".join(lines)
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    if bool(args.config) != bool(args.config_out):
+        raise EngineError("--config and --config-out go together: the config to calibrate and where to write it")
+    store = open_store()
+    device = Device(args.device)
+    cal = calibrate_from_store(store, device, args.device_name, args.hosts)
+    data = cal.as_dict()
+    loo = loo_dict(leave_one_out_from_store(store, device, args.device_name, args.hosts)) if args.leave_one_out \
+        else None
+    if loo:
+        data["leave_one_out"] = loo
+    if args.out:
+        _write_json(Path(args.out), data, "--out")
+    if args.config:
+        _write_json(Path(args.config_out), apply_calibration(_read_json(args.config, "--config"), cal.as_dict()),
+                    "--config-out")
+    print(json.dumps(data, indent=1, default=_plain) if args.json else text(cal, loo))
+    return 0
+
+
+def _plain(v: object) -> object:
+    if isinstance(v, np.generic):
+        return v.item()
+    raise TypeError(type(v).__name__)
+
+
+def register(sub: argparse._SubParsersAction, wrap: Callable) -> None:
+    """Add `calibrate` to `python -m db`; `wrap` gives the command the run commands' exit codes."""
+    p = sub.add_parser("calibrate", help="fit a device profile (fixed costs and bandwidths) to the stored "
+                       "validation runs")
+    p.add_argument("--device", choices=[d.value for d in Device], default=Device.CPU.value,
+                   help="calibrate from runs on this device (default %(default)s)")
+    p.add_argument("--device-name", metavar="TEXT", help="only runs whose device name contains TEXT, e.g. H100")
+    p.add_argument("--hosts", type=int, metavar="N", help="only runs on N hosts (a profile is for one host count)")
+    p.add_argument("--leave-one-out", action="store_true",
+                   help="also fit on all configs but one and report the error on the one left out, for each config")
+    p.add_argument("--out", metavar="FILE", help="also write the calibration JSON here")
+    p.add_argument("--config", metavar="CONFIG.json", help="a config to apply the calibration to (--config-out)")
+    p.add_argument("--config-out", metavar="FILE", help="where to write the calibrated config: the fitted bandwidths, "
+                   "the profile, and the profile's device as compute_device")
+    p.add_argument("--json", action="store_true", help="print the calibration as JSON")
+    p.set_defaults(func=wrap(cmd_calibrate))
+
+
+__all__ = ["cmd_calibrate", "loo_dict", "register", "text"]

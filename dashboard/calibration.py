@@ -1,6 +1,7 @@
-"""Calibrated bandwidths in the workspace (pure): the fitted numbers beside the current ones, a topology with
-a calibration applied or with TorchRec's default bandwidths, whether a topology still holds a calibration's
-fit, and the line that says a plan's estimates are calibrated. A calibration is Calibration.as_dict().
+"""Calibrations in the workspace (pure): the fitted bandwidths beside the current ones and the device profile's
+fixed costs, a topology with a calibration applied or with TorchRec's defaults, whether a topology still holds
+a calibration's fit, and the line that says a plan's estimates are calibrated. A calibration is
+Calibration.as_dict().
 """
 
 from __future__ import annotations
@@ -11,6 +12,9 @@ import math
 import engine
 from dashboard.presets import GBPS_TO_BYTES_PER_MS
 from engine.calibrate import BANDWIDTH_FIELDS, apply_calibration
+from engine.config import PROFILE_FIELD
+from engine.errors import ConfigError
+from engine.profile import FIXED_COSTS, parse_profile
 
 # A calibrated value survives the Topology form's GiB/s round trip (x / k * k) to about 1e-16; a hand edit
 # shown at one decimal moves it far more.
@@ -34,19 +38,29 @@ def default_bandwidths() -> dict[str, float]:
 
 
 def with_default_bandwidths(topology: dict) -> dict:
-    """The topology with all five bandwidths back at TorchRec's defaults."""
-    return {**topology, **default_bandwidths()}
+    """The topology with all five bandwidths back at TorchRec's defaults and no device profile."""
+    return {k: v for k, v in {**topology, **default_bandwidths()}.items() if k != PROFILE_FIELD}
 
 
 def has_default_bandwidths(topology: dict) -> bool:
     defaults = _defaults()
-    return all(isinstance(v := _effective(topology, f, defaults), (int, float))
+    return topology.get(PROFILE_FIELD) is None and all(isinstance(v := _effective(topology, f, defaults), (int, float))
                and math.isclose(v, defaults[f], rel_tol=REL_TOLERANCE) for f in BANDWIDTH_FIELDS)
 
 
+def keep_profile(before: dict, after: dict) -> dict:
+    """`after` (the Topology form's values, which have no profile) with `before`'s profile while the device is
+    the same: the form does not drop a calibration's fixed costs."""
+    prof = before.get(PROFILE_FIELD)
+    if prof is None or after.get(PROFILE_FIELD) is not None or after.get("compute_device") != before.get(
+            "compute_device"):
+        return after
+    return {**after, PROFILE_FIELD: prof}
+
+
 def calibrated_topology(topology: dict, cal: dict) -> dict:
-    """The topology with the calibration's bandwidths; raises engine.ConfigError (one line) when the topology
-    or the patch is not valid."""
+    """The topology with the calibration's bandwidths and profile; raises engine.ConfigError (one line) when the
+    topology or the patch is not valid."""
     patched = apply_calibration({"tables": [PROBE_TABLE], "topology": dict(topology)}, cal)
     return patched["topology"]
 
@@ -67,7 +81,16 @@ def holds(cal: dict | None, topology: dict) -> bool:
         value = _effective(topology, field, defaults)
         if not isinstance(value, (int, float)) or not math.isclose(value, fitted, rel_tol=REL_TOLERANCE):
             return False
-    return True
+    return _same_profile(cal.get("profile"), topology.get(PROFILE_FIELD))
+
+
+def _same_profile(a: object, b: object) -> bool:
+    if a is None or b is None:
+        return a is b
+    try:
+        return parse_profile(a) == parse_profile(b)
+    except ConfigError:
+        return False
 
 
 def is_calibration(cal: object) -> bool:
@@ -106,6 +129,20 @@ def estimates_label(settings: dict | None) -> str:
     return f"calibrated: {cal['n_runs']} runs on {device_text(cal)}, {r2_text(cal)}"
 
 
+def profile_text(cal: dict) -> str | None:
+    """'Fixed costs (cpu/gloo, 1 host, 2 cores per host): 3.1 ms per step, ...', or None without a profile."""
+    try:
+        prof = parse_profile(cal.get("profile"))
+    except ConfigError:
+        return None
+    units = {"step_ms": "per step", "collective_ms": "per collective", "launch_ms": "per lookup launch",
+             "piece_ms": "per table piece"}
+    cores = f", {prof.cores_per_host} cores per host" if prof.cores_per_host else ""
+    costs = ", ".join(f"{getattr(prof, k):.3g} ms {units[k]}" for k in FIXED_COSTS)
+    return f"Fixed costs ({prof.device.value}/{prof.backend}, {prof.hosts} host{'s' if prof.hosts > 1 else ''}" \
+           f"{cores}): {costs}"
+
+
 def fitted_rows(topology: dict, cal: dict) -> list[dict]:
     """One row per fitted bandwidth: its current and fitted value in GiB/s, and the fit in bytes/ms."""
     defaults = _defaults()
@@ -119,5 +156,6 @@ def fitted_rows(topology: dict, cal: dict) -> list[dict]:
 
 
 __all__ = ["calibrated_topology", "default_bandwidths", "device_text", "estimates_label", "fitted_rows",
-           "has_default_bandwidths", "holds", "is_calibration", "note", "of_settings", "r2_text",
+           "has_default_bandwidths", "holds", "is_calibration", "keep_profile", "note", "of_settings", "profile_text",
+           "r2_text",
            "with_default_bandwidths"]

@@ -101,18 +101,23 @@ def fitted(topology: dict, cal: dict, in_use: dict | None) -> None:
     st.markdown(f"Fitted to **{n} succeeded validation run{'' if n == 1 else 's'}** on "
                 f"{md(calib.device_text(cal))}: **{md(calib.r2_text(cal))}** (runs {md(', '.join(map(str, ids[:10])))}"
                 f"{more}).")
+    fixed = calib.profile_text(cal)
+    if fixed:
+        st.markdown(f"{md(fixed)}.")
     for note in cal.get("notes") or []:
         st.caption(f"Note: {md(note)}")
-    if not cal["patch"]:
+    if not cal["patch"] and not fixed:
         st.warning("These runs determine no bandwidth: nothing to use.", icon=":material/warning:")
         return
-    gbps = st.column_config.NumberColumn(format="%.4g")
-    st.dataframe(pd.DataFrame(calib.fitted_rows(topology, cal)), hide_index=True, key="topology_calibration_table",
-                 column_config={"current GiB/s": gbps, "fitted GiB/s": gbps,
-                                "fitted bytes/ms": st.column_config.NumberColumn(format="%.6g")})
+    if cal["patch"]:
+        gbps = st.column_config.NumberColumn(format="%.4g")
+        st.dataframe(pd.DataFrame(calib.fitted_rows(topology, cal)), hide_index=True,
+                     key="topology_calibration_table", column_config={
+                         "current GiB/s": gbps, "fitted GiB/s": gbps,
+                         "fitted bytes/ms": st.column_config.NumberColumn(format="%.6g")})
     if st.button("Use this calibration", key="topology_calibration_use", type="primary", icon=":material/tune:",
-                 disabled=in_use == cal, help="puts the fitted bandwidths in this topology; plans made with it say "
-                 "their estimates are calibrated"):
+                 disabled=in_use == cal, help="puts the fitted bandwidths and fixed costs in this topology; plans made "
+                 "with it say their estimates are calibrated"):
         use_calibration(topology, cal)
 
 
@@ -159,7 +164,7 @@ views.show_flash()
 preset_row()
 state.apply_topology_pending()
 values = topology_form(presets.topology_form(state.topology()))
-topology = presets.form_topology(values)
+topology = calib.keep_profile(state.topology(), presets.form_topology(values))
 state.set_topology(topology, reset_widgets=False)
 check(topology)
 calibration_section(topology)

@@ -13,37 +13,37 @@ from streamlit.testing.v1 import AppTest
 import engine
 from dashboard import presets
 from db import runsink
+from engine.calibrate import apply_calibration
+from tests.factories import tutorial
 from tests.dashboard.conftest import APP, RUN_TIMEOUT_S
 from tests.dashboard.helpers import goto, plain, shown, workspace
 
 HBM_BW, INTRA_BW = 4.0e8, 2.0e8  # bytes/ms the seeded runs measure (the tutorial assumes 897 and 600 GiB/s)
-ASSUMED_COMPUTE_BW, ASSUMED_COMMS_BW = 9.0e8, 6.0e8  # bytes/ms the runs' estimates assumed
-RUN_SHAPES = ((0.2, 0.1), (1.0, 0.05), (0.3, 0.9))  # (estimated compute ms, estimated comms ms) per run
-NOTE = "Estimates calibrated from 3 runs on cuda (R^2 1.000)"
+FIXED = {"step_ms": 0.5, "collective_ms": 0.03, "launch_ms": 0.01, "piece_ms": 0.002}
+PLANS = (("table_wise", 2), ("row_wise", 2), ("data_parallel", 2), ("column_wise", 4), (None, 4),
+         ("table_row_wise", 4), ("row_wise", 4), ("table_column_wise", 2))  # (forced sharding type, ranks)
+NOTE = f"Estimates calibrated from {len(PLANS)} runs on cuda (R^2 1.000)"
 
 
-def result(compute_ms: float, comms_ms: float, device: str, measured_scale: float = 1.0) -> dict:
-    """A validation result whose slowest rank measured exactly what HBM_BW and INTRA_BW predict."""
-    measured = measured_scale * (compute_ms * ASSUMED_COMPUTE_BW / HBM_BW + comms_ms * ASSUMED_COMMS_BW / INTRA_BW)
-    ranks = [{"rank": rank, "iteration_ms": measured * share, "shards_match": True,
-              "estimated_ms": (compute_ms + comms_ms) * share, "estimated_compute_ms": compute_ms * share,
-              "estimated_comms_ms": comms_ms * share} for rank, share in ((0, 1.0), (1, 0.5))]
-    return {"status": "succeeded", "backend": "nccl" if device == "cuda" else "gloo", "device": device,
-            "device_name": "NVIDIA H100" if device == "cuda" else "cpu", "estimate_multi_host": False,
-            "estimate_compute_bw_bytes_per_ms": ASSUMED_COMPUTE_BW,
-            "estimate_comms_bw_bytes_per_ms": ASSUMED_COMMS_BW, "ranks": ranks}
-
-
-def seed_runs(store, device: str = "cuda", measured_scale: float = 1.0) -> list[int]:
-    """A saved plan and three succeeded validation runs of it, recorded as `python -m db validate` does."""
-    cfg = presets.tutorial()
-    cfg["topology"]["compute_device"] = device
-    parsed = engine.parse_config(cfg)
-    token = store.save_plan(engine.config_to_dict(parsed), engine.plan_to_dict(engine.plan(parsed)),
-                            label="validated", config_name="tutorial", settings={"source": runsink.SOURCE})
+def seed_runs(store, device: str = "cuda", flat: bool = False) -> list[int]:
+    """Eight saved plans of the tutorial's tables (a sharding type forced, 2 or 4 ranks) and one succeeded
+    validation run of each, recorded as `python -m db validate` does, whose every rank measured the step the
+    estimator gives under HBM_BW (or DDR on cpu), INTRA_BW and FIXED; flat: every run measured 5 ms."""
+    truth = {"patch": {"hbm_mem_bw" if device == "cuda" else "ddr_mem_bw": HBM_BW, "intra_host_bw": INTRA_BW},
+             "profile": {"device": device, "backend": "nccl" if device == "cuda" else "gloo", "hosts": 1, **FIXED}}
     ids = []
-    for compute_ms, comms_ms in RUN_SHAPES:
-        data = result(compute_ms, comms_ms, device, measured_scale)
+    for name, ws in PLANS:
+        cfg = tutorial(name)
+        cfg["topology"].update(compute_device=device, world_size=ws, local_world_size=ws)
+        parsed = engine.parse_config(cfg)
+        plan = engine.plan(parsed, engine.PlannerSettings(search=False))
+        step = 5.0 if flat else engine.evaluate(engine.parse_config(apply_calibration(cfg, truth)),
+                                                 plan.tables).max_rank_cost_ms
+        token = store.save_plan(engine.config_to_dict(parsed), engine.plan_to_dict(plan), label="validated",
+                                config_name=f"tutorial-{name}-{ws}", settings={"source": runsink.SOURCE})
+        data = {"status": "succeeded", "backend": "nccl" if device == "cuda" else "gloo", "device": device,
+                "device_name": "NVIDIA H100" if device == "cuda" else "cpu",
+                "ranks": [{"rank": r, "iteration_ms": step, "shards_match": True} for r in range(ws)]}
         run_id = store.create_run(token, "validation", data["backend"], device)
         store.update_run(run_id, status="running")
         store.add_metrics(run_id, runsink.metrics(data))
@@ -73,8 +73,10 @@ def test_topology_page_shows_the_fit_beside_the_current_bandwidths(store, app):
     ids = seed_runs(store)
     goto(app, "topology")
     assert not shown(app, "error")
-    assert any(f"Fitted to **3 succeeded validation runs** on cuda: **R^2 1.000** (runs {ids[0]}, {ids[1]}, {ids[2]})"
+    runs = ", ".join(map(str, ids))
+    assert any(f"Fitted to **8 succeeded validation runs** on cuda: **R^2 1.000** (runs {runs})"
                in m for m in shown(app, "markdown"))
+    assert any(m.startswith("Fixed costs (cuda/nccl, 1 host): ") for m in shown(app, "markdown"))
     table = fit_table(app)
     assert table["field"].tolist() == ["hbm_mem_bw", "intra_host_bw"]
     assert table["fitted bytes/ms"].tolist() == pytest.approx([HBM_BW, INTRA_BW], rel=1e-9)
@@ -94,7 +96,8 @@ def test_use_this_calibration_and_every_page_says_so(store, app):
     assert topo["intra_host_bw"] == pytest.approx(INTRA_BW, rel=1e-12)
     assert topo["ddr_mem_bw"] == pytest.approx(engine.constants.DDR_MEM_BW)  # not fitted: left alone
     cal = app.session_state["ws_calibration"]
-    assert (cal["device"], cal["n_runs"], cal["r2"]) == ("cuda", 3, pytest.approx(1.0))
+    assert (cal["device"], cal["n_runs"], cal["r2"]) == ("cuda", len(PLANS), pytest.approx(1.0))
+    assert topo["profile"] == cal["profile"] and topo["profile"]["collective_ms"] == pytest.approx(0.03)
     assert app.number_input(key="topology_hbm_mem_bw").value == pytest.approx(HBM_BW / presets.GBPS_TO_BYTES_PER_MS)
     assert shown(app, "success")[-1] == f"In use: {NOTE}."
     assert app.button(key="topology_calibration_use").disabled
@@ -103,7 +106,7 @@ def test_use_this_calibration_and_every_page_says_so(store, app):
     goto(app, "plan")  # auto-replan on the calibrated config
     current = app.session_state["ws_plan"]
     assert current.settings["calibration"] == cal
-    assert current.plan["max_rank_cost_ms"] > default_ms  # slower HBM and NVLink than TorchRec assumes
+    assert current.plan["max_rank_cost_ms"] > default_ms + FIXED["step_ms"] / 2  # fixed costs, slower HBM and NVLink
     assert any(NOTE in i for i in shown(app, "info"))
 
     goto(app, "save_share")
@@ -124,7 +127,8 @@ def test_use_this_calibration_and_every_page_says_so(store, app):
     goto(app, "compare")
     app.multiselect(key="compare_pick").set_value([f"saved:{token}", f"saved:{store.list_plans()[-1].token}"]).run()
     summary = app.dataframe[0].value
-    assert summary["estimates"].tolist() == ["calibrated: 3 runs on cuda, R^2 1.000", "configured bandwidths"]
+    assert summary["estimates"].tolist() == [f"a calibration from {len(PLANS)} runs on cuda (R^2 1.000)",
+                                             "TorchRec's default constants for cuda"]
 
 
 def test_editing_a_bandwidth_by_hand_drops_the_mark(store, app):
@@ -177,11 +181,14 @@ def test_an_empty_database_says_there_is_nothing_to_fit(app):
 
 
 def test_runs_that_determine_no_bandwidth_say_so(store, app):
-    seed_runs(store, measured_scale=0.0)  # measured nothing: no bandwidth explains it
+    seed_runs(store, flat=True)  # every step 5 ms: a fixed cost per step, no bandwidth, explains it
     goto(app, "topology")
-    assert shown(app, "warning") == ["These runs determine no bandwidth: nothing to use."]
     assert any("hbm_mem_bw: the runs do not determine it" in c for c in shown(app, "caption"))
-    assert not [b for b in app.button if b.key == "topology_calibration_use"]
+    fixed = [m for m in shown(app, "markdown") if m.startswith("Fixed costs (cuda/nccl, 1 host): ")]
+    assert len(fixed) == 1 and " ms per step, " in fixed[0]
+    assert not app.dataframe  # no bandwidth to show
+    use_calibration(app)
+    assert 4.0 < workspace(app)["topology"]["profile"]["step_ms"] <= 5.0  # the rest: TorchRec's bandwidth terms
 
 
 def test_switching_the_device_kind_drops_the_mark(store, app):

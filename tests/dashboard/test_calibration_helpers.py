@@ -9,8 +9,9 @@ import engine
 from dashboard import analysis, presets
 from dashboard import calibration as calib
 from engine import constants as C
-from engine.calibrate import Observation, fit
+from engine.calibrate import fit
 from engine.types import Device
+from tests.factories import synthetic_step_runs
 
 CAL = {"device": "cpu", "device_name": None, "patch": {"ddr_mem_bw": 2.0e6, "intra_host_bw": 3.0e7}, "r2": 0.98123,
        "n_runs": 4, "run_ids": [1, 2, 3, 4], "notes": []}
@@ -30,12 +31,26 @@ def test_calibrated_topology_of_a_bad_topology_is_one_config_error():
         calib.calibrated_topology({**CPU, "local_world_size": 3}, CAL)
 
 
-def test_a_whole_engine_calibration_applies():
-    obs = [Observation(c, m, c * 5e7 / 2e5 + m * 6e8 / 3e6, 5e7, 6e8) for c, m in ((0.2, 0.1), (1.0, 0.05), (0.3, 0.9))]
-    cal = fit(obs, Device.CPU).as_dict()
+def test_a_whole_engine_calibration_applies_with_its_profile():
+    cal = fit(synthetic_step_runs(), Device.CPU).as_dict()
     assert calib.is_calibration(cal)
     topo = calib.calibrated_topology(CPU, cal)
-    assert topo["ddr_mem_bw"] == pytest.approx(2e5) and topo["intra_host_bw"] == pytest.approx(3e6)
+    assert topo["ddr_mem_bw"] == pytest.approx(5e6) and topo["intra_host_bw"] == pytest.approx(2e6)
+    assert topo["profile"]["step_ms"] == pytest.approx(3.0) and topo["compute_device"] == "cpu"
+    assert calib.holds(cal, topo) and calib.holds(cal, presets.form_topology(presets.topology_form(topo)))
+    assert not calib.holds(cal, {k: v for k, v in topo.items() if k != "profile"})  # the fixed costs are gone
+    assert calib.profile_text(cal).startswith("Fixed costs (cpu/gloo, 1 host, 2 cores per host): 3 ms per step, ")
+    assert calib.profile_text(CAL) is None
+    back = calib.with_default_bandwidths(topo)
+    assert "profile" not in back and calib.has_default_bandwidths(back) and not calib.has_default_bandwidths(topo)
+
+
+def test_the_topology_form_keeps_the_profile_while_the_device_stays():
+    topo = calib.calibrated_topology(CPU, fit(synthetic_step_runs(), Device.CPU).as_dict())
+    form = {k: v for k, v in topo.items() if k != "profile"}
+    assert calib.keep_profile(topo, form)["profile"] == topo["profile"]
+    assert "profile" not in calib.keep_profile(topo, {**form, "compute_device": "cuda"})
+    assert calib.keep_profile(CPU, form) == form
 
 
 def test_holds_survives_the_topology_forms_unit_round_trip():

@@ -1,9 +1,10 @@
 """Calibration: fit a device profile (fixed costs per step, collective, lookup launch and table piece, and the
 lookup and comms bandwidths) to what validation runs measured, and check it on configs it did not see.
 
-In a synchronous DMP step every rank waits for the slowest, so a run's step is modelled as
-`sharing x max over ranks (features_r . costs)`, features_r being rank r's step counts and bandwidth bytes
-(step_features); non-negative least squares on relative errors fits the costs. Pure numpy on plain numbers:
+In a synchronous DMP step every rank waits for the slowest, and ranks that share a host's cores wait for them too:
+a run's step is `max(max over ranks of features_r . costs, max over hosts of their ranks' sum / cores)`,
+features_r being rank r's step counts and bandwidth bytes (step_features); non-negative least squares on relative
+errors fits the costs, re-picking the binding rank or host until the picks repeat. Pure numpy on plain numbers:
 db.calibration turns stored runs into StepObservations (the engine never imports db).
 """
 
@@ -32,6 +33,7 @@ FIXED = ("step_ms", "collective_ms", "launch_ms", "piece_ms")  # the first four 
 FEATURES = FIXED + ("compute", "intra_host_bw", "inter_host_bw")  # the last three: bytes, cost 1 / bandwidth
 N_FIXED = len(FIXED)
 MAX_PICK_ROUNDS = 30  # the slowest-rank assignment settles in a few rounds; a cycle stops here
+RANDOM_STARTS = 12  # seeded: the fit is the same every time
 
 
 @dataclass(frozen=True)
@@ -41,16 +43,27 @@ class StepObservation:
     features: np.ndarray  # (W, 7): 1, collectives, launches, pieces, lookup bytes, comms bytes in / across hosts
     measured_ms: np.ndarray  # (W,)
     assumed_bw: tuple[float, float, float]  # bytes/ms the run's config had for the three bandwidth features
-    sharing: float = 1.0  # ranks per host / cores, at least 1 (engine.profile.DeviceProfile.sharing)
     group: str = ""  # the config measured: leave-one-out holds out one group at a time
     run_id: int | None = None
     hosts: int = 1
-    cores_per_host: int | None = None
+    cores_per_host: int | None = None  # CPU runs: the cores its host's ranks share
 
     @property
     def step_ms(self) -> float:
         """The run's step: the median over ranks (in a synchronous step every rank measures about the same)."""
         return float(np.median(self.measured_ms))
+
+    @property
+    def binding(self) -> np.ndarray:
+        """(C, W) what can set the step: each rank alone, and each host's ranks summed over its cores where the
+        host has more ranks than cores (engine.profile.host_floor)."""
+        w = len(self.measured_ms)
+        rows = [np.eye(w)]
+        per_host = w // self.hosts
+        if self.cores_per_host and per_host > self.cores_per_host:
+            host = np.arange(w) // per_host
+            rows.append(np.array([(host == h) / self.cores_per_host for h in range(self.hosts)], dtype=np.float64))
+        return np.vstack(rows)
 
 
 @dataclass(frozen=True)
@@ -105,9 +118,7 @@ def observation(cfg: Config, tables: dict[str, TablePlan], measured_ms: Sequence
                 group: str = "", run_id: int | None = None) -> StepObservation:
     """A run as an observation: the config as it ran (its device, ranks per host), the plan, per-rank step ms."""
     x, bw = step_features(cfg, tables)
-    topo = cfg.topology
-    sharing = max(1.0, topo.local_world_size / cores_per_host) if cores_per_host else 1.0
-    return StepObservation(x, np.asarray(measured_ms, dtype=np.float64), bw, sharing, group, run_id, topo.num_hosts,
+    return StepObservation(x, np.asarray(measured_ms, dtype=np.float64), bw, group, run_id, cfg.topology.num_hosts,
                            cores_per_host)
 
 
@@ -152,29 +163,49 @@ def _offsets(o: StepObservation, held: Sequence[int]) -> np.ndarray:
 
 
 def busy_ms(costs: np.ndarray, o: StepObservation, held: Sequence[int] = ()) -> np.ndarray:
-    """Per rank: its own part of the step under these costs (what the estimate gives each rank)."""
-    return o.sharing * (o.features @ costs + _offsets(o, held))
+    """Per rank: its own work in the step under these costs."""
+    return o.features @ costs + _offsets(o, held)
 
 
-def _solve(obs: list[StepObservation], cols: list[int], held: Sequence[int]) -> np.ndarray:
-    """Costs minimising the relative error of sharing x max_r(features_r . costs): the slowest rank of each run
-    is picked under the current costs and least squares re-run, until the picks repeat."""
-    costs = np.zeros(len(FEATURES))
-    pick = [int(np.argmax(o.features[:, N_FIXED:].sum(axis=1) + o.features[:, 2:N_FIXED].sum(axis=1)))
-            for o in obs]
-    seen, best, best_res = set(), costs, math.inf
+def step_of(costs: np.ndarray, o: StepObservation, held: Sequence[int] = ()) -> float:
+    return float((o.binding @ busy_ms(costs, o, held)).max())
+
+
+def _settle(obs: list[StepObservation], cols: list[int], held: Sequence[int], pick: list[int]
+            ) -> tuple[np.ndarray, float]:
+    """From one choice of what binds each run: least squares, re-pick under the new costs, until the picks repeat.
+    Returns the best costs seen and their summed squared relative error."""
+    seen, best, best_res = set(), np.zeros(len(FEATURES)), math.inf
     for _ in range(MAX_PICK_ROUNDS):
-        rows = np.array([o.sharing * o.features[p, cols] / o.step_ms for o, p in zip(obs, pick)])
-        y = np.array([1.0 - o.sharing * _offsets(o, held)[p] / o.step_ms for o, p in zip(obs, pick)])
+        rows = np.array([(o.binding @ o.features)[p, cols] / o.step_ms for o, p in zip(obs, pick)])
+        y = np.array([1.0 - (o.binding @ _offsets(o, held))[p] / o.step_ms for o, p in zip(obs, pick)])
         costs = np.zeros(len(FEATURES))
         costs[cols] = nnls(rows, y)
-        res = sum(((busy_ms(costs, o, held).max() - o.step_ms) / o.step_ms) ** 2 for o in obs)
+        res = sum(((step_of(costs, o, held) - o.step_ms) / o.step_ms) ** 2 for o in obs)
         if res < best_res:
             best, best_res = costs, res
-        pick = [int(np.argmax(busy_ms(costs, o, held))) for o in obs]
+        pick = [int(np.argmax(o.binding @ busy_ms(costs, o, held))) for o in obs]
         if tuple(pick) in seen:
             break
         seen.add(tuple(pick))
+    return best, best_res
+
+
+def _solve(obs: list[StepObservation], cols: list[int], held: Sequence[int]) -> np.ndarray:
+    """Costs minimising the relative error of each run's step, what binds it (a rank, or a host's ranks over its
+    cores) being unknown: settled from the largest candidate of each run, then from a few seeded random choices
+    (the picks can settle in a local optimum); the best is kept."""
+    size = [o.binding @ (o.features[:, N_FIXED:].sum(axis=1) + o.features[:, 2:N_FIXED].sum(axis=1)) for o in obs]
+    rng = np.random.default_rng(0)
+    starts = [[int(np.argmax(v)) for v in size]] + [[int(rng.integers(len(v))) for v in size]
+                                                     for _ in range(RANDOM_STARTS)]
+    best, best_res = np.zeros(len(FEATURES)), math.inf
+    for pick in starts:
+        costs, res = _settle(obs, cols, held, pick)
+        if res < best_res - 1e-15:
+            best, best_res = costs, res
+        if best_res < 1e-20:
+            break
     return best
 
 
@@ -222,7 +253,7 @@ def fit(observations: Iterable[StepObservation], device: Device, device_name: st
         if costs[i] == 0 and i in cols:
             notes.append(f"{name}: fitted at zero (the runs do not show it)")
     y = np.array([o.step_ms for o in obs])
-    fitted = np.array([busy_ms(costs, o, held).max() for o in obs])
+    fitted = np.array([step_of(costs, o, held) for o in obs])
     errors = np.concatenate([np.abs(f - o.measured_ms) / o.measured_ms for f, o in zip(fitted, obs)])
     ids = tuple(o.run_id for o in obs if o.run_id is not None)
     return Calibration(device, patch, r_squared(y, fitted), len(obs), ids, device_name, tuple(notes),
@@ -232,13 +263,19 @@ def fit(observations: Iterable[StepObservation], device: Device, device_name: st
 # ---- predictions and the honest check --------------------------------------------------------------------
 
 
-def predict(cal: Calibration, o: StepObservation) -> tuple[float, np.ndarray]:
-    """(step ms, per-rank busy ms) of a run under a calibration, as the estimator gives them once the calibration
-    is applied to the run's config: a bandwidth the calibration left out stays the one the run's config had."""
+def predict(cal: Calibration, o: StepObservation) -> tuple[float, np.ndarray, np.ndarray]:
+    """(step ms, per-rank estimate ms, per-rank own work ms) of a run under a calibration, the first two as the
+    estimator gives them once the calibration is applied to the run's config (each rank at least its host's work
+    over its cores); a bandwidth the calibration left out stays the one the run's config had."""
     costs = np.asarray(cal.costs, dtype=np.float64)
     held = [j for j in range(N_FIXED, len(FEATURES)) if costs[j] == 0]
-    busy = busy_ms(costs, o, held)
-    return float(busy.max()), busy
+    own = busy_ms(costs, o, held)
+    floors = o.binding[len(own):] @ own
+    per_rank = own.copy()
+    if len(floors):
+        per_host = len(own) // o.hosts
+        per_rank = np.maximum(own, floors[np.arange(len(own)) // per_host])
+    return step_of(costs, o, held), per_rank, own
 
 
 @dataclass(frozen=True)
@@ -249,7 +286,8 @@ class HeldOut:
     run_id: int | None
     measured_ms: np.ndarray  # (W,)
     step_ms: float  # estimated step: what every rank of a synchronous step measures
-    busy_ms: np.ndarray  # (W,) estimated own part of each rank
+    rank_ms: np.ndarray  # (W,) each rank's estimate (engine.evaluate's cost_ms under the calibration)
+    busy_ms: np.ndarray  # (W,) each rank's own work (before waiting for a core)
 
     @property
     def errors(self) -> np.ndarray:
@@ -268,8 +306,7 @@ def leave_one_out(observations: Iterable[StepObservation], device: Device) -> li
         cal = fit([o for o in obs if o.group != g], device)
         for o in obs:
             if o.group == g:
-                step, busy = predict(cal, o)
-                out.append(HeldOut(g, o.run_id, o.measured_ms, step, busy))
+                out.append(HeldOut(g, o.run_id, o.measured_ms, *predict(cal, o)))
     return out
 
 
@@ -311,4 +348,4 @@ def apply_calibration(config: dict, patch: dict) -> dict:
 
 __all__ = ["BANDWIDTH_FIELDS", "COMPUTE_FIELD", "FEATURES", "Calibration", "HeldOut", "StepObservation",
            "apply_calibration", "busy_ms", "fit", "leave_one_out", "median_error", "nnls", "observation", "predict",
-           "r_squared", "step_features"]
+           "r_squared", "step_features", "step_of"]

@@ -224,12 +224,12 @@ def _memory(table: TableConfig, load: TableLoad, topo: Topology, kernel: Compute
 
 def with_profile(perf_ms: np.ndarray, topo: Topology, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
     """Per-shard times under the topology's device profile, when one applies: each non-empty piece's fixed cost
-    added, and everything stretched where a host has more ranks than cores (engine.profile)."""
+    added (engine.profile; the per-rank terms are added by engine.evaluate)."""
     prof = active(topo)
     if prof is None:
         return perf_ms
     held = (rows * cols > 0).astype(np.float64)[:, None]
-    return (perf_ms + held * piece_perf(prof)) * prof.sharing(topo)
+    return perf_ms + held * piece_perf(prof)
 
 
 def estimate_kernels(table: TableConfig, c: Constraints, topo: Topology, st: ShardingType,

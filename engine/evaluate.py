@@ -9,7 +9,7 @@ import numpy as np
 
 from engine.errors import ConfigError
 from engine.estimate import estimate_shards, perf_from_row
-from engine.profile import rank_fixed_perf
+from engine.profile import step_perf
 from engine.types import Config, Plan, RankStats, ShardingType, TablePlan
 
 
@@ -48,9 +48,7 @@ def evaluate(cfg: Config, tables: dict[str, TablePlan], planner: str = "engine",
         np.add.at(inp, ranks, est.input_bytes)
         np.add.at(out, ranks, est.output_bytes)
         np.add.at(count, ranks, 1)
-    fixed = rank_fixed_perf(cfg, tables)  # a device profile's per-step, per-collective and per-launch costs
-    if fixed is not None:
-        perf += fixed
+    perf = step_perf(cfg, tables, perf)  # a device profile's per-step, per-collective and per-launch costs
     stats = tuple(
         RankStats(rank=r, hbm_bytes=int(hbm[r]), ddr_bytes=int(ddr[r]), hbm_cap_bytes=topo.usable_hbm_bytes,
                   ddr_cap_bytes=topo.usable_ddr_bytes, perf=perf_from_row(perf[r]), input_bytes=int(inp[r]),

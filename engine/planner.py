@@ -225,6 +225,6 @@ def plan(cfg: Config, settings: PlannerSettings = PlannerSettings()) -> Plan:
     pl = found.pl
     tables = {cfg.tables[t].name: to_table_plan(pl.choice[t], pl.ranks[t]) for t in range(len(cfg.tables))}
     prof = active(cfg.topology)  # every rank pays the profile's per-step cost: the bound does too
-    floor_ms = prof.step_ms * prof.sharing(cfg.topology) if prof else 0.0
+    floor_ms = prof.step_ms if prof else 0.0
     return evaluate(cfg, tables, planner="engine", planning_seconds=time.perf_counter() - start,
                     lower_bound_ms=bound + floor_ms, notes=tuple(_notes(cfg, arr, found, steps, gains)))

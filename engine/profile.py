@@ -43,7 +43,7 @@ class DeviceProfile:
     device: Device
     backend: str
     hosts: int
-    cores_per_host: int | None  # CPU: ranks beyond this many per host share cores; None: no sharing
+    cores_per_host: int | None  # CPU: a host's ranks share this many cores; None: each rank has its own device
     step_ms: float = 0.0  # per step, every rank: DMP's forward, backward and optimizer calls
     collective_ms: float = 0.0  # per collective, every rank takes part
     launch_ms: float = 0.0  # per lookup kernel (forward + backward) a rank runs: one per sharding type it holds
@@ -58,11 +58,9 @@ class DeviceProfile:
         """A profile prices only the device and host count it was measured on."""
         return topo.compute_device is self.device and topo.num_hosts == self.hosts
 
-    def sharing(self, topo: Topology) -> float:
-        """How much slower every part of a rank's step runs when its host has more ranks than cores."""
-        if self.cores_per_host is None:
-            return 1.0
-        return max(1.0, topo.local_world_size / self.cores_per_host)
+    def shares_cores(self, topo: Topology) -> bool:
+        """True where a host runs more ranks than it has cores: then a step lasts at least the host's work / cores."""
+        return self.cores_per_host is not None and topo.local_world_size > self.cores_per_host
 
     def as_dict(self) -> dict:
         return {"device": self.device.value, "backend": self.backend, "hosts": self.hosts,
@@ -189,7 +187,7 @@ def step_counts(topo: Topology, tables: dict[str, TablePlan], weighted: set[str]
 
 
 def fixed_perf(prof: DeviceProfile, counts: StepCounts) -> np.ndarray:
-    """(W, 6) per-rank fixed costs in Perf's columns, before sharing; pieces are priced per shard instead."""
+    """(W, 6) per-rank fixed costs in Perf's columns; pieces are priced per shard instead."""
     w = len(counts.launches)
     perf = np.zeros((w, 6))
     compute = prof.step_ms + prof.launch_ms * counts.launches
@@ -201,24 +199,43 @@ def fixed_perf(prof: DeviceProfile, counts: StepCounts) -> np.ndarray:
     return perf
 
 
-def rank_fixed_perf(cfg: Config, tables: dict[str, TablePlan]) -> np.ndarray | None:
-    """(W, 6) what the config's profile adds to each rank besides the per-piece terms; None without one."""
-    topo = cfg.topology
-    prof = active(topo)
-    if prof is None:
-        return None
+def plan_counts(cfg: Config, tables: dict[str, TablePlan]) -> StepCounts:
+    """step_counts of a plan under its config (weighted features and data-parallel bytes read off the config)."""
     weighted = {n for n in tables if cfg.constraint(n).is_weighted}
     dp_bytes = sum(cfg.table(n).weight_bytes for n, tp in tables.items()
                    if tp.sharding_type is ShardingType.DATA_PARALLEL)
-    return fixed_perf(prof, step_counts(topo, tables, weighted, dp_bytes)) * prof.sharing(topo)
+    return step_counts(cfg.topology, tables, weighted, dp_bytes)
+
+
+def host_floor(totals_ms: np.ndarray, topo: Topology, cores: int) -> np.ndarray:
+    """Per rank, its host's summed work over the host's cores: no rank's step is shorter when ranks share cores."""
+    host = np.arange(len(totals_ms)) // topo.local_world_size
+    return (np.bincount(host, weights=totals_ms) / cores)[host]
+
+
+def step_perf(cfg: Config, tables: dict[str, TablePlan], perf_ms: np.ndarray) -> np.ndarray:
+    """(W, 6) per-rank times under the config's profile: its per-step, per-collective and per-launch costs added
+    and, where a host has more ranks than cores, each rank stretched to the host's work / cores (a rank waits for
+    a core). Without a profile that applies, perf_ms unchanged."""
+    topo = cfg.topology
+    prof = active(topo)
+    if prof is None:
+        return perf_ms
+    perf = perf_ms + fixed_perf(prof, plan_counts(cfg, tables))
+    if prof.shares_cores(topo):
+        total = perf.sum(axis=1)
+        floor = host_floor(total, topo, prof.cores_per_host)
+        perf = perf * np.where(total < floor, floor / np.maximum(total, 1e-300), 1.0)[:, None]
+    return perf
 
 
 def piece_perf(prof: DeviceProfile) -> np.ndarray:
-    """(6,) the fixed cost of one table piece, in Perf's columns, before sharing."""
+    """(6,) the fixed cost of one table piece, in Perf's columns."""
     row = np.zeros(6)
     row[0], row[2] = prof.piece_ms * FWD_SHARE, prof.piece_ms * (1.0 - FWD_SHARE)
     return row
 
 
 __all__ = ["BACKEND", "DeviceProfile", "FIXED_COSTS", "PROFILE_FIELDS", "StepCounts", "active", "fixed_perf", "notes",
-           "parse_profile", "piece_perf", "published_cuda", "rank_fixed_perf", "step_counts"]
+           "parse_profile", "piece_perf", "host_floor", "plan_counts", "published_cuda", "step_counts",
+           "step_perf"]

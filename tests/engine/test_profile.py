@@ -46,13 +46,14 @@ def test_leave_one_out_predicts_each_config_from_the_others_only():
     assert sorted(h.run_id for h in held) == [o.run_id for o in runs]
     assert median_error(held) == pytest.approx(0.0, abs=1e-9)
     spoiled = [StepObservation(o.features, o.measured_ms * (3.0 if o.group == "config0" else 1.0), o.assumed_bw,
-                               o.sharing, o.group, o.run_id, 1, 2) for o in runs]
+                               o.group, o.run_id, 1, 2) for o in runs]
     for h in leave_one_out(spoiled, Device.CPU):  # config0's runs never inform their own prediction
         if h.group == "config0":
             assert h.errors == pytest.approx(2 / 3)
         others = fit([o for o in spoiled if o.group != h.group], Device.CPU)
-        step, busy = predict(others, next(o for o in spoiled if o.run_id == h.run_id))
-        assert h.step_ms == pytest.approx(step) and h.busy_ms == pytest.approx(busy)
+        step, per_rank, own = predict(others, next(o for o in spoiled if o.run_id == h.run_id))
+        assert h.step_ms == pytest.approx(step) and h.rank_ms == pytest.approx(per_rank)
+        assert h.busy_ms == pytest.approx(own) and (per_rank >= own).all()
     with pytest.raises(engine.EngineError, match="at least two configs"):
         leave_one_out([o for o in runs if o.group == "config1"], Device.CPU)
 
@@ -61,13 +62,16 @@ def test_a_bandwidth_the_runs_do_not_determine_stays_as_configured():
     runs = synthetic_runs()
     costs = np.array(TRUE_STEP_COSTS)
     costs[4] = 0.0  # lookups free: the measured steps do not grow with them
-    flat = [StepObservation(o.features, np.full(len(o.measured_ms), o.sharing * float((o.features @ costs).max())),
-                            o.assumed_bw, o.sharing, o.group, o.run_id, 1, 2) for o in runs]
+    flat = [StepObservation(o.features, np.full(len(o.measured_ms), 1.0), o.assumed_bw, o.group, o.run_id, 1, 2)
+            for o in runs]
+    for i, o in enumerate(runs):
+        own = o.features @ costs
+        flat[i].measured_ms[:] = max(own.max(), own.sum() / 2 if len(own) > 2 else 0.0)
     cal = fit(flat, Device.CPU)
     assert "ddr_mem_bw" not in cal.patch and any("ddr_mem_bw: the runs do not determine it" in n for n in cal.notes)
     with pytest.raises(engine.EngineError, match="python -m db validate"):
         fit([], Device.CPU)
-    mixed = [StepObservation(o.features, o.measured_ms, o.assumed_bw, o.sharing, o.group, o.run_id, 1 + i % 2, 2)
+    mixed = [StepObservation(o.features, o.measured_ms, o.assumed_bw, o.group, o.run_id, 1 + i % 2, 2)
              for i, o in enumerate(runs)]
     with pytest.raises(engine.EngineError, match="one host count"):
         fit(mixed, Device.CPU)
@@ -105,6 +109,7 @@ def test_a_fit_on_real_plans_prices_them_as_the_estimator_does():
         again = engine.evaluate(engine.parse_config(apply_calibration(raw, cal.as_dict())), tables)
         assert [r.cost_ms for r in again.ranks] == pytest.approx(busy, rel=1e-9)
         assert predict(cal, o)[1] == pytest.approx(busy, rel=1e-9)
+        assert predict(cal, o)[0] == pytest.approx(busy.max(), rel=1e-9)
 
 
 def test_step_counts_follow_dmp():
@@ -171,4 +176,6 @@ def test_apply_calibration_sets_the_profile_and_its_device():
     assert apply_calibration(tutorial(), {"ddr_mem_bw": 1e6})["topology"]["compute_device"] == "cuda"
     with pytest.raises(engine.ConfigError, match="calibration.batch_size"):
         apply_calibration(tutorial(), {"batch_size": 3})
-    assert DeviceProfile(Device.CPU, "gloo", 1, 2).sharing(engine.parse_config(_cpu(None, 4)).topology) == 2.0
+    prof = DeviceProfile(Device.CPU, "gloo", 1, 2)
+    assert prof.shares_cores(engine.parse_config(_cpu(None, 4)).topology)
+    assert not prof.shares_cores(engine.parse_config(_cpu(None, 2)).topology)

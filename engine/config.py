@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Optional, TypeVar
 
@@ -235,7 +236,7 @@ def _topology(raw: Any) -> Topology:
     if lws > ws or ws % lws:
         raise ConfigError("topology.local_world_size", f"must divide world_size ({ws}) evenly, got {lws}")
     bw = lambda k, dflt: _float(d.get(k, dflt), f"topology.{k}", L.MIN_BW, L.MAX_BW)  # noqa: E731
-    return Topology(
+    topo = Topology(
         world_size=ws,
         local_world_size=lws,
         compute_device=_enum(d.get("compute_device", "cuda"), "topology.compute_device", Device),
@@ -250,8 +251,10 @@ def _topology(raw: Any) -> Topology:
         storage_reservation=_float(d.get("storage_reservation", C.STORAGE_RESERVATION),
                                    "topology.storage_reservation", 0.0, 0.99),
         optimizer=_enum(d.get("optimizer", "sgd"), "topology.optimizer", Optimizer),
-        profile=parse_profile(d[PROFILE_FIELD]) if d.get(PROFILE_FIELD) is not None else None,
     )
+    if d.get(PROFILE_FIELD) is None:
+        return topo
+    return replace(topo, profile=parse_profile(d[PROFILE_FIELD], f"topology.{PROFILE_FIELD}", topo))
 
 
 def _check_load(tables: tuple[TableConfig, ...], constraints: dict[str, Constraints], topology: Topology) -> None:

@@ -33,6 +33,7 @@ FWD_SHARE = 1.0 / 3.0  # fixed compute work splits forward : backward as 1 : 2, 
 # Published figures for GPUs, used until a GPU profile is measured: a CUDA kernel launch is about 5 us and
 # NCCL's all-to-all latency within an NVLink host about 20 us (NCCL tests, 8 GPUs); across hosts about 50 us
 # (InfiniBand). DMP's Python work per step is left out (it overlaps GPU work when the host is not the bottleneck).
+PUBLISHED = "published"  # topology.profile: "published" takes PUBLISHED_CUDA for the topology's hosts
 PUBLISHED_CUDA = {1: {"collective_ms": 0.020, "launch_ms": 0.005}, 2: {"collective_ms": 0.050, "launch_ms": 0.005}}
 
 
@@ -111,8 +112,14 @@ def _count(v: Any, path: str, hi: int) -> int:
     return v
 
 
-def parse_profile(raw: Any, path: str = "topology.profile") -> DeviceProfile:
-    """A profile from its JSON object; raises ConfigError naming the field."""
+def parse_profile(raw: Any, path: str = "topology.profile", topo: Topology | None = None) -> DeviceProfile:
+    """A profile from its JSON object, or "published" (GPU topologies: the published figures for the topology's
+    host count); raises ConfigError naming the field."""
+    if raw == PUBLISHED:
+        if topo is None or topo.compute_device is not Device.CUDA:
+            raise ConfigError(path, '"published" figures exist for cuda only; measure a CPU profile with '
+                              "`python -m db calibrate --device cpu --config-out ...`")
+        return published_cuda(topo.num_hosts)
     if not isinstance(raw, dict):
         raise ConfigError(path, "must be an object: device, backend, hosts and the fixed costs in ms")
     unknown = [k for k in raw if k not in PROFILE_FIELDS]

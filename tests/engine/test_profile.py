@@ -147,10 +147,17 @@ def test_a_profile_prices_only_its_device_and_host_count():
 
 def test_published_gpu_figures_say_so():
     raw = tutorial()
-    raw["topology"]["profile"] = published_cuda(1).as_dict()
-    p = engine.plan(engine.parse_config(raw))
+    raw["topology"]["profile"] = "published"
+    cfg = engine.parse_config(raw)
+    assert cfg.topology.profile == published_cuda(1)
+    p = engine.plan(cfg)
     assert any("defaults from published figures until a GPU profile is measured" in n for n in p.notes)
+    assert p.max_rank_cost_ms >= 5 * published_cuda(1).collective_ms  # a table-wise step's five collectives
+    assert engine.parse_config(engine.config_to_dict(cfg)) == cfg
     assert published_cuda(2).collective_ms > published_cuda(1).collective_ms
+    raw["topology"]["compute_device"] = "cpu"
+    with pytest.raises(engine.ConfigError, match="cuda only"):
+        engine.parse_config(raw)
 
 
 @pytest.mark.parametrize("change, field", [

@@ -212,11 +212,11 @@ def phases_table(items: list[Measured], phases: dict) -> tuple[str, list[float],
 
 
 def loo_table(items: list[Measured], names: dict[int, str], held) -> str:
-    lines = ["| config held out | runs | median error before | median error after (LOO) | worst rank after |",
+    lines = ["| config held out | plans | median error before | median error after (LOO) | worst rank after |",
              "|---|---|---|---|---|"]
     for case in sorted({m.case for m in items}):
         ms = [m for m in items if m.case == case]
-        before = np.concatenate([np.abs(m.before_ms.max() - m.step_ms) / m.step_ms for m in ms], axis=None)
+        before = np.concatenate([np.abs(m.before_ms.max() - m.measured) / m.measured for m in ms])
         hs = [h for h in held if h.group == case]
         after = np.concatenate([h.errors for h in hs]) if hs else np.array([np.nan])
         lines.append(f"| {case} | {len(hs)} | {np.median(before):.0%} | {np.median(after):.0%} | "
@@ -231,28 +231,26 @@ def write_report(db_url: str, out: Path, journal: Path, phases_journal: Path) ->
     obs = observations_from_store(store, Device.CPU)
     cal = fit(obs, Device.CPU)
     held = leave_one_out(obs, Device.CPU)
-    by_run = {h.run_id: h for h in held}
+    by_plan = {names[h.run_ids[0]]: h for h in held if h.run_ids}
     for m in items:
-        hs = [by_run[i] for i, n in names.items() if n == f"{m.case} {m.plan}" and i in by_run]
-        if hs:
-            m.after_step_ms = float(np.median([h.step_ms for h in hs]))
-            m.after_rank_ms = np.median([h.rank_ms for h in hs], axis=0)
-            m.after_busy_ms = np.median([h.busy_ms for h in hs], axis=0)
+        h = by_plan.get(f"{m.case} {m.plan}")
+        if h is not None:
+            m.after_step_ms, m.after_rank_ms, m.after_busy_ms = h.step_ms, h.rank_ms, h.busy_ms
     spear, rhos = spearman_table(items)
     ph_text, ph_rhos, ph_n = phases_table(items, read_phases(phases_journal))
     checks = [order_check(items, before) for before in (True, False)]
     prof = cal.profile
     fixed = ", ".join(f"{k} {getattr(prof, k):.3f}" for k in ("step_ms", "collective_ms", "launch_ms", "piece_ms"))
     bws = ", ".join(f"{k} {v:.3g} bytes/ms ({v * 1000 / 2**30:.2f} GiB/s)" for k, v in cal.patch.items())
-    all_before = np.concatenate([np.abs(m.before_ms.max() - m.step_ms).ravel() / m.step_ms.ravel() for m in items])
+    all_before = np.concatenate([np.abs(m.before_ms.max() - m.measured) / m.measured for m in items])
     text = "\n\n".join([
         f"Runs: {_load_line(journal)}.",
         f"**Profile fitted on all {cal.n_runs} runs** (in-sample): {fixed}; {bws}; cores per host "
         f"{prof.cores_per_host}; R^2 {_fmt(cal.r2, 3)}, median error {cal.median_error:.0%}."
         + ("" if not cal.notes else " Notes: " + "; ".join(cal.notes) + "."),
         f"**Leave one config out**: median absolute per-rank step error {median_error(held):.0%} over "
-        f"{sum(len(h.measured_ms) for h in held)} held-out ranks ({len(held)} runs); before calibration "
-        f"{np.median(all_before):.0%}.",
+        f"{sum(len(h.measured_ms) for h in held)} held-out ranks of {len(held)} plans (each rank's step the median "
+        f"of its runs); before calibration {np.median(all_before):.0%}.",
         loo_table(items, names, held),
         f"**Spearman within a run** (the rank's own estimated part vs its measured step) where the spread between "
         f"ranks exceeds the run-to-run noise: {len(rhos)} of {len(items)} plans"

@@ -45,7 +45,7 @@ def run_observation(store: Store, rec: PlanRecord, run: RunRecord, device: Devic
     cores = info.get("cpu_count") if device is Device.CPU else None
     cores = cores if isinstance(cores, int) and cores > 0 else None
     return observation(replace(cfg, topology=topo), tables, measured, cores_per_host=cores, group=rec.config_name,
-                       run_id=run.id)
+                       run_id=run.id, plan=rec.token)
 
 
 def _wanted(run: RunRecord, device: Device, device_name: str | None) -> bool:
@@ -66,7 +66,7 @@ def observations_from_store(store: Store, device: Device, device_name: str | Non
             obs = run_observation(store, rec, run, device) if rec else None
             if obs is not None and (hosts is None or obs.hosts == hosts):
                 out.append(obs)
-    return sorted(out, key=lambda o: o.run_id or 0)
+    return sorted(out, key=lambda o: o.run_ids)
 
 
 def calibrate_from_store(store: Store, device: Device, device_name: str | None = None,

@@ -44,9 +44,10 @@ class StepObservation:
     measured_ms: np.ndarray  # (W,)
     assumed_bw: tuple[float, float, float]  # bytes/ms the run's config had for the three bandwidth features
     group: str = ""  # the config measured: leave-one-out holds out one group at a time
-    run_id: int | None = None
+    run_ids: tuple[int, ...] = ()
     hosts: int = 1
     cores_per_host: int | None = None  # CPU runs: the cores its host's ranks share
+    plan: str = ""  # the plan measured: runs of one plan are combined (each rank's median step) before a fit
 
     @property
     def step_ms(self) -> float:
@@ -115,11 +116,26 @@ def step_features(cfg: Config, tables: dict[str, TablePlan]) -> tuple[np.ndarray
 
 
 def observation(cfg: Config, tables: dict[str, TablePlan], measured_ms: Sequence[float], *, cores_per_host: int | None,
-                group: str = "", run_id: int | None = None) -> StepObservation:
+                group: str = "", run_id: int | None = None, plan: str = "") -> StepObservation:
     """A run as an observation: the config as it ran (its device, ranks per host), the plan, per-rank step ms."""
     x, bw = step_features(cfg, tables)
-    return StepObservation(x, np.asarray(measured_ms, dtype=np.float64), bw, group, run_id, cfg.topology.num_hosts,
-                           cores_per_host)
+    return StepObservation(x, np.asarray(measured_ms, dtype=np.float64), bw, group,
+                           () if run_id is None else (run_id,), cfg.topology.num_hosts, cores_per_host, plan)
+
+
+def combine(observations: Iterable[StepObservation]) -> list[StepObservation]:
+    """Runs of one plan (same config, host count and cores) as one observation: each rank's median step over them,
+    so that a run made while the machine was busy moves the fit less. Observations without a plan stay apart."""
+    groups: dict[tuple, list[StepObservation]] = {}
+    for i, o in enumerate(observations):
+        key = (o.group, o.plan, o.hosts, o.cores_per_host, len(o.measured_ms)) if o.plan else (i,)
+        groups.setdefault(key, []).append(o)
+    out = []
+    for runs in groups.values():
+        first = runs[0]
+        measured = np.median(np.array([o.measured_ms for o in runs]), axis=0)
+        out.append(replace(first, measured_ms=measured, run_ids=tuple(i for o in runs for i in o.run_ids)))
+    return out
 
 
 # ---- the fit ---------------------------------------------------------------------------------------------
@@ -229,15 +245,16 @@ def _profile(obs: list[StepObservation], device: Device, costs: np.ndarray) -> D
                           "count; calibrate from runs of one (--hosts N)")
     cores = Counter(o.cores_per_host for o in obs).most_common(1)[0][0] if device is Device.CPU else None
     groups = len({o.group for o in obs})
+    runs = sum(max(1, len(o.run_ids)) for o in obs)
     return DeviceProfile(device, BACKEND[device], hosts.pop(), cores,
                          **{name: float(costs[i]) for i, name in enumerate(FIXED)},
-                         source=f"measured: fitted to {len(obs)} validation runs of {groups} configs")
+                         source=f"measured: fitted to {runs} validation runs of {len(obs)} plans, {groups} configs")
 
 
 def fit(observations: Iterable[StepObservation], device: Device, device_name: str | None = None) -> Calibration:
     """The profile and bandwidths that best explain the runs' steps; a bandwidth no run exercised, or fitted at
     zero cost, stays as configured (a note says so)."""
-    obs = list(observations)
+    obs = combine(observations)
     if not obs:
         raise EngineError(f"no succeeded validation runs on {device.value} to calibrate from; record some "
                           "with `python -m db validate CONFIG.json --plan PLAN.json` first")
@@ -255,8 +272,8 @@ def fit(observations: Iterable[StepObservation], device: Device, device_name: st
     y = np.array([o.step_ms for o in obs])
     fitted = np.array([step_of(costs, o, held) for o in obs])
     errors = np.concatenate([np.abs(f - o.measured_ms) / o.measured_ms for f, o in zip(fitted, obs)])
-    ids = tuple(o.run_id for o in obs if o.run_id is not None)
-    return Calibration(device, patch, r_squared(y, fitted), len(obs), ids, device_name, tuple(notes),
+    ids = tuple(sorted(i for o in obs for i in o.run_ids))
+    return Calibration(device, patch, r_squared(y, fitted), max(len(ids), len(obs)), ids, device_name, tuple(notes),
                        _profile(obs, device, costs), float(np.median(errors)), tuple(float(c) for c in costs))
 
 
@@ -280,10 +297,10 @@ def predict(cal: Calibration, o: StepObservation) -> tuple[float, np.ndarray, np
 
 @dataclass(frozen=True)
 class HeldOut:
-    """One run of a config left out of the fit, predicted by the fit on the other configs."""
+    """One plan's runs (combined) of a config left out of the fit, predicted by the fit on the other configs."""
 
     group: str
-    run_id: int | None
+    run_ids: tuple[int, ...]
     measured_ms: np.ndarray  # (W,)
     step_ms: float  # estimated step: what every rank of a synchronous step measures
     rank_ms: np.ndarray  # (W,) each rank's estimate (engine.evaluate's cost_ms under the calibration)
@@ -297,7 +314,7 @@ class HeldOut:
 
 def leave_one_out(observations: Iterable[StepObservation], device: Device) -> list[HeldOut]:
     """Each config's runs predicted by the fit on all the other configs' runs (one config out at a time)."""
-    obs = list(observations)
+    obs = combine(observations)
     groups = sorted({o.group for o in obs})
     if len(groups) < 2:
         raise EngineError("leave-one-out needs runs of at least two configs")
@@ -306,7 +323,7 @@ def leave_one_out(observations: Iterable[StepObservation], device: Device) -> li
         cal = fit([o for o in obs if o.group != g], device)
         for o in obs:
             if o.group == g:
-                out.append(HeldOut(g, o.run_id, o.measured_ms, *predict(cal, o)))
+                out.append(HeldOut(g, o.run_ids, o.measured_ms, *predict(cal, o)))
     return out
 
 
@@ -347,5 +364,5 @@ def apply_calibration(config: dict, patch: dict) -> dict:
 
 
 __all__ = ["BANDWIDTH_FIELDS", "COMPUTE_FIELD", "FEATURES", "Calibration", "HeldOut", "StepObservation",
-           "apply_calibration", "busy_ms", "fit", "leave_one_out", "median_error", "nnls", "observation", "predict",
-           "r_squared", "step_features", "step_of"]
+           "apply_calibration", "busy_ms", "combine", "fit", "leave_one_out", "median_error", "nnls", "observation",
+           "predict", "r_squared", "step_features", "step_of"]

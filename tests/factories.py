@@ -73,5 +73,5 @@ def synthetic_step_runs(n: int = 14, seed: int = 0) -> list:
         x[:, 4], x[:, 5] = rng.uniform(0, 5e7, w), rng.uniform(0, 2e7, w)
         own = x @ costs
         step = float(max(own.max(), own.sum() / 2 if w > 2 else 0.0))
-        out.append(StepObservation(x, np.full(w, step), (5.1e7, 6e8, 1e7), f"config{i % 5}", i + 1, 1, 2))
+        out.append(StepObservation(x, np.full(w, step), (5.1e7, 6e8, 1e7), f"config{i % 5}", (i + 1,), 1, 2))
     return out

@@ -5,6 +5,7 @@ profile applies only to its device and host count."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ import engine
 from engine.calibrate import (
     StepObservation,
     apply_calibration,
+    combine,
     fit,
     leave_one_out,
     median_error,
@@ -43,15 +45,15 @@ def test_fit_recovers_known_fixed_costs_and_bandwidths_exactly():
 def test_leave_one_out_predicts_each_config_from_the_others_only():
     runs = synthetic_runs()
     held = leave_one_out(runs, Device.CPU)
-    assert sorted(h.run_id for h in held) == [o.run_id for o in runs]
+    assert sorted(h.run_ids for h in held) == [o.run_ids for o in runs]
     assert median_error(held) == pytest.approx(0.0, abs=1e-9)
     spoiled = [StepObservation(o.features, o.measured_ms * (3.0 if o.group == "config0" else 1.0), o.assumed_bw,
-                               o.group, o.run_id, 1, 2) for o in runs]
+                               o.group, o.run_ids, 1, 2) for o in runs]
     for h in leave_one_out(spoiled, Device.CPU):  # config0's runs never inform their own prediction
         if h.group == "config0":
             assert h.errors == pytest.approx(2 / 3)
         others = fit([o for o in spoiled if o.group != h.group], Device.CPU)
-        step, per_rank, own = predict(others, next(o for o in spoiled if o.run_id == h.run_id))
+        step, per_rank, own = predict(others, next(o for o in spoiled if o.run_ids == h.run_ids))
         assert h.step_ms == pytest.approx(step) and h.rank_ms == pytest.approx(per_rank)
         assert h.busy_ms == pytest.approx(own) and (per_rank >= own).all()
     with pytest.raises(engine.EngineError, match="at least two configs"):
@@ -62,7 +64,7 @@ def test_a_bandwidth_the_runs_do_not_determine_stays_as_configured():
     runs = synthetic_runs()
     costs = np.array(TRUE_STEP_COSTS)
     costs[4] = 0.0  # lookups free: the measured steps do not grow with them
-    flat = [StepObservation(o.features, np.full(len(o.measured_ms), 1.0), o.assumed_bw, o.group, o.run_id, 1, 2)
+    flat = [StepObservation(o.features, np.full(len(o.measured_ms), 1.0), o.assumed_bw, o.group, o.run_ids, 1, 2)
             for o in runs]
     for i, o in enumerate(runs):
         own = o.features @ costs
@@ -71,10 +73,20 @@ def test_a_bandwidth_the_runs_do_not_determine_stays_as_configured():
     assert "ddr_mem_bw" not in cal.patch and any("ddr_mem_bw: the runs do not determine it" in n for n in cal.notes)
     with pytest.raises(engine.EngineError, match="python -m db validate"):
         fit([], Device.CPU)
-    mixed = [StepObservation(o.features, o.measured_ms, o.assumed_bw, o.group, o.run_id, 1 + i % 2, 2)
+    mixed = [StepObservation(o.features, o.measured_ms, o.assumed_bw, o.group, o.run_ids, 1 + i % 2, 2)
              for i, o in enumerate(runs)]
     with pytest.raises(engine.EngineError, match="one host count"):
         fit(mixed, Device.CPU)
+
+
+def test_runs_of_one_plan_are_combined_rank_by_rank():
+    o = synthetic_runs(1)[0]
+    runs = [replace(o, measured_ms=o.measured_ms * k, run_ids=(i,), plan="p") for i, k in enumerate((1.0, 3.0, 1.2))]
+    other = replace(o, run_ids=(9,), plan="q")
+    merged = combine([*runs, other])
+    assert [m.run_ids for m in merged] == [(0, 1, 2), (9,)]
+    assert merged[0].measured_ms == pytest.approx(o.measured_ms * 1.2)
+    assert fit([*runs, other], Device.CPU).n_runs == 4
 
 
 def test_nnls_clips_at_zero():

@@ -24,8 +24,8 @@ from engine.config import parse_config
 from engine.errors import ConfigError, EngineError
 from engine.estimate import comms_bw, device_bw, perf_parts, table_load
 from engine.evaluate import shard_arrays
-from engine.profile import BACKEND, DeviceProfile, step_counts
-from engine.types import ComputeKernel, Config, Device, ShardingType, TablePlan
+from engine.profile import BACKEND, DeviceProfile, plan_counts
+from engine.types import ComputeKernel, Config, Device, TablePlan
 
 COMPUTE_FIELD = {Device.CPU: "ddr_mem_bw", Device.CUDA: "hbm_mem_bw"}
 BANDWIDTH_FIELDS = ("hbm_mem_bw", "ddr_mem_bw", "hbm_to_ddr_mem_bw", "intra_host_bw", "inter_host_bw")
@@ -91,8 +91,9 @@ class Calibration:
 
 
 def step_features(cfg: Config, tables: dict[str, TablePlan]) -> tuple[np.ndarray, tuple[float, float, float]]:
-    """(W, 7) per-rank features of one step and the bandwidths (bytes/ms) the bytes were priced at. Bytes are
-    lookup work at the fused kernel's bandwidth (a dense kernel's count double) and comms bytes."""
+    """(W, 7) per-rank features of one step (1, collective latency rounds, lookup launches, table pieces, lookup
+    bytes, comms bytes in / across hosts) and the bandwidths (bytes/ms) the bytes were priced at. Lookup bytes are
+    work at the fused kernel's bandwidth (a dense kernel's count double)."""
     topo = replace(cfg.topology, profile=None)
     w, multi = topo.world_size, topo.num_hosts > 1
     lookup_bw, cbw = device_bw(topo, ComputeKernel.FUSED, 1.0), comms_bw(topo)
@@ -104,12 +105,9 @@ def step_features(cfg: Config, tables: dict[str, TablePlan]) -> tuple[np.ndarray
         work, fixed = perf_parts(t, load, topo, tp.sharding_type, rows.astype(float), cols.astype(float))
         np.add.at(compute_ms, ranks, work.sum(axis=1) / device_bw(topo, tp.compute_kernel, load.cache_load_factor))
         np.add.at(comms_ms, ranks, fixed.sum(axis=1))
-    weighted = {n for n in tables if cfg.constraint(n).is_weighted}
-    dp_bytes = sum(cfg.table(n).weight_bytes for n, tp in tables.items()
-                   if tp.sharding_type is ShardingType.DATA_PARALLEL)
-    counts = step_counts(topo, tables, weighted, dp_bytes)
+    counts = plan_counts(cfg, tables, BACKEND[topo.compute_device])
     x = np.zeros((w, len(FEATURES)))
-    x[:, 0], x[:, 1], x[:, 2], x[:, 3] = 1.0, counts.collectives, counts.launches, counts.pieces
+    x[:, 0], x[:, 1], x[:, 2], x[:, 3] = 1.0, counts.rounds, counts.launches, counts.pieces
     x[:, 4] = compute_ms * lookup_bw
     x[:, 6 if multi else 5] = comms_ms * cbw
     return x, (lookup_bw, topo.intra_host_bw if not multi else cbw, topo.inter_host_bw)

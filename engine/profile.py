@@ -23,11 +23,15 @@ MAX_SOURCE_CHARS = 500
 
 # Collectives of one step per sharded (non data-parallel) sharding type, as TorchRec 1.8 issues them (counted
 # with torch.profiler on gloo): the input dist's splits, lengths and values all-to-alls (weights too when a
-# feature is weighted), the output dist forward (all-to-all, or reduce-scatter for row-wise) and its backward.
+# feature is weighted), the output dist forward (all-to-all; a reduce-scatter for row-wise) and its backward
+# (all-to-all; an all-gather for row-wise). Data-parallel gradients are all-reduced in DDP buckets.
 INPUT_DIST_COLLECTIVES = 3
-OUTPUT_DIST_COLLECTIVES = 1  # forward; the same again in backward
-TWRW_CROSS_HOST_EXTRA = 1  # table_row_wise over hosts: a reduce-scatter in the host, then an all-to-all across
-DDP_BUCKET_BYTES = 25 * 2**20  # data-parallel gradients are all-reduced in DDP buckets (TorchRec's bucket_cap_mb)
+DDP_BUCKET_BYTES = 25 * 2**20  # TorchRec's DDP wrapper: bucket_cap_mb=25
+# A collective's fixed cost is counted in latency rounds, as the alpha-beta model does (Thakur, Rabenseifner and
+# Gropp 2005): an all-to-all by pairwise exchange, an all-gather and a reduce-scatter take n - 1 rounds among n
+# ranks, a ring all-reduce 2 (n - 1). gloo has no reduce-scatter: it all-reduces (seen as gloo:all_reduce).
+ALL_REDUCE_ROUNDS = 2
+REDUCE_SCATTER_ROUNDS = {"gloo": ALL_REDUCE_ROUNDS, "nccl": 1}
 FWD_SHARE = 1.0 / 3.0  # fixed compute work splits forward : backward as 1 : 2, as the bandwidth terms do
 
 # Published figures for GPUs, used until a GPU profile is measured: a CUDA kernel launch is about 5 us and
@@ -46,7 +50,7 @@ class DeviceProfile:
     hosts: int
     cores_per_host: int | None  # CPU: a host's ranks share this many cores; None: each rank has its own device
     step_ms: float = 0.0  # per step, every rank: DMP's forward, backward and optimizer calls
-    collective_ms: float = 0.0  # per collective, every rank takes part
+    collective_ms: float = 0.0  # per latency round of a collective, every rank (step_counts)
     launch_ms: float = 0.0  # per lookup kernel (forward + backward) a rank runs: one per sharding type it holds
     piece_ms: float = 0.0  # per table piece (shard or replica) a rank holds: its features' split and permute
     source: str = "measured"  # "measured: ...", or "published figures: ..." for the GPU defaults
@@ -149,17 +153,18 @@ def parse_profile(raw: Any, path: str = "topology.profile", topo: Topology | Non
 
 @dataclass(frozen=True)
 class StepCounts:
-    """Per step: collectives every rank takes part in, split by phase; lookup kernels and pieces per rank."""
+    """Per step: the latency rounds of the collectives every rank takes part in, by phase; lookup kernels and
+    table pieces per rank."""
 
-    input_collectives: int
-    fwd_collectives: int
-    bwd_collectives: int
+    input_rounds: float
+    fwd_rounds: float
+    bwd_rounds: float
     launches: np.ndarray  # (W,)
     pieces: np.ndarray  # (W,)
 
     @property
-    def collectives(self) -> int:
-        return self.input_collectives + self.fwd_collectives + self.bwd_collectives
+    def rounds(self) -> float:
+        return self.input_rounds + self.fwd_rounds + self.bwd_rounds
 
 
 def _holders(tp: TablePlan) -> list[int]:
@@ -168,10 +173,21 @@ def _holders(tp: TablePlan) -> list[int]:
     return [s.rank for s in tp.shards if s.sizes[0] * s.sizes[1] > 0]
 
 
+def _output_rounds(st: ShardingType, topo: Topology, backend: str) -> tuple[float, float]:
+    """(forward, backward) rounds of a sharding type's output dist."""
+    w, local, hosts = topo.world_size, topo.local_world_size, topo.num_hosts
+    rs = REDUCE_SCATTER_ROUNDS.get(backend, 1)
+    if st is ShardingType.ROW_WISE:
+        return rs * (w - 1), w - 1.0
+    if st is ShardingType.TABLE_ROW_WISE:  # reduce-scatter (all-gather back) in the host, all-to-all across
+        return rs * (local - 1) + (hosts - 1), (local - 1) + (hosts - 1.0)
+    return w - 1.0, w - 1.0
+
+
 def step_counts(topo: Topology, tables: dict[str, TablePlan], weighted: set[str] | frozenset = frozenset(),
-                dp_bytes: float = 0.0) -> StepCounts:
-    """Collectives, launches and pieces of one step. `weighted`: tables with weighted features; `dp_bytes`:
-    the data-parallel tables' weight bytes (their gradients are all-reduced in DDP buckets)."""
+                dp_bytes: float = 0.0, backend: str = "gloo") -> StepCounts:
+    """Collective rounds, launches and pieces of one step. `weighted`: tables with weighted features;
+    `dp_bytes`: the data-parallel tables' weight bytes (their gradients are all-reduced in DDP buckets)."""
     w = topo.world_size
     launches, pieces = np.zeros(w), np.zeros(w)
     groups: dict[ShardingType, set[int]] = {}
@@ -185,12 +201,12 @@ def step_counts(topo: Topology, tables: dict[str, TablePlan], weighted: set[str]
     for ranks in groups.values():
         launches[list(ranks)] += 1.0
     sharded = [st for st in groups if st is not ShardingType.DATA_PARALLEL]
-    inp = sum(INPUT_DIST_COLLECTIVES + (st in weighted_types) for st in sharded)
-    out = len(sharded) * OUTPUT_DIST_COLLECTIVES
-    if ShardingType.TABLE_ROW_WISE in groups and topo.num_hosts > 1:
-        out += TWRW_CROSS_HOST_EXTRA
-    dp = math.ceil(dp_bytes / DDP_BUCKET_BYTES) if ShardingType.DATA_PARALLEL in groups else 0
-    return StepCounts(inp, out, out + dp, launches, pieces)
+    inp = sum(INPUT_DIST_COLLECTIVES + (st in weighted_types) for st in sharded) * (w - 1.0)
+    fwd = sum(_output_rounds(st, topo, backend)[0] for st in sharded)
+    bwd = sum(_output_rounds(st, topo, backend)[1] for st in sharded)
+    if ShardingType.DATA_PARALLEL in groups:
+        bwd += math.ceil(dp_bytes / DDP_BUCKET_BYTES) * ALL_REDUCE_ROUNDS * (w - 1)
+    return StepCounts(inp, fwd, bwd, launches, pieces)
 
 
 def fixed_perf(prof: DeviceProfile, counts: StepCounts) -> np.ndarray:
@@ -200,18 +216,18 @@ def fixed_perf(prof: DeviceProfile, counts: StepCounts) -> np.ndarray:
     compute = prof.step_ms + prof.launch_ms * counts.launches
     perf[:, 0] = compute * FWD_SHARE
     perf[:, 2] = compute * (1.0 - FWD_SHARE)
-    perf[:, 1] = prof.collective_ms * counts.fwd_collectives
-    perf[:, 3] = prof.collective_ms * counts.bwd_collectives
-    perf[:, 4] = prof.collective_ms * counts.input_collectives
+    perf[:, 1] = prof.collective_ms * counts.fwd_rounds
+    perf[:, 3] = prof.collective_ms * counts.bwd_rounds
+    perf[:, 4] = prof.collective_ms * counts.input_rounds
     return perf
 
 
-def plan_counts(cfg: Config, tables: dict[str, TablePlan]) -> StepCounts:
+def plan_counts(cfg: Config, tables: dict[str, TablePlan], backend: str) -> StepCounts:
     """step_counts of a plan under its config (weighted features and data-parallel bytes read off the config)."""
     weighted = {n for n in tables if cfg.constraint(n).is_weighted}
     dp_bytes = sum(cfg.table(n).weight_bytes for n, tp in tables.items()
                    if tp.sharding_type is ShardingType.DATA_PARALLEL)
-    return step_counts(cfg.topology, tables, weighted, dp_bytes)
+    return step_counts(cfg.topology, tables, weighted, dp_bytes, backend)
 
 
 def host_floor(totals_ms: np.ndarray, topo: Topology, cores: int) -> np.ndarray:
@@ -228,7 +244,7 @@ def step_perf(cfg: Config, tables: dict[str, TablePlan], perf_ms: np.ndarray) ->
     prof = active(topo)
     if prof is None:
         return perf_ms
-    perf = perf_ms + fixed_perf(prof, plan_counts(cfg, tables))
+    perf = perf_ms + fixed_perf(prof, plan_counts(cfg, tables, prof.backend))
     if prof.shares_cores(topo):
         total = perf.sum(axis=1)
         floor = host_floor(total, topo, prof.cores_per_host)

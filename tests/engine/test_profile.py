@@ -133,10 +133,15 @@ def test_step_counts_follow_dmp():
         mixed[name] = engine.TablePlan(st, tp.compute_kernel, (0, 1) if st is ShardingType.DATA_PARALLEL else tp.ranks,
                                        None if st is ShardingType.DATA_PARALLEL else tp.shards)
     counts = step_counts(cfg.topology, mixed, dp_bytes=1024)
-    assert counts.collectives == 16  # 3 sharded types x 5 + one DDP all-reduce (counted with torch.profiler)
+    # 2 ranks: 3 sharded types x 3 input all-to-alls, their output dists (row-wise: an all-reduce on gloo, 2
+    # rounds, and an all-gather back) and one DDP all-reduce: 16 collectives (torch.profiler), 18 latency rounds
+    assert (counts.input_rounds, counts.fwd_rounds, counts.bwd_rounds) == (9, 4, 5)
     assert counts.pieces.sum() == 5  # three one-shard pieces and a replica on each rank
+    assert step_counts(cfg.topology, mixed, dp_bytes=1024, backend="nccl").fwd_rounds == 3  # a real reduce-scatter
     tw = step_counts(cfg.topology, t)
-    assert tw.collectives == 5 and tw.launches.tolist() == [1.0, 1.0]
+    assert tw.rounds == 5 and tw.launches.tolist() == [1.0, 1.0]
+    four = engine.parse_config(_cpu(None, 4))
+    assert step_counts(four.topology, engine.plan(four, engine.PlannerSettings(search=False)).tables).rounds == 15
 
 
 def test_a_profile_prices_only_its_device_and_host_count():

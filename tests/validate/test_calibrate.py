@@ -19,7 +19,7 @@ from engine.types import Device
 from tests.factories import tutorial, write
 from tests.validate.conftest import SHARDING_TYPES, run_cli, run_db_cli
 
-COLLECTIVES = {"table_wise": 5, "column_wise": 5, "row_wise": 5, "data_parallel": 1}  # counted with torch.profiler
+ROUNDS = {"table_wise": 5, "column_wise": 5, "row_wise": 6, "data_parallel": 2}  # 2 ranks: engine.profile.step_counts
 
 
 def test_stored_runs_become_observations_of_their_plans(recorded_runs):
@@ -28,7 +28,7 @@ def test_stored_runs_become_observations_of_their_plans(recorded_runs):
     assert sorted(o.group for o in obs) == sorted(f"tutorial_{st}" for st in SHARDING_TYPES)
     for o in obs:
         st = o.group.removeprefix("tutorial_")
-        assert o.features.shape == (2, 7) and (o.features[:, 1] == COLLECTIVES[st]).all()
+        assert o.features.shape == (2, 7) and (o.features[:, 1] == ROUNDS[st]).all()
         assert (o.measured_ms > 0).all() and o.hosts == 1 and o.cores_per_host == os.cpu_count()
     cal = calibrate_from_store(store, Device.CPU)
     assert cal.n_runs == len(SHARDING_TYPES) and cal.profile.backend == "gloo" and cal.r2 is not None

@@ -1,6 +1,8 @@
-"""Measuring runs in the background: `python -m engine dryrun|validate` as a subprocess (an argument list,
-never a shell string) whose stderr streams into the run's log in the database, whose JSON result becomes
-per-rank metrics, and which can be cancelled. The Runs page polls the database.
+"""Measuring runs from the dashboard: the command a user runs, `python -m db dryrun|validate CONFIG --plan PLAN
+--plan-token TOKEN --run-id N --json`, started in the background (an argument list, never a shell string) in its
+own process group on this app's database. The command records the run (db.runsink.record_result); this module
+streams its stderr into the run's log, cancels it, and records the end only when the command could not (it
+died, or the database stopped taking its updates), through the same function.
 """
 
 from __future__ import annotations
@@ -19,14 +21,16 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
+from db.runsink import record_result
+from engine.validate.types import RunStatus
+
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = {"dryrun": "Kernel dry-run (this machine, ranks one after another)",
          "validation": "Validation run (real ranks with torch.distributed)"}
-COMMANDS = {"dryrun": "dryrun", "validation": "validate"}
-MEASURED_METRIC = "step_ms"  # db.compare.MEASURED_TIME_METRIC: what Compare reads as the measured time
+COMMANDS = {"dryrun": "dryrun", "validation": "validate"}  # python -m db COMMAND
 LOG_FLUSH_S = 0.5
-EXIT_CANCELLED = 130  # what the engine's commands exit with when interrupted
-UNITS = (("_ms", "ms"), ("_bytes", "bytes"))
+EXIT_CANCELLED = 130  # what the commands exit with when interrupted
+RESULT_LOG_CHARS = 20_000
 
 _LOCK = threading.Lock()
 _ACTIVE: dict[int, "Active"] = {}
@@ -50,8 +54,8 @@ class Active:
 
 @lru_cache(maxsize=None)
 def command_flags(kind: str) -> Optional[frozenset[str]]:
-    """The flags `python -m engine <command>` accepts, or None when this install has no such command."""
-    from engine.cli import build_parser
+    """The flags `python -m db <command>` accepts, or None when this install has no such command."""
+    from db.__main__ import build_parser
 
     sub = next((a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)), None)
     parser = sub.choices.get(COMMANDS[kind]) if sub else None
@@ -63,17 +67,20 @@ def command_flags(kind: str) -> Optional[frozenset[str]]:
 def unavailable_reason(kind: str) -> Optional[str]:
     try:
         flags = command_flags(kind)
-    except Exception as e:  # an extra command module that fails to import must not break the page
-        return f"`python -m engine {COMMANDS[kind]}` cannot be loaded here ({type(e).__name__}: {e})"
+    except Exception as e:  # a command module that fails to import must not break the page
+        return f"`python -m db {COMMANDS[kind]}` cannot be loaded here ({type(e).__name__}: {e})"
     if flags is None:
-        return f"this install has no `python -m engine {COMMANDS[kind]}` command yet"
+        return f"this install has no `python -m db {COMMANDS[kind]}` command yet"
     return None
 
 
-def build_argv(kind: str, config_path: Path, plan_path: Path, opts: Options) -> list[str]:
+def build_argv(kind: str, workdir: Path, token: str, run_id: int, opts: Options) -> list[str]:
+    """The command line, as a user would type it, of run `run_id` of plan `token` staged in workdir."""
     flags = command_flags(kind) or frozenset()
-    argv = [sys.executable, "-m", "engine", COMMANDS[kind], str(config_path), "--plan", str(plan_path)]
-    wanted = {"--json": None, "--device": opts.device, "--iters": opts.iters,
+    argv = [sys.executable, "-m", "db", COMMANDS[kind], str(workdir / "config.json"),
+            "--plan", str(workdir / "plan.json")]
+    wanted = {"--plan-token": token, "--run-id": run_id, "--json": None, "--device": opts.device,
+              "--iters": opts.iters, "--out-dir": str(workdir / "job"),
               **{f"--{k.replace('_', '-')}": v for k, v in opts.extra.items()}}
     for flag, value in wanted.items():
         if flag in flags and value is not False:
@@ -81,26 +88,8 @@ def build_argv(kind: str, config_path: Path, plan_path: Path, opts: Options) -> 
     return argv
 
 
-def result_metrics(data: dict) -> tuple[list[tuple[int, str, float, str]], dict]:
-    """Per-rank numbers of a run's JSON result as metrics (measured_ms stored as step_ms, true/false as 1/0),
-    and the rest (backend, device, notes, top-level numbers) as device info."""
-    metrics = []
-    for r in data.get("ranks") or []:
-        rank = r.get("rank")
-        if not isinstance(rank, int):
-            continue
-        for name, value in r.items():
-            if name == "rank" or not isinstance(value, (int, float)):
-                continue
-            unit = next((u for suffix, u in UNITS if name.endswith(suffix)), "")
-            metrics.append((rank, MEASURED_METRIC if name == "measured_ms" else name, float(value), unit))
-    info = {k: v for k, v in data.items()
-            if k not in ("ranks", "log_tail") and isinstance(v, (str, int, float, bool, list, type(None)))}
-    return metrics, info
-
-
 def start(store, token: str, kind: str, opts: Options) -> int:
-    """Create the run in the database and launch its command; returns the run id."""
+    """Create the run (queued) in the database and launch its command; returns the run id."""
     reason = unavailable_reason(kind)
     if reason:
         raise RuntimeError(reason)
@@ -113,16 +102,26 @@ def start(store, token: str, kind: str, opts: Options) -> int:
     default_backend = "auto" if kind == "dryrun" else ("nccl" if opts.device == "cuda" else "gloo")
     backend = str(opts.extra.get("backend", default_backend))
     run_id = store.create_run(token, kind, backend, opts.device)
-    argv = build_argv(kind, workdir / "config.json", workdir / "plan.json", opts)
-    launch(store, run_id, argv, workdir)
+    launch(store, run_id, build_argv(kind, workdir, token, run_id, opts), workdir)
     return run_id
+
+
+def child_env(store) -> dict[str, str]:
+    """This process's environment, on the Store's database (a relative SQLite path made absolute)."""
+    url = store.url
+    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:") \
+            and not os.path.isabs(url.database):
+        url = url.set(database=os.path.abspath(url.database))
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": path,
+            "DATABASE_URL": url.render_as_string(hide_password=False)}
 
 
 def launch(store, run_id: int, argv: list[str], workdir: Path) -> None:
     """Start argv in its own process group; a thread streams its stderr into the run's log."""
     stdout = open(workdir / "stdout.txt", "wb")
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=stdout, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                            start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                            start_new_session=True, env=child_env(store))
     stdout.close()
     with _LOCK:
         _ACTIVE[run_id] = Active(proc, workdir)
@@ -137,7 +136,7 @@ def _read_lines(pipe, sink: list[str], lock: threading.Lock) -> None:
 
 
 def _watch(store, run_id: int) -> None:
-    """Move the command's stderr into the log every LOG_FLUSH_S until it exits, then record the result."""
+    """Move the command's stderr into the log every LOG_FLUSH_S until it exits, then make sure the run ended."""
     active = _ACTIVE[run_id]
     lines: list[str] = []
     lock = threading.Lock()
@@ -166,34 +165,38 @@ def _watch(store, run_id: int) -> None:
             _ACTIVE.pop(run_id, None)
 
 
-def _finish(store, run_id: int, active: Active, rc: int, err_lines: list[str]) -> None:
-    """Record how the command ended: its JSON result (printed also when the run itself failed) becomes
-    metrics and device info; the status follows the exit code (0 ok, 130 cancelled, else failed)."""
-    out = (active.workdir / "stdout.txt").read_text(encoding="utf-8", errors="replace")
-    if active.cancelled or rc == EXIT_CANCELLED:
-        store.update_run(run_id, status="cancelled", log_append="cancelled by the user\n")
-        return
+def _printed_result(workdir: Path) -> dict:
     try:
-        data = json.loads(out)
-    except json.JSONDecodeError:
-        data = None
-    data = data if isinstance(data, dict) else {}
-    metrics, info = result_metrics(data)
-    if metrics:
-        store.add_metrics(run_id, metrics)
-    if rc != 0 or not data:
-        last = next((ln.strip() for ln in reversed(err_lines) if ln.strip()), "")
-        error = data.get("error") or last or (f"exit code {rc}" if rc else "the command printed no JSON result")
-        store.update_run(run_id, status="failed", error=str(error), device_info=info or None,
-                         log_append=(data.get("log_tail") or ("" if data else out))[-20000:] or None)
+        data = json.loads((workdir / "stdout.txt").read_text(encoding="utf-8", errors="replace"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _finish(store, run_id: int, active: Active, rc: int, err_lines: list[str]) -> None:
+    """A run the command left unfinished (killed, cancelled before it could say so, bad input before it opened
+    the run, a database that stopped taking its updates) is recorded from what it printed, by record_result:
+    cancelled, or its JSON result, or failed with its last stderr line."""
+    if store.get_run(run_id).status.finished:
         return
-    store.update_run(run_id, status="succeeded", device_info=info,
-                     log_append=f"finished: {len(metrics)} metrics over {len(data.get('ranks') or [])} ranks\n")
+    data = _printed_result(active.workdir)
+    if active.cancelled or rc in (EXIT_CANCELLED, -signal.SIGTERM):
+        record_result(store, run_id, data, RunStatus.CANCELLED, "cancelled by the user")
+        store.update_run(run_id, log_append="cancelled by the user\n")
+        return
+    last = next((ln.strip() for ln in reversed(err_lines) if ln.strip()), "")
+    ok = rc == 0 and bool(data)
+    status = None if ok or "status" in data else RunStatus.FAILED
+    error = None if ok or data.get("error") else (last or f"exit code {rc}" if rc else "the command printed no result")
+    record_result(store, run_id, data, status, error)
+    if data.get("log_tail"):
+        store.update_run(run_id, log_append=str(data["log_tail"])[-RESULT_LOG_CHARS:])
 
 
 def cancel(store, run_id: int) -> bool:
     """Stop a run: its process group is terminated (SIGTERM) if this server started it; a run no process
-    of this server holds (the server restarted) is just marked cancelled. False if it had already ended."""
+    of this server holds (the server restarted, or a command line started it) is marked cancelled, which a
+    `python -m db validate` following it notices. False if it had already ended."""
     with _LOCK:
         active = _ACTIVE.get(run_id)
     if active is not None:

@@ -54,6 +54,51 @@ def rank_frame(plan: dict) -> pd.DataFrame:
     return pd.DataFrame([{c: r.get(c, 0) for c in cols} for r in plan["ranks"]], columns=cols)
 
 
+@dataclass(frozen=True)
+class Headroom:
+    """The rank with the least free memory of one kind: free (negative when over) and usable bytes."""
+
+    rank: int
+    free_bytes: int
+    cap_bytes: int
+
+
+def headroom(plan: dict, kind: str = "hbm") -> Optional[Headroom]:
+    """The tightest rank's headroom in `kind` ("hbm" or "ddr") memory; None when no rank has that memory."""
+    ranks = [r for r in plan["ranks"] if r.get(f"{kind}_cap_bytes")]
+    if not ranks:
+        return None
+    tight = min(ranks, key=lambda r: r[f"{kind}_cap_bytes"] - r[f"{kind}_bytes"])
+    cap = int(tight[f"{kind}_cap_bytes"])
+    return Headroom(int(tight["rank"]), cap - int(tight[f"{kind}_bytes"]), cap)
+
+
+def device_memory(plan: dict) -> str:
+    """The memory a plan's device trains from: "hbm" when its ranks have any, else "ddr" (CPU plans)."""
+    return "hbm" if any(r.get("hbm_cap_bytes") for r in plan["ranks"]) else "ddr"
+
+
+# Totals and what is not part of the step's peak, in a plan's per-rank "memory" (engine.memory's MemoryParts)
+NOT_PARTS = ("total", "held_bytes", "peak_bytes", "peak_hbm_bytes", "peak_ddr_bytes", "reserved_bytes")
+
+
+def memory_parts(plan: dict) -> Optional[dict[str, list[float]]]:
+    """{part: bytes per rank} of the peak-memory estimate (weights, optimizer, cache, grad, input, output,
+    output grad, a2a: they sum to the peak), when the plan's ranks carry them (`"memory": {"weights_bytes": ...}`,
+    engine.memory); None for plans without them. Parts that are zero on every rank are left out."""
+    parts: dict[str, list[float]] = {}
+    ranks = plan["ranks"]
+    for i, r in enumerate(ranks):
+        mem = r.get("memory")
+        if not isinstance(mem, dict):
+            return None
+        for name, value in mem.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and name not in NOT_PARTS:
+                label = str(name).removesuffix("_bytes").replace("_", " ")
+                parts.setdefault(label, [0.0] * len(ranks))[i] = float(value)
+    return {k: v for k, v in parts.items() if any(v)} or None
+
+
 # ---- per table ----------------------------------------------------------------------------------
 
 
@@ -202,10 +247,7 @@ def summary_frame(plans: dict[str, dict], estimates: dict[str, str] | None = Non
     return pd.DataFrame(rows)
 
 
-# ---- measured vs estimated ----------------------------------------------------------------------
-
-# db.compare.MEASURED_TIME_METRIC ("step_ms") first: what dry-runs and validation runs report per rank.
-MEASURED_NAMES = ("step_ms", "measured_ms", "iteration_ms", "time_ms")
+# ---- run metrics (ratios against the estimates: dashboard.measured) ------------------------------
 
 
 def _metric(m) -> tuple:
@@ -215,50 +257,9 @@ def _metric(m) -> tuple:
     return tuple(m)
 
 
-def measured_ms(metrics: list) -> dict[int, float]:
-    """Measured step time per rank from run metrics: the first name of MEASURED_NAMES present, else the
-    first *_ms metric by name; a rank reporting a metric several times gets the mean."""
-    sums: dict[str, dict[int, list[float]]] = {}
-    for m in metrics:
-        rank, name, value, _ = _metric(m)
-        if rank is None or rank < 0:
-            continue
-        sums.setdefault(name, {}).setdefault(int(rank), []).append(float(value))
-    by_name = {n: {r: sum(v) / len(v) for r, v in per.items()} for n, per in sums.items()}
-    for name in MEASURED_NAMES:
-        if name in by_name:
-            return by_name[name]
-    for name, per_rank in sorted(by_name.items()):
-        if name.endswith("_ms"):
-            return per_rank
-    return {}
-
-
-def measured_frame(plan: dict, metrics: list) -> pd.DataFrame:
-    """Estimated and measured ms per rank; the estimate is the run's own (estimated_ms, made for the device
-    it measured on) where it reported one, else the plan's."""
-    meas = measured_ms(metrics)
-    own = {int(m[0]): float(m[2]) for m in map(_metric, metrics) if m[1] == "estimated_ms" and m[0] is not None}
-    rows = [{"rank": r["rank"], "estimated_ms": own.get(r["rank"], r["cost_ms"]), "measured_ms": meas.get(r["rank"])}
-            for r in plan["ranks"]]
-    return pd.DataFrame(rows, columns=["rank", "estimated_ms", "measured_ms"])
-
-
 def metrics_frame(metrics: list) -> pd.DataFrame:
     return pd.DataFrame([dict(zip(("rank", "metric", "value", "unit"), _metric(m))) for m in metrics],
                         columns=["rank", "metric", "value", "unit"])
-
-
-def measured_from_compare(compared: dict, labels: dict[str, str]) -> pd.DataFrame:
-    """Estimated and measured ms per (plan, rank) from Store.compare, for the ranks a run measured."""
-    rows = []
-    for rank_row in compared.get("per_rank", []):
-        for token, label in labels.items():
-            cell = rank_row.get(token)
-            if cell and cell.get("measured_ms") is not None:
-                rows.append({"plan": label, "rank": rank_row["rank"], "estimated_ms": cell["cost_ms"],
-                             "measured_ms": cell["measured_ms"]})
-    return pd.DataFrame(rows, columns=["plan", "rank", "estimated_ms", "measured_ms"])
 
 
 def metrics_table(metrics: list) -> pd.DataFrame:

@@ -11,13 +11,27 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from dashboard.analysis import COMPONENT_LABELS, COMPONENTS, MATRIX_METRICS, TableRankMatrix, imbalance
+from dashboard.analysis import (
+    COMPONENT_LABELS,
+    COMPONENTS,
+    MATRIX_METRICS,
+    TableRankMatrix,
+    headroom,
+    imbalance,
+    memory_parts,
+)
+from dashboard.measured import RATIO_HIGH, RATIO_LOW, ratio_text
 from dashboard.text import plotly_text
+from engine.errors import human_bytes
 
 GIB = 1024**3
 COMPONENT_COLORS = {"fwd_compute_ms": "#4C78A8", "bwd_compute_ms": "#72B7B2", "fwd_comms_ms": "#F58518",
                     "bwd_comms_ms": "#E45756", "input_dist_comms_ms": "#EECA3B", "prefetch_compute_ms": "#B279A2"}
 USED_COLOR, CAP_COLOR, OVER_COLOR = "#4C78A8", "#D9DEE5", "#E45756"
+ESTIMATED_COLOR, MEASURED_COLOR, BAND_COLOR = "#9DB4CF", "#F58518", "#E3F1E3"
+PART_COLORS = ("#4C78A8", "#72B7B2", "#54A24B", "#EECA3B", "#B279A2", "#FF9DA6", "#9D755D")
+PLAN_COLORS = ("#4C78A8", "#F58518", "#54A24B", "#B279A2", "#9D755D", "#72B7B2", "#EECA3B", "#FF9DA6")
+MIB = 1024**2
 MARGIN = dict(l=10, r=10, t=40, b=10)
 HEATMAP_ROW_PX = 18
 
@@ -35,28 +49,53 @@ def _rank_axis(fig: go.Figure, n: int, **kw) -> None:
 
 
 def memory_bars(plan: dict) -> go.Figure:
-    """Per-rank HBM and DDR use (GiB) in front of each rank's usable capacity (grey)."""
+    """Per-rank HBM and DDR estimates (GiB) in front of each rank's usable capacity (grey), each panel titled
+    with its tightest headroom; the first panel stacked by part when the plan carries the parts."""
     ranks = [r["rank"] for r in plan["ranks"]]
     kinds = [k for k in ("hbm", "ddr") if any(r[f"{k}_cap_bytes"] for r in plan["ranks"])] or ["ddr"]
-    fig = make_subplots(rows=1, cols=len(kinds), horizontal_spacing=0.12,
-                        subplot_titles=[f"{k.upper()} per rank (GiB)" for k in kinds])
+    parts = memory_parts(plan)
+    titles = [_memory_title(plan, k) for k in kinds]
+    fig = make_subplots(rows=1, cols=len(kinds), horizontal_spacing=0.12, subplot_titles=titles)
     for col, kind in enumerate(kinds, start=1):
         used = [r[f"{kind}_bytes"] / GIB for r in plan["ranks"]]
         cap = [r[f"{kind}_cap_bytes"] / GIB for r in plan["ranks"]]
-        colors = [OVER_COLOR if u > c else USED_COLOR for u, c in zip(used, cap)]
         fig.add_trace(go.Bar(x=ranks, y=cap, name="usable capacity", marker_color=CAP_COLOR,
                              showlegend=col == 1, hovertemplate="rank %{x}: %{y:.2f} GiB usable<extra></extra>"),
                       row=1, col=col)
+        if parts and col == 1:
+            _stacked_parts(fig, ranks, parts)
+            continue
+        colors = [OVER_COLOR if u > c else USED_COLOR for u, c in zip(used, cap)]
         fig.add_trace(go.Bar(x=ranks, y=used, name="used", marker_color=colors, showlegend=col == 1,
                              customdata=[u / c * 100 if c else 0 for u, c in zip(used, cap)],
                              hovertemplate="rank %{x}: %{y:.3f} GiB used (%{customdata:.1f}%)<extra></extra>"),
                       row=1, col=col)
     fig.update_layout(barmode="overlay", bargap=0.25)
     _rank_axis(fig, len(ranks))
-    fig.update_annotations(font_size=15, x=0, xanchor="left", selector=dict(text=f"{kinds[0].upper()} per rank (GiB)"))
+    fig.update_annotations(font_size=13, x=0, xanchor="left", selector=dict(text=titles[0]))
     if len(kinds) > 1:
-        fig.update_annotations(x=0.56, xanchor="left", selector=dict(text=f"{kinds[1].upper()} per rank (GiB)"))
+        fig.update_annotations(x=0.56, xanchor="left", selector=dict(text=titles[1]))
     return _layout(fig, None)
+
+
+def _stacked_parts(fig: go.Figure, ranks: list[int], parts: dict[str, list[float]]) -> None:
+    """One bar per part, each starting where the previous ended (overlay mode: explicit bases)."""
+    base = [0.0] * len(ranks)
+    for i, (name, values) in enumerate(parts.items()):
+        y = [v / GIB for v in values]
+        fig.add_trace(go.Bar(x=ranks, y=y, base=base, name=plotly_text(name), marker_color=PART_COLORS[i % 7],
+                             hovertemplate=f"rank %{{x}}: %{{y:.4g}} GiB {plotly_text(name)}<extra></extra>"),
+                      row=1, col=1)
+        base = [b + v for b, v in zip(base, y)]
+
+
+def _memory_title(plan: dict, kind: str) -> str:
+    h = headroom(plan, kind)
+    if h is None:
+        return f"{kind.upper()} per rank (GiB)"
+    return (f"{kind.upper()} per rank (GiB): tightest headroom {human_bytes(max(h.free_bytes, 0))} "
+            f"of {human_bytes(h.cap_bytes)} (rank {h.rank})" if h.free_bytes >= 0 else
+            f"{kind.upper()} per rank (GiB): rank {h.rank} is {human_bytes(-h.free_bytes)} over")
 
 
 def cost_stacked(plan: dict) -> go.Figure:
@@ -112,10 +151,58 @@ def compare_ranks(frame: pd.DataFrame, column: str, title: str) -> go.Figure:
 
 
 def measured_vs_estimated(frame: pd.DataFrame, title: str = "Measured vs estimated per rank") -> go.Figure:
-    fig = go.Figure()
-    fig.add_trace(go.Bar(x=frame["rank"], y=frame["estimated_ms"], name="estimated", marker_color="#9DB4CF"))
-    fig.add_trace(go.Bar(x=frame["rank"], y=frame["measured_ms"], name="measured", marker_color="#F58518"))
+    """Time (ms) and memory (MiB) per rank, estimated beside measured, from dashboard.measured.run_frame."""
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12, subplot_titles=["time (ms per step)", "peak memory (MiB)"])
+    for col, (unit, scale) in enumerate((("ms", 1.0), ("bytes", MIB)), start=1):
+        for side, color in (("estimated", ESTIMATED_COLOR), ("measured", MEASURED_COLOR)):
+            column = f"{side}_{unit}"
+            if column not in frame:
+                continue
+            y = [None if v is None or pd.isna(v) else v / scale for v in frame[column]]
+            fig.add_trace(go.Bar(x=frame["rank"], y=y, name=side, marker_color=color, showlegend=col == 1,
+                                 hovertemplate=f"rank %{{x}}: %{{y:.4g}} {'ms' if col == 1 else 'MiB'} {side}"
+                                               "<extra></extra>"), row=1, col=col)
     fig.update_layout(barmode="group", bargap=0.25)
-    fig.update_yaxes(title_text="ms per step")
+    fig.update_annotations(font_size=13)
     _rank_axis(fig, len(frame))
+    return _layout(fig, plotly_text(title))
+
+
+RATIO_TICKS = (0.01, 0.1, 0.25, 0.5, RATIO_LOW, RATIO_HIGH, 2.0, 4.0, 10.0, 25.0, 100.0, 1000.0, 10000.0)
+
+
+def _ratio_ticks(frame: pd.DataFrame) -> list[float]:
+    """The band's edges and round ratios around the data (a log axis labels every digit otherwise)."""
+    values = [float(v) for c in ("time_ratio", "memory_ratio") if c in frame for v in frame[c]
+              if v is not None and not pd.isna(v) and v > 0]
+    low, high = min(values + [RATIO_LOW]), max(values + [RATIO_HIGH])
+    return [t for t in RATIO_TICKS if low / 3 <= t <= high * 3 or t in (RATIO_LOW, RATIO_HIGH)]
+
+
+def ratio_bars(frame: pd.DataFrame,
+               title: str = "Measured / estimated per rank (green: 0.8x-1.25x, the estimate holds)") -> go.Figure:
+    """Measured over estimated per rank for time and peak memory, on a log scale, with the 0.8-1.25 band in
+    green; bars outside it red (one colour per plan instead when the frame has a "plan" column)."""
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12, subplot_titles=["time", "peak memory"])
+    groups = list(frame.groupby("plan", sort=False)) if "plan" in frame else [(None, frame)]
+    for col, column in enumerate(("time_ratio", "memory_ratio"), start=1):
+        fig.add_hrect(y0=RATIO_LOW, y1=RATIO_HIGH, fillcolor=BAND_COLOR, line_width=0, layer="below", row=1, col=col,
+                      exclude_empty_subplots=False)
+        fig.add_hline(y=1.0, line_dash="dot", line_color="#666", row=1, col=col, exclude_empty_subplots=False)
+        for i, (label, part) in enumerate(groups):
+            y = [None if v is None or pd.isna(v) else float(v) for v in part[column]]
+            color = (PLAN_COLORS[i % len(PLAN_COLORS)] if label is not None else
+                     [USED_COLOR if v is None or RATIO_LOW <= v <= RATIO_HIGH else OVER_COLOR for v in y])
+            fig.add_trace(go.Bar(x=part["rank"], y=y, name=plotly_text(label) if label else column.split("_")[0],
+                                 marker_color=color, text=[ratio_text(v) if v else "" for v in y],
+                                 textposition="outside", showlegend=label is not None and col == 1,
+                                 legendgroup=str(label), offsetgroup=str(label),
+                                 hovertemplate="rank %{x}: measured %{y:.3g}x the estimate<extra></extra>"),
+                          row=1, col=col)
+    ticks = _ratio_ticks(frame)
+    fig.update_yaxes(type="log", tickvals=ticks, ticktext=[f"{t:g}x" for t in ticks])
+    fig.update_yaxes(title_text="measured / estimated", col=1)
+    fig.update_layout(barmode="group", bargap=0.3)
+    fig.update_annotations(font_size=13)
+    _rank_axis(fig, frame["rank"].nunique() if len(frame) else 0)
     return _layout(fig, plotly_text(title))

@@ -9,7 +9,8 @@ import re
 
 import streamlit as st
 
-from dashboard import analysis, charts, exports, services, state
+import engine
+from dashboard import analysis, charts, exports, measured, services, state
 from dashboard import calibration as calib
 from dashboard.text import md
 from engine.errors import human_bytes
@@ -35,26 +36,38 @@ def show_flash() -> None:
         st.toast(text, icon=":material/check_circle:")
 
 
-def calibrated_note(settings: dict | None) -> None:
-    """Says that a plan's estimates come from calibrated bandwidths, when its settings carry a calibration."""
+def calibrated_note(settings: dict | None, config: dict | None = None) -> None:
+    """Which constants priced a plan: a calibration (fitted to measured validation runs) when its settings
+    carry one, else (given its config) TorchRec's default constants or the config's own bandwidths."""
     cal = calib.of_settings(settings)
     if cal is not None:
         st.info(f"{md(calib.note(cal))}: the bandwidths were fitted to measured validation runs.",
                 icon=":material/tune:")
+    elif config is not None:
+        st.caption(f"Estimates priced by {md(measured.profile(config, settings))} (calibrate them from measured "
+                   "validation runs: Topology's Calibration, or a run's flag on Runs).")
 
 
 def plan_metrics(plan: dict) -> None:
     imb = analysis.imbalance(plan)
-    peak = max((r["hbm_bytes"] for r in plan["ranks"]), default=0)
-    cols = st.columns(5)
+    kind = analysis.device_memory(plan)
+    peak = max((r[f"{kind}_bytes"] for r in plan["ranks"]), default=0)
+    room = analysis.headroom(plan, kind)
+    cols = st.columns(6)
     cols[0].metric("Slowest rank", f"{imb.max_ms:.4g} ms", help=f"rank {imb.bottleneck_rank}, per training step")
     cols[1].metric("Imbalance (max/mean)", f"{imb.ratio:.3f}x")
     vs = imb.vs_lower_bound
     cols[2].metric("Vs lower bound", f"{vs:.3f}x" if vs else "n/a",
                    help="slowest rank over a bound no plan can beat" if vs else "TorchRec's plans carry no bound")
-    cols[3].metric("Peak HBM of a rank", human_bytes(peak))
+    cols[3].metric(f"Peak {kind.upper()} of a rank", human_bytes(peak))
+    if room is None:
+        cols[4].metric("Tightest headroom", "n/a")
+    else:
+        cols[4].metric("Tightest headroom", human_bytes(room.free_bytes) if room.free_bytes >= 0 else "over",
+                       help=f"rank {room.rank}: usable {kind.upper()} {human_bytes(room.cap_bytes)} less the "
+                            "estimated peak (weights, optimizer state, the step's inputs and outputs)")
     secs = plan.get("planning_seconds")
-    cols[4].metric("Planned in", f"{secs:.2f} s" if secs is not None else "n/a")
+    cols[5].metric("Planned in", f"{secs:.2f} s" if secs is not None else "n/a")
 
 
 def plan_view(plan: dict, config: dict, prefix: str) -> None:
@@ -110,3 +123,67 @@ def downloads(plan: dict, config: dict, prefix: str, label: str = "") -> None:
                        lambda: exports.python_snippet(plan, config, module_path, what=label),
                        f"{name}_sharding_plan.py", "text/x-python", key=f"{prefix}_dl_snippet", on_click="ignore",
                        icon=":material/download:")
+
+
+# ---- measured against estimated (Runs and Compare) ---------------------------------------------
+
+
+def run_verdict(frame, prefix: str) -> None:
+    """Measured over estimated (lowest to highest over the ranks) for time and peak memory, and the shards."""
+    c1, c2, c3 = st.columns(3)
+    band = f"{measured.RATIO_LOW}x-{measured.RATIO_HIGH}x"
+    c1.metric("Time, measured / estimated", measured.span_text(measured.span(frame, "time_ratio")),
+              help=f"per rank, lowest to highest; the estimate holds within {band}", border=True)
+    c2.metric("Peak memory, measured / estimated", measured.span_text(measured.span(frame, "memory_ratio")),
+              help=f"per rank, lowest to highest; the estimate holds within {band}", border=True)
+    c3.metric("Shards match the plan", measured.shards_text(frame), border=True,
+              help="each rank compared the pieces it held with the plan's (validation runs)")
+
+
+def run_flags(flags: list, device: str, prefix: str) -> None:
+    """Each flag with what to do; the one-click calibration when time is off."""
+    for f in sorted(flags, key=lambda f: f.what != "shards"):
+        show = st.error if f.what == "shards" else st.warning
+        show(md(f.text), icon=":material/error:" if f.what == "shards" else ":material/warning:")
+        if f.calibrate:
+            calibrate_action(device, f"{prefix}_calibrate")
+
+
+def calibrate_action(device: str, key: str) -> None:
+    """One click: the bandwidths fitted to the stored validation runs on `device` go into the workspace."""
+    fitted = services.calibration(device)
+    if fitted.problem:
+        st.caption(f"No calibration: {md(fitted.problem)}")
+        return
+    if fitted.no_runs:
+        st.caption(f"No succeeded validation run on {md(device)} is recorded to calibrate from: start one above "
+                   "(a dry-run times the kernels only; calibration fits validation runs).")
+        return
+    cal = fitted.calibration
+    n = cal["n_runs"]
+    if not cal["patch"] and not calib.profile_text(cal):
+        st.caption(f"The {n} validation run{'' if n == 1 else 's'} on {md(device)} determine no bandwidth or fixed "
+                   "cost yet: record runs of other plans (see the Topology page's Calibration).")
+        return
+    if st.button(f"Calibrate {md(device)} estimates from these runs ({n} run{'' if n == 1 else 's'})", key=key,
+                 type="primary", icon=":material/tune:",
+                 help=f"puts the bandwidths and fixed costs fitted to every succeeded validation run on "
+                      f"{md(device)} ({md(calib.r2_text(cal))}) in the workspace topology, as the Topology page's "
+                      "Calibration does; plans made after it say so"):
+        use_calibration(cal)
+
+
+def use_calibration(cal: dict) -> None:
+    topology = state.topology()
+    was = topology.get("compute_device") or "cuda"
+    try:
+        calibrated = calib.calibrated_topology({**topology, "compute_device": cal["device"]}, cal)
+    except engine.ConfigError as e:
+        st.error(f"Cannot use this calibration: {md(e)}", icon=":material/error:")
+        return
+    state.set_topology(calibrated)
+    state.set_calibration(cal)
+    moved = (f" The workspace topology now plans for {md(cal['device'])} (it said {md(was)}), the device these "
+             "runs measured." if was != cal["device"] else "")
+    state.flash(f"{md(calib.note(cal))}.{moved} Replan on the Plan page to price a plan with it.")
+    st.rerun()

@@ -1,17 +1,21 @@
 """Compare: saved plans (and TorchRec's plan for the same config, or the unsaved current plan) side by
-side: per-rank memory and cost, the tables that moved, measured against estimated where runs exist, and
-whether each plan's estimates were calibrated.
+side: which constants priced each, per-rank memory and cost, the tables that moved, and measured over estimated
+per rank (time and memory, each plan's latest run, priced for the device it measured) with flags.
 """
 
 import streamlit as st
 
 import engine
-from dashboard import analysis, charts, services, state, views
+from dashboard import analysis, charts, measured, services, state, views
 from dashboard import calibration as calib
 from dashboard.text import md
 from db.store import StoreError
 
 CURRENT = "current"
+ADVICE = {"time": "Time outside 0.8x-1.25x: calibrate the bandwidths from the validation runs on that device, "
+                  "then replan.",
+          "memory": "Memory outside it: keep that headroom (the run on the Runs page says more).",
+          "shards": "Shards that differ: the run's error on the Runs page names the first difference."}
 PICK = "compare_pick"
 
 
@@ -80,16 +84,48 @@ def moved(plans: dict[str, dict]) -> None:
                          height=min(38 + 35 * max(len(diff), 1), 320))
 
 
-def measured(store, picked: list[str], opts: dict[str, str]) -> None:
-    st.subheader("Estimated vs measured", divider="gray")
-    tokens = {o.split(":", 1)[1]: opts[o] for o in picked if o.startswith("saved:")}
-    frame = analysis.measured_from_compare(store.compare(list(tokens)), tokens) if tokens else None
-    if frame is None or frame.empty:
+def plan_runs(store, picked: list[str], opts: dict[str, str], plans: dict) -> list[tuple[str, object, object]]:
+    """(label, latest run, its per-rank frame) of each picked saved plan that a run measured."""
+    out = []
+    for option in picked:
+        if not option.startswith("saved:"):
+            continue
+        run = measured.latest_run(store.runs_for_plan(option.split(":", 1)[1]))
+        if run is None:
+            continue
+        plan, config, _ = plans[opts[option]]
+        device = str((run.device_info or {}).get("estimated_device") or run.device)
+        same = str(config.get("topology", {}).get("compute_device") or "cuda") == device
+        frame = measured.run_frame(plan, store.metrics(run.id), str(run.kind), same)
+        out.append((opts[option], run, frame))
+    return out
+
+
+def measured_section(store, picked: list[str], opts: dict[str, str], plans: dict) -> None:
+    st.subheader("Measured / estimated", divider="gray")
+    found = plan_runs(store, picked, opts, plans)
+    if not found:
         st.caption("No run has measured these plans yet: start a dry-run or validation run on the Runs page.")
         return
-    for label, part in frame.groupby("plan", sort=False):
-        st.plotly_chart(charts.measured_vs_estimated(part, f"{label}: measured vs estimated"),
-                        key=f"compare_measured_{label}")
+    to_calibrate, advice = [], set()
+    for label, run, frame in found:
+        device = str((run.device_info or {}).get("estimated_device") or run.device)
+        flags = measured.flags(frame, str(run.kind), device)
+        text = (f"**{md(label)}**: run {run.id} ({md(run.kind)} on {md(device)}, {md(run.status)}) · "
+                f"{md(measured.summary_line(frame))}")
+        show = st.error if any(f.what == "shards" for f in flags) else st.warning if flags else st.success
+        show(text, icon=":material/warning:" if flags else ":material/verified:")
+        advice |= {f.what for f in flags}
+        if any(f.calibrate for f in flags) and device not in to_calibrate:
+            to_calibrate.append(device)
+    if advice:
+        st.caption(" ".join(ADVICE[w] for w in ("time", "memory", "shards") if w in advice))
+    for device in to_calibrate:
+        views.calibrate_action(device, f"compare_calibrate_{device}")
+    long, table = measured.combined({label: frame for label, _, frame in found})
+    st.plotly_chart(charts.ratio_bars(long), key="compare_ratios")
+    st.dataframe(table, hide_index=True, key="compare_measured",
+                 column_config={c: st.column_config.NumberColumn(format="%.4g") for c in ("measured ms", "estimated ms")})
 
 
 st.title("Compare")
@@ -114,8 +150,8 @@ except (StoreError, KeyError) as e:
     st.error(f"Cannot load a picked plan: {md(e)}")
     st.stop()
 plan_dicts = {label: p for label, (p, _, _) in plans.items()}
-estimates = {label: calib.estimates_label(settings) for label, (_, _, settings) in plans.items()}
-st.dataframe(analysis.summary_frame(plan_dicts, estimates), hide_index=True, key="compare_summary", placeholder="n/a",
+priced_by = {label: measured.profile(config, settings) for label, (_, config, settings) in plans.items()}
+st.dataframe(analysis.summary_frame(plan_dicts, priced_by), hide_index=True, key="compare_summary", placeholder="n/a",
              column_config={"slowest rank ms": st.column_config.NumberColumn(format="%.4g"),
                             "imbalance (max/mean)": st.column_config.NumberColumn(format="%.3f"),
                             "vs lower bound": st.column_config.NumberColumn(format="%.3f")})
@@ -125,4 +161,4 @@ left.plotly_chart(charts.compare_ranks(frame, "cost_ms", "Estimated cost per ran
 right.plotly_chart(charts.compare_ranks(frame, "hbm_bytes", "HBM per rank"), key="compare_hbm")
 if len(plan_dicts) > 1:
     moved(plan_dicts)
-measured(store, picked, opts)
+measured_section(store, picked, opts, plans)

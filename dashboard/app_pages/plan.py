@@ -69,7 +69,7 @@ else:
     where = f"saved as '{md(current.label)}'" if current.token else "not saved yet"
     st.caption(f"Plan by {md(services.planner_label(current.planner))} · {len(current.plan['plan'])} tables · "
                f"{where}")
-    views.calibrated_note(current.settings)
+    views.calibrated_note(current.settings, current.config)
     views.plan_view(current.plan, current.config, "plan")
     st.subheader("Take it away", divider="gray")
     views.downloads(current.plan, current.config, "plan", current.label)

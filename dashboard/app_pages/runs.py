@@ -1,5 +1,6 @@
-"""Runs: start a kernel dry-run or a validation run of a saved plan, follow its progress and log, cancel
-it, and see what it measured per rank against the estimates.
+"""Runs: start a kernel dry-run or a validation run of a saved plan (the `python -m db dryrun|validate` a user
+would type), follow its progress and log, cancel it, and see per rank what it measured over what was
+estimated for the device it ran on, with a flag and what to do when a ratio leaves 0.8-1.25.
 """
 
 from datetime import datetime, timezone
@@ -7,7 +8,7 @@ from datetime import datetime, timezone
 import pandas as pd
 import streamlit as st
 
-from dashboard import analysis, charts, runner, services, state, views
+from dashboard import analysis, charts, measured, runner, services, state, views
 from dashboard.text import md
 from db.store import StoreError
 
@@ -29,8 +30,8 @@ def pick_plan(store):
                         format_func=labels.get)
 
 
-def start_form(store, token: str) -> None:
-    with st.container(border=True):
+def start_form(store, token: str, expanded: bool) -> None:
+    with st.expander("Start a run", expanded=expanded, icon=":material/play_circle:"):
         c1, c2, c3, c4, c5 = st.columns([3, 1, 1, 1, 1], vertical_alignment="bottom")
         kind = c1.radio("Run", list(runner.KINDS), format_func=runner.KINDS.get, key="runs_kind")
         device = c2.selectbox("Device", ["cpu", "cuda"], key="runs_device")
@@ -61,7 +62,8 @@ def _when(t) -> str:
 
 
 def runs_table(runs) -> None:
-    frame = pd.DataFrame([{"run": r.id, "kind": str(r.kind), "backend": r.backend, "device": r.device,
+    frame = pd.DataFrame([{"run": r.id, "kind": str(r.kind), "backend": (r.device_info or {}).get("backend", r.backend),
+                           "device": r.device,
                            "status": str(r.status), "started (UTC)": _when(r.started_at),
                            "ended (UTC)": _when(r.ended_at)} for r in reversed(runs)])
     st.dataframe(frame, hide_index=True, key="runs_table", height=min(38 + 35 * len(frame), 250))
@@ -74,7 +76,7 @@ def _elapsed(rec) -> str:
     return f"{max((end - rec.started_at).total_seconds(), 0):.0f} s"  # the store hands out aware UTC times
 
 
-def run_detail(store, run_id: int, plan: dict) -> None:
+def run_detail(store, run_id: int, plan_rec) -> None:
     rec = store.get_run(run_id)
     live = not rec.status.finished
 
@@ -87,12 +89,19 @@ def run_detail(store, run_id: int, plan: dict) -> None:
         if not now.status.finished and st.button("Cancel run", key="runs_cancel", icon=":material/stop:"):
             runner.cancel(store, run_id)
             st.rerun()
-        st.code("\n".join((now.log or "").splitlines()[-LOG_LINES:]) or "(no output yet)", language=None,
-                height=260, wrap_lines=True)
+        if not now.status.finished:
+            log_box(now)
 
     body()
     if rec.status.finished:
-        results(store, rec, plan)
+        results(store, rec, plan_rec)
+        with st.expander("Log"):
+            log_box(rec)
+
+
+def log_box(rec) -> None:
+    st.code("\n".join((rec.log or "").splitlines()[-LOG_LINES:]) or "(no output yet)", language=None,
+            height=260, wrap_lines=True)
 
 
 def status_line(rec) -> None:
@@ -112,20 +121,41 @@ def status_line(rec) -> None:
         st.warning(text, icon=":material/cancel:")
 
 
-def results(store, rec, plan: dict) -> None:
+def results(store, rec, plan_rec) -> None:
+    """Measured over estimated per rank (the run's own estimates, priced for the device it measured)."""
     metrics = store.metrics(rec.id)
     if not metrics:
         return
-    st.plotly_chart(charts.measured_vs_estimated(analysis.measured_frame(plan, metrics)), key="runs_measured_chart")
-    st.dataframe(analysis.metrics_table(metrics), hide_index=True, key="runs_metrics")
+    info = rec.device_info or {}
+    device = str(info.get("estimated_device") or rec.device)
+    planned_for = str(plan_rec.config.get("topology", {}).get("compute_device") or "cuda")
+    frame = measured.run_frame(plan_rec.plan, metrics, str(rec.kind), same_device=planned_for == device)
+    views.run_verdict(frame, "runs")
+    flags = measured.flags(frame, str(rec.kind), device)
+    views.run_flags(flags, device, "runs")
+    if not flags and measured.span(frame, "time_ratio"):
+        st.success("Every ratio is within 0.8x-1.25x: the estimates hold for this run.", icon=":material/verified:")
+    st.caption(f"This run's estimates: priced for {md(device)}, the device it measured, by "
+               f"{md(measured.profile(plan_rec.config, plan_rec.settings, device))}.")
+    for note in info.get("notes") or []:
+        st.caption(f"Note: {md(note)}")
+    left, right = st.columns(2)
+    left.plotly_chart(charts.ratio_bars(frame), key="runs_ratio_chart")
+    right.plotly_chart(charts.measured_vs_estimated(frame), key="runs_measured_chart")
+    st.dataframe(measured.rank_table(frame), hide_index=True, key="runs_ranks",
+                 column_config={c: st.column_config.NumberColumn(format="%.4g") for c in ("measured ms", "estimated ms")})
+    with st.expander("Every metric of this run"):
+        st.dataframe(analysis.metrics_table(metrics), hide_index=True, key="runs_metrics")
 
 
 st.title("Runs")
 views.show_flash()
 store = services.store()
 token = pick_plan(store)
-start_form(store, token)
+plan_rec = store.get_plan(token)
+views.calibrated_note(plan_rec.settings, plan_rec.config)
 runs = store.runs_for_plan(token)
+start_form(store, token, expanded=not runs)
 if not runs:
     st.caption("No runs of this plan yet.")
     st.stop()
@@ -134,4 +164,4 @@ ids = [r.id for r in reversed(runs)]
 if state.widget("runs_pick") not in ids:
     state.forget_widgets(["runs_pick"])
 run_id = st.selectbox("Show run", ids, key="runs_pick")
-run_detail(store, run_id, store.get_plan(token).plan)
+run_detail(store, run_id, plan_rec)

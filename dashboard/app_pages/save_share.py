@@ -93,7 +93,7 @@ else:
     if not current.matches(state.config()):
         st.warning("The config changed since this plan was made: this saves the plan with the config it was made "
                    "for.", icon=":material/update:")
-    views.calibrated_note(current.settings)
+    views.calibrated_note(current.settings, current.config)
     save_form(store, current)
     if current.token:
         share_box(current)

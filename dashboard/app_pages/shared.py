@@ -45,7 +45,7 @@ who = f" by {md(record.author)}" if record.author else ""
 st.caption(f"Read-only · planned by {md(services.planner_label(record.planner))} · config "
            f"'{md(record.config_name)}' v{record.config_version} · {len(record.plan['plan'])} tables on "
            f"{md(record.config['topology']['world_size'])} ranks · saved {record.created_at:%Y-%m-%d %H:%M} UTC{who}")
-views.calibrated_note(record.settings)
+views.calibrated_note(record.settings, record.config)
 if st.button("Open a copy in my workspace", key="shared_open", icon=":material/edit:",
              help="edit the tables, replan and save under a new link; this shared plan stays as it is"):
     open_in_workspace(record)

@@ -78,25 +78,26 @@ def test_table_frame_and_compare_frames():
     assert summary.loc[0, "slowest rank ms"] == pytest.approx(plan["max_rank_cost_ms"])
 
 
-def test_measured_times_from_run_metrics():
+def test_run_metrics_as_a_table_and_progress():
     metrics = [(0, "step_ms", 2.0, "ms"), (0, "step_ms", 4.0, "ms"), (1, "step_ms", 5.0, "ms"),
-               (0, "weight_bytes", 10.0, "bytes"), (-1, "step_ms", 99.0, "ms")]
-    assert analysis.measured_ms(metrics) == {0: 3.0, 1: 5.0}
-    assert analysis.measured_ms([(0, "lookup_ms", 1.5, "ms")]) == {0: 1.5}
-    plan = {"ranks": [{"rank": 0, "cost_ms": 1.0}, {"rank": 1, "cost_ms": 1.0}, {"rank": 2, "cost_ms": 1.0}]}
-    frame = analysis.measured_frame(plan, metrics)
-    assert frame["measured_ms"].tolist()[:2] == [3.0, 5.0] and frame["measured_ms"].isna().tolist()[2]
-    assert frame["estimated_ms"].tolist() == [1.0, 1.0, 1.0]
-    own = analysis.measured_frame(plan, [*metrics, (1, "estimated_ms", 0.5, "ms")])
-    assert own["estimated_ms"].tolist() == [1.0, 0.5, 1.0]  # a run's own estimate (its device) wins
+               (0, "weight_bytes", 10.0, "bytes")]
     table = analysis.metrics_table(metrics)
     assert list(table.columns) == ["rank", "step_ms [ms]", "weight_bytes [bytes]"]
-
-
-def test_measured_from_store_compare_and_progress():
-    compared = {"per_rank": [{"rank": 0, "tokA": {"cost_ms": 1.0, "measured_ms": 2.0},
-                              "tokB": {"cost_ms": 1.5, "measured_ms": None}}]}
-    frame = analysis.measured_from_compare(compared, {"tokA": "A", "tokB": "B"})
-    assert frame.to_dict("records") == [{"plan": "A", "rank": 0, "estimated_ms": 1.0, "measured_ms": 2.0}]
+    assert table["step_ms [ms]"].tolist() == [3.0, 5.0]
     assert analysis.run_progress("$ engine dryrun 1/2\nrank 3/8 done\n") == pytest.approx(3 / 8)
     assert analysis.run_progress("$ python -m engine dryrun a/b\nstarting\n") is None
+
+
+def test_headroom_is_the_tightest_rank_and_parts_come_from_the_plan():
+    plan = {"ranks": [{"rank": 0, "hbm_bytes": 10, "hbm_cap_bytes": 100, "ddr_bytes": 0, "ddr_cap_bytes": 0},
+                      {"rank": 1, "hbm_bytes": 70, "hbm_cap_bytes": 100, "ddr_bytes": 0, "ddr_cap_bytes": 0}]}
+    assert analysis.headroom(plan, "hbm") == analysis.Headroom(rank=1, free_bytes=30, cap_bytes=100)
+    assert analysis.headroom(plan, "ddr") is None and analysis.device_memory(plan) == "hbm"
+    over = {"ranks": [dict(plan["ranks"][0], hbm_bytes=130)]}
+    assert analysis.headroom(over, "hbm").free_bytes == -30
+    assert analysis.memory_parts(plan) is None  # plans without parts
+    mem = [{"weights_bytes": 8 * (i + 1), "optimizer_bytes": 2, "output_grad_bytes": 1, "cache_bytes": 0,
+            "held_bytes": 10, "peak_bytes": 99, "peak_hbm_bytes": 99, "peak_ddr_bytes": 0, "reserved_bytes": 5}
+           for i in range(2)]  # engine.memory's MemoryParts.as_dict()
+    parts = {"ranks": [dict(r, memory=m) for r, m in zip(plan["ranks"], mem)]}
+    assert analysis.memory_parts(parts) == {"weights": [8.0, 16.0], "optimizer": [2.0, 2.0], "output grad": [1.0, 1.0]}

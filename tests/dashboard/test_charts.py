@@ -10,6 +10,7 @@ from dashboard import analysis, charts
 from tests.factories import tutorial, with_changes
 
 GIB = 1024**3
+MIB = 1024**2
 
 
 def _plan(cfg: dict) -> dict:
@@ -32,7 +33,7 @@ def test_cpu_plans_draw_only_ddr():
     plan = _plan(with_changes(tutorial(), compute_device="cpu"))
     fig = charts.memory_bars(plan)
     assert [t.name for t in fig.data] == ["usable capacity", "used"]
-    assert fig.layout.annotations[0].text == "DDR per rank (GiB)"
+    assert fig.layout.annotations[0].text.startswith("DDR per rank (GiB): tightest headroom")
 
 
 def test_cost_stacks_add_up_to_each_rank_and_mark_the_lower_bound():
@@ -63,6 +64,32 @@ def test_compare_and_measured_figures():
                           "hbm_bytes": [GIB, GIB, 2 * GIB, 0], "ddr_bytes": [0] * 4})
     fig = charts.compare_ranks(frame, "hbm_bytes", "HBM")
     assert [t.name for t in fig.data] == ["a", "b"] and list(fig.data[1].y) == [2.0, 0.0]
-    meas = pd.DataFrame({"rank": [0, 1], "estimated_ms": [1.0, 1.0], "measured_ms": [1.5, None]})
+    meas = pd.DataFrame({"rank": [0, 1], "estimated_ms": [1.0, 1.0], "measured_ms": [1.5, None],
+                         "estimated_bytes": [MIB, MIB], "measured_bytes": [2 * MIB, 3 * MIB]})
     fig = charts.measured_vs_estimated(meas)
-    assert [t.name for t in fig.data] == ["estimated", "measured"]
+    assert [t.name for t in fig.data] == ["estimated", "measured"] * 2  # time, then memory
+    assert list(fig.data[1].y) == [1.5, None] and list(fig.data[3].y) == [2.0, 3.0]
+
+
+def test_ratio_bars_mark_ranks_outside_the_band():
+    frame = pd.DataFrame({"rank": [0, 1], "time_ratio": [44.0, 1.1], "memory_ratio": [9.2, None]})
+    fig = charts.ratio_bars(frame)
+    time, memory = fig.data
+    assert list(time.y) == [44.0, 1.1] and list(time.text) == ["44x", "1.10x"]
+    assert list(time.marker.color) == [charts.OVER_COLOR, charts.USED_COLOR]
+    assert list(memory.y) == [9.2, None] and fig.layout.yaxis.type == "log"
+    band = fig.layout.shapes[0]
+    assert (band.y0, band.y1) == (0.8, 1.25)
+    two = charts.ratio_bars(pd.concat([frame.assign(plan="a <b>"), frame.assign(plan="b")]))
+    assert [t.name for t in two.data][:2] == ["a &lt;b&gt;", "b"]
+
+
+def test_memory_bars_say_the_headroom_and_stack_the_parts():
+    plan = _plan(tutorial())
+    title = charts.memory_bars(plan).layout.annotations[0].text
+    assert title.startswith("HBM per rank (GiB): tightest headroom ") and "(rank " in title
+    parts = dict(plan, ranks=[dict(r, memory={"weights_bytes": r["hbm_bytes"] * 0.75, "peak_bytes": r["hbm_bytes"],
+                                              "optimizer_bytes": r["hbm_bytes"] * 0.25}) for r in plan["ranks"]])
+    fig = charts.memory_bars(parts)
+    assert [t.name for t in fig.data] == ["usable capacity", "weights", "optimizer", "usable capacity", "used"]
+    assert list(fig.data[2].base) == pytest.approx(list(fig.data[1].y))  # optimizer stacked on the weights

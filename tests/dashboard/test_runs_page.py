@@ -8,11 +8,13 @@ import sys
 import pytest
 
 import engine
-from dashboard import presets, runner
+from dashboard import presets, runner, services
+from db import runsink
 from tests.dashboard.helpers import goto, plotly_specs, shown, values
 from tests.factories import tutorial
 
 RUN_WAIT_S = 240
+NOTE = "the config says cuda; this validation run measures on cpu, so the plan is priced for cpu (same placement)"
 
 
 def _save(store, cfg: dict, label: str) -> str:
@@ -59,8 +61,8 @@ def test_a_failing_run_shows_its_error(app, store):
     _save(store, presets.dlrm_criteo_1tb(), "dlrm")  # 40M x 128 fp32 tables: over the dry-run's memory guard
     run_id = _start(app)
     rec = store.get_run(run_id)
-    assert str(rec.status) == "failed" and rec.error.startswith("error: rank")
-    assert "--max-bytes" in rec.error
+    assert str(rec.status) == "failed" and rec.error.startswith("rank 0 needs")  # recorded by python -m db dryrun
+    assert "--max-bytes" in rec.error and "error: rank 0 needs" in rec.log
     assert any(rec.error in e for e in shown(app, "error"))
 
 
@@ -102,3 +104,63 @@ def test_a_validation_run_or_why_there_is_none(app, store):
     assert got[(0, "shards_match")] == 1.0 and got[(1, "shards_match")] == 1.0
     chart = next(s for s in plotly_specs(app) if s["layout"]["title"]["text"] == "Measured vs estimated per rank")
     assert values(chart["data"][0]["y"]) == pytest.approx([got[(0, "estimated_ms")], got[(1, "estimated_ms")]])
+
+
+def _slow_run(store, token: str, match: tuple[bool, bool] = (True, True)) -> int:
+    """A 2-rank CPU validation of a CUDA plan, recorded as `python -m db validate` records it: 10.9 and 14.7 ms
+    a step against 0.25 ms estimated for cpu (44-59x), 17 MB peak against 1.85 MB (issue 10's numbers)."""
+    ranks = [{"rank": r, "iteration_ms": ms, "measured_ms": ms, "peak_bytes": 17_000_000, "state_bytes": 1_310_720,
+              "shards_match": ok, "mismatches": [] if ok else ["large_table_0: plan x; holds y"],
+              "estimated_ms": 0.25, "estimated_compute_ms": 0.2, "estimated_comms_ms": 0.05,
+              "estimated_bytes": 1_850_000} for r, ms, ok in ((0, 10.9, match[0]), (1, 14.7, match[1]))]
+    error = None if all(match) else "rank 1 holds other shards than the plan: large_table_0: plan x; holds y"
+    result = {"status": "succeeded" if all(match) else "failed", "error": error, "ranks": ranks, "backend": "gloo",
+              "device": "cpu", "nproc": 2, "shards_match": all(match), "estimate_compute_bw_bytes_per_ms": 5.5e7,
+              "estimate_comms_bw_bytes_per_ms": 6.4e8, "estimate_multi_host": False, "estimated_device": "cpu",
+              "config_device": "cuda", "notes": [NOTE]}
+    run_id = store.create_run(token, "validation", "gloo", "cpu")
+    runsink.record_result(store, run_id, result)
+    return run_id
+
+
+def test_a_run_40x_slower_than_estimated_is_flagged_with_the_calibration_one_click_away(app, store):
+    token = _save(store, tutorial(), "tutorial")
+    _slow_run(store, token)
+    goto(app, "runs")
+    metrics = {m.label: m.value for m in app.metric}
+    assert metrics["Time, measured / estimated"] == "44x-59x"
+    assert metrics["Peak memory, measured / estimated"] == "9.19x"
+    assert metrics["Shards match the plan"] == "yes, all 2 ranks"
+    time_flag = next(w for w in shown(app, "warning") if w.startswith("Time:"))
+    assert "rank 1 a step took 59x the estimate (14.7 ms measured, 0.25 ms estimated for cpu)" in time_flag
+    assert "calibrate the bandwidths from the validation runs on cpu" in time_flag
+    assert any(w.startswith("Memory: rank 0's peak was 9.19x the estimate") for w in shown(app, "warning"))
+    captions = shown(app, "caption")
+    assert "This run's estimates: priced for cpu, the device it measured, by TorchRec's default constants for cpu." \
+        in captions
+    assert f"Note: {NOTE}" in captions
+    assert any(c.startswith("Estimates priced by TorchRec's default constants for cuda") for c in captions)
+    ratios = next(s for s in plotly_specs(app) if s["layout"]["title"]["text"].startswith("Measured / estimated"))
+    assert values(ratios["data"][0]["y"]) == pytest.approx([10.9 / 0.25, 14.7 / 0.25])
+    button = app.button(key="runs_calibrate")
+    assert button.label == "Calibrate cpu estimates from these runs (1 run)"
+    button.click().run()
+    assert not app.exception, app.exception
+    cal = services.calibration("cpu").calibration  # the fit the button used: every succeeded run on cpu
+    assert cal["device"] == "cpu" and cal["n_runs"] == 1
+    topo = app.session_state["ws_config"]["topology"]
+    assert topo["compute_device"] == "cpu" and all(topo[f] == v for f, v in cal["patch"].items())
+    assert topo.get("profile") == cal.get("profile")  # the fixed costs the runs show, when the fit has them
+    assert any("Estimates calibrated from 1 run on cpu" in t for t in shown(app, "toast"))
+
+
+def test_shards_that_differ_are_shown_first(app, store):
+    token = _save(store, tutorial(), "tutorial")
+    _slow_run(store, token, match=(True, False))
+    goto(app, "runs")
+    kinds = [type(e).__name__ for e in app.main if type(e).__name__ in ("Metric", "PlotlyChart", "UnknownElement")]
+    assert {m.label: m.value for m in app.metric}["Shards match the plan"] == "no: rank 1 differs"
+    assert any(e.startswith("Shards: rank 1 held other shards") for e in shown(app, "error"))
+    first_chart = next(i for i, e in enumerate(app.main) if getattr(e, "type", "") == "plotly_chart")
+    shards = next(i for i, e in enumerate(app.main) if getattr(e, "label", "") == "Shards match the plan")
+    assert shards < first_chart and kinds

@@ -9,6 +9,7 @@ import numpy as np
 
 from engine.errors import ConfigError
 from engine.estimate import estimate_shards, perf_from_row
+from engine.memory import StepMemory
 from engine.profile import step_perf
 from engine.types import Config, Plan, RankStats, ShardingType, TablePlan
 
@@ -36,6 +37,7 @@ def evaluate(cfg: Config, tables: dict[str, TablePlan], planner: str = "engine",
     inp = np.zeros(w, dtype=np.int64)
     out = np.zeros(w, dtype=np.int64)
     count = np.zeros(w, dtype=np.int64)
+    memory = StepMemory(cfg)
     for name, tp in tables.items():
         ranks, rows, cols = shard_arrays(cfg, name, tp)
         if len(ranks) and (ranks.min() < 0 or ranks.max() >= w):
@@ -48,11 +50,13 @@ def evaluate(cfg: Config, tables: dict[str, TablePlan], planner: str = "engine",
         np.add.at(inp, ranks, est.input_bytes)
         np.add.at(out, ranks, est.output_bytes)
         np.add.at(count, ranks, 1)
+        memory.add(name, tp, ranks, rows, cols)
     perf = step_perf(cfg, tables, perf)  # a device profile's per-step, per-collective and per-launch costs
+    parts = memory.parts()
     stats = tuple(
         RankStats(rank=r, hbm_bytes=int(hbm[r]), ddr_bytes=int(ddr[r]), hbm_cap_bytes=topo.usable_hbm_bytes,
                   ddr_cap_bytes=topo.usable_ddr_bytes, perf=perf_from_row(perf[r]), input_bytes=int(inp[r]),
-                  output_bytes=int(out[r]), num_shards=int(count[r]))
+                  output_bytes=int(out[r]), num_shards=int(count[r]), memory=parts[r])
         for r in range(w)
     )
     return Plan(tables=dict(tables), ranks=stats, planner=planner, planning_seconds=planning_seconds,

@@ -20,6 +20,7 @@ from engine.types import ComputeKernel, Config, Plan, Shard, ShardingType, Table
 PLAN_FORMAT_VERSION = 1
 TABLE_PLAN_FIELDS = ("sharding_type", "compute_kernel", "ranks", "shards")
 SHARD_FIELDS = ("offsets", "sizes", "rank")
+MEMORY_PREFIX = "memory_"  # a rank's memory parts in a plan file: memory_weights_bytes, ..., memory_peak_bytes
 
 
 def table_plan_to_dict(tp: TablePlan) -> dict:
@@ -40,6 +41,8 @@ def plan_to_dict(plan: Plan) -> dict:
                "hbm_cap_bytes": r.hbm_cap_bytes, "ddr_cap_bytes": r.ddr_cap_bytes, "cost_ms": r.cost_ms}
         rec.update(r.perf.as_dict())
         rec.update({"input_bytes": r.input_bytes, "output_bytes": r.output_bytes, "num_shards": r.num_shards})
+        if r.memory is not None:  # the step's memory part by part (engine.memory), flat: memory_<part>
+            rec.update({f"{MEMORY_PREFIX}{k}": v for k, v in r.memory.as_dict().items()})
         ranks.append(rec)
     return {
         "format_version": PLAN_FORMAT_VERSION,

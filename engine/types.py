@@ -235,6 +235,30 @@ PERF_COMPONENTS = tuple(Perf().as_dict())
 
 
 @dataclass(frozen=True)
+class MemoryParts:
+    """One rank's memory in a training step as DMP allocates it (engine.memory): the parts live at the step's
+    peak, which sum to peak_bytes; held_bytes is what stays between steps. reserved_bytes is the share of the
+    device's memory the planner keeps for the dense model (storage_reservation), not part of the peak."""
+
+    weights_bytes: int = 0
+    optimizer_bytes: int = 0
+    cache_bytes: int = 0
+    grad_bytes: int = 0
+    input_bytes: int = 0
+    output_bytes: int = 0
+    output_grad_bytes: int = 0
+    a2a_bytes: int = 0
+    reserved_bytes: int = 0
+    held_bytes: int = 0
+    peak_bytes: int = 0
+    peak_hbm_bytes: int = 0
+    peak_ddr_bytes: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True)
 class RankStats:
     rank: int
     hbm_bytes: int
@@ -245,6 +269,7 @@ class RankStats:
     input_bytes: int = 0
     output_bytes: int = 0
     num_shards: int = 0
+    memory: Optional[MemoryParts] = None  # the step's memory part by part (engine.memory)
 
     @property
     def cost_ms(self) -> float:

@@ -1,0 +1,380 @@
+"""Per-rank memory of one training step under TorchRec's DistributedModelParallel, part by part (numpy only).
+
+What DMP, fbgemm and the optimizers hold between steps, and what one step allocates and frees on top of it,
+replayed in the order TorchRec 1.8.0 / fbgemm 1.8.0 run a step; the peak is the largest running total. docs/estimator.md, "Memory".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from engine import constants as C
+from engine.types import (
+    ComputeKernel,
+    Config,
+    Device,
+    MemoryParts,
+    Optimizer,
+    ShardingType,
+    TablePlan,
+)
+
+ID_BYTES = C.INDEX_BYTES  # ids, lengths and offsets are int64 in the KJT and in fbgemm's kernels
+OUTPUT_BYTES = 4  # pooled outputs and their gradients: fp32 (TorchRec's default output_dtype)
+STATE_BYTES = 4  # fbgemm keeps optimizer state (momentum1/momentum2) in fp32 whatever the weights' type
+STEP_BYTES = 4  # torch optimizers keep one float32 `step` tensor per parameter
+
+WEIGHTS, OPTIMIZER, CACHE, GRAD = "weights_bytes", "optimizer_bytes", "cache_bytes", "grad_bytes"
+INPUT, OUTPUT, OUTPUT_GRAD, A2A = "input_bytes", "output_bytes", "output_grad_bytes", "a2a_bytes"
+PARTS = (WEIGHTS, OPTIMIZER, CACHE, GRAD, INPUT, OUTPUT, OUTPUT_GRAD, A2A)
+
+ALL_TO_ALL = (ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE, ShardingType.TABLE_COLUMN_WISE)
+PER_RANK_ORDER = (ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE, ShardingType.TABLE_COLUMN_WISE)
+
+
+@dataclass
+class _Group:
+    """One sharding type's share of a step, per rank: what TorchRec's sharding object of that type handles."""
+
+    st: ShardingType
+    first_table: int
+    ids_in: np.ndarray  # ids each rank's kernel looks up (after the input all-to-all)
+    bags_in: np.ndarray  # lengths each rank receives (one per bag of every feature it serves)
+    cols: np.ndarray  # output columns each rank's kernel computes per bag (shard width x features)
+    out_cols: float = 0.0  # output columns of the whole group per sample (what each rank gets back)
+    local_ids: float = 0.0  # ids of the group's features in one rank's batch (features once per piece)
+    entries: int = 0  # the group's feature list, duplicates included (column splits repeat a feature)
+    order: list = field(default_factory=list)  # (rank or host, table, shard, first feature, features)
+
+    @property
+    def kind(self) -> str:
+        if self.st is ShardingType.DATA_PARALLEL:
+            return "dp"
+        return "a2a" if self.st in ALL_TO_ALL else "rs"
+
+
+class _Timeline:
+    """Running bytes per part on every rank, and the parts at each rank's largest total."""
+
+    def __init__(self, w: int):
+        self.live = {p: np.zeros(w) for p in PARTS}
+        self.total = np.zeros(w)
+        self.peak = np.zeros(w)
+        self.at_peak = {p: np.zeros(w) for p in PARTS}
+
+    def alloc(self, part: str, nbytes) -> None:
+        self.live[part] = self.live[part] + nbytes
+        self.total = self.total + nbytes
+        higher = self.total > self.peak
+        if higher.any():
+            self.peak = np.where(higher, self.total, self.peak)
+            for p in PARTS:
+                self.at_peak[p] = np.where(higher, self.live[p], self.at_peak[p])
+
+    def free(self, part: str, nbytes) -> None:
+        self.live[part] = self.live[part] - nbytes
+        self.total = self.total - nbytes
+
+
+class StepMemory:
+    """Add every table's pieces (ranks, rows, cols), then `parts()`: one MemoryParts per rank."""
+
+    def __init__(self, cfg: Config):
+        self.cfg = cfg
+        topo = cfg.topology
+        self.w = topo.world_size
+        self.cpu = topo.compute_device is Device.CPU
+        self.index = {t.name: i for i, t in enumerate(cfg.tables)}
+        self.first_feature = np.cumsum([0] + [len(t.feature_names) for t in cfg.tables])
+        self.bags, self.ids = {}, {}
+        for t in cfg.tables:
+            self.bags[t.name], self.ids[t.name] = _feature_load(cfg, t.name)
+        self.stride = max((max(b) for b in self.bags.values()), default=1)
+        zeros = lambda: np.zeros(self.w)  # noqa: E731
+        self.held = {p: zeros() for p in (WEIGHTS, OPTIMIZER, CACHE, GRAD)}
+        self.ddr_held = zeros()
+        self.dp_params: list[tuple[np.ndarray, float, float]] = []  # (ranks, weight bytes, rows x dtype bytes)
+        self.groups: dict[ShardingType, _Group] = {}
+
+    def _group(self, st: ShardingType, table: int) -> _Group:
+        if st not in self.groups:
+            z = np.zeros(self.w)
+            self.groups[st] = _Group(st, table, z.copy(), z.copy(), z.copy())
+        return self.groups[st]
+
+    def add(self, name: str, tp: TablePlan, ranks: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> None:
+        t = self.cfg.table(name)
+        i = self.index[name]
+        st, kernel = tp.sharding_type, tp.compute_kernel
+        nf, ids, w, s = len(t.feature_names), self.ids[name], self.w, self.stride
+        g = self._group(st, i)
+        dtype_bytes = t.data_type.bytes
+        weights = np.ceil(rows * cols * dtype_bytes)
+        if st is ShardingType.DATA_PARALLEL:
+            self._add_dp(t.num_embeddings, t.embedding_dim, dtype_bytes, ranks, weights)
+            np.add.at(g.cols, ranks, t.embedding_dim * nf)
+            g.out_cols += t.embedding_dim * nf
+            g.local_ids += ids
+            g.entries += nf
+            g.order.append((0, i, 0, self.first_feature[i], nf))
+            return
+        np.add.at(self.held[WEIGHTS], ranks, weights)
+        state = _fused_state(self.cfg.topology.optimizer, rows, cols)
+        np.add.at(self.held[OPTIMIZER], ranks, state)
+        if kernel.weights_in_ddr and not self.cpu:
+            np.add.at(self.ddr_held, ranks, weights + state)
+        if kernel is ComputeKernel.FUSED_UVM_CACHING and not self.cpu:
+            np.add.at(self.held[CACHE], ranks, _cache_bytes(self.cfg, name, rows, weights))
+        held = rows * cols > 0
+        np.add.at(g.cols, ranks, cols * nf * held)
+        if st.splits_rows:
+            share = rows / max(t.num_embeddings, 1)
+            np.add.at(g.ids_in, ranks, w * ids * share * held)
+            np.add.at(g.bags_in, ranks, w * s * nf * held)
+            g.out_cols += t.embedding_dim * nf
+            g.local_ids += ids
+            g.entries += nf
+            host = ranks[0] // self.cfg.topology.local_world_size if st is ShardingType.TABLE_ROW_WISE else 0
+            g.order.append((host, i, 0, self.first_feature[i], nf))
+            return
+        np.add.at(g.ids_in, ranks, w * ids * held)
+        np.add.at(g.bags_in, ranks, w * s * nf * held)
+        g.out_cols += float((cols * nf).sum())
+        g.local_ids += ids * len(ranks)
+        g.entries += nf * len(ranks)
+        g.order += [(int(r), i, j, self.first_feature[i], nf) for j, r in enumerate(ranks)]
+
+    def _add_dp(self, rows: int, dim: int, dtype_bytes: float, ranks: np.ndarray, weights: np.ndarray) -> None:
+        """A data-parallel replica on each rank: weights, the torch optimizer's state and DDP's gradient bucket."""
+        np.add.at(self.held[WEIGHTS], ranks, weights)
+        np.add.at(self.held[GRAD], ranks, weights)  # DDP keeps its bucket (gradient_as_bucket_view=True)
+        opt = self.cfg.topology.optimizer
+        row_bytes = rows * dtype_bytes
+        state = {Optimizer.SGD: 0.0, Optimizer.ADAGRAD: weights[0] + STEP_BYTES,
+                 Optimizer.ROWWISE_ADAGRAD: row_bytes + STEP_BYTES, Optimizer.ADAM: 2 * weights[0] + STEP_BYTES}[opt]
+        np.add.at(self.held[OPTIMIZER], ranks, state)
+        self.dp_params.append((ranks, float(weights[0]), float(np.ceil(row_bytes))))
+
+    # ---- the step, replayed -------------------------------------------------------------------------------
+
+    def _ordered(self) -> list[_Group]:
+        return sorted(self.groups.values(), key=lambda g: g.first_table)
+
+    def _permutes_input(self, groups: list[_Group]) -> bool:
+        """TorchRec permutes the input KJT unless its features, group after group, are already in order."""
+        n_features = int(self.first_feature[-1])
+        if sum(g.entries for g in groups) != n_features:  # a column split repeats its table's features
+            return True
+        order = [f for g in groups for (_, _, _, first, nf) in sorted(g.order) for f in range(first, first + nf)]
+        return order != list(range(n_features))
+
+    def _kept(self, g: _Group) -> np.ndarray:
+        """The ids and offsets fbgemm's kernel keeps from its last forward (TBE._indices, TBE._offsets)."""
+        return (g.ids_in + g.bags_in + (g.cols > 0)) * ID_BYTES
+
+    def _input_dist(self, tl: _Timeline, groups: list[_Group]) -> float:
+        """Permute the batch into the groups' feature order, bucketize row splits, receive every group's ids and
+        lengths, recat them; the buffers go once all groups are done. Returns the permuted ids' bytes, which
+        data-parallel kernels keep until their backward (they read views of them)."""
+        w, s = self.w, self.stride
+        permuted = 0.0
+        if self._permutes_input(groups):
+            entries = sum(g.entries for g in groups)
+            permuted = sum(g.local_ids for g in groups) * ID_BYTES
+            tl.alloc(A2A, permuted + entries * s * ID_BYTES)
+        model_parallel = [g for g in groups if g.kind != "dp"]
+        bucketized = sum((g.local_ids + w * s * g.entries) * ID_BYTES for g in model_parallel if g.kind == "rs")
+        tl.alloc(A2A, bucketized)  # block_bucketize_sparse_features: ids and per-bucket lengths
+        raw = [(g.ids_in + g.bags_in) * ID_BYTES for g in model_parallel]
+        for r in raw:
+            tl.alloc(A2A, r)  # every group's receive buffers are allocated before any is recat
+        for g, r in zip(model_parallel, raw):
+            tl.alloc(INPUT, r)  # recat: the ids and lengths the kernel reads
+            tl.alloc(INPUT, (g.bags_in + 1) * ID_BYTES)  # offsets inside permute_2D_sparse_data
+            tl.free(INPUT, (g.bags_in + 1) * ID_BYTES)
+        tl.free(A2A, sum(raw, np.zeros(w)) + bucketized)
+        if permuted:
+            tl.free(A2A, sum(g.entries for g in groups) * s * ID_BYTES)
+            if not any(g.kind == "dp" for g in groups):
+                tl.free(A2A, permuted)
+        return permuted if any(g.kind == "dp" for g in groups) else 0.0
+
+    def _lookups(self, tl: _Timeline, groups: list[_Group]) -> dict[ShardingType, np.ndarray]:
+        """Each group's kernel and output distribution, in order; returns what each group's wait frees: its
+        receive buffer and the send buffers an asynchronous collective holds until it completes."""
+        w, s = self.w, self.stride
+        pending = {}
+        for g in groups:
+            lookup = (w * s if g.kind != "dp" else s) * g.cols * OUTPUT_BYTES
+            if g.kind == "dp":
+                tl.alloc(INPUT, (s * g.entries + 1) * ID_BYTES)  # offsets, kept for the dense backward
+                tl.alloc(OUTPUT, lookup)
+                continue
+            tl.alloc(INPUT, (g.bags_in + 1) * (g.cols > 0) * ID_BYTES)  # the kernel's offsets
+            tl.free(INPUT, self._kept(g))  # last step's ids and offsets, replaced
+            tl.alloc(OUTPUT, lookup)
+            mine = s * g.out_cols * OUTPUT_BYTES
+            if g.kind == "a2a":
+                tl.alloc(A2A, mine + lookup)  # All2All_Pooled_Req: receive buffer and the registered copy it sends
+                tl.free(OUTPUT, lookup)
+                pending[g.st] = mine + lookup
+            else:
+                tl.alloc(OUTPUT, mine)  # reduce-scatter output
+                sent = lookup if self.cpu else 0.0  # gloo's _reduce_scatter_base clones its input
+                tl.alloc(A2A, sent)
+                tl.free(OUTPUT, lookup)
+                tl.alloc(A2A, lookup)  # the input, held by the collective until it completes
+                pending[g.st] = sent + lookup
+        for g in groups:
+            if g.kind != "dp":
+                tl.free(INPUT, g.bags_in * ID_BYTES)  # the lookups' KJTs; kernels keep their ids and offsets
+        return pending
+
+    def _forward(self, tl: _Timeline, groups: list[_Group]) -> float:
+        """Input distribution, lookups, the waits and the KeyedTensor the loss reads (freed with the loss)."""
+        s = self.stride
+        permuted = self._input_dist(tl, groups)
+        pending = self._lookups(tl, groups)
+        for g in groups:
+            if g.kind == "dp":
+                continue
+            tl.free(A2A, pending[g.st])
+            if g.kind == "a2a":
+                tl.alloc(OUTPUT, s * g.out_cols * OUTPUT_BYTES)  # All2All_Pooled_Wait's torch.cat
+        outs = sum(s * g.out_cols * OUTPUT_BYTES for g in groups)
+        if len(groups) > 1:
+            tl.alloc(OUTPUT, outs)  # construct_output_kt's torch.cat
+            tl.free(OUTPUT, outs)  # the groups' outputs
+        tl.free(OUTPUT, outs)  # the loss keeps no output
+        return permuted
+
+    def _backward(self, tl: _Timeline, groups: list[_Group], permuted: float) -> None:
+        """Output gradients go back through every group's collective (last group first; autograd issues them
+        all before the kernels' backward), then the data-parallel kernel's dense gradient; then all is freed."""
+        w, s = self.w, self.stride
+        held = np.zeros(w)
+        for g in reversed(groups):
+            grad = s * g.out_cols * OUTPUT_BYTES
+            if g.kind == "a2a":
+                pieces = grad if int((g.cols > 0).sum()) > 1 else 0.0
+                tl.alloc(OUTPUT_GRAD, grad + pieces)  # grad_output.contiguous() and its split by rank
+                tl.alloc(OUTPUT_GRAD, grad)  # _recat_pooled_embedding_grad_out's cat: what is sent
+                tl.free(OUTPUT_GRAD, grad + pieces)
+                tl.alloc(A2A, w * s * g.cols * OUTPUT_BYTES)  # what this rank's kernel receives
+                held = held + w * s * g.cols * OUTPUT_BYTES
+                tl.free(OUTPUT_GRAD, grad)
+            elif g.kind == "rs":
+                gathered = w * s * g.out_cols * OUTPUT_BYTES
+                tl.alloc(A2A, gathered)  # all-gather output: every rank's gradients of this group
+                tl.alloc(OUTPUT_GRAD, grad)  # grad_output.contiguous()
+                if self.cpu:
+                    tl.alloc(A2A, gathered)  # gloo's _allgather_base gathers into a flat buffer first
+                    tl.free(A2A, gathered)
+                tl.free(OUTPUT_GRAD, grad)
+                held = held + gathered
+        if any(g.kind == "dp" for g in groups):
+            tl.alloc(GRAD, self.dp_dense)  # the dense kernel's gradient of its whole tables ...
+            tl.free(GRAD, self.dp_dense)  # ... copied into DDP's bucket
+            dp = next(g for g in groups if g.kind == "dp")
+            tl.free(INPUT, (s * dp.entries + 1) * ID_BYTES)
+            tl.free(A2A, permuted)
+        tl.free(A2A, held)
+
+    @property
+    def dp_dense(self) -> np.ndarray:
+        return self.held[GRAD]
+
+    def _optimizer_step(self, tl: _Timeline) -> None:
+        """The dense optimizer of data-parallel tables: its temporaries (fused optimizers run in backward)."""
+        tl.alloc(OPTIMIZER, _dense_step_temp(self.cfg.topology.optimizer, self.dp_params, self.w, self.cpu))
+        tl.free(OPTIMIZER, _dense_step_temp(self.cfg.topology.optimizer, self.dp_params, self.w, self.cpu))
+
+    def held_parts(self) -> dict[str, np.ndarray]:
+        """Per rank, what stays between steps by part: weights, optimizer state, data-parallel gradient buckets,
+        the UVM cache, and (as input_bytes) the ids and offsets each kernel keeps from its last forward."""
+        kept = sum((self._kept(g) for g in self.groups.values() if g.kind != "dp"), np.zeros(self.w))
+        return {**self.held, INPUT: kept}
+
+    def held_by_rank(self) -> list[dict[str, int]]:
+        held = self.held_parts()
+        return [{p: int(np.ceil(v[r])) for p, v in held.items()} for r in range(self.w)]
+
+    def parts(self) -> tuple[MemoryParts, ...]:
+        groups = self._ordered()
+        tl = _Timeline(self.w)
+        for part, held in self.held_parts().items():
+            tl.alloc(part, held)
+        held_total = tl.total.copy()
+        n_features = int(self.first_feature[-1])
+        tl.alloc(INPUT, (sum(self.ids.values()) + 2 * n_features * self.stride + 1) * ID_BYTES)  # the batch KJT
+        permuted = self._forward(tl, groups)
+        self._backward(tl, groups, permuted)
+        self._optimizer_step(tl)
+        return self._rank_parts(tl, held_total)
+
+    def _rank_parts(self, tl: _Timeline, held: np.ndarray) -> tuple[MemoryParts, ...]:
+        topo = self.cfg.topology
+        values = {p: np.ceil(tl.at_peak[p]).astype(np.int64) for p in PARTS}
+        peak = sum(values.values())
+        ddr = peak if self.cpu else np.ceil(self.ddr_held).astype(np.int64)
+        cap = topo.ddr_cap if self.cpu else topo.hbm_cap
+        reserved = cap - (topo.usable_ddr_bytes if self.cpu else topo.usable_hbm_bytes)
+        columns = {**{p: v.tolist() for p, v in values.items()}, "held_bytes": np.ceil(held).astype(np.int64).tolist(),
+                   "peak_bytes": peak.tolist(), "peak_hbm_bytes": (peak - ddr).tolist(), "peak_ddr_bytes": ddr.tolist()}
+        names = list(columns)
+        return tuple(MemoryParts(**dict(zip(names, row)), reserved_bytes=int(reserved))
+                     for row in zip(*columns.values()))
+
+
+def _feature_load(cfg: Config, name: str) -> tuple[list[int], float]:
+    """Bags per feature in one rank's batch (batch size x num_poolings) and the ids of all its features."""
+    t = cfg.table(name)
+    c = cfg.constraint(name)
+    n = len(t.feature_names)
+    bs = c.batch_sizes or (cfg.topology.batch_size,) * n
+    npool = c.num_poolings or (C.NUM_POOLINGS,) * n
+    pf = c.pooling_factors or (C.POOLING_FACTOR,) * n
+    bags = [max(1, round(b * q)) for b, q in zip(bs, npool)]
+    return bags, float(sum(p * b for p, b in zip(pf, bags)))
+
+
+def _fused_state(opt: Optimizer, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """fbgemm's optimizer state of a piece: momentum1 (per element, or per row for row-wise Adagrad), momentum2."""
+    per_element = {Optimizer.SGD: 0.0, Optimizer.ADAGRAD: 1.0, Optimizer.ROWWISE_ADAGRAD: 0.0, Optimizer.ADAM: 2.0}
+    rowwise = 1.0 if opt is Optimizer.ROWWISE_ADAGRAD else 0.0
+    return (rows * cols * per_element[opt] + rows * rowwise) * STATE_BYTES
+
+
+def _cache_bytes(cfg: Config, name: str, rows: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """fused_uvm_caching's HBM: the cached share of the rows and the cache's index state (as engine.estimate)."""
+    c = cfg.constraint(name)
+    clf = c.cache_load_factor if c.cache_load_factor is not None else C.UVM_CACHING_RATIO
+    return np.round(weights * clf) + np.ceil(rows * (4 + clf * 16))
+
+
+def _dense_step_temp(opt: Optimizer, params: list[tuple[np.ndarray, float, float]], w: int,
+                     cpu: bool) -> np.ndarray:
+    """The largest temporaries of torch's optimizer step over the data-parallel tables, per rank. On CPU torch
+    steps one tensor at a time: Adagrad's sqrt, Adam's sqrt and division, RowWiseAdagrad's squared gradient and
+    row means, each kept until the next parameter's replaces it; on CUDA Adam and Adagrad step all at once."""
+    peak, prev_full, prev_row, total = np.zeros(w), np.zeros(w), np.zeros(w), np.zeros(w)
+    for ranks, full, row in params:
+        on = np.zeros(w, dtype=bool)
+        on[ranks] = True
+        if opt is Optimizer.ADAGRAD:
+            now = prev_full + full
+        elif opt is Optimizer.ADAM:
+            now = prev_full + 2 * full
+        elif opt is Optimizer.ROWWISE_ADAGRAD:
+            now = prev_row + full + row
+        else:
+            now = np.zeros(w)
+        peak = np.where(on, np.maximum(peak, now), peak)
+        prev_full = np.where(on, full, prev_full)
+        prev_row = np.where(on, row, prev_row)
+        total = total + on * full
+    if not cpu and opt in (Optimizer.ADAGRAD, Optimizer.ADAM):
+        return total
+    return peak

@@ -1,7 +1,7 @@
 """Per-rank memory of one training step under TorchRec's DistributedModelParallel, part by part (numpy only).
 
-What DMP, fbgemm and the optimizers hold between steps, and what one step allocates and frees on top of it,
-replayed in the order TorchRec 1.8.0 / fbgemm 1.8.0 run a step; the peak is the largest running total. docs/estimator.md, "Memory".
+What DMP, fbgemm and the optimizers hold between steps, and what one step allocates and frees on top of it, replayed
+in the order TorchRec 1.8.0 and fbgemm 1.8.0 run a step; the peak is the largest running total (docs/estimator.md).
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ INPUT, OUTPUT, OUTPUT_GRAD, A2A = "input_bytes", "output_bytes", "output_grad_by
 PARTS = (WEIGHTS, OPTIMIZER, CACHE, GRAD, INPUT, OUTPUT, OUTPUT_GRAD, A2A)
 
 ALL_TO_ALL = (ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE, ShardingType.TABLE_COLUMN_WISE)
-PER_RANK_ORDER = (ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE, ShardingType.TABLE_COLUMN_WISE)
 
 
 @dataclass
@@ -92,9 +91,8 @@ class StepMemory:
         for t in cfg.tables:
             self.bags[t.name], self.ids[t.name] = _feature_load(cfg, t.name)
         self.stride = max((max(b) for b in self.bags.values()), default=1)
-        zeros = lambda: np.zeros(self.w)  # noqa: E731
-        self.held = {p: zeros() for p in (WEIGHTS, OPTIMIZER, CACHE, GRAD)}
-        self.ddr_held = zeros()
+        self.held = {p: np.zeros(self.w) for p in (WEIGHTS, OPTIMIZER, CACHE, GRAD)}
+        self.ddr_held = np.zeros(self.w)
         self.dp_params: list[tuple[np.ndarray, float, float]] = []  # (ranks, weight bytes, rows x dtype bytes)
         self.groups: dict[ShardingType, _Group] = {}
 
@@ -192,8 +190,9 @@ class StepMemory:
             tl.alloc(A2A, r)  # every group's receive buffers are allocated before any is recat
         for g, r in zip(model_parallel, raw):
             tl.alloc(INPUT, r)  # recat: the ids and lengths the kernel reads
-            tl.alloc(INPUT, (g.bags_in + 1) * ID_BYTES)  # offsets inside permute_2D_sparse_data
-            tl.free(INPUT, (g.bags_in + 1) * ID_BYTES)
+            offsets = (g.bags_in + (g.cols > 0)) * ID_BYTES  # inside permute_2D_sparse_data
+            tl.alloc(INPUT, offsets)
+            tl.free(INPUT, offsets)
         tl.free(A2A, sum(raw, np.zeros(w)) + bucketized)
         if permuted:
             tl.free(A2A, sum(g.entries for g in groups) * s * ID_BYTES)

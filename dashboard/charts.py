@@ -72,7 +72,7 @@ def memory_bars(plan: dict) -> go.Figure:
                       row=1, col=col)
     fig.update_layout(barmode="overlay", bargap=0.25)
     _rank_axis(fig, len(ranks))
-    fig.update_annotations(font_size=13, x=0, xanchor="left", selector=dict(text=titles[0]))
+    fig.update_annotations(font_size=14, x=0, xanchor="left", selector=dict(text=titles[0]))
     if len(kinds) > 1:
         fig.update_annotations(x=0.56, xanchor="left", selector=dict(text=titles[1]))
     return _layout(fig, None)
@@ -90,12 +90,14 @@ def _stacked_parts(fig: go.Figure, ranks: list[int], parts: dict[str, list[float
 
 
 def _memory_title(plan: dict, kind: str) -> str:
+    """'HBM per rank (GiB)' over a smaller line with the tightest headroom (or how far a rank is over)."""
     h = headroom(plan, kind)
+    head = f"{kind.upper()} per rank (GiB)"
     if h is None:
-        return f"{kind.upper()} per rank (GiB)"
-    return (f"{kind.upper()} per rank (GiB): tightest headroom {human_bytes(max(h.free_bytes, 0))} "
-            f"of {human_bytes(h.cap_bytes)} (rank {h.rank})" if h.free_bytes >= 0 else
-            f"{kind.upper()} per rank (GiB): rank {h.rank} is {human_bytes(-h.free_bytes)} over")
+        return head
+    if h.free_bytes < 0:
+        return f"{head}<br><sup>rank {h.rank} is {human_bytes(-h.free_bytes)} over</sup>"
+    return f"{head}<br><sup>least headroom {human_bytes(h.free_bytes)} (rank {h.rank})</sup>"
 
 
 def cost_stacked(plan: dict) -> go.Figure:
@@ -142,8 +144,9 @@ def compare_ranks(frame: pd.DataFrame, column: str, title: str) -> go.Figure:
     """Grouped bars per rank, one colour per plan, from dashboard.analysis.compare_frame."""
     fig = go.Figure()
     scale = GIB if column.endswith("_bytes") else 1.0
-    for label, part in frame.groupby("plan", sort=False):
-        fig.add_trace(go.Bar(x=part["rank"], y=part[column] / scale, name=plotly_text(label)))
+    for i, (label, part) in enumerate(frame.groupby("plan", sort=False)):
+        fig.add_trace(go.Bar(x=part["rank"], y=part[column] / scale, name=plotly_text(label),
+                             marker_color=PLAN_COLORS[i % len(PLAN_COLORS)]))
     fig.update_layout(barmode="group", bargap=0.2)
     fig.update_yaxes(title_text="GiB" if scale == GIB else "ms per step")
     _rank_axis(fig, frame["rank"].nunique() if len(frame) else 0)

@@ -53,8 +53,10 @@ def plan_metrics(plan: dict) -> None:
     kind = analysis.device_memory(plan)
     peak = max((r[f"{kind}_bytes"] for r in plan["ranks"]), default=0)
     room = analysis.headroom(plan, kind)
-    cols = st.columns(6)
-    cols[0].metric("Slowest rank", f"{imb.max_ms:.4g} ms", help=f"rank {imb.bottleneck_rank}, per training step")
+    secs = plan.get("planning_seconds")
+    cols = st.columns(5)
+    cols[0].metric("Slowest rank", f"{imb.max_ms:.4g} ms", help=f"rank {imb.bottleneck_rank}, per training step"
+                   + (f"; planned in {secs:.2f} s" if secs is not None else ""))
     cols[1].metric("Imbalance (max/mean)", f"{imb.ratio:.3f}x")
     vs = imb.vs_lower_bound
     cols[2].metric("Vs lower bound", f"{vs:.3f}x" if vs else "n/a",
@@ -63,11 +65,10 @@ def plan_metrics(plan: dict) -> None:
     if room is None:
         cols[4].metric("Tightest headroom", "n/a")
     else:
-        cols[4].metric("Tightest headroom", human_bytes(room.free_bytes) if room.free_bytes >= 0 else "over",
-                       help=f"rank {room.rank}: usable {kind.upper()} {human_bytes(room.cap_bytes)} less the "
-                            "estimated peak (weights, optimizer state, the step's inputs and outputs)")
-    secs = plan.get("planning_seconds")
-    cols[5].metric("Planned in", f"{secs:.2f} s" if secs is not None else "n/a")
+        cols[4].metric("Tightest headroom", human_bytes(room.free_bytes) if room.free_bytes >= 0 else
+                       f"{human_bytes(-room.free_bytes)} over",
+                       help=f"rank {room.rank}: usable {kind.upper()} {human_bytes(room.cap_bytes)} less its estimated "
+                            "peak (weights, optimizer state, the step's inputs and outputs)")
 
 
 def plan_view(plan: dict, config: dict, prefix: str) -> None:
@@ -183,7 +184,6 @@ def use_calibration(cal: dict) -> None:
         return
     state.set_topology(calibrated)
     state.set_calibration(cal)
-    moved = (f" The workspace topology now plans for {md(cal['device'])} (it said {md(was)}), the device these "
-             "runs measured." if was != cal["device"] else "")
-    state.flash(f"{md(calib.note(cal))}.{moved} Replan on the Plan page to price a plan with it.")
+    moved = f"; the topology now plans for {md(cal['device'])} (was {md(was)})" if was != cal["device"] else ""
+    state.flash(f"{md(calib.note(cal))}{moved}. Replan to use it.")
     st.rerun()

@@ -33,7 +33,7 @@ def test_cpu_plans_draw_only_ddr():
     plan = _plan(with_changes(tutorial(), compute_device="cpu"))
     fig = charts.memory_bars(plan)
     assert [t.name for t in fig.data] == ["usable capacity", "used"]
-    assert fig.layout.annotations[0].text.startswith("DDR per rank (GiB): tightest headroom")
+    assert fig.layout.annotations[0].text.startswith("DDR per rank (GiB)<br><sup>least headroom")
 
 
 def test_cost_stacks_add_up_to_each_rank_and_mark_the_lower_bound():
@@ -87,7 +87,7 @@ def test_ratio_bars_mark_ranks_outside_the_band():
 def test_memory_bars_say_the_headroom_and_stack_the_parts():
     plan = _plan(tutorial())
     title = charts.memory_bars(plan).layout.annotations[0].text
-    assert title.startswith("HBM per rank (GiB): tightest headroom ") and "(rank " in title
+    assert title.startswith("HBM per rank (GiB)<br><sup>least headroom ") and "(rank " in title
     parts = dict(plan, ranks=[dict(r, memory={"weights_bytes": r["hbm_bytes"] * 0.75, "peak_bytes": r["hbm_bytes"],
                                               "optimizer_bytes": r["hbm_bytes"] * 0.25}) for r in plan["ranks"]])
     fig = charts.memory_bars(parts)

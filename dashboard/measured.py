@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
 
 import pandas as pd
 
@@ -33,11 +32,11 @@ def per_rank(metrics: list) -> dict[int, dict[str, float]]:
     return {r: {n: sum(v) / len(v) for n, v in names.items()} for r, names in sums.items()}
 
 
-def _first(values: dict, names: tuple[str, ...]) -> Optional[float]:
+def _first(values: dict, names: tuple[str, ...]) -> float | None:
     return next((values[n] for n in names if n in values), None)
 
 
-def ratio(measured: Optional[float], estimated: Optional[float]) -> Optional[float]:
+def ratio(measured: float | None, estimated: float | None) -> float | None:
     if measured is None or not estimated or estimated <= 0:
         return None
     return measured / estimated
@@ -66,19 +65,19 @@ def run_frame(plan: dict, metrics: list, kind: str, same_device: bool) -> pd.Dat
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def span(frame: pd.DataFrame, column: str) -> Optional[tuple[float, float]]:
+def span(frame: pd.DataFrame, column: str) -> tuple[float, float] | None:
     """(lowest, highest) ratio over the ranks, or None when no rank has one."""
     values = [float(x) for x in frame[column] if x is not None and not pd.isna(x)]
     return (min(values), max(values)) if values else None
 
 
-def ratio_text(value: Optional[float]) -> str:
+def ratio_text(value: float | None) -> str:
     if value is None:
         return "n/a"
     return f"{value:.0f}x" if value >= 10 else f"{value:.2f}x"
 
 
-def span_text(s: Optional[tuple[float, float]]) -> str:
+def span_text(s: tuple[float, float] | None) -> str:
     """'44x', '44x-58x' (lowest to highest over the ranks), or 'n/a'."""
     if s is None:
         return "n/a"
@@ -86,7 +85,7 @@ def span_text(s: Optional[tuple[float, float]]) -> str:
     return low if low == high else f"{low}-{high}"
 
 
-def outside(value: Optional[float]) -> bool:
+def outside(value: float | None) -> bool:
     return value is not None and not (RATIO_LOW <= value <= RATIO_HIGH)
 
 
@@ -110,7 +109,7 @@ class Flag:
     calibrate: bool = False  # calibrating from the stored runs is the cure
 
 
-def _worst(frame: pd.DataFrame, column: str) -> Optional[pd.Series]:
+def _worst(frame: pd.DataFrame, column: str) -> pd.Series | None:
     rows = frame[frame[column].notna()]
     if rows.empty:
         return None
@@ -162,7 +161,7 @@ def flags(frame: pd.DataFrame, kind: str, device: str) -> list[Flag]:
     return out
 
 
-def profile(config: dict, settings: Optional[dict] = None, device: Optional[str] = None) -> str:
+def profile(config: dict, settings: dict | None = None, device: str | None = None) -> str:
     """Which constants price a plan for `device` (default the config's): a calibration (its runs, device and
     R^2) while the config still holds its fit; else TorchRec's default constants or the config's own
     bandwidths, with the config's device profile (engine.profile) when it is for that device."""
@@ -184,7 +183,7 @@ def profile(config: dict, settings: Optional[dict] = None, device: Optional[str]
     return text + (" (not calibrated)" if own else "")
 
 
-def latest_run(runs: list) -> Optional[object]:
+def latest_run(runs: list) -> object | None:
     """The run a plan is judged by: its latest succeeded run, else its latest finished one."""
     done = [r for r in runs if r.status.finished]
     ok = [r for r in done if str(r.status) == "succeeded"]
@@ -221,5 +220,23 @@ def combined(frames: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFram
     return long, table[["plan", *[c for c in table.columns if c != "plan"]]]
 
 
-__all__ = ["COLUMNS", "Flag", "combined", "RATIO_HIGH", "RATIO_LOW", "flags", "latest_run", "outside", "per_rank", "profile",
-           "rank_table", "ratio", "ratio_text", "run_frame", "shards_text", "span", "span_text", "summary_line"]
+__all__ = [
+    "COLUMNS",
+    "RATIO_HIGH",
+    "RATIO_LOW",
+    "Flag",
+    "combined",
+    "flags",
+    "latest_run",
+    "outside",
+    "per_rank",
+    "profile",
+    "rank_table",
+    "ratio",
+    "ratio_text",
+    "run_frame",
+    "shards_text",
+    "span",
+    "span_text",
+    "summary_line",
+]

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 
 from engine.cliutil import one_line_errors
 from engine.config import load_config

@@ -18,11 +18,16 @@ from pathlib import Path
 from engine.config import load_config
 from engine.errors import EngineError, human_bytes
 from engine.estimate import comms_bw, device_bw
-from engine.evaluate import evaluate
+from engine.evaluate import evaluate, shard_arrays
+from engine.memory import PARTS as MEMORY_PARTS
+from engine.memory import StepMemory
 from engine.planfile import load_plan
-from engine.types import ComputeKernel, Config, TablePlan
+from engine.types import ComputeKernel, Config, MemoryParts, TablePlan
 from engine.validate.types import LOG_TAIL_CHARS, Job, LauncherKind, RankResult, RunStatus, ValidationResult
 
+MEASURED_MEMORY = ("held_bytes", "step_peak_bytes", "step_peak_max_bytes", "step_start_bytes", "batch_bytes",
+                   "held_weights_bytes", "held_optimizer_bytes", "held_grad_bytes", "held_cache_bytes",
+                   "held_input_bytes", "held_other_bytes")  # what a rank file measures (train.measure_memory)
 SIGNAL_EXIT = re.compile(r"exitcode\s*:\s*-(\d+)")  # torchrun's report of a rank killed by a signal
 
 
@@ -43,17 +48,45 @@ def run_config(cfg: Config, job: Job) -> Config:
     return replace(cfg, topology=topo)
 
 
+def estimated_held(cfg: Config, tables: dict[str, TablePlan]) -> list[dict[str, int]]:
+    """Per rank, the estimate of what stays between steps by part, under the names a rank file measures them
+    (estimated_held_weights_bytes, ...: engine.memory.StepMemory.held_parts)."""
+    mem = StepMemory(cfg)
+    for name, tp in tables.items():
+        mem.add(name, tp, *shard_arrays(cfg, name, tp))
+    return [{f"estimated_held_{k}": v for k, v in held.items()} for held in mem.held_by_rank()]
+
+
 def estimates(cfg: Config, tables: dict[str, TablePlan]) -> tuple[list[dict], float, float]:
-    """Per rank {estimated_ms, compute, comms, bytes}, and the lookup and comms bandwidths assumed (bytes/ms)."""
+    """Per rank {estimated_ms, compute, comms, bytes, memory parts}, and the lookup and comms bandwidths assumed
+    (bytes/ms)."""
     plan = evaluate(cfg, tables, planner="file")
+    held = estimated_held(cfg, tables)
     out = []
     for r in plan.ranks:
         p = r.perf
         out.append({"estimated_ms": p.total, "estimated_compute_ms": p.fwd_compute + p.bwd_compute + p.prefetch_compute,
                     "estimated_comms_ms": p.fwd_comms + p.bwd_comms + p.input_dist_comms,
-                    "estimated_bytes": r.hbm_bytes + r.ddr_bytes})
+                    "estimated_bytes": r.hbm_bytes + r.ddr_bytes,
+                    "memory": {**estimated_memory(r.memory), **held[r.rank]}})
     topo = cfg.topology
     return out, device_bw(topo, ComputeKernel.FUSED, 1.0), comms_bw(topo)
+
+
+def estimated_memory(parts: MemoryParts | None) -> dict[str, int]:
+    """A rank's estimated memory parts (engine.memory) under the result's names: estimated_held_bytes,
+    estimated_peak_bytes, estimated_<part>_bytes."""
+    if parts is None:
+        return {}
+    names = {"held_bytes": "estimated_held_bytes", "peak_bytes": "estimated_peak_bytes"}
+    names.update({p: f"estimated_{p}" for p in MEMORY_PARTS})
+    values = parts.as_dict()
+    return {out: int(values[name]) for name, out in names.items()}
+
+
+def measured_memory(data: dict) -> dict[str, int]:
+    """The memory a rank file measured (engine.validate.train.measure_memory): held and step-peak bytes, by part."""
+    return {k: int(v) for k, v in data.items() if k in MEASURED_MEMORY and isinstance(v, int)}
 
 
 def read_ranks(job: Job) -> tuple[dict[int, dict], dict[int, str]]:
@@ -119,10 +152,11 @@ def error_line(job: Job, end: Ending, done: dict[int, dict], errors: dict[int, s
 
 
 def _rank_result(r: int, data: dict, est: dict | None) -> RankResult:
-    est = est or {}
+    est = dict(est or {})
+    memory = {**measured_memory(data), **est.pop("memory", {})}
     return RankResult(rank=r, iteration_ms=float(data["iteration_ms"]), peak_bytes=int(data["peak_bytes"]),
                       state_bytes=int(data.get("state_bytes", 0)), shards_match=not data.get("mismatches"),
-                      mismatches=tuple(data.get("mismatches", ())), **est)
+                      mismatches=tuple(data.get("mismatches", ())), memory=memory, **est)
 
 
 def gather(job: Job, launcher: LauncherKind, end: Ending) -> ValidationResult:
@@ -153,8 +187,13 @@ def write_result(result: ValidationResult, path: Path) -> None:
         raise EngineError(f"cannot write the results file {str(path)!r}: {e.strerror or e}") from None
 
 
+def _bytes_or_dash(n: object) -> str:
+    return human_bytes(n) if isinstance(n, int) else "-"
+
+
 def summary(result: ValidationResult) -> str:
-    """A human-readable table of the ranks."""
+    """A human-readable table of the ranks: time measured and estimated, memory held and at a step's peak,
+    measured and estimated (the JSON also has the resident-set growth, peak_bytes, and every part)."""
     head = (f"Validation {result.status.value}: {result.nproc} ranks on {result.device.value} "
             f"({result.backend.value}, {result.launcher.value}), {result.iters} iterations after "
             f"{result.warmup} warm-up")
@@ -162,11 +201,15 @@ def summary(result: ValidationResult) -> str:
     if result.error:
         lines.append(f"error: {result.error}")
     if result.ranks:
-        lines.append(f"{'rank':>4}  {'iteration_ms':>12}  {'estimated_ms':>12}  {'peak':>10}  {'state':>10}  shards")
+        lines.append(f"{'rank':>4}  {'iteration_ms':>12}  {'estimated_ms':>12}  {'held':>11}  {'est. held':>11}  "
+                     f"{'step peak':>11}  {'est. peak':>11}  shards")
     for r in result.ranks:
         est = f"{r.estimated_ms:.3f}" if r.estimated_ms is not None else "-"
-        lines.append(f"{r.rank:>4}  {r.iteration_ms:>12.3f}  {est:>12}  {human_bytes(r.peak_bytes):>10}  "
-                     f"{human_bytes(r.state_bytes):>10}  {'match' if r.shards_match else 'DIFFER'}")
+        m = r.memory
+        memory = "  ".join(f"{_bytes_or_dash(m.get(k)):>11}" for k in ("held_bytes", "estimated_held_bytes",
+                                                                       "step_peak_bytes", "estimated_peak_bytes"))
+        lines.append(f"{r.rank:>4}  {r.iteration_ms:>12.3f}  {est:>12}  {memory}  "
+                     f"{'match' if r.shards_match else 'DIFFER'}")
     return "\n".join(lines)
 
 

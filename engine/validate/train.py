@@ -1,5 +1,6 @@
 """The training loop of one rank: DistributedModelParallel from our plan, K timed iterations of forward,
-backward and optimizer, peak memory, and the local shards the sharded module really holds.
+backward and optimizer, the memory the rank holds and the peak of a step (engine.validate.memory), and the
+local shards the sharded module really holds.
 
 Sharded tables train with TorchRec's fused optimizer (the config's optimizer applied inside backward);
 data_parallel tables are dense parameters, stepped by the same optimizer class after backward.
@@ -24,12 +25,14 @@ from torchrec.optim.optimizers import in_backward_optimizer_filter
 from engine.errors import EngineError
 from engine.torchrec_compat import build_ebc, sharders, to_sharding_plan
 from engine.types import Config, Optimizer, ShardingType, TablePlan
+from engine.validate import memory
 from engine.validate.batches import local_batches
 from engine.validate.shards import Piece, expected_pieces, mismatches, pieces_to_json
 
 OPTIMIZERS = {Optimizer.SGD: torch.optim.SGD, Optimizer.ADAGRAD: torch.optim.Adagrad,
               Optimizer.ROWWISE_ADAGRAD: RowWiseAdagrad, Optimizer.ADAM: torch.optim.Adam}
 KIB = 1024
+MEMORY_STEPS = 3  # untimed steps measured for memory after the timed ones; the median peak is reported
 
 
 @dataclass(frozen=True)
@@ -96,20 +99,63 @@ def state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> int
     return weights + _tensor_bytes(optimizer.state_dict().get("state", {}))
 
 
+def _step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, kjt, zero_grad: bool = True) -> None:
+    loss = model(kjt).values().sum()
+    loss.backward()
+    optimizer.step()
+    if zero_grad:
+        optimizer.zero_grad()
+
+
 def _train(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batches: list, s: Settings,
            sync) -> list[float]:
     times = []
     for i in range(s.warmup + s.iters):
         kjt = batches[i % len(batches)]
         t0 = time.perf_counter()
-        loss = model(kjt).values().sum()
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
+        _step(model, optimizer, kjt)
         sync()
         if i >= s.warmup:
             times.append((time.perf_counter() - t0) * 1000.0)
     return times
+
+
+def _step_peaks(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batches: list, device: torch.device,
+                before: int) -> tuple[list[int], list[int]]:
+    """Per measured step: the bytes allocated when it began and at its peak, each with the step's own batch
+    (CPU: the c10 allocator's count since the model was built, batches made before; CUDA: allocated bytes
+    above `before`, less the batches other steps use)."""
+    sizes = [memory.batch_bytes(b) for b in batches]
+    if device.type != "cuda":
+        starts, peaks = memory.cpu_step_peaks(lambda i: _step(model, optimizer, batches[i % len(batches)]),
+                                              MEMORY_STEPS)
+        mine = [sizes[i % len(batches)] for i in range(len(peaks))]
+        return [a + b for a, b in zip(starts, mine)], [a + b for a, b in zip(peaks, mine)]
+    starts, peaks = [], []
+    for i in range(MEMORY_STEPS):
+        others = sum(sizes) - sizes[i % len(batches)]
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        starts.append(torch.cuda.memory_allocated(device) - before - others)
+        _step(model, optimizer, batches[i % len(batches)])
+        torch.cuda.synchronize(device)
+        peaks.append(torch.cuda.max_memory_allocated(device) - before - others)
+    return starts, peaks
+
+
+def measure_memory(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batches: list, device: torch.device,
+                   before: int) -> dict:
+    """The rank file's memory fields: what the model and optimizers hold after a step, by part (read before
+    zero_grad, so data-parallel gradients show as the DDP buckets they are views of), and a step's peak."""
+    starts, peaks = _step_peaks(model, optimizer, batches, device, before)
+    _step(model, optimizer, batches[0], zero_grad=False)
+    held = memory.held_parts(model, optimizer)
+    optimizer.zero_grad()
+    out = {"held_bytes": held.pop("held_bytes"), "step_peak_bytes": memory.median_int(peaks),
+           "step_peak_max_bytes": max(peaks, default=0), "step_start_bytes": memory.median_int(starts),
+           "batch_bytes": memory.batch_bytes(batches[0])}
+    out.update({f"held_{k}": v for k, v in held.items()})
+    return out
 
 
 def measure(cfg: Config, tables: dict[str, TablePlan], rank: int, device: torch.device, s: Settings) -> dict:
@@ -122,15 +168,20 @@ def measure(cfg: Config, tables: dict[str, TablePlan], rank: int, device: torch.
         before = torch.cuda.memory_allocated(device)
     else:
         before = _peak_rss_bytes()
-    model, optimizer = build_model(cfg, tables, device, s.learning_rate)
     batches = local_batches(cfg, rank, s.seed, device, s.warmup + s.iters)
+    for b in batches:
+        b.offsets()  # computed now, with the batch, rather than inside a measured step
+    if not cuda:
+        memory.track_cpu_allocations()
+    model, optimizer = build_model(cfg, tables, device, s.learning_rate)
     sync = (lambda: torch.cuda.synchronize(device)) if cuda else (lambda: None)
     times = _train(model, optimizer, batches, s, sync)
     peak = torch.cuda.max_memory_allocated(device) - before if cuda else max(0, _peak_rss_bytes() - before)
+    measured = measure_memory(model, optimizer, batches, device, before if cuda else 0)
     held = local_shards(model)
     return {
         "iteration_ms": float(statistics.median(times)), "iteration_ms_all": times, "peak_bytes": int(peak),
         "peak_rss_bytes": _peak_rss_bytes(), "state_bytes": state_bytes(model, optimizer),
         "local_shards": pieces_to_json(held), "mismatches": mismatches(expected_pieces(cfg, tables, rank), held),
-        "batch_ids": int(sum(b.values().numel() for b in batches[:1])),
+        "batch_ids": int(sum(b.values().numel() for b in batches[:1])), **measured,
     }

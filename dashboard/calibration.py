@@ -135,7 +135,7 @@ def profile_text(cal: dict) -> str | None:
         prof = parse_profile(cal.get("profile"))
     except ConfigError:
         return None
-    units = {"step_ms": "per step", "collective_ms": "per collective", "launch_ms": "per lookup launch",
+    units = {"step_ms": "per step", "collective_ms": "per collective round", "launch_ms": "per lookup launch",
              "piece_ms": "per table piece"}
     cores = f", {prof.cores_per_host} cores per host" if prof.cores_per_host else ""
     costs = ", ".join(f"{getattr(prof, k):.3g} ms {units[k]}" for k in FIXED_COSTS)

@@ -20,8 +20,8 @@ from engine.jsonsafe import JsonError, loads
 from engine.types import Device
 
 GIB = 2**30
-FIXED_UNITS = {"step_ms": "ms per step", "collective_ms": "ms per collective", "launch_ms": "ms per lookup launch",
-               "piece_ms": "ms per table piece"}
+FIXED_UNITS = {"step_ms": "ms per step", "collective_ms": "ms per collective round",
+               "launch_ms": "ms per lookup launch", "piece_ms": "ms per table piece"}
 
 
 def _read_json(path: str, flag: str) -> dict:
@@ -47,7 +47,8 @@ def loo_dict(held: list[HeldOut]) -> dict:
     """Leave-one-config-out errors: per config and over every held-out rank."""
     groups = sorted({h.group for h in held})
     return {"median_error": median_error(held),
-            "configs": {g: {"runs": sum(h.group == g for h in held),
+            "configs": {g: {"plans": sum(h.group == g for h in held),
+                            "runs": sum(len(h.run_ids) for h in held if h.group == g),
                             "median_error": median_error([h for h in held if h.group == g])} for g in groups}}
 
 
@@ -64,7 +65,7 @@ def text(cal: Calibration, loo: dict | None) -> str:
     lines += [f"  note: {n}" for n in cal.notes]
     if loo:
         lines.append("Leave one config out (each config's runs estimated by the fit on the others):")
-        lines += [f"  {g}: {c['runs']} runs, median error {c['median_error']:.0%}" for g, c in loo["configs"].items()]
+        lines += [f"  {g}: {c['plans']} plans, median error {c['median_error']:.0%}" for g, c in loo["configs"].items()]
         lines.append(f"  all: median error {loo['median_error']:.0%}")
     return "\n".join(lines)
 

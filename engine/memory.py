@@ -17,6 +17,7 @@ from engine.types import (
     Device,
     MemoryParts,
     Optimizer,
+    PoolingType,
     ShardingType,
     TablePlan,
 )
@@ -95,6 +96,7 @@ class StepMemory:
         self.ddr_held = np.zeros(self.w)
         self.dp_params: list[tuple[np.ndarray, float, float]] = []  # (ranks, weight bytes, rows x dtype bytes)
         self.groups: dict[ShardingType, _Group] = {}
+        self.mean_divisor = False  # TorchRec divides row-split mean-pooled outputs after the all-to-all
 
     def _group(self, st: ShardingType, table: int) -> _Group:
         if st not in self.groups:
@@ -128,6 +130,7 @@ class StepMemory:
         held = rows * cols > 0
         np.add.at(g.cols, ranks, cols * nf * held)
         if st.splits_rows:
+            self.mean_divisor = self.mean_divisor or t.pooling is PoolingType.MEAN
             share = rows / max(t.num_embeddings, 1)
             np.add.at(g.ids_in, ranks, w * ids * share * held)
             np.add.at(g.bags_in, ranks, w * s * nf * held)
@@ -182,6 +185,7 @@ class StepMemory:
             entries = sum(g.entries for g in groups)
             permuted = sum(g.local_ids for g in groups) * ID_BYTES
             tl.alloc(A2A, permuted + entries * s * ID_BYTES)
+        kjt_offsets = self._mean_divisor(tl, groups, bool(permuted)) if self.mean_divisor else 0.0
         model_parallel = [g for g in groups if g.kind != "dp"]
         bucketized = sum((g.local_ids + w * s * g.entries) * ID_BYTES for g in model_parallel if g.kind == "rs")
         tl.alloc(A2A, bucketized)  # block_bucketize_sparse_features: ids and per-bucket lengths
@@ -194,11 +198,34 @@ class StepMemory:
             tl.alloc(INPUT, offsets)
             tl.free(INPUT, offsets)
         tl.free(A2A, sum(raw, np.zeros(w)) + bucketized)
+        tl.free(INPUT, kjt_offsets)
         if permuted:
             tl.free(A2A, sum(g.entries for g in groups) * s * ID_BYTES)
             if not any(g.kind == "dp" for g in groups):
                 tl.free(A2A, permuted)
         return permuted if any(g.kind == "dp" for g in groups) else 0.0
+
+    def _mean_divisor(self, tl: _Timeline, groups: list[_Group], permuted: bool) -> float:
+        """TorchRec's mean-pooling callback (a row split of a mean-pooled table: pieces return sums): per sample
+        and output column the number of ids, made from the lengths as int64, kept as fp32 for the division and
+        its backward. Returns the bytes of the permuted batch's offsets it computed (freed with the input dist)."""
+        s, n_features = self.stride, int(self.first_feature[-1])
+        entries = sum(g.entries for g in groups)
+        columns = s * sum(g.out_cols for g in groups)
+        offsets = (entries * s + 1) * ID_BYTES if permuted else 0.0
+        tl.alloc(INPUT, offsets)
+        lengths = entries * s * ID_BYTES
+        tl.alloc(OUTPUT, lengths)  # lengths.clone()
+        if entries != n_features:  # one row per output key
+            tl.alloc(OUTPUT, n_features * s * ID_BYTES)
+            tl.free(OUTPUT, lengths)
+            lengths = n_features * s * ID_BYTES
+        tl.alloc(OUTPUT, columns * ID_BYTES)  # repeat_interleave over each key's columns, int64
+        tl.alloc(OUTPUT, n_features * s * ID_BYTES)  # the transposed lengths, made contiguous
+        tl.free(OUTPUT, n_features * s * ID_BYTES)
+        tl.alloc(OUTPUT, 2 * columns * OUTPUT_BYTES)  # as fp32, then + eps: the divisor
+        tl.free(OUTPUT, columns * OUTPUT_BYTES + columns * ID_BYTES + lengths)
+        return offsets
 
     def _lookups(self, tl: _Timeline, groups: list[_Group]) -> dict[ShardingType, np.ndarray]:
         """Each group's kernel and output distribution, in order; returns what each group's wait frees: its
@@ -246,6 +273,9 @@ class StepMemory:
         if len(groups) > 1:
             tl.alloc(OUTPUT, outs)  # construct_output_kt's torch.cat
             tl.free(OUTPUT, outs)  # the groups' outputs
+        if self.mean_divisor:
+            tl.alloc(OUTPUT, outs)  # _apply_mean_pooling: values / divisor
+            tl.free(OUTPUT, outs)
         tl.free(OUTPUT, outs)  # the loss keeps no output
         return permuted
 
@@ -254,6 +284,11 @@ class StepMemory:
         all before the kernels' backward), then the data-parallel kernel's dense gradient; then all is freed."""
         w, s = self.w, self.stride
         held = np.zeros(w)
+        if self.mean_divisor:  # the division's backward: a real gradient of all outputs replaces the divisor
+            held = held + s * sum(g.out_cols for g in groups) * OUTPUT_BYTES
+            tl.alloc(OUTPUT_GRAD, held)
+            tl.free(OUTPUT, held)
+        mean_grad = held.copy()
         for g in reversed(groups):
             grad = s * g.out_cols * OUTPUT_BYTES
             if g.kind == "a2a":
@@ -279,7 +314,8 @@ class StepMemory:
             dp = next(g for g in groups if g.kind == "dp")
             tl.free(INPUT, (s * dp.entries + 1) * ID_BYTES)
             tl.free(A2A, permuted)
-        tl.free(A2A, held)
+        tl.free(A2A, held - mean_grad)
+        tl.free(OUTPUT_GRAD, mean_grad)
 
     @property
     def dp_dense(self) -> np.ndarray:

@@ -49,6 +49,24 @@ def _ranks_text(ranks: tuple[int, ...]) -> str:
     return ",".join(str(r) for r in ranks)
 
 
+MEMORY_PART_NAMES = (("weights_bytes", "weights"), ("optimizer_bytes", "optimizer state"), ("cache_bytes", "cache"),
+                     ("grad_bytes", "dense gradients"), ("input_bytes", "ids and lengths"), ("output_bytes", "outputs"),
+                     ("output_grad_bytes", "output gradients"), ("a2a_bytes", "all-to-all buffers"))
+
+
+def _memory_lines(plan: Plan) -> list[str]:
+    """The step memory of the rank with the largest peak, part by part (engine.memory)."""
+    ranks = [r for r in plan.ranks if r.memory is not None]
+    if not ranks:
+        return []
+    r = max(ranks, key=lambda x: x.memory.peak_bytes)
+    m = r.memory.as_dict()
+    parts = " + ".join(f"{label} {human_bytes(m[k])}" for k, label in MEMORY_PART_NAMES if m[k])
+    line = (f"Step memory of rank {r.rank} (largest peak): {human_bytes(m['peak_bytes'])} at the peak = {parts}; "
+            f"{human_bytes(m['held_bytes'])} held between steps (docs/estimator.md, Memory)")
+    return ["", line]
+
+
 def summary(plan: Plan, cfg: Config, max_tables: int = 60, max_ranks: int = 64) -> str:
     topo = cfg.topology
     lines = [
@@ -78,6 +96,7 @@ def summary(plan: Plan, cfg: Config, max_tables: int = 60, max_ranks: int = 64) 
                      f"{r.num_shards}{mark}")
     if len(shown) < len(plan.ranks):
         lines.append(f"... and {len(plan.ranks) - len(shown)} more ranks (use --json for all)")
+    lines += _memory_lines(plan)
     lines += ["", f"{'table':<24} {'rows x dim':>14}  {'sharding':<18} {'kernel':<18} {'ranks':<14} shards"]
     for i, (name, tp) in enumerate(plan.tables.items()):
         if i == max_tables:

@@ -173,3 +173,13 @@ def test_parts_add_up_for_any_plan(raw):
             assert m.peak_hbm_bytes == 0
         weights += m.weights_bytes
     assert weights == pytest.approx(model_parallel + dp_weights * cfg.topology.world_size, abs=len(cfg.tables) * 4)
+
+
+def test_the_summary_shows_the_fullest_ranks_parts():
+    cfg = engine.parse_config(tutorial())
+    plan = engine.plan(cfg)
+    text = engine.summary(plan, cfg)
+    fullest = max(plan.ranks, key=lambda r: r.memory.peak_bytes)
+    line = next(ln for ln in text.splitlines() if ln.startswith("Step memory of rank"))
+    assert line.startswith(f"Step memory of rank {fullest.rank} (largest peak): 2.84 MiB at the peak = weights 1.25 MiB")
+    assert "all-to-all buffers 1.00 MiB" in line and "1.28 MiB held between steps" in line

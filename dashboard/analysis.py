@@ -63,14 +63,27 @@ class Headroom:
     cap_bytes: int
 
 
+# A plan file's per-rank memory parts (engine.memory, engine.planfile): memory_<part>_bytes, flat; these are
+# totals or outside the step's peak, not parts of it
+MEMORY_PREFIX = "memory_"
+NOT_PARTS = ("total", "held_bytes", "peak_bytes", "peak_hbm_bytes", "peak_ddr_bytes", "reserved_bytes")
+
+
+def peak_bytes(rank: dict, kind: str) -> int:
+    """A rank's estimated peak in `kind` memory: the step's peak (engine.memory) where the plan has it, else the
+    stored bytes (hbm_bytes / ddr_bytes, TorchRec's storage estimate)."""
+    peak = rank.get(f"{MEMORY_PREFIX}peak_{kind}_bytes")
+    return int(peak) if isinstance(peak, (int, float)) and not isinstance(peak, bool) else int(rank[f"{kind}_bytes"])
+
+
 def headroom(plan: dict, kind: str = "hbm") -> Optional[Headroom]:
     """The tightest rank's headroom in `kind` ("hbm" or "ddr") memory; None when no rank has that memory."""
     ranks = [r for r in plan["ranks"] if r.get(f"{kind}_cap_bytes")]
     if not ranks:
         return None
-    tight = min(ranks, key=lambda r: r[f"{kind}_cap_bytes"] - r[f"{kind}_bytes"])
+    tight = min(ranks, key=lambda r: r[f"{kind}_cap_bytes"] - peak_bytes(r, kind))
     cap = int(tight[f"{kind}_cap_bytes"])
-    return Headroom(int(tight["rank"]), cap - int(tight[f"{kind}_bytes"]), cap)
+    return Headroom(int(tight["rank"]), cap - peak_bytes(tight, kind), cap)
 
 
 def device_memory(plan: dict) -> str:
@@ -78,19 +91,23 @@ def device_memory(plan: dict) -> str:
     return "hbm" if any(r.get("hbm_cap_bytes") for r in plan["ranks"]) else "ddr"
 
 
-# Totals and what is not part of the step's peak, in a plan's per-rank "memory" (engine.memory's MemoryParts)
-NOT_PARTS = ("total", "held_bytes", "peak_bytes", "peak_hbm_bytes", "peak_ddr_bytes", "reserved_bytes")
+def _rank_parts(rank: dict) -> dict | None:
+    nested = rank.get("memory")
+    if isinstance(nested, dict):
+        return nested
+    flat = {k.removeprefix(MEMORY_PREFIX): v for k, v in rank.items() if k.startswith(MEMORY_PREFIX)}
+    return flat or None
 
 
 def memory_parts(plan: dict) -> Optional[dict[str, list[float]]]:
-    """{part: bytes per rank} of the peak-memory estimate (weights, optimizer, cache, grad, input, output,
-    output grad, a2a: they sum to the peak), when the plan's ranks carry them (`"memory": {"weights_bytes": ...}`,
-    engine.memory); None for plans without them. Parts that are zero on every rank are left out."""
+    """{part: bytes per rank} of the step's peak-memory estimate (weights, optimizer, cache, grad, input,
+    output, output grad, a2a: they add up to the peak), when the plan's ranks carry them (engine.memory, as
+    memory_<part>_bytes); None for plans without them. Parts that are zero on every rank are left out."""
     parts: dict[str, list[float]] = {}
     ranks = plan["ranks"]
     for i, r in enumerate(ranks):
-        mem = r.get("memory")
-        if not isinstance(mem, dict):
+        mem = _rank_parts(r)
+        if mem is None:
             return None
         for name, value in mem.items():
             if isinstance(value, (int, float)) and not isinstance(value, bool) and name not in NOT_PARTS:

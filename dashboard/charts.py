@@ -19,6 +19,7 @@ from dashboard.analysis import (
     headroom,
     imbalance,
     memory_parts,
+    peak_bytes,
 )
 from dashboard.measured import RATIO_HIGH, RATIO_LOW, ratio_text
 from dashboard.text import plotly_text
@@ -49,15 +50,16 @@ def _rank_axis(fig: go.Figure, n: int, **kw) -> None:
 
 
 def memory_bars(plan: dict) -> go.Figure:
-    """Per-rank HBM and DDR estimates (GiB) in front of each rank's usable capacity (grey), each panel titled
-    with its tightest headroom; the first panel stacked by part when the plan carries the parts."""
+    """Per-rank HBM and DDR peak estimates (GiB; the step's peak where the plan has engine.memory's parts, else
+    the stored bytes) in front of each rank's usable capacity (grey), each panel titled with its least
+    headroom; the first panel (the device's memory) stacked by part when the plan carries the parts."""
     ranks = [r["rank"] for r in plan["ranks"]]
     kinds = [k for k in ("hbm", "ddr") if any(r[f"{k}_cap_bytes"] for r in plan["ranks"])] or ["ddr"]
     parts = memory_parts(plan)
     titles = [_memory_title(plan, k) for k in kinds]
     fig = make_subplots(rows=1, cols=len(kinds), horizontal_spacing=0.12, subplot_titles=titles)
     for col, kind in enumerate(kinds, start=1):
-        used = [r[f"{kind}_bytes"] / GIB for r in plan["ranks"]]
+        used = [peak_bytes(r, kind) / GIB for r in plan["ranks"]]
         cap = [r[f"{kind}_cap_bytes"] / GIB for r in plan["ranks"]]
         fig.add_trace(go.Bar(x=ranks, y=cap, name="usable capacity", marker_color=CAP_COLOR,
                              showlegend=col == 1, hovertemplate="rank %{x}: %{y:.2f} GiB usable<extra></extra>"),

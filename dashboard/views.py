@@ -51,7 +51,7 @@ def calibrated_note(settings: dict | None, config: dict | None = None) -> None:
 def plan_metrics(plan: dict) -> None:
     imb = analysis.imbalance(plan)
     kind = analysis.device_memory(plan)
-    peak = max((r[f"{kind}_bytes"] for r in plan["ranks"]), default=0)
+    peak = max((analysis.peak_bytes(r, kind) for r in plan["ranks"]), default=0)
     room = analysis.headroom(plan, kind)
     secs = plan.get("planning_seconds")
     cols = st.columns(5)
@@ -68,7 +68,7 @@ def plan_metrics(plan: dict) -> None:
         cols[4].metric("Tightest headroom", human_bytes(room.free_bytes) if room.free_bytes >= 0 else
                        f"{human_bytes(-room.free_bytes)} over",
                        help=f"rank {room.rank}: usable {kind.upper()} {human_bytes(room.cap_bytes)} less its estimated "
-                            "peak (weights, optimizer state, the step's inputs and outputs)")
+                            "peak in a training step")
 
 
 def plan_view(plan: dict, config: dict, prefix: str) -> None:

@@ -97,7 +97,11 @@ def test_headroom_is_the_tightest_rank_and_parts_come_from_the_plan():
     assert analysis.headroom(over, "hbm").free_bytes == -30
     assert analysis.memory_parts(plan) is None  # plans without parts
     mem = [{"weights_bytes": 8 * (i + 1), "optimizer_bytes": 2, "output_grad_bytes": 1, "cache_bytes": 0,
-            "held_bytes": 10, "peak_bytes": 99, "peak_hbm_bytes": 99, "peak_ddr_bytes": 0, "reserved_bytes": 5}
-           for i in range(2)]  # engine.memory's MemoryParts.as_dict()
-    parts = {"ranks": [dict(r, memory=m) for r, m in zip(plan["ranks"], mem)]}
-    assert analysis.memory_parts(parts) == {"weights": [8.0, 16.0], "optimizer": [2.0, 2.0], "output grad": [1.0, 1.0]}
+            "held_bytes": 10, "peak_bytes": 11 + 8 * i, "peak_hbm_bytes": 80 + i, "peak_ddr_bytes": 0,
+            "reserved_bytes": 5} for i in range(2)]  # engine.memory's MemoryParts.as_dict()
+    flat = {"ranks": [{**r, **{f"memory_{k}": v for k, v in m.items()}} for r, m in zip(plan["ranks"], mem)]}
+    want = {"weights": [8.0, 16.0], "optimizer": [2.0, 2.0], "output grad": [1.0, 1.0]}
+    assert analysis.memory_parts(flat) == want  # as plan_to_dict writes them
+    assert analysis.memory_parts({"ranks": [dict(r, memory=m) for r, m in zip(plan["ranks"], mem)]}) == want
+    assert analysis.peak_bytes(flat["ranks"][1], "hbm") == 81 and analysis.peak_bytes(plan["ranks"][1], "hbm") == 70
+    assert analysis.headroom(flat, "hbm") == analysis.Headroom(rank=1, free_bytes=19, cap_bytes=100)

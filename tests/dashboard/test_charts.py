@@ -17,8 +17,13 @@ def _plan(cfg: dict) -> dict:
     return engine.plan_to_dict(engine.plan(engine.parse_config(cfg)))
 
 
+def _without_parts(plan: dict) -> dict:
+    """The plan as files without engine.memory's parts carry it."""
+    return dict(plan, ranks=[{k: v for k, v in r.items() if not k.startswith("memory_")} for r in plan["ranks"]])
+
+
 def test_memory_bars_show_use_against_capacity():
-    plan = _plan(tutorial())
+    plan = _without_parts(_plan(tutorial()))
     fig = charts.memory_bars(plan)
     used = [t for t in fig.data if t.name == "used"]
     caps = [t for t in fig.data if t.name == "usable capacity"]
@@ -31,8 +36,9 @@ def test_memory_bars_show_use_against_capacity():
 
 def test_cpu_plans_draw_only_ddr():
     plan = _plan(with_changes(tutorial(), compute_device="cpu"))
+    assert [t.name for t in charts.memory_bars(_without_parts(plan)).data] == ["usable capacity", "used"]
     fig = charts.memory_bars(plan)
-    assert [t.name for t in fig.data] == ["usable capacity", "used"]
+    assert [t.name for t in fig.data][:2] == ["usable capacity", "weights"]  # the step's peak, part by part
     assert fig.layout.annotations[0].text.startswith("DDR per rank (GiB)<br><sup>least headroom")
 
 
@@ -88,8 +94,11 @@ def test_memory_bars_say_the_headroom_and_stack_the_parts():
     plan = _plan(tutorial())
     title = charts.memory_bars(plan).layout.annotations[0].text
     assert title.startswith("HBM per rank (GiB)<br><sup>least headroom ") and "(rank " in title
-    parts = dict(plan, ranks=[dict(r, memory={"weights_bytes": r["hbm_bytes"] * 0.75, "peak_bytes": r["hbm_bytes"],
-                                              "optimizer_bytes": r["hbm_bytes"] * 0.25}) for r in plan["ranks"]])
-    fig = charts.memory_bars(parts)
-    assert [t.name for t in fig.data] == ["usable capacity", "weights", "optimizer", "usable capacity", "used"]
-    assert list(fig.data[2].base) == pytest.approx(list(fig.data[1].y))  # optimizer stacked on the weights
+    assert any(k.startswith("memory_") for k in plan["ranks"][0])  # engine.memory's parts, flat in the plan file
+    fig = charts.memory_bars(plan)
+    names = [t.name for t in fig.data]
+    assert names[0] == "usable capacity" and names[-2:] == ["usable capacity", "used"] and "weights" in names
+    parts = [t for t in fig.data[1:-2]]
+    peaks = [r["memory_peak_hbm_bytes"] / GIB for r in plan["ranks"]]
+    assert [p.base[0] + p.y[0] for p in parts][-1] == pytest.approx(peaks[0])  # the parts stack up to the peak
+    assert list(parts[1].base) == pytest.approx(list(parts[0].y))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from dashboard import analysis
 from tests.dashboard.helpers import edit, goto, plotly_specs, shown, workspace
 
 
@@ -27,7 +28,9 @@ def test_plan_the_tutorial_and_see_it(app):
     titles = [str((s["layout"].get("title") or {}).get("text")) for s in specs]
     assert "Estimated cost per rank by component" in titles and any("Tables by rank" in t for t in titles)
     memory = next(s for s in specs if any(t.get("name") == "used" for t in s["data"]))
-    assert len(memory["data"]) == 4  # HBM and DDR: capacity and use
+    parts = analysis.memory_parts(plan)  # the step's peak part by part (engine.memory), stacked in the HBM panel
+    assert [t["name"] for t in memory["data"]] == ["usable capacity", *parts, "usable capacity", "used"]
+    assert app.metric[4].label == "Tightest headroom"
     assert app.metric[0].value == f"{plan['max_rank_cost_ms']:.4g} ms"
     story = [m for m in shown(app, "markdown") if m.startswith("- Rank")]
     assert story and f"Rank {plan['bottleneck_rank']}" in story[0]

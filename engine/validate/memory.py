@@ -24,12 +24,17 @@ BOOKKEEPING_SUFFIXES = ("_offsets", "_placements", "_physical_offsets", "_physic
 STEP_MARK = "memory step"
 
 
-def track_cpu_allocations() -> None:
+def track_cpu_allocations() -> bool:
     """Make c10's CPU allocator count every allocation and free, on every thread, from now on (the profiler
     alone counts only its own thread's frees, and gloo frees buffers on its threads). Set before the model is
-    built, so the count is the model's, the optimizers' and the steps': not the runtime's."""
-    lib = ctypes.CDLL(str(Path(torch.__file__).parent / "lib" / "libc10.so"))
-    ctypes.c_bool.in_dll(lib, C10_TRACKING_FLAG).value = True
+    built, so the count is the model's, the optimizers' and the steps': not the runtime's. False where this
+    torch build has no such flag: the step peak is then not measured."""
+    try:
+        lib = ctypes.CDLL(str(Path(torch.__file__).parent / "lib" / "libc10.so"))
+        ctypes.c_bool.in_dll(lib, C10_TRACKING_FLAG).value = True
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def _storage(t: torch.Tensor) -> tuple[int, int] | None:
@@ -136,7 +141,8 @@ def _step_of(ev) -> str | None:
 
 def cpu_step_peaks(step: Callable[[int], None], steps: int) -> tuple[list[int], list[int]]:
     """Run `steps` steps under torch's profiler; per step the allocator's total when it began and its largest
-    total during it (bytes c10 allocated since track_cpu_allocations and not yet freed)."""
+    total during it (bytes c10 allocated since track_cpu_allocations and not yet freed). Empty lists where this
+    torch's profiler has no event tree to read."""
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         for i in range(steps):
             with record_function(f"{STEP_MARK} {i}"):
@@ -144,7 +150,11 @@ def cpu_step_peaks(step: Callable[[int], None], steps: int) -> tuple[list[int], 
                 step(i)
     starts: dict[str, int] = {}
     peaks: dict[str, int] = {}
-    for ev in _allocations(prof):
+    try:
+        events = _allocations(prof)
+    except AttributeError:
+        return [], []
+    for ev in events:
         name = _step_of(ev)
         if name is None:
             continue

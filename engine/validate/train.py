@@ -121,11 +121,13 @@ def _train(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batches: li
 
 
 def _step_peaks(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batches: list, device: torch.device,
-                before: int) -> tuple[list[int], list[int]]:
+                before: int | None) -> tuple[list[int], list[int]]:
     """Per measured step: the bytes allocated when it began and at its peak, each with the step's own batch
     (CPU: the c10 allocator's count since the model was built, batches made before; CUDA: allocated bytes
     above `before`, less the batches other steps use)."""
     sizes = [memory.batch_bytes(b) for b in batches]
+    if before is None:  # CPU allocations not counted (track_cpu_allocations): no step peak
+        return [], []
     if device.type != "cuda":
         starts, peaks = memory.cpu_step_peaks(lambda i: _step(model, optimizer, batches[i % len(batches)]),
                                               MEMORY_STEPS)
@@ -144,16 +146,17 @@ def _step_peaks(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batche
 
 
 def measure_memory(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batches: list, device: torch.device,
-                   before: int) -> dict:
+                   before: int | None) -> dict:
     """The rank file's memory fields: what the model and optimizers hold after a step, by part (read before
     zero_grad, so data-parallel gradients show as the DDP buckets they are views of), and a step's peak."""
     starts, peaks = _step_peaks(model, optimizer, batches, device, before)
     _step(model, optimizer, batches[0], zero_grad=False)
     held = memory.held_parts(model, optimizer)
     optimizer.zero_grad()
-    out = {"held_bytes": held.pop("held_bytes"), "step_peak_bytes": memory.median_int(peaks),
-           "step_peak_max_bytes": max(peaks, default=0), "step_start_bytes": memory.median_int(starts),
-           "batch_bytes": memory.batch_bytes(batches[0])}
+    out = {"held_bytes": held.pop("held_bytes"), "batch_bytes": memory.batch_bytes(batches[0])}
+    if peaks:
+        out.update(step_peak_bytes=memory.median_int(peaks), step_peak_max_bytes=max(peaks),
+                   step_start_bytes=memory.median_int(starts))
     out.update({f"held_{k}": v for k, v in held.items()})
     return out
 
@@ -171,13 +174,12 @@ def measure(cfg: Config, tables: dict[str, TablePlan], rank: int, device: torch.
     batches = local_batches(cfg, rank, s.seed, device, s.warmup + s.iters)
     for b in batches:
         b.offsets()  # computed now, with the batch, rather than inside a measured step
-    if not cuda:
-        memory.track_cpu_allocations()
+    counted = cuda or memory.track_cpu_allocations()
     model, optimizer = build_model(cfg, tables, device, s.learning_rate)
     sync = (lambda: torch.cuda.synchronize(device)) if cuda else (lambda: None)
     times = _train(model, optimizer, batches, s, sync)
     peak = torch.cuda.max_memory_allocated(device) - before if cuda else max(0, _peak_rss_bytes() - before)
-    measured = measure_memory(model, optimizer, batches, device, before if cuda else 0)
+    measured = measure_memory(model, optimizer, batches, device, (before if cuda else 0) if counted else None)
     held = local_shards(model)
     return {
         "iteration_ms": float(statistics.median(times)), "iteration_ms_all": times, "peak_bytes": int(peak),

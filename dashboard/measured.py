@@ -19,7 +19,7 @@ TIME_ESTIMATE = {"dryrun": "estimated_compute_ms", "validation": "estimated_ms"}
 MEASURED_MEMORY = {"dryrun": ("measured_bytes",), "validation": ("step_peak_bytes", "peak_bytes")}  # first present
 ESTIMATED_MEMORY = ("estimated_peak_bytes", "estimated_bytes")  # engine.memory's peak where the run carries it
 COLUMNS = ["rank", "measured_ms", "estimated_ms", "time_ratio", "measured_bytes", "estimated_bytes",
-           "memory_ratio", "shards_match"]
+           "memory_ratio", "shards_match", "memory_metric"]  # memory_metric: the measured memory's metric name
 
 
 def per_rank(metrics: list) -> dict[int, dict[str, float]]:
@@ -57,11 +57,13 @@ def run_frame(plan: dict, metrics: list, kind: str, same_device: bool) -> pd.Dat
             compute = r.get("fwd_compute_ms", 0.0) + r.get("bwd_compute_ms", 0.0)
             est_ms = est_ms if est_ms is not None else (compute if kind == "dryrun" else r.get("cost_ms"))
             est_b = est_b if est_b is not None else r.get("hbm_bytes", 0) + r.get("ddr_bytes", 0)
-        meas_ms, meas_b = _first(v, MEASURED_TIME), _first(v, MEASURED_MEMORY.get(kind, ("peak_bytes",)))
+        names = MEASURED_MEMORY.get(kind, ("peak_bytes",))
+        meas_ms, meas_b = _first(v, MEASURED_TIME), _first(v, names)
         match = v.get("shards_match")
         rows.append({"rank": r["rank"], "measured_ms": meas_ms, "estimated_ms": est_ms,
                      "time_ratio": ratio(meas_ms, est_ms), "measured_bytes": meas_b, "estimated_bytes": est_b,
-                     "memory_ratio": ratio(meas_b, est_b), "shards_match": None if match is None else match >= 0.5})
+                     "memory_ratio": ratio(meas_b, est_b), "shards_match": None if match is None else match >= 0.5,
+                     "memory_metric": next((n for n in names if n in v), None)})
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -137,8 +139,8 @@ def _memory_flag(row: pd.Series, kind: str, device: str) -> Flag:
     if q > 1:
         text += ("Keep that headroom before a run of this plan runs out of memory: raise the HBM reserved for the "
                  "rest of the model on Topology, or plan for more memory per rank.")
-        if device == "cpu" and kind == "validation":
-            text += (" On CPU the peak is the growth of the process's resident set, which also counts the "
+        if device == "cpu" and row.get("memory_metric") == "peak_bytes":
+            text += (" This run measured the growth of the process's resident set, which also counts the "
                      "framework's buffers and whatever the allocator keeps.")
     else:
         text += "The estimate is conservative here: the plan has more headroom than it shows."

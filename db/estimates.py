@@ -20,6 +20,7 @@ from engine.planfile import PLAN_FORMAT_VERSION
 REL_TOL = 1e-9  # milliseconds: summed in another order (TorchRec's plans list tables in their own) they differ
 ABS_TOL_MS = 1e-12  # by a few ulps; a changed estimator or an edit differs by far more
 FIGURES = ("ranks", "max_rank_cost_ms", "bottleneck_rank")  # what engine.evaluate computes from config and plan
+DERIVED_PREFIX = "memory_"  # per-rank memory parts: a plan or bundle made before they existed may leave them out
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,8 @@ def _rank_difference(given: list, fresh: list[dict], path: str, holder: str) -> 
         if unknown:
             return f"{p}.{shown(unknown[0])[1:-1]}: unknown field (not a figure engine.evaluate writes)"
         for key, value in f.items():
+            if key not in g and key.startswith(DERIVED_PREFIX):
+                continue  # filled in from the recomputation: plans saved before the estimator wrote it lack it
             if key not in g:
                 return f"{p}.{key}: is missing"
             if not _same(g[key], value):
@@ -188,6 +191,8 @@ def prepare_plan(config: Any, plan: Any, settings: Any = None, planner: str | No
             raise StoreError(f"{difference}; {source.refused} ({source.cure})")
         if difference:
             plan, note = {**plan, **{k: fresh[k] for k in FIGURES}}, difference
+        else:  # the figures match: fill in the parts an older plan file did not carry
+            plan = {**plan, "ranks": [{**f, **g} for g, f in zip(plan["ranks"], fresh["ranks"])]}
     check_json_object(plan, source.field)
     seconds = _claims(plan, fresh, source)
     planner = check_str(planner if planner is not None else plan.get("planner", "file"), "planner", SHORT_LEN,

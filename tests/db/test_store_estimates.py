@@ -111,6 +111,17 @@ def test_figures_within_rounding_are_kept_as_given(store: Store) -> None:
     assert rec is not None and rec.plan == plan  # kept bit for bit: a bundle of it imports back unchanged
 
 
+def test_a_plan_from_before_the_memory_parts_saves_and_gets_them(store: Store) -> None:
+    cfg, plan = sample()
+    older = copy.deepcopy(plan)
+    for r in older["ranks"]:
+        for key in [k for k in r if k.startswith("memory_")]:
+            del r[key]
+    assert any(k.startswith("memory_") for k in plan["ranks"][0])  # what today's plan files carry
+    rec = store.get_plan(store.save_plan(cfg, older))
+    assert rec is not None and rec.plan["ranks"] == plan["ranks"]  # filled in from the recomputation
+
+
 def _calibrated(cfg: dict) -> dict:
     cfg = copy.deepcopy(cfg)
     cfg["topology"]["compute_device"] = "cuda"

@@ -87,7 +87,10 @@ def collect(store: Store) -> tuple[list[Measured], dict[int, str]]:
 
 
 def spearman(a: np.ndarray, b: np.ndarray) -> float | None:
+    """Spearman's rank correlation; values equal to 3 significant digits (of the largest) are ties: estimates of
+    ranks that hold the same work (a row-wise split's unequal last rows) differ by less, and no more is claimed."""
     def ranks(x):
+        x = np.round(x / max(float(np.abs(x).max()), 1e-300), 3)
         order = np.argsort(x, kind="stable")
         r = np.empty(len(x))
         r[order] = np.arange(len(x))
@@ -100,7 +103,7 @@ def spearman(a: np.ndarray, b: np.ndarray) -> float | None:
     return float(np.corrcoef(ra, rb)[0, 1])
 
 
-def _fmt(x: float, digits: int = 2) -> str:
+def _fmt(x: float | None, digits: int = 2) -> str:
     return "-" if x is None or not np.isfinite(x) else f"{x:.{digits}f}"
 
 
@@ -158,10 +161,12 @@ def order_check(items: list[Measured], before: bool) -> tuple[int, int, list[str
     return total, agree, wrong
 
 
-def _load_line(journal: Path) -> str:
-    if not journal.exists():
+def _load_line(journal: Path, tokens: set[str]) -> str:
+    """The runs' dates and the machine's load during them (the journal's runs of plans in this database)."""
+    rows = [json.loads(x) for x in journal.read_text().splitlines() if x.strip()] if journal.exists() else []
+    rows = [r for r in rows if r.get("token") in tokens]
+    if not rows:
         return "load not recorded"
-    rows = [json.loads(x) for x in journal.read_text().splitlines() if x.strip()]
     loads = np.array([r[k] for r in rows for k in ("load1_before", "load1_after")])
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(min(r["started"] for r in rows)))
     return (f"{len(rows)} runs from {when}; 1-minute load average during them min {loads.min():.1f}, median "
@@ -200,8 +205,7 @@ def phases_table(items: list[Measured], phases: dict) -> tuple[str, list[float],
         rho = spearman(m.after_busy_ms, cpu)
         if applies:
             applicable += 1
-            if rho is not None:
-                rhos.append(rho)
+            rhos.append(rho)  # None: the estimate ties every rank where the measurement does not
         b = int(np.argmax(cpu))
         parts = " / ".join(f"{np.median(ph[k][:, b]):.1f}" for k in ("wall", "forward", "lookup", "backward",
                                                                         "optimizer"))
@@ -244,7 +248,7 @@ def write_report(db_url: str, out: Path, journal: Path, phases_journal: Path) ->
     bws = ", ".join(f"{k} {v:.3g} bytes/ms ({v * 1000 / 2**30:.2f} GiB/s)" for k, v in cal.patch.items())
     all_before = np.concatenate([np.abs(m.before_ms.max() - m.measured) / m.measured for m in items])
     text = "\n\n".join([
-        f"Runs: {_load_line(journal)}.",
+        f"Runs: {_load_line(journal, {p.token for p in store.list_plans(limit=10_000)})}.",
         f"**Profile fitted on all {cal.n_runs} runs** (in-sample): {fixed}; {bws}; cores per host "
         f"{prof.cores_per_host}; R^2 {_fmt(cal.r2, 3)}, median error {cal.median_error:.0%}."
         + ("" if not cal.notes else " Notes: " + "; ".join(cal.notes) + "."),
@@ -259,7 +263,8 @@ def write_report(db_url: str, out: Path, journal: Path, phases_journal: Path) ->
         f"**Per-rank CPU time** (`python -m bench.truth phases`: each rank's process CPU time per step, gloo's "
         f"threads included, and the wall time of its phases): Spearman of the estimated own work against it where "
         f"the CPU spread between ranks exceeds the run-to-run noise: {ph_n} plans"
-        + (f", values {', '.join(_fmt(r) for r in ph_rhos)}" if ph_rhos else "") + ".",
+        + (f", values {', '.join('ties' if r is None else _fmt(r) for r in ph_rhos)}" if ph_rhos else "")
+        + " (ties: the estimate gives every rank the same own work).",
         ph_text,
         "**Plan order** (pairs of plans of one config where the estimate says one is at least 10% faster): before "
         f"calibration {checks[0][1]} of {checks[0][0]} agree with the measurement; after (LOO) {checks[1][1]} of "

@@ -137,7 +137,7 @@ def profile_text(cal: dict) -> str | None:
         return None
     units = {"step_ms": "per step", "collective_ms": "per collective round", "launch_ms": "per lookup launch",
              "piece_ms": "per table piece"}
-    cores = f", {prof.cores_per_host} cores per host" if prof.cores_per_host else ""
+    cores = f", {prof.cores_per_host:g} cores per host" if prof.cores_per_host else ""
     costs = ", ".join(f"{getattr(prof, k):.3g} ms {units[k]}" for k in FIXED_COSTS)
     return f"Fixed costs ({prof.device.value}/{prof.backend}, {prof.hosts} host{'s' if prof.hosts > 1 else ''}" \
            f"{cores}): {costs}"

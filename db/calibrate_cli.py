@@ -56,7 +56,7 @@ def text(cal: Calibration, loo: dict | None) -> str:
     prof = cal.profile
     r2 = "n/a" if cal.r2 is None else f"{cal.r2:.3f}"
     err = "" if cal.median_error is None else f", median error {cal.median_error:.0%}"
-    cores = f", {prof.cores_per_host} cores per host" if prof and prof.cores_per_host else ""
+    cores = f", {prof.cores_per_host:g} cores per host" if prof and prof.cores_per_host else ""
     where = f" ({prof.backend}, {prof.hosts} host{'s' if prof.hosts > 1 else ''}{cores})" if prof else ""
     lines = [f"Calibration of {cal.device.value}{where} from {cal.n_runs} runs (R^2 {r2}{err}):"]
     if prof:

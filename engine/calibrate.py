@@ -32,8 +32,12 @@ BANDWIDTH_FIELDS = ("hbm_mem_bw", "ddr_mem_bw", "hbm_to_ddr_mem_bw", "intra_host
 FIXED = ("step_ms", "collective_ms", "launch_ms", "piece_ms")  # the first four features' costs
 FEATURES = FIXED + ("compute", "intra_host_bw", "inter_host_bw")  # the last three: bytes, cost 1 / bandwidth
 N_FIXED = len(FIXED)
+ROUNDS = FIXED.index("collective_ms")
 MAX_PICK_ROUNDS = 30  # the slowest-rank assignment settles in a few rounds; a cycle stops here
 RANDOM_STARTS = 12  # seeded: the fit is the same every time
+# Shares of a CPU host's cores the ranks may have had while measured (a machine other work shares gives them
+# less): the fit keeps the share that explains the steps best, and the profile the cores that share makes.
+CORE_SHARES = (1.0, 0.875, 0.75, 0.625, 0.5)
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,14 @@ class StepObservation:
             host = np.arange(w) // per_host
             rows.append(np.array([(host == h) / self.cores_per_host for h in range(self.hosts)], dtype=np.float64))
         return np.vstack(rows)
+
+    @property
+    def candidates(self) -> np.ndarray:
+        """(C, 7) the features of what can set the step: each rank's, and each host's work over its cores plus
+        the collectives' latency once (waiting occupies no core; engine.profile.step_perf)."""
+        xc = self.binding @ self.features
+        xc[len(self.measured_ms):, ROUNDS] = self.features[:, ROUNDS].max()
+        return xc
 
 
 @dataclass(frozen=True)
@@ -182,7 +194,7 @@ def busy_ms(costs: np.ndarray, o: StepObservation, held: Sequence[int] = ()) -> 
 
 
 def step_of(costs: np.ndarray, o: StepObservation, held: Sequence[int] = ()) -> float:
-    return float((o.binding @ busy_ms(costs, o, held)).max())
+    return float((o.candidates @ costs + o.binding @ _offsets(o, held)).max())
 
 
 def _settle(obs: list[StepObservation], cols: list[int], held: Sequence[int], pick: list[int]
@@ -191,14 +203,14 @@ def _settle(obs: list[StepObservation], cols: list[int], held: Sequence[int], pi
     Returns the best costs seen and their summed squared relative error."""
     seen, best, best_res = set(), np.zeros(len(FEATURES)), math.inf
     for _ in range(MAX_PICK_ROUNDS):
-        rows = np.array([(o.binding @ o.features)[p, cols] / o.step_ms for o, p in zip(obs, pick)])
+        rows = np.array([o.candidates[p, cols] / o.step_ms for o, p in zip(obs, pick)])
         y = np.array([1.0 - (o.binding @ _offsets(o, held))[p] / o.step_ms for o, p in zip(obs, pick)])
         costs = np.zeros(len(FEATURES))
         costs[cols] = nnls(rows, y)
         res = sum(((step_of(costs, o, held) - o.step_ms) / o.step_ms) ** 2 for o in obs)
         if res < best_res:
             best, best_res = costs, res
-        pick = [int(np.argmax(o.binding @ busy_ms(costs, o, held))) for o in obs]
+        pick = [int(np.argmax(o.candidates @ costs + o.binding @ _offsets(o, held))) for o in obs]
         if tuple(pick) in seen:
             break
         seen.add(tuple(pick))
@@ -209,7 +221,7 @@ def _solve(obs: list[StepObservation], cols: list[int], held: Sequence[int]) -> 
     """Costs minimising the relative error of each run's step, what binds it (a rank, or a host's ranks over its
     cores) being unknown: settled from the largest candidate of each run, then from a few seeded random choices
     (the picks can settle in a local optimum); the best is kept."""
-    size = [o.binding @ (o.features[:, N_FIXED:].sum(axis=1) + o.features[:, 2:N_FIXED].sum(axis=1)) for o in obs]
+    size = [o.candidates[:, N_FIXED:].sum(axis=1) + o.candidates[:, 2:N_FIXED].sum(axis=1) for o in obs]
     rng = np.random.default_rng(0)
     starts = [[int(np.argmax(v)) for v in size]] + [[int(rng.integers(len(v))) for v in size]
                                                      for _ in range(RANDOM_STARTS)]
@@ -236,12 +248,31 @@ def _fit_costs(obs: list[StepObservation]) -> tuple[np.ndarray, list[int], list[
         held += zero
 
 
+def _residual(obs: list[StepObservation], costs: np.ndarray, held: Sequence[int]) -> float:
+    return float(sum(((step_of(costs, o, held) - o.step_ms) / o.step_ms) ** 2 for o in obs))
+
+
+def _fit_cores(obs: list[StepObservation], device: Device) -> tuple[list[StepObservation], float, tuple]:
+    """(the observations with the cores their ranks effectively had, that share, _fit_costs of them): the share
+    of CORE_SHARES whose fit explains the steps best (CPU runs; elsewhere all of them)."""
+    shares = CORE_SHARES if device is Device.CPU and any(o.cores_per_host for o in obs) else (1.0,)
+    best = None
+    for share in shares:
+        trial = [replace(o, cores_per_host=o.cores_per_host * share) if o.cores_per_host else o for o in obs]
+        fitted = _fit_costs(trial)
+        res = _residual(trial, fitted[0], fitted[2])
+        if best is None or res < best[0] - 1e-12 * max(1.0, best[0]):
+            best = (res, trial, share, fitted)
+    return best[1], best[2], best[3]
+
+
 def _profile(obs: list[StepObservation], device: Device, costs: np.ndarray) -> DeviceProfile:
     hosts = {o.hosts for o in obs}
     if len(hosts) > 1:
         raise EngineError(f"the runs are on {', '.join(map(str, sorted(hosts)))} hosts: a profile is for one host "
                           "count; calibrate from runs of one (--hosts N)")
     cores = Counter(o.cores_per_host for o in obs).most_common(1)[0][0] if device is Device.CPU else None
+    cores = None if cores is None else float(cores)
     groups = len({o.group for o in obs})
     runs = sum(max(1, len(o.run_ids)) for o in obs)
     return DeviceProfile(device, BACKEND[device], hosts.pop(), cores,
@@ -256,8 +287,11 @@ def fit(observations: Iterable[StepObservation], device: Device, device_name: st
     if not obs:
         raise EngineError(f"no succeeded validation runs on {device.value} to calibrate from; record some "
                           "with `python -m db validate CONFIG.json --plan PLAN.json` first")
-    costs, cols, held = _fit_costs(obs)
+    obs, share, (costs, cols, held) = _fit_cores(obs, device)
     patch, notes = {}, []
+    if share < 1.0:
+        notes.append(f"the ranks had {share:.0%} of their hosts' cores while measured (other work shared the "
+                     "machine): cores_per_host is that share")
     for j in range(N_FIXED, len(FEATURES)):
         name = COMPUTE_FIELD[device] if FEATURES[j] == "compute" else FEATURES[j]
         if j in held:
@@ -284,8 +318,10 @@ def predict(cal: Calibration, o: StepObservation) -> tuple[float, np.ndarray, np
     over its cores); a bandwidth the calibration left out stays the one the run's config had."""
     costs = np.asarray(cal.costs, dtype=np.float64)
     held = [j for j in range(N_FIXED, len(FEATURES)) if costs[j] == 0]
+    if cal.profile is not None and o.cores_per_host:  # the cores the estimate assumes: the profile's
+        o = replace(o, cores_per_host=cal.profile.cores_per_host)
     own = busy_ms(costs, o, held)
-    floors = o.binding[len(own):] @ own
+    floors = (o.candidates @ costs + o.binding @ _offsets(o, held))[len(own):]
     per_rank = own.copy()
     if len(floors):
         per_host = len(own) // o.hosts

@@ -19,6 +19,7 @@ PROFILE_FIELDS = ("device", "backend", "hosts", "cores_per_host", "step_ms", "co
                   "piece_ms", "source")
 FIXED_COSTS = ("step_ms", "collective_ms", "launch_ms", "piece_ms")
 MAX_FIXED_MS = 1e6
+MIN_CORES = 0.25
 MAX_SOURCE_CHARS = 500
 
 # Collectives of one step per sharded (non data-parallel) sharding type, as TorchRec 1.8 issues them (counted
@@ -48,7 +49,7 @@ class DeviceProfile:
     device: Device
     backend: str
     hosts: int
-    cores_per_host: int | None  # CPU: a host's ranks share this many cores; None: each rank has its own device
+    cores_per_host: float | None  # CPU: the cores a host's ranks share (fitted: those they got); None: a device each
     step_ms: float = 0.0  # per step, every rank: DMP's forward, backward and optimizer calls
     collective_ms: float = 0.0  # per latency round of a collective, every rank (step_counts)
     launch_ms: float = 0.0  # per lookup kernel (forward + backward) a rank runs: one per sharding type it holds
@@ -144,7 +145,7 @@ def parse_profile(raw: Any, path: str = "topology.profile", topo: Topology | Non
         raise ConfigError(f"{path}.source", f"must be one line of text, at most {MAX_SOURCE_CHARS} characters")
     return DeviceProfile(
         device=device, backend=raw["backend"], hosts=_count(raw["hosts"], f"{path}.hosts", 16_384),
-        cores_per_host=None if cores is None else _count(cores, f"{path}.cores_per_host", 1_000_000),
+        cores_per_host=None if cores is None else _number(cores, f"{path}.cores_per_host", MIN_CORES, 1e6),
         **{k: _number(raw.get(k, 0.0), f"{path}.{k}", 0.0, MAX_FIXED_MS) for k in FIXED_COSTS}, source=source)
 
 
@@ -230,24 +231,26 @@ def plan_counts(cfg: Config, tables: dict[str, TablePlan], backend: str) -> Step
     return step_counts(cfg.topology, tables, weighted, dp_bytes, backend)
 
 
-def host_floor(totals_ms: np.ndarray, topo: Topology, cores: int) -> np.ndarray:
-    """Per rank, its host's summed work over the host's cores: no rank's step is shorter when ranks share cores."""
+def host_floor(totals_ms: np.ndarray, latency_ms: float, topo: Topology, cores: int) -> np.ndarray:
+    """Per rank, its host's work over the host's cores plus the collectives' latency once (a rank waiting in a
+    collective occupies no core): no rank's step is shorter when ranks share cores."""
     host = np.arange(len(totals_ms)) // topo.local_world_size
-    return (np.bincount(host, weights=totals_ms) / cores)[host]
+    return (np.bincount(host, weights=totals_ms - latency_ms) / cores + latency_ms)[host]
 
 
 def step_perf(cfg: Config, tables: dict[str, TablePlan], perf_ms: np.ndarray) -> np.ndarray:
     """(W, 6) per-rank times under the config's profile: its per-step, per-collective and per-launch costs added
-    and, where a host has more ranks than cores, each rank stretched to the host's work / cores (a rank waits for
-    a core). Without a profile that applies, perf_ms unchanged."""
+    and, where a host has more ranks than cores, each rank stretched to the host's work / cores plus the
+    collectives' latency (a rank waits for a core). Without a profile that applies, perf_ms unchanged."""
     topo = cfg.topology
     prof = active(topo)
     if prof is None:
         return perf_ms
-    perf = perf_ms + fixed_perf(prof, plan_counts(cfg, tables, prof.backend))
+    counts = plan_counts(cfg, tables, prof.backend)
+    perf = perf_ms + fixed_perf(prof, counts)
     if prof.shares_cores(topo):
         total = perf.sum(axis=1)
-        floor = host_floor(total, topo, prof.cores_per_host)
+        floor = host_floor(total, prof.collective_ms * counts.rounds, topo, prof.cores_per_host)
         perf = perf * np.where(total < floor, floor / np.maximum(total, 1e-300), 1.0)[:, None]
     return perf
 

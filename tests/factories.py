@@ -55,9 +55,19 @@ def hand_option(table, costs, hbm=0, st=None, kernel=None, ddr=0):
 TRUE_STEP_COSTS = (3.0, 0.4, 0.25, 0.05, 1 / 5e6, 1 / 2e6, 0.0)  # ms per step feature: bandwidths 5e6, 2e6 bytes/ms
 
 
+def synthetic_step(x, costs, cores: int) -> float:
+    """The step engine.calibrate models for one host: the slowest rank, or with more ranks than cores their work
+    over the cores plus the collectives' latency (feature 1) once."""
+    own = x @ costs
+    if len(own) <= cores:
+        return float(own.max())
+    latency = float(x[0, 1] * costs[1])
+    return float(max(own.max(), (own.sum() - latency * len(own)) / cores + latency))
+
+
 def synthetic_step_runs(n: int = 14, seed: int = 0) -> list:
     """Validation runs as engine.calibrate sees them, whose every rank measured exactly the step TRUE_STEP_COSTS
-    give: the slowest rank, or the 4-rank runs' total work over 2 cores (2 and 4 ranks, 5 configs)."""
+    give (synthetic_step; 2 and 4 ranks on 2 cores, 5 configs)."""
     import numpy as np
 
     from engine.calibrate import FEATURES, StepObservation
@@ -71,7 +81,6 @@ def synthetic_step_runs(n: int = 14, seed: int = 0) -> list:
         x[:, 0], x[:, 1] = 1.0, rng.integers(1, 17)
         x[:, 2], x[:, 3] = rng.integers(0, 4, w), rng.integers(0, 21, w)
         x[:, 4], x[:, 5] = rng.uniform(0, 5e7, w), rng.uniform(0, 2e7, w)
-        own = x @ costs
-        step = float(max(own.max(), own.sum() / 2 if w > 2 else 0.0))
+        step = synthetic_step(x, costs, cores=2)
         out.append(StepObservation(x, np.full(w, step), (5.1e7, 6e8, 1e7), f"config{i % 5}", (i + 1,), 1, 2))
     return out

@@ -24,7 +24,7 @@ from engine.calibrate import (
 )
 from engine.profile import DeviceProfile, published_cuda, step_counts
 from engine.types import Device, ShardingType
-from tests.factories import TRUE_STEP_COSTS, tutorial
+from tests.factories import TRUE_STEP_COSTS, synthetic_step, tutorial
 from tests.factories import synthetic_step_runs as synthetic_runs
 
 CPU_PROFILE = {"device": "cpu", "backend": "gloo", "hosts": 1, "cores_per_host": 2, "step_ms": 3.0,
@@ -67,8 +67,7 @@ def test_a_bandwidth_the_runs_do_not_determine_stays_as_configured():
     flat = [StepObservation(o.features, np.full(len(o.measured_ms), 1.0), o.assumed_bw, o.group, o.run_ids, 1, 2)
             for o in runs]
     for i, o in enumerate(runs):
-        own = o.features @ costs
-        flat[i].measured_ms[:] = max(own.max(), own.sum() / 2 if len(own) > 2 else 0.0)
+        flat[i].measured_ms[:] = synthetic_step(o.features, costs, cores=2)
     cal = fit(flat, Device.CPU)
     assert "ddr_mem_bw" not in cal.patch and any("ddr_mem_bw: the runs do not determine it" in n for n in cal.notes)
     with pytest.raises(engine.EngineError, match="python -m db validate"):

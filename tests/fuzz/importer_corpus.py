@@ -23,8 +23,10 @@ EXTENSIONS = {"json": "json", "csv": "csv", "torchrec": "py"}
 # Printable names the engine accepts: they must come through exactly, shown literally, never run.
 HOSTILE_NAMES = ["a'b", 'a"b', 'x"""y', "x'''y", "a\\b", "$(touch PWNED)", "`touch PWNED`", "**bold** _it_",
                  "[link](http://example.com)", "<img src=x onerror=alert(1)>", ":material/home: :smile:",
-                 "$x^2$", "名前", "\U0001f600", "\u202eevil", "a,b;c|d", "{0}{x}%s", "-- table", "x" * 256]
-BAD_NAMES: list[Any] = ["", " ", None, 1, [], {}, True, "a\nb", "a\rb", "a\x00b", "a\u2028b", "a\x0cb", "x" * 257]
+                 "$x^2$", "名前", "\U0001f600", "a,b;c|d", "{0}{x}%s", "-- table", "x" * 256]
+# Not printable text: control, separator and format characters (a right-to-left override disguises a name).
+BAD_NAMES: list[Any] = ["", " ", None, 1, [], {}, True, "a\nb", "a\rb", "a\x00b", "a\u2028b", "a\x0cb", "x" * 257,
+                        "\u202eevil"]
 BAD_NUMBERS: list[Any] = [0, -1, 1.5, "1", None, True, [], {}, 2**40 + 1, 2**63, 10**30, 1e308, -0.0]
 TABLE_BAD: dict[str, list] = {
     "num_embeddings": BAD_NUMBERS, "embedding_dim": [*BAD_NUMBERS[:8], 65_537],

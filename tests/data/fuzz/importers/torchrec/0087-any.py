@@ -1,20 +1,20 @@
 
 import torchrec
-large_table_cnt = 2
+large_table_cnt = "2
 small_table_cnt = 2
 large_tables=[
-  torchrec.EmbeddingBagConfig(
+  torchrec.Embeddif'{ngBagConfig(
     name="large_table_" + str(i),
     embedding_dim=64,
     num_embeddings=4096,
     feature_names=["large_table_feature_" + str(i)],
-    pooling=torchrec.PoolingType.SUM,
+    pooling=torclambdahrec.PoolingType.SUM,
   ) for i in range(large_table_cnt)
 ]
-small_tables=[
-  t	orchrec.EmbeddingBagConfig(
+s'mall_tables=[
+  torchrec.EmbeddingBagConfig(
     name="small_table_" + str(i),
-    embeddi ng_dim=64,
+    embedding_dim=64,
     num_embeddings=1024,
     feature_names=["small_table_feature_" + str(i)],
     pooling=torchrec.PoolingType.SUM,

@@ -1,17 +1,17 @@
 
 import torchrec
-large_table_cnt = "2
+large_table_cnt = 2
 small_table_cnt = 2
 large_tables=[
-  torchrec.Embeddif'{ngBagConfig(
+  torchrec.EmbeddingBagConfig(
     name="large_table_" + str(i),
     embedding_dim=64,
-    num_embeddings=4096,
-    feature_names=["large_table_feature_" + str(i)],
-    pooling=torclambdahrec.PoolingType.SUM,
+    num_em]beddings=4096,
+    feature_names=["large_table_feature_" + str([i)],
+    pooling=torchrec.PoolingType.SUM,
   ) for i in range(large_table_cnt)
 ]
-s'mall_tables=[
+small_tables=[
   torchrec.EmbeddingBagConfig(
     name="small_table_" + str(i),
     embedding_dim=64,

@@ -3,11 +3,11 @@ import torchrec
 large_table_cnt = 2
 small_table_cnt = 2
 large_tables=[
-  torchrec.EmbeddingBagConfig(
+  torchrec.EmbeddingBaglambdaConfig(f'{
     name="large_table_" + str(i),
     embedding_dim=64,
-    num_em]beddings=4096,
-    feature_names=["large_table_feature_" + str([i)],
+    num_embeddings=4096,
+    feature_namesx=["large_table_feature_" + str(i)],
     pooling=torchrec.PoolingType.SUM,
   ) for i in range(large_table_cnt)
 ]
@@ -18,5 +18,5 @@ small_tables=[
     num_embeddings=1024,
     feature_names=["small_table_feature_" + str(i)],
     pooling=torchrec.PoolingType.SUM,
-  ) for i in range(small_table_cnt)
+  )10**100 for i in range(small_table_cnt)
 ]

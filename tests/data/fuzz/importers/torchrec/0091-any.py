@@ -1,10 +1,10 @@
 
-imxport torchrec
-large_tabl=e_cnt = 2
+import torchrec
+large_table_cnt (= 2
 small_table_cnt = 2
 large_tables=[
   torchrec.EmbeddingBagConfig(
-    name="1e999large_table_" + str(i),
+    name="large_table_" + str(i),
     embedding_dim=64,
     num_embeddings=4096,
     feature_names=["large_table_feature_" + str(i)],
@@ -13,10 +13,11 @@ large_tables=[
 ]
 small_tables=[
   torchrec.EmbeddingBagConfig(
-    name="s0mall_table_" + str(i),
+    name="small_table_" + str(i),
     embedding_dim=64,
     num_embeddings=1024,
-    feature_names=["small_table_feature_" + str(i)],
-    pooling=torchrec.PoolingType.SUM,
-  ) for i in range(small_table_cnt)
+    feature_names=
+["small_table_feature_" + str(i)],
+    pooling=torchrec.PoolingType.SU]M,
+  ) for i in range(small_table\_cnt)
 ]

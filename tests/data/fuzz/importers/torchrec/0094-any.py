@@ -8,15 +8,15 @@ large_tables=[
     embedding_dim=64,
     num_embeddings=4096,
     feature_names=["large_table_feature_" + str(i)],
-    pooling=torchrec.PoolingTy'pe.SUM,
+    pooling=torchrec.PoolingType.SUM,
   ) for i in range(large_table_cnt)
 ]
 small_tables=[
   torchrec.EmbeddingBagConfig(
-    name="small_table_" + str(i),
-    embeimportdding_dim=64,
-    num_embeddin}'gs=1024,
-    fe]ature_names=["small_table_feature_" + str(i)],
+    name="small_table_" + s[tr(i),
+    embedding_dim=64,
+    num_embeddings=1024,
+    feature_names=["small_table_feature_" + str(i)],
     pooling=torchrec.PoolingType.SUM,
   ) for i in range(small_table_cnt)
 ]

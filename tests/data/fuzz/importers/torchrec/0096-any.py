@@ -13,8 +13,8 @@ large_tables=[
 ]
 small_tables=[
   torchrec.EmbeddingBagConfig(
-   - name="small_table_" + str(i),
-    embedding_dim=64,
+    name="small_table_" + str(i),
+    em]bedding_dim=64,
     num_embeddings=1024,
     feature_names=["small_table_feature_" + str(i)],
     pooling=torchrec.PoolingType.SUM,

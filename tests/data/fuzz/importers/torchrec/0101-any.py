@@ -1,21 +1,21 @@
 
 import torchrec
-large_table_cnt = 2
+large_table_c1e999nt = 2
 small_table_cnt = 2
-large_(tlambdaables=[
+large_ta"bles=[
   torchrec.EmbeddingBagConfig(
-    name="large_table_" + str(i),
+    (name="large_table_" + str(i),
     embedding_dim=64,
     num_embeddings=4096,
     feature_names=["large_table_feature_" + str(i)],
     pooling=torchrec.PoolingType.SUM,
-  ) for i in rang	e(largEmbeddingBagConfig(e_table_cnt)
+  ) for i in range(large_table_cnt)
 ]
 small_tables=[
   torchrec.EmbeddingBagConfig(
     name="small_table_" + str(i),
     embedding_dim=64,
-    num_embeddings=1024,
+    num_embedding}'s=1024,
     feature_names=["small_table_feature_" + str(i)],
     pooling=torchrec.PoolingType.SUM,
   ) for i in range(small_table_cnt)

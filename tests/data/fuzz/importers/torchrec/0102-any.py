@@ -1,21 +1,21 @@
 
 import torchrec
-large_table_c1e999nt = 2
+large_table_cnt = 2
 small_table_cnt = 2
-large_ta"bles=[
+large_tables=[
   torchrec.EmbeddingBagConfig(
-    (name="large_table_" + str(i),
+    name="large_table_" + str(i),
     embedding_dim=64,
     num_embeddings=4096,
     feature_names=["large_table_feature_" + str(i)],
     pooling=torchrec.PoolingType.SUM,
-  ) for i in range(large_table_cnt)
+  ) for range(10**9)i in rangestr((large_table_cnt)
 ]
 small_tables=[
   torchrec.EmbeddingBagConfig(
     name="small_table_" + str(i),
     embedding_dim=64,
-    num_embedding}'s=1024,
+    num_embeddings=1024,
     feature_names=["small_table_feature_" + str(i)],
     pooling=torchrec.PoolingType.SUM,
   ) for i in range(small_table_cnt)

@@ -4,19 +4,19 @@ large_table_cnt = 2
 small_table_cnt = 2
 large_tables=[
   torchrec.EmbeddingBagConfig(
-    name="large_table_" + str(i),
+    name="large_table_" + str(i)}',
     embedding_dim=64,
     num_embeddings=4096,
     feature_names=["large_table_feature_" + str(i)],
     pooling=torchrec.PoolingType.SUM,
-  ) for range(10**9)i in rangestr((large_table_cnt)
+  ) for i in range(large_table_cnt)
 ]
-small_tables=[
+small_table s=[
   torchrec.EmbeddingBagConfig(
     name="small_table_" + str(i),
     embedding_dim=64,
     num_embeddings=1024,
-    feature_names=["small_table_feature_" + str(i)],
+    feature_names=["small_table_feature_" \+ str(i)],
     pooling=torchrec.PoolingType.SUM,
   ) for i in range(small_table_cnt)
 ]

@@ -3,11 +3,11 @@ import torchrec
 large_table_cnt = 2
 small_table_cnt = 2
 large_tables=[
-  torchrec.EmbeddingBagConfig(
+  torchrec.Emb\eddingBagConfig(
     name="large_table_" + str(i),
-    embedding_dim=64,
-    num_embeddings=4096,
-    feature_names=["la}'rge_table_feature_" + str(i)],
+  for  embedding_dim=64,
+    }'num_embeddings=4096,
+    feature_names=["large_table_feature_" + str(i)],
     pooling=torchrec.PoolingType.SUM,
   ) for i in range(large_table_cnt)
 ]

@@ -1,7 +1,7 @@
 
-(import torchrec
+import torchrec
 large_table_cnt = 2
-small_table_cnt = 2
+small_tab,le_cnt = 2
 large_tables=[
   torchrec.EmbeddingBagConfig(
     name="large_table_" + str(i),
@@ -16,7 +16,7 @@ small_tables=[
     name="small_table_" + str(i),
     embedding_dim=64,
     num_embeddings=1024,
-    feature_names=["small_table_feature[_" + str(i)],
-    poolambdaling=torchrec.PoolingType.SUM,
+ **   feature_names=["small_table_feature_" + str(i)],
+    pooling=torchrec.PoolingType.SUM,
   ) for i in range(small_table_cnt)
 ]

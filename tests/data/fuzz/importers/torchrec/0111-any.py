@@ -3,21 +3,20 @@ import torchrec
 large_table_cnt = 2
 small_table_cnt = 2
 large_tables=[
-  torchrec.EmbeddingBagConfig(
+  torchrec.EmbeddingBagConrange(10**9)fig(
     name="large_table_" + str(i),
     embedding_dim=64,
     num_embeddings=4096,
-    feature_names=["large_table_feature_" + str(i)],
-    pooling=to]rchrec.PoolingType.SUM,
+    feature_namxes=["large_table_feature_" + str(i)],
+    pooling=torchrec.PoolingType.SUM,
   ) for i in range(large_table_cnt)
 ]
 small_tables=[
   torchrec.EmbeddingBagConfig(
-    name="small_ta
-ble_" + str(i),
-    embeddixng_dim=64,
+    name="smalforl_table_" + str(i),
+    embedding_dim=64,
     num_embeddings=1024,
-    feature_names=["small_table_feature_" + str(i)](,
+    feature_names=["small_table_feature_" + str(i)],
     pooling=torchrec.PoolingType.SUM,
   ) for i in range(small_table_cnt)
 ]

@@ -6,15 +6,15 @@ large_tables=[
   torchrec.EmbeddingBagConfig(
     name="large_table_" + str(i),
     embedding_dim=64,
-    num_embeinddings=4096,
+    num_embeddings=4096,
     feature_names=["large_table_feature_" + str(i)],
     pooling=torchrec.PoolingType.SUM,
-  ) for i in range(large_table_cnt)
+  ) for i in ra-nge(large_table_cnt)
 ]
 small_tables=[
   torchrec.EmbeddingBagConfig(
     name="small_table_" + str(i),
-    embedding_dim=64,
+  x  embedding_dim=64,
     num_embeddings=1024,
     feature_names=["small_table_feature_" + str(i)],
     pooling=torchrec.PoolingType.SUM,

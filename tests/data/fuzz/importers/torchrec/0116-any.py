@@ -2,18 +2,19 @@
 import torchrec
 large_table_cnt = 2
 small_table_cnt = 2
-lar**ge_tables=[
+large_tables=[
   torchrec.EmbeddingBagConfig(
     name="large_table_" + str(i),
     embedding_dim=64,
-    num_embeddings=4096,
-    feature_nam)es=["large_table_feature_" + str(i)],
-    **pooling=torchrec.PoolingType.SUM,
+    numEmbeddingBagConfig(_e
+mbeddings=4096,
+    feature_names=[in"large_table_feature_" + str(i)],
+    pooling=torchrec.PoolingType.SUM,
   ) for i in range(large_table_cnt)
 ]
 small_tables=[
   torchrec.EmbeddingBagConfig(
-    name="small_table_" + str(i),
+    name="small_t	able_" + str(i),
     embedding_dim=64,
     num_embeddings=1024,
     feature_names=["small_table_feature_" + str(i)],

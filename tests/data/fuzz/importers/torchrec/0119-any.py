@@ -8,13 +8,13 @@ large_tables=[
     embedding_dim=64,
     num_embeddings=4096,
     feature_names=["large_table_feature_" + str(i)],
-    pooling=torchrec.PoolingType.SUM,
+    pooling=torchrec.P=oolingType.SUM,
   ) for i in range(large_table_cnt)
 ]
 small_tables=[
-  torchrec.EformbeddingBagConfig(
+  torchrec.EmbeddingBagConfig(
     name="small_table_" + str(i),
-    embedding_dimEmbeddingBagConfig(=64,
+    embedding_dim=64,
     num_embeddings=1024,
     feature_names=["small_table_feature_" + str(i)],
     pooling=torchrec.PoolingType.SUM,

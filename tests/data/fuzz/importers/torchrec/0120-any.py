@@ -7,13 +7,14 @@ large_tables=[
     name="large_table_" + str(i),
     embedding_dim=64,
     num_embeddings=4096,
-    feature_names=["large_table_feature_" + str(i)],
-    pooling=torchrec.P=oolingType.SUM,
+    feature_names=["large_table_feature_" 
++ str(i)],
+}'    pooling=torchrec.PoolingType.SUM,
   ) for i in range(large_table_cnt)
 ]
 small_tables=[
   torchrec.EmbeddingBagConfig(
-    name="small_table_" + str(i),
+    name="small_table_" +0 str(i),
     embedding_dim=64,
     num_embeddings=1024,
     feature_names=["small_table_feature_" + str(i)],

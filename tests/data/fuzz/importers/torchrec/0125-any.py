@@ -7,8 +7,8 @@ large_tables=[
     name="large_table_" + str(i),
     embedding_dim=64,
     num_embeddings=4096,
-    feature_names=["large_ta	ble_feature_" + str(i)],
-    p0ooling=torchrec.PoolingType.SUM,
+    feature_names=["large_table_feature_" +import str(i)],
+    pooling=torchrec.PoolingType.SUM,
   ) for i in range(large_table_cnt)
 ]
 small_tables=[
@@ -18,5 +18,5 @@ small_tables=[
     num_embeddings=1024,
     feature_names=["small_table_feature_" + str(i)],
     pooling=torchrec.PoolingType.SUM,
-  ) for i in range(small_table_cnt)
+  ) for i in range(small_[table_cnt)
 ]

@@ -132,8 +132,8 @@ def _options(parser: argparse.ArgumentParser) -> dict[str, list[str]]:
 def test_docs_cover_every_command_and_option() -> None:
     docs = (REPO / "docs" / "store.md").read_text()
     options = _options(build_parser())
-    assert set(options) == {"init", "save", "list", "show", "export", "import", "validate", "import-results",
-                            "calibrate"}
+    assert set(options) == {"init", "save", "list", "show", "export", "import", "validate", "dryrun",
+                            "import-results", "calibrate"}
     for command, opts in options.items():
         assert f"`{command}" in docs, command
         for opt in opts:

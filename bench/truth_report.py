@@ -162,15 +162,17 @@ def order_check(items: list[Measured], before: bool) -> tuple[int, int, list[str
 
 
 def _load_line(journal: Path, tokens: set[str]) -> str:
-    """The runs' dates and the machine's load during them (the journal's runs of plans in this database)."""
+    """The runs' dates, iterations and the machine's load during them (the journal's runs of this database)."""
     rows = [json.loads(x) for x in journal.read_text().splitlines() if x.strip()] if journal.exists() else []
     rows = [r for r in rows if r.get("token") in tokens]
     if not rows:
         return "load not recorded"
+    its = sorted({(r["iters"], r["warmup"]) for r in rows})
+    its_text = "; ".join(f"{i} timed iterations after {w} warm-up" for i, w in its)
     loads = np.array([r[k] for r in rows for k in ("load1_before", "load1_after")])
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(min(r["started"] for r in rows)))
-    return (f"{len(rows)} runs from {when}; 1-minute load average during them min {loads.min():.1f}, median "
-            f"{np.median(loads):.1f}, max {loads.max():.1f} on {os.cpu_count()} cores")
+    return (f"{len(rows)} runs from {when} ({its_text}); 1-minute load average during them min {loads.min():.1f}, "
+            f"median {np.median(loads):.1f}, max {loads.max():.1f} on {os.cpu_count()} cores")
 
 
 def read_phases(journal: Path) -> dict[tuple[str, str], dict[str, np.ndarray]]:
@@ -247,7 +249,12 @@ def write_report(db_url: str, out: Path, journal: Path, phases_journal: Path) ->
     fixed = ", ".join(f"{k} {getattr(prof, k):.3f}" for k in ("step_ms", "collective_ms", "launch_ms", "piece_ms"))
     bws = ", ".join(f"{k} {v:.3g} bytes/ms ({v * 1000 / 2**30:.2f} GiB/s)" for k, v in cal.patch.items())
     all_before = np.concatenate([np.abs(m.before_ms.max() - m.measured) / m.measured for m in items])
+    reps = sorted({len(m.step_ms) for m in items})
     text = "\n\n".join([
+        f"Made by `python -m bench.truth report` on {time.strftime('%Y-%m-%d %H:%M')} from the runs of "
+        f"`python -m bench.truth measure` ({'-'.join(map(str, (reps[0], reps[-1]) if len(reps) > 1 else reps))} "
+        "runs of every plan, repetition-major, each rank's step the median of its iterations) and `python -m "
+        "bench.truth phases` (each rank's CPU time), on a shared 2-core VM (no GPU) while other work ran.",
         f"Runs: {_load_line(journal, {p.token for p in store.list_plans(limit=10_000)})}.",
         f"**Profile fitted on all {cal.n_runs} runs** (in-sample): {fixed}; {bws}; cores per host "
         f"{prof.cores_per_host}; R^2 {_fmt(cal.r2, 3)}, median error {cal.median_error:.0%}."

@@ -35,11 +35,12 @@ ALL_REDUCE_ROUNDS = 2
 REDUCE_SCATTER_ROUNDS = {"gloo": ALL_REDUCE_ROUNDS, "nccl": 1}
 FWD_SHARE = 1.0 / 3.0  # fixed compute work splits forward : backward as 1 : 2, as the bandwidth terms do
 
-# Published figures for GPUs, used until a GPU profile is measured: a CUDA kernel launch is about 5 us and
-# NCCL's all-to-all latency within an NVLink host about 20 us (NCCL tests, 8 GPUs); across hosts about 50 us
-# (InfiniBand). DMP's Python work per step is left out (it overlaps GPU work when the host is not the bottleneck).
+# Published figures for GPUs, used until a GPU profile is measured (orders of magnitude, not a measurement): a CUDA
+# kernel launch takes about 5 us; NCCL's small-message all-reduce on 8 NVLink GPUs about 20 us (nccl-tests), about
+# 1.5 us for each of its 14 latency rounds, and a few times that across InfiniBand hosts. DMP's Python work is left
+# out: on GPUs it overlaps device work unless the host is the bottleneck.
 PUBLISHED = "published"  # topology.profile: "published" takes PUBLISHED_CUDA for the topology's hosts
-PUBLISHED_CUDA = {1: {"collective_ms": 0.020, "launch_ms": 0.005}, 2: {"collective_ms": 0.050, "launch_ms": 0.005}}
+PUBLISHED_CUDA = {1: {"collective_ms": 0.0015, "launch_ms": 0.005}, 2: {"collective_ms": 0.005, "launch_ms": 0.005}}
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ def published_cuda(hosts: int) -> DeviceProfile:
     """The GPU profile from published figures (kernel launch, NCCL latency), until one is measured."""
     fig = PUBLISHED_CUDA[min(hosts, 2)]
     return DeviceProfile(Device.CUDA, "nccl", hosts, None, 0.0, fig["collective_ms"], fig["launch_ms"], 0.0,
-                         "published figures: CUDA launch 5 us, NCCL all-to-all 20 us in a host, 50 us across")
+                         "published figures: CUDA launch 5 us; NCCL 1.5 us a latency round in a host, 5 us across")
 
 
 def active(topo: Topology) -> DeviceProfile | None:

@@ -12,35 +12,15 @@ from pathlib import Path
 import numpy as np
 
 from db.calibration import calibrate_from_store, leave_one_out_from_store
-from db.errors import StoreError
+from db.jsonfile import read_json_object, write_json
 from db.runsink import open_store
 from engine.calibrate import FIXED, Calibration, HeldOut, apply_calibration, median_error
 from engine.errors import EngineError
-from engine.jsonsafe import JsonError, loads
 from engine.types import Device
 
 GIB = 2**30
 FIXED_UNITS = {"step_ms": "ms per step", "collective_ms": "ms per collective round",
                "launch_ms": "ms per lookup launch", "piece_ms": "ms per table piece"}
-
-
-def _read_json(path: str, flag: str) -> dict:
-    try:
-        data = loads(Path(path).read_bytes(), f"{flag} {path!r}")
-    except OSError as e:
-        raise EngineError(f"{flag} {path!r}: cannot read it ({e.strerror or e})") from None
-    except JsonError as e:
-        raise StoreError(str(e)) from None
-    if not isinstance(data, dict):
-        raise EngineError(f"{flag} {path!r}: must hold a JSON object")
-    return data
-
-
-def _write_json(path: Path, data: dict, flag: str) -> None:
-    try:
-        path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    except OSError as e:
-        raise EngineError(f"{flag} {str(path)!r}: cannot write there ({e.strerror or e})") from None
 
 
 def loo_dict(held: list[HeldOut]) -> dict:
@@ -82,9 +62,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if loo:
         data["leave_one_out"] = loo
     if args.out:
-        _write_json(Path(args.out), data, "--out")
+        write_json(Path(args.out), data, "--out")
     if args.config:
-        _write_json(Path(args.config_out), apply_calibration(_read_json(args.config, "--config"), cal.as_dict()),
+        write_json(Path(args.config_out), apply_calibration(read_json_object(args.config, "--config"), cal.as_dict()),
                     "--config-out")
     print(json.dumps(data, indent=1, default=_plain) if args.json else text(cal, loo))
     return 0

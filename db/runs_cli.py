@@ -18,13 +18,13 @@ from pathlib import Path
 
 from db import calibrate_cli
 from db.errors import StoreError
+from db.jsonfile import read_json_object
 from db.models import RunKind
 from db.runsink import DbSink, check_results, import_results, open_store, store_plan
 from engine.config import load_config
 from engine.dryrun.command import add_dryrun_arguments, dryrun_result
 from engine.errors import EngineError
 from engine.evaluate import evaluate
-from engine.jsonsafe import JsonError, loads
 from engine.planfile import load_plan
 from engine.types import Config, Plan, TablePlan
 from engine.validate.command import EXIT_CODES, add_validate_arguments, run_validate, say
@@ -80,31 +80,12 @@ def cmd_dryrun(args: argparse.Namespace) -> int:
 
 
 def cmd_import_results(args: argparse.Namespace) -> int:
-    data = _read_json(args.results_file, "RESULTS.json")
+    data = read_json_object(args.results_file, "RESULTS.json")
     check_results(data)  # a file that is no result fails before the database is touched
     run_id = import_results(open_store(), args.plan_token, data)
     print(json.dumps({"run_id": run_id, "plan_token": args.plan_token}) if args.json
           else f"Stored run {run_id} of plan {args.plan_token}")
     return 0
-
-
-def _read_json(path: str, flag: str) -> dict:
-    try:
-        data = loads(Path(path).read_bytes(), f"{flag} {path!r}")
-    except OSError as e:
-        raise EngineError(f"{flag} {path!r}: cannot read it ({e.strerror or e})") from None
-    except JsonError as e:  # deep nesting, a 5,000-digit number, NaN: one line, as for any JSON
-        raise StoreError(str(e)) from None
-    if not isinstance(data, dict):
-        raise EngineError(f"{flag} {path!r}: must hold a JSON object")
-    return data
-
-
-def _write_json(path: Path, data: dict, flag: str) -> None:
-    try:
-        path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    except OSError as e:
-        raise EngineError(f"{flag} {str(path)!r}: cannot write there ({e.strerror or e})") from None
 
 
 def _exit_codes_of_engine(fn: Command) -> Command:

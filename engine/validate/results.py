@@ -12,7 +12,7 @@ import json
 import re
 import signal
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from engine.config import load_config
@@ -22,6 +22,7 @@ from engine.evaluate import evaluate, shard_arrays
 from engine.memory import PARTS as MEMORY_PARTS
 from engine.memory import StepMemory
 from engine.planfile import load_plan
+from engine.pricing import Pricing, priced_for
 from engine.types import ComputeKernel, Config, MemoryParts, TablePlan
 from engine.validate.types import LOG_TAIL_CHARS, Job, LauncherKind, RankResult, RunStatus, ValidationResult
 
@@ -42,10 +43,10 @@ class Ending:
     elapsed_s: float | None = None
 
 
-def run_config(cfg: Config, job: Job) -> Config:
-    """The config as the job runs it: the job's device and ranks per node (the estimate's topology)."""
-    topo = replace(cfg.topology, compute_device=job.device, local_world_size=max(1, job.nproc // job.slurm.nodes))
-    return replace(cfg, topology=topo)
+def run_pricing(cfg: Config, job: Job) -> Pricing:
+    """The config as the job runs it (its device and ranks per node: the estimate's topology), by the one rule
+    every measurement prices with."""
+    return priced_for(cfg, job.device, "validation run", local_world_size=max(1, job.nproc // job.slurm.nodes))
 
 
 def estimated_held(cfg: Config, tables: dict[str, TablePlan]) -> list[dict[str, int]]:
@@ -161,7 +162,8 @@ def _rank_result(r: int, data: dict, est: dict | None) -> RankResult:
 
 def gather(job: Job, launcher: LauncherKind, end: Ending) -> ValidationResult:
     """The result of a finished (or stopped) job, from the files it left under job.out_dir."""
-    cfg = run_config(load_config(str(job.config_path)), job)
+    pricing = run_pricing(load_config(str(job.config_path)), job)
+    cfg = pricing.config
     tables = load_plan(str(job.plan_path), cfg)
     est, compute_bw, cbw = estimates(cfg, tables)
     done, errors = read_ranks(job)
@@ -172,7 +174,8 @@ def gather(job: Job, launcher: LauncherKind, end: Ending) -> ValidationResult:
     info = {k: v for k, v in (done[min(done)].get("device_info", {}) if done else {}).items()
             if isinstance(v, (str, int, float))}
     info.update(world_size=cfg.topology.world_size, nodes=job.slurm.nodes,
-                estimate_multi_host=cfg.topology.world_size > cfg.topology.local_world_size)
+                estimate_multi_host=cfg.topology.world_size > cfg.topology.local_world_size, **pricing.fields(),
+                notes=[pricing.note] if pricing.note else [])
     return ValidationResult(status=status, ranks=ranks, backend=job.backend, device=job.device, iters=job.iters,
                             warmup=job.warmup, nproc=job.nproc, launcher=launcher, error=error, log_tail=tail,
                             device_info=info, compute_bw=compute_bw, comms_bw=cbw, elapsed_s=end.elapsed_s)

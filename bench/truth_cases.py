@@ -105,7 +105,7 @@ def _skew(cfg: dict) -> dict[str, TablePlan]:
 def make_plan(cfg: dict, label: str) -> dict:
     """The plan file (engine.plan_to_dict) of one label for the config, scored under the config."""
     parsed = engine.parse_config(cfg)
-    settings = engine.PlannerSettings(time_budget_s=10.0, max_iters=2000)
+    settings = engine.PlannerSettings(effort=100_000)
     makers: dict[str, Callable[[], dict[str, TablePlan]]] = {
         "engine": lambda: engine.plan(parsed, settings).tables,
         "skew": lambda: _skew(cfg),

@@ -24,6 +24,33 @@ from engine.types import Config, Plan
 EXIT_USAGE = 2
 
 
+def _int_in(lo: int, hi: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a whole number from {lo:,} to {hi:,}, got {text!r}") \
+                from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"must be from {lo:,} to {hi:,}, got {value:,}")
+        return value
+    return parse
+
+
+_effort = _int_in(0, 10**9)
+_seed = _int_in(0, 2**32 - 1)
+
+
+def _budget(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= 86_400:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(f"must be seconds from 0 to 86,400 (one day), got {text!r}")
+    return value
+
+
 def _emit(p: Plan, cfg: Config, args: argparse.Namespace) -> None:
     data = plan_to_dict(p)
     if getattr(args, "out", None):
@@ -43,7 +70,8 @@ def _emit(p: Plan, cfg: Config, args: argparse.Namespace) -> None:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
-    settings = PlannerSettings(search=not args.no_search, time_budget_s=args.time_budget)
+    settings = PlannerSettings(search=not args.no_search, effort=args.effort, seed=args.seed,
+                               time_budget_s=args.time_budget)
     _emit(plan(cfg, settings), cfg, args)
     return 0
 
@@ -79,8 +107,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("config", metavar="CONFIG.json")
     _output_flags(p)
     p.add_argument("--no-search", action="store_true", help="greedy placement only, no local search")
-    p.add_argument("--time-budget", type=float, default=PlannerSettings.time_budget_s, metavar="SECONDS",
-                   help="stop the local search after this long (default %(default)s)")
+    p.add_argument("--effort", type=_effort, default=PlannerSettings.effort, metavar="UNITS",
+                   help="work budget of the search, in evaluations (default %(default)s); the same config, effort "
+                        "and seed give the same plan on any machine")
+    p.add_argument("--seed", type=_seed, default=PlannerSettings.seed, metavar="N",
+                   help="seed of the search's random rounds (default %(default)s)")
+    p.add_argument("--time-budget", type=_budget, default=PlannerSettings.time_budget_s, metavar="SECONDS",
+                   help="safety stop on the whole planning, in wall-clock seconds (default %(default)s); a plan "
+                        "it cuts short says so in its notes")
     p.set_defaults(func=cmd_plan)
     one_line_errors(p, "plan")
 

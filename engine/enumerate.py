@@ -38,41 +38,72 @@ DEFAULT_SHARDING_TYPES = {
 MIN_SEARCH_CW_DIM = 32
 
 
-@dataclass(frozen=True)
 class Option:
-    """One way to shard one table, with its per-shard estimates."""
+    """One way to shard one table, with its per-shard estimates.
 
-    table: int  # index into config.tables
-    sharding_type: ShardingType
-    kernel: ComputeKernel
-    offsets: np.ndarray  # (k, 2) int
-    sizes: np.ndarray  # (k, 2) int
-    est: ShardEstimates
+    Built from a Priced geometry, an option holds figures for its distinct shard shapes only (a row-wise or
+    data-parallel option on 1,024 ranks has at most three): its totals and largest piece come from those, and
+    the per-shard arrays (offsets, sizes, est) are made when placement first asks for them. So enumerating
+    every option of 10,000 tables on 1,024 ranks does not hold tables x ranks figures. Built by hand (tests),
+    it takes the per-shard arrays directly.
+    """
+
+    __slots__ = ("table", "sharding_type", "kernel", "num_shards", "total_cost_ms", "max_shard_cost_ms",
+                 "total_hbm_bytes", "total_ddr_bytes", "piece_hbm_bytes", "piece_ddr_bytes",
+                 "_priced", "_k", "_offsets", "_sizes", "_est")
+
+    def __init__(self, table: int, sharding_type: ShardingType, kernel: ComputeKernel,
+                 offsets: np.ndarray | None = None, sizes: np.ndarray | None = None,
+                 est: ShardEstimates | None = None, priced: Priced | None = None, k: int = 0):
+        self.table, self.sharding_type, self.kernel = table, sharding_type, kernel
+        self._offsets, self._sizes, self._est = offsets, sizes, est
+        self._priced, self._k = priced, k
+        if priced is not None:
+            self.num_shards = priced.num_shards
+            (self.total_cost_ms, self.max_shard_cost_ms, self.total_hbm_bytes, self.total_ddr_bytes,
+             self.piece_hbm_bytes, self.piece_ddr_bytes) = priced.summary[k]
+        else:
+            cost = est.cost_ms
+            self.num_shards = len(sizes)
+            self.total_cost_ms, self.max_shard_cost_ms = float(cost.sum()), float(cost.max())
+            self.total_hbm_bytes, self.total_ddr_bytes = float(est.hbm_bytes.sum()), float(est.ddr_bytes.sum())
+            self.piece_hbm_bytes, self.piece_ddr_bytes = float(est.hbm_bytes.max()), float(est.ddr_bytes.max())
+
+    # -- per shard, made on first use ----------------------------------------------------------------
+    @property
+    def offsets(self) -> np.ndarray:  # (k, 2) int
+        if self._offsets is None:
+            self._offsets, self._sizes = self._priced.geometry
+        return self._offsets
 
     @property
-    def num_shards(self) -> int:
-        return len(self.sizes)
+    def sizes(self) -> np.ndarray:  # (k, 2) int
+        if self._sizes is None:
+            self._offsets, self._sizes = self._priced.geometry
+        return self._sizes
 
-    @cached_property
+    @property
+    def est(self) -> ShardEstimates:
+        if self._est is None:
+            self._est = self._priced.per_shard(self._k)
+        return self._est
+
+    @property
     def cost_ms(self) -> np.ndarray:
         return self.est.cost_ms
 
-    @cached_property
-    def total_cost_ms(self) -> float:
-        return float(self.cost_ms.sum())
-
-    @cached_property
-    def max_shard_cost_ms(self) -> float:
-        return float(self.cost_ms.max())
-
-    @cached_property
-    def total_hbm_bytes(self) -> float:
-        return float(self.est.hbm_bytes.sum())
+    def same_shards(self, other: Option) -> bool:
+        """Whether the two options cut the table into the same shards (options of one geometry share it)."""
+        if self._priced is not None and other._priced is not None:
+            return self._priced is other._priced
+        return self.sizes.shape == other.sizes.shape and bool((self.sizes == other.sizes).all())
 
     @property
     def label(self) -> str:
-        w = f" width {int(self.sizes[0][1])}" if self.sharding_type.splits_columns else ""
-        return f"{self.sharding_type.value}/{self.kernel.value}{w}"
+        if not self.sharding_type.splits_columns:
+            return f"{self.sharding_type.value}/{self.kernel.value}"
+        width = self._priced.width if self._priced is not None else int(self.sizes[0][1])
+        return f"{self.sharding_type.value}/{self.kernel.value} width {width}"
 
 
 def row_split(rows: int, parts: int) -> np.ndarray:
@@ -131,20 +162,81 @@ def allowed(table: TableConfig, c: Constraints, topo: Topology) -> list[tuple[Sh
     return pairs
 
 
+def distinct_shapes(table: TableConfig, st: ShardingType, topo: Topology,
+                    width: int = 0) -> tuple[np.ndarray, np.ndarray, int]:
+    """The geometry's distinct shard shapes (u, 2), how many shards have each, and the number of shards, without
+    listing the shards: a row split has full blocks, one shorter remainder, then empty shards."""
+    R, D = table.num_embeddings, table.embedding_dim
+    if st is ShardingType.TABLE_WISE:
+        return np.array([[R, D]]), np.array([1]), 1
+    if st is ShardingType.DATA_PARALLEL:
+        return np.array([[R, D]]), np.array([topo.world_size]), topo.world_size
+    if st.splits_rows:
+        parts = topo.world_size if st is ShardingType.ROW_WISE else topo.local_world_size
+        block = math.ceil(R / parts)
+        full, rem = divmod(R, block)
+        shapes, counts = [[block, D]], [full]
+        if rem:
+            shapes.append([rem, D])
+            counts.append(1)
+        if parts - full - (rem > 0):
+            shapes.append([0, D])
+            counts.append(parts - full - (rem > 0))
+        return np.array(shapes), np.array(counts), parts
+    return np.array([[R, width]]), np.array([D // width]), D // width
+
+
+@dataclass(frozen=True, eq=False)
+class Priced:
+    """One geometry of one table, priced for each kernel on its distinct shard shapes only."""
+
+    table: TableConfig
+    topo: Topology
+    sharding_type: ShardingType
+    width: int
+    num_shards: int
+    counts: np.ndarray  # shards of each distinct shape, in shard order (full blocks, remainder, empty)
+    ests: tuple[ShardEstimates, ...]  # per kernel, over the distinct shapes
+    summary: tuple[tuple[float, ...], ...]  # per kernel: total and largest-piece cost, HBM and DDR totals and pieces
+
+    @cached_property
+    def geometry(self) -> tuple[np.ndarray, np.ndarray]:
+        return geometry(self.table, self.sharding_type, self.topo, self.width)
+
+    def per_shard(self, k: int) -> ShardEstimates:
+        """Kernel k's estimates per shard: read-only views where every shard is alike, else expanded."""
+        e = self.ests[k]
+        arrays = (e.perf_ms, e.hbm_bytes, e.ddr_bytes, e.input_bytes, e.output_bytes)
+        if len(self.counts) == 1:
+            return ShardEstimates(*(np.broadcast_to(a[0], (self.num_shards,) + a.shape[1:]) for a in arrays))
+        inverse = np.repeat(np.arange(len(self.counts)), self.counts)  # the distinct shapes come in shard order
+        return ShardEstimates(*(a[inverse] for a in arrays))
+
+
+def _summary(e: ShardEstimates, counts: np.ndarray) -> tuple[float, ...]:
+    cost = e.cost_ms
+    hbm, ddr = e.hbm_bytes.astype(np.float64), e.ddr_bytes.astype(np.float64)
+    return (float(cost @ counts), float(cost.max()), float(hbm @ counts), float(ddr @ counts), float(hbm.max()),
+            float(ddr.max()))
+
+
 @lru_cache(maxsize=20_000)
 def _priced(table: TableConfig, c: Constraints, topo: Topology, st: ShardingType, kernels: tuple[ComputeKernel, ...],
-            width: int) -> tuple[np.ndarray, np.ndarray, list[ShardEstimates]]:
+            width: int) -> Priced:
     """Geometry and estimates depend only on the table, its constraints and the topology: an interactive
     session that edits one table re-prices only that table. The arrays are shared: never mutate them."""
-    offsets, sizes = geometry(table, st, topo, width)
-    return offsets, sizes, estimate_kernels(table, c, topo, st, list(kernels), sizes[:, 0], sizes[:, 1])
+    shapes, counts, n = distinct_shapes(table, st, topo, width)
+    ests = estimate_kernels(table, c, topo, st, list(kernels), shapes[:, 0], shapes[:, 1], num_shards=n)
+    counts = counts.astype(np.float64)
+    return Priced(table, topo, st, width, n, counts.astype(np.int64), tuple(ests),
+                  tuple(_summary(e, counts) for e in ests))
 
 
 def make_options(cfg: Config, i: int, st: ShardingType, kernels: list[ComputeKernel], width: int = 0) -> list[Option]:
-    """Options of one geometry, one per kernel (the geometry is computed once)."""
+    """Options of one geometry, one per kernel (the geometry is priced once)."""
     table = cfg.tables[i]
-    offsets, sizes, ests = _priced(table, cfg.constraint(table.name), cfg.topology, st, tuple(kernels), width)
-    return [Option(i, st, k, offsets, sizes, e) for k, e in zip(kernels, ests)]
+    priced = _priced(table, cfg.constraint(table.name), cfg.topology, st, tuple(kernels), width)
+    return [Option(i, st, kernel, priced=priced, k=k) for k, kernel in enumerate(kernels)]
 
 
 def table_options(cfg: Config, i: int) -> list[Option]:
@@ -177,7 +269,7 @@ def _dedupe_single_rank(options: list[Option]) -> list[Option]:
     """On one rank every sharding puts the whole table on rank 0: keep the first of each geometry."""
     seen, out = set(), []
     for o in options:
-        key = (o.kernel, o.sizes.tobytes(), o.sharding_type is ShardingType.DATA_PARALLEL)
+        key = (o.kernel, o.sizes.tobytes(), o.sharding_type is ShardingType.DATA_PARALLEL)  # one rank: one shard
         if key not in seen:
             seen.add(key)
             out.append(o)

@@ -114,15 +114,16 @@ def cpu_compute(ids: float, rows: np.ndarray, cols: np.ndarray, tdt: float, read
 
 
 def perf_parts(table: TableConfig, load: TableLoad, topo: Topology, st: ShardingType,
-                rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per-shard time as `work / kernel bandwidth + fixed`: (work bytes, fixed ms), both (k, 6).
-    Compute scales with the kernel's bandwidth; communication does not."""
+                rows: np.ndarray, cols: np.ndarray, num_shards: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per-shard time as `work / kernel bandwidth + fixed`: (work bytes, fixed ms), both (len(rows), 6).
+    Compute scales with the kernel's bandwidth; communication does not. rows and cols may list only the distinct
+    shapes of a geometry of num_shards shards (each shard's figures depend on its own shape only)."""
     W, L = topo.world_size, topo.local_world_size
     tdt = table.data_type.bytes
     out_dt = tdt
     cbw = comms_bw(topo)
-    k = len(rows)
-    work, fixed = np.zeros((k, N_PERF)), np.zeros((k, N_PERF))
+    k = len(rows) if num_shards is None else num_shards
+    work, fixed = np.zeros((len(rows), N_PERF)), np.zeros((len(rows), N_PERF))
     weight_factor = 2.0 if load.is_weighted else 1.0
     kernel_factor = C.WEIGHTED_KERNEL_MULTIPLIER if load.is_weighted else 1.0
 
@@ -233,8 +234,10 @@ def with_profile(perf_ms: np.ndarray, topo: Topology, rows: np.ndarray, cols: np
 
 
 def estimate_kernels(table: TableConfig, c: Constraints, topo: Topology, st: ShardingType,
-                     kernels: list[ComputeKernel], rows: np.ndarray, cols: np.ndarray) -> list[ShardEstimates]:
-    """Cost and memory of each shard (or data-parallel replica) of one table's geometry, for each kernel."""
+                     kernels: list[ComputeKernel], rows: np.ndarray, cols: np.ndarray,
+                     num_shards: int | None = None) -> list[ShardEstimates]:
+    """Cost and memory of each shard (or data-parallel replica) of one table's geometry, for each kernel. rows
+    and cols may list only the distinct shapes of a geometry of num_shards shards (default: len(rows))."""
     load = table_load(table, c, topo)
     rows = np.asarray(rows, dtype=np.float64)
     cols = np.asarray(cols, dtype=np.float64)
@@ -244,7 +247,7 @@ def estimate_kernels(table: TableConfig, c: Constraints, topo: Topology, st: Sha
         weights = np.ceil(table.data_type.bytes * rows * cols)
     opt = np.ceil(weights * topo.optimizer.state_multiplier(table.embedding_dim))
     inp, out = _io_bytes(table, load, topo, st, rows, cols)
-    work, fixed = perf_parts(table, load, topo, st, rows, cols)
+    work, fixed = perf_parts(table, load, topo, st, rows, cols, num_shards)
     inp_i, out_i = inp.astype(np.int64), out.astype(np.int64)
     result = []
     for kernel in kernels:

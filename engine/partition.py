@@ -9,6 +9,7 @@ the spread of the loads. No rank ever exceeds its usable HBM or DDR.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -17,6 +18,41 @@ from engine.types import ShardingType, Topology
 
 EPS = 1e-9
 FREE_PLACEMENT = (ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE, ShardingType.TABLE_COLUMN_WISE)
+
+
+@dataclass
+class Work:
+    """The search's budget, counted in work done, never in time: one unit is one evaluation of a table's
+    place on the ranks (a greedy placement, a re-shard tried, a reinsertion), or of one shard's moves and swaps,
+    weighted by the number of ranks it scans (1 + world_size / 256). So the same config and settings always
+    search the same way and give the same plan, on a quiet machine or a busy one.
+
+    deadline (perf_counter seconds) is only a safety stop against a runaway search: when it fires, `cut` says
+    so and the plan's notes tell the user that this plan depended on the machine's speed."""
+
+    budget: float = float("inf")
+    world_size: int = 1
+    deadline: float = float("inf")
+    used: float = 0.0
+    cut: bool = False
+    unit: float = field(init=False, default=1.0)
+
+    def __post_init__(self) -> None:
+        self.unit = 1.0 + self.world_size / 256
+
+    def spend(self, evaluations: int = 1) -> None:
+        self.used += evaluations * self.unit
+
+    def left(self) -> float:
+        return self.budget - self.used
+
+    def done(self, limit: float | None = None) -> bool:
+        """Whether the budget (or `limit`, a lower mark on `used`) is spent, or the safety stop fired."""
+        if self.used >= (self.budget if limit is None else min(limit, self.budget)):
+            return True
+        if not self.cut and self.deadline < float("inf") and time.perf_counter() > self.deadline:
+            self.cut = True
+        return self.cut
 
 
 class Placement:
@@ -181,7 +217,7 @@ def _best_swap(pl: Placement, fs: FreeShards, a: int, b: int, peak: float) -> tu
     return float(val[i]), int(x[i])
 
 
-def move_or_swap(pl: Placement, fs: FreeShards | None = None) -> bool:
+def move_or_swap(pl: Placement, fs: FreeShards | None = None, work: Work | None = None) -> bool:
     """Move one shard off the slowest rank, or swap it for a cheaper one, if the slowest rank gets faster
     and no rank ends up as slow as it was."""
     fs = fs if fs is not None else FreeShards(pl)
@@ -190,7 +226,10 @@ def move_or_swap(pl: Placement, fs: FreeShards | None = None) -> bool:
     b = int(np.argmax(pl.load))
     peak = pl.load[b]
     best, best_val = None, peak - EPS
-    for a in np.flatnonzero(fs.r == b):
+    on_b = np.flatnonzero(fs.r == b)
+    if work is not None:
+        work.spend(max(len(on_b), 1))
+    for a in on_b:
         val, dst = _best_move(pl, fs, a, b, peak)
         if val < best_val:
             best, best_val = ("move", a, dst), val
@@ -215,7 +254,7 @@ def _siblings(options: list[Option], cur: Option) -> list[tuple[float, Option]]:
     out = []
     for o in options:
         if (o.sharding_type is cur.sharding_type and o.total_hbm_bytes < cur.total_hbm_bytes
-                and o.sizes.shape == cur.sizes.shape and (o.sizes == cur.sizes).all()):
+                and o.same_shards(cur)):
             out.append(((o.total_cost_ms - cur.total_cost_ms) / (cur.total_hbm_bytes - o.total_hbm_bytes), o))
     return out
 
@@ -234,9 +273,11 @@ def _demotions(pl: Placement, options: list[list[Option]], skip: int, top: int,
     return [(t, o) for _, t, o in out[:top]]
 
 
-def _try(pl: Placement, table: int, alt: Option, before: tuple[float, float]) -> bool | None:
+def _try(pl: Placement, table: int, alt: Option, before: tuple[float, float], work: Work | None) -> bool | None:
     """Place the table (already removed) in alt where it fits; keep it if the plan gets better. None where
     it does not fit."""
+    if work is not None:
+        work.spend()
     ranks = pl.find_ranks(alt)
     if ranks is None:
         return None
@@ -248,12 +289,12 @@ def _try(pl: Placement, table: int, alt: Option, before: tuple[float, float]) ->
 
 
 def _try_evicting(pl: Placement, options: list[list[Option]], table: int, alt: Option,
-                  before: tuple[float, float], victims: list[tuple[int, Option]]) -> bool:
+                  before: tuple[float, float], victims: list[tuple[int, Option]], work: Work | None) -> bool:
     """Make room for alt by moving one other table to a kernel with less HBM on the same ranks."""
     for v, demoted in victims:
         old, ranks = pl.remove(v)
         pl.add(demoted, ranks)
-        if _try(pl, table, alt, before):
+        if _try(pl, table, alt, before, work):
             return True
         pl.remove(v)
         pl.add(old, ranks)
@@ -261,7 +302,7 @@ def _try_evicting(pl: Placement, options: list[list[Option]], table: int, alt: O
 
 
 def reshard(pl: Placement, options: list[list[Option]], top: int = 4, evict: int = 0,
-            known: dict | None = None) -> bool:
+            known: dict | None = None, work: Work | None = None) -> bool:
     """Give one of the tables that load the slowest rank most another option (another sharding type,
     kernel or column width) if the plan gets faster; where it does not fit, first demote one of `evict`
     other tables to a DDR-backed kernel to make room (known: a cache for _demotions)."""
@@ -281,12 +322,12 @@ def reshard(pl: Placement, options: list[list[Option]], top: int = 4, evict: int
             if alt is current or alt.max_shard_cost_ms >= cost_on_b - EPS:
                 continue
             old_opt, old_ranks = pl.remove(table)
-            placed = _try(pl, table, alt, before)
+            placed = _try(pl, table, alt, before, work)
             if placed:
                 return True
             if placed is None and evict:
                 victims = victims if victims is not None else _demotions(pl, options, table, evict, known)
-                if _try_evicting(pl, options, table, alt, before, victims):
+                if _try_evicting(pl, options, table, alt, before, victims, work):
                     return True
             pl.add(old_opt, old_ranks)
     return False
@@ -295,14 +336,16 @@ def reshard(pl: Placement, options: list[list[Option]], top: int = 4, evict: int
 EVICT = 4  # re-shards that do not fit may first demote one of this many other tables
 
 
-def improve(pl: Placement, options: list[list[Option]], deadline: float, max_iters: int = 5000) -> int:
-    """Local search until nothing helps, the iteration cap, or the deadline. Returns steps taken."""
+def improve(pl: Placement, options: list[list[Option]], work: Work | None = None, limit: float | None = None) -> int:
+    """Local search until nothing helps or the work is spent (up to `limit` units used, where given).
+    Returns steps taken."""
+    work = work if work is not None else Work()
     steps = 0
     fs, known = None, {}
-    while steps < max_iters and time.perf_counter() < deadline:
+    while not work.done(limit):
         fs = fs if fs is not None else FreeShards(pl)
-        if not move_or_swap(pl, fs):
-            if not reshard(pl, options, evict=EVICT, known=known):
+        if not move_or_swap(pl, fs, work):
+            if not reshard(pl, options, evict=EVICT, known=known, work=work):
                 break
             fs = None
         steps += 1
@@ -315,10 +358,11 @@ STALL_ROUNDS = 25  # the perturbation search stops after this many rounds in a r
 RUIN_TABLES = 3  # at most this many tables off the slowest rank, and as many others, per round
 
 
-def _reinsert(pl: Placement, options: list[Option]) -> bool:
+def _reinsert(pl: Placement, options: list[Option], work: Work) -> bool:
     """Put a removed table back in the option and ranks that leave the peak of its ranks lowest (the
     cheaper option in total at equal peaks). False where no option fits."""
     best, best_key = None, None
+    work.spend(len(options))
     for opt in options:
         ranks = pl.find_ranks(opt)
         if ranks is None:
@@ -334,7 +378,7 @@ def _reinsert(pl: Placement, options: list[Option]) -> bool:
     return True
 
 
-def _ruin_and_recreate(pl: Placement, options: list[list[Option]], rng: np.random.Generator) -> bool:
+def _ruin_and_recreate(pl: Placement, options: list[list[Option]], rng: np.random.Generator, work: Work) -> bool:
     """Take a few tables off the slowest rank and a few others at random, and put them back one by one,
     heaviest first, each where it leaves its ranks least loaded. False where one no longer fits."""
     b = int(np.argmax(pl.load))
@@ -344,19 +388,19 @@ def _ruin_and_recreate(pl: Placement, options: list[list[Option]], rng: np.rando
     rest = np.array(sorted(set(pl.choice) - picked))
     picked |= set(rng.choice(rest, size=min(k, len(rest)), replace=False).tolist())
     removed = sorted(((pl.remove(t)[0].max_shard_cost_ms, t) for t in sorted(picked)), reverse=True)
-    return all(_reinsert(pl, options[t]) for _, t in removed)
+    return all(_reinsert(pl, options[t], work) for _, t in removed)
 
 
-def perturb(pl: Placement, options: list[list[Option]], deadline: float, seed: int = 0) -> tuple[Placement, int]:
+def perturb(pl: Placement, options: list[list[Option]], work: Work, seed: int = 0) -> tuple[Placement, int]:
     """Iterated local search: ruin and recreate part of the best plan, improve it, keep it if it is better;
-    until the deadline or STALL_ROUNDS rounds in a row bring nothing. Returns the best plan and how many
-    rounds improved it."""
+    until the work is spent or STALL_ROUNDS rounds in a row bring nothing. The rounds draw from a generator
+    seeded by `seed`. Returns the best plan and how many rounds improved it."""
     rng = np.random.default_rng(seed)
     best, idle, gains = pl, 0, 0
-    while idle < STALL_ROUNDS and time.perf_counter() < deadline:
+    while idle < STALL_ROUNDS and not work.done():
         trial = best.clone()
-        if _ruin_and_recreate(trial, options, rng):
-            improve(trial, options, deadline)
+        if _ruin_and_recreate(trial, options, rng, work):
+            improve(trial, options, work)
             if better(trial.score(), best.score()):
                 best, idle, gains = trial, 0, gains + 1
                 continue

@@ -16,16 +16,21 @@ from engine.errors import PlanningError, human_bytes
 from engine.evaluate import evaluate
 from engine.profile import active
 from engine.profile import notes as profile_notes
-from engine.partition import Placement, better, improve, perturb
+from engine.partition import Placement, Work, better, improve, perturb
 from engine.strategy import OptionArrays, Recipe, candidates, option_arrays, relaxed_bound_ms
 from engine.types import ComputeKernel, Config, Plan, Shard, ShardingType, TablePlan
 
 
 @dataclass(frozen=True)
 class PlannerSettings:
+    """How hard the planner searches. The search is bounded by work (engine.partition.Work), so the same config
+    and settings give the same plan on any machine, quiet or busy; time_budget_s is only a safety stop on the
+    whole planning, and a plan it cut says so in its notes."""
+
     search: bool = True  # local search (and ruin and recreate) after each greedy placement
-    time_budget_s: float = 3.0  # the search stops by then, keeping the best plan so far
-    max_iters: int = 5000
+    effort: int = 50_000  # work units of search (about 40 us each on this 2-core machine, quiet)
+    seed: int = 0  # the ruin-and-recreate rounds' random generator
+    time_budget_s: float = 60.0  # safety stop: wall-clock seconds for the whole planning
 
 
 # Where the cheapest options ask for more than this share of all HBM, memory is tight (a note says so).
@@ -41,8 +46,8 @@ def _order(chosen: list[Option], pl: Placement) -> np.ndarray:
     fixed = np.array([o.sharding_type in (ShardingType.DATA_PARALLEL, ShardingType.ROW_WISE) for o in chosen])
     weight = np.array([
         max(o.max_shard_cost_ms / avg,
-            float(o.est.hbm_bytes.max()) / pl.hbm_cap if pl.hbm_cap else 0.0,
-            float(o.est.ddr_bytes.max()) / pl.ddr_cap if pl.ddr_cap else 0.0)
+            o.piece_hbm_bytes / pl.hbm_cap if pl.hbm_cap else 0.0,
+            o.piece_ddr_bytes / pl.ddr_cap if pl.ddr_cap else 0.0)
         for o in chosen
     ])
     return np.lexsort((np.arange(len(chosen)), -weight, ~fixed))
@@ -50,8 +55,8 @@ def _order(chosen: list[Option], pl: Placement) -> np.ndarray:
 
 def _footprint(o: Option, pl: Placement) -> float:
     """How full one rank gets from the option's largest piece, as a share of the usable memory."""
-    h = float(o.est.hbm_bytes.max()) / pl.hbm_cap if pl.hbm_cap else (np.inf if o.est.hbm_bytes.max() else 0.0)
-    d = float(o.est.ddr_bytes.max()) / pl.ddr_cap if pl.ddr_cap else (np.inf if o.est.ddr_bytes.max() else 0.0)
+    h = o.piece_hbm_bytes / pl.hbm_cap if pl.hbm_cap else (np.inf if o.piece_hbm_bytes else 0.0)
+    d = o.piece_ddr_bytes / pl.ddr_cap if pl.ddr_cap else (np.inf if o.piece_ddr_bytes else 0.0)
     return max(h, d)
 
 
@@ -67,7 +72,7 @@ def _no_room(cfg: Config, options: list[list[Option]], t: int, pl: Placement) ->
     if cfg.topology.compute_device.value == "cuda" and ComputeKernel.FUSED_UVM_CACHING not in {o.kernel for o in opts}:
         fixes.append(f"allow fused_uvm_caching for {name!r} to keep its weights in DDR")
     fixes += ["raise topology.hbm_cap / topology.ddr_cap", "add ranks (topology.world_size)"]
-    need = sum(min(float((o.est.hbm_bytes + o.est.ddr_bytes).sum()) for o in opt) for opt in options)
+    need = sum(min(o.total_hbm_bytes + o.total_ddr_bytes for o in opt) for opt in options)
     if need > total_h + total_d:
         biggest = sorted(range(len(cfg.tables)), key=lambda i: -cfg.tables[i].weight_bytes)[:3]
         names = tuple(cfg.tables[i].name for i in biggest)
@@ -80,7 +85,7 @@ def _no_room(cfg: Config, options: list[list[Option]], t: int, pl: Placement) ->
         crowded = (f" All tables together need {human_bytes(need)}, {need / (total_h + total_d):.0%} of the memory of "
                    f"all ranks: too full to pack.")
     smallest = min(opts, key=lambda o: _footprint(o, pl))
-    need_h, need_d = int(smallest.est.hbm_bytes.max()), int(smallest.est.ddr_bytes.max())
+    need_h, need_d = int(smallest.piece_hbm_bytes), int(smallest.piece_ddr_bytes)
     emptiest = int(np.argmin(pl.fill()))
     free_h = int(max(pl.hbm_cap - pl.hbm[emptiest], 0))
     free_d = int(max(pl.ddr_cap - pl.ddr[emptiest], 0))
@@ -94,11 +99,13 @@ def _no_room(cfg: Config, options: list[list[Option]], t: int, pl: Placement) ->
 
 
 def place_greedy(cfg: Config, options: list[list[Option]], chosen: list[Option],
-                 balance_memory: bool = False) -> tuple[Placement, list[str]]:
+                 balance_memory: bool = False, work: Work | None = None) -> tuple[Placement, list[str]]:
     """Place the chosen options, heaviest first, each onto the least-loaded ranks with room; a table whose
     choice fits nowhere takes its cheapest option that fits. Returns the placement and those fallbacks."""
     pl = Placement(cfg.topology, balance_memory=balance_memory)
     fallbacks: list[str] = []
+    if work is not None:
+        work.spend(len(chosen))
     for t in _order(chosen, pl):
         opt = chosen[t]
         ranks = pl.find_ranks(opt)
@@ -140,8 +147,8 @@ def _placeable(cfg: Config, options: list[list[Option]]) -> tuple[list[list[Opti
     return arr.per_table(), arr
 
 
-# Of the time left after enumeration, the share spent trying candidate choices (the rest improves the best
-# where its search was cut short), and the most one candidate's local search may take.
+# Of the work budget, the share spent trying candidate choices (the rest improves the best where its search was
+# cut short), and the most one candidate's local search may take.
 EXPLORE_SHARE = 0.9
 CANDIDATE_SHARE = 0.15
 CLOSE_ENOUGH = 1e-3  # a plan this close to the lower bound (relative) ends the search
@@ -155,26 +162,27 @@ class _Found:
     tried: int = 0
 
 
-def _search(cfg: Config, options: list[list[Option]], arr: OptionArrays, bound: float, deadline: float,
+def _search(cfg: Config, options: list[list[Option]], arr: OptionArrays, bound: float, work: Work,
             settings: PlannerSettings) -> _Found:
-    """Place each candidate choice greedily and improve it for a slice of the time, stopping early at the
-    bound; keep the best. Raises the first placement error if no candidate places."""
-    now = time.perf_counter()
-    explore_end = now + EXPLORE_SHARE * max(deadline - now, 0.0)
+    """Place each candidate choice greedily and improve it for a slice of the work, stopping early at the
+    bound; keep the best. The first candidate that places is always placed in full; the next only while the
+    exploring share of the work can pay for its greedy placement. Raises the first placement error if no
+    candidate places."""
+    explore = EXPLORE_SHARE * work.budget
     probe = Placement(cfg.topology)
     best, error, tried = None, None, 0
+    n = len(options)
     for recipe, idx in candidates(arr, bound, probe.hbm_cap, probe.ddr_cap, cfg.topology.world_size):
-        if best is not None and (time.perf_counter() > explore_end or recipe.retry):
-            break  # out of time, or the rest are retries and a plan was found
+        if best is not None and (recipe.retry or work.done(explore - n * work.unit)):
+            break  # the rest are retries and a plan was found, or no work left to place one more
         try:
-            pl, fallbacks = place_greedy(cfg, options, [arr.options[i] for i in idx], recipe.balance_memory)
+            pl, fallbacks = place_greedy(cfg, options, [arr.options[i] for i in idx], recipe.balance_memory, work)
         except PlanningError as e:
             error = error or e
             continue
         tried += 1
         if settings.search:
-            until = min(explore_end, time.perf_counter() + CANDIDATE_SHARE * (deadline - now))
-            improve(pl, options, until, settings.max_iters)
+            improve(pl, options, work, limit=min(explore, work.used + CANDIDATE_SHARE * work.budget))
         if best is None or better(pl.score(), best.pl.score()):
             best = _Found(pl, recipe, fallbacks)
         if best.pl.score()[0] <= bound * (1 + CLOSE_ENOUGH):
@@ -185,8 +193,13 @@ def _search(cfg: Config, options: list[list[Option]], arr: OptionArrays, bound: 
     return best
 
 
-def _notes(cfg: Config, arr: OptionArrays, found: _Found, steps: int, gains: int) -> list[str]:
+def _notes(cfg: Config, arr: OptionArrays, found: _Found, steps: int, gains: int, work: Work,
+           settings: PlannerSettings) -> list[str]:
     notes = []
+    if work.cut:
+        notes.append(f"the search stopped at the wall-clock safety stop ({settings.time_budget_s:g} s) after "
+                     f"{work.used:,.0f} of {work.budget:,.0f} work units: this plan depends on the machine's speed "
+                     "and load; raise the time budget or lower the effort to get the same plan every time")
     cheapest = arr.argmin(arr.cost_ms)
     cap = found.pl.hbm_cap * cfg.topology.world_size
     if arr.hbm_bytes[cheapest].sum() > FILL_TARGET * cap:
@@ -207,24 +220,37 @@ def _notes(cfg: Config, arr: OptionArrays, found: _Found, steps: int, gains: int
     return notes + profile_notes(cfg.topology)
 
 
+def _all_options(cfg: Config, deadline: float, budget_s: float) -> list[list[Option]]:
+    out = []
+    for i in range(len(cfg.tables)):
+        if i % 256 == 255 and time.perf_counter() > deadline:
+            raise PlanningError(
+                f"Planning stopped at the time budget ({budget_s:g} s) while pricing the tables' options "
+                f"({i} of {len(cfg.tables)} done).", fixes=("raise the time budget (--time-budget)",))
+        out.append(table_options(cfg, i))
+    return out
+
+
 def plan(cfg: Config, settings: PlannerSettings = PlannerSettings()) -> Plan:
     """Enumerate; choose options and place them greedily a few ways (keeping the fastest after a short local
-    search); improve the best until the time budget; score the result."""
+    search); improve the best while the work budget lasts; score the result."""
     start = time.perf_counter()
     deadline = start + settings.time_budget_s
-    placeable, arr = _placeable(cfg, [table_options(cfg, i) for i in range(len(cfg.tables))])
+    placeable, arr = _placeable(cfg, _all_options(cfg, deadline, settings.time_budget_s))
     w = cfg.topology.world_size
     probe = Placement(cfg.topology)
     bound = relaxed_bound_ms(arr, w, probe.hbm_cap * w, probe.ddr_cap * w)
-    found = _search(cfg, placeable, arr, bound, deadline, settings)
+    work = Work(budget=float(settings.effort), world_size=w, deadline=deadline)
+    found = _search(cfg, placeable, arr, bound, work, settings)
     steps = gains = 0
     if settings.search:
-        steps = improve(found.pl, placeable, deadline, settings.max_iters)
+        steps = improve(found.pl, placeable, work)
         if found.pl.score()[0] > bound * (1 + CLOSE_ENOUGH):
-            found.pl, gains = perturb(found.pl, placeable, deadline)
+            found.pl, gains = perturb(found.pl, placeable, work, settings.seed)
     pl = found.pl
     tables = {cfg.tables[t].name: to_table_plan(pl.choice[t], pl.ranks[t]) for t in range(len(cfg.tables))}
     prof = active(cfg.topology)  # every rank pays the profile's per-step cost: the bound does too
     floor_ms = prof.step_ms if prof else 0.0
     return evaluate(cfg, tables, planner="engine", planning_seconds=time.perf_counter() - start,
-                    lower_bound_ms=bound + floor_ms, notes=tuple(_notes(cfg, arr, found, steps, gains)))
+                    lower_bound_ms=bound + floor_ms,
+                    notes=tuple(_notes(cfg, arr, found, steps, gains, work, settings)))

@@ -76,18 +76,18 @@ class OptionArrays:
 
 
 def option_arrays(options: list[list[Option]]) -> OptionArrays:
-    """All options' totals and largest pieces at once, from their shards laid end to end."""
+    """All options' totals and largest pieces at once (each option knows them from its distinct shard shapes)."""
     flat = tuple(o for opts in options for o in opts)
-    table = np.array([o.table for o in flat], dtype=np.int64)
-    starts = np.cumsum([0] + [o.num_shards for o in flat[:-1]])
-    cost = np.concatenate([o.est.perf_ms for o in flat]).sum(axis=1)
-    hbm = np.concatenate([o.est.hbm_bytes for o in flat]).astype(np.float64)
-    ddr = np.concatenate([o.est.ddr_bytes for o in flat]).astype(np.float64)
+    table = np.fromiter((o.table for o in flat), dtype=np.int64, count=len(flat))
+
+    def col(attr: str) -> np.ndarray:
+        return np.fromiter((getattr(o, attr) for o in flat), dtype=np.float64, count=len(flat))
+
     return OptionArrays(
         options=flat, table=table, first=np.searchsorted(table, np.arange(len(options))),
-        cost_ms=np.add.reduceat(cost, starts), hbm_bytes=np.add.reduceat(hbm, starts),
-        ddr_bytes=np.add.reduceat(ddr, starts), piece_ms=np.maximum.reduceat(cost, starts),
-        piece_hbm_bytes=np.maximum.reduceat(hbm, starts), piece_ddr_bytes=np.maximum.reduceat(ddr, starts),
+        cost_ms=col("total_cost_ms"), hbm_bytes=col("total_hbm_bytes"), ddr_bytes=col("total_ddr_bytes"),
+        piece_ms=col("max_shard_cost_ms"), piece_hbm_bytes=col("piece_hbm_bytes"),
+        piece_ddr_bytes=col("piece_ddr_bytes"),
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Optional
 
 from engine import constants as C
@@ -167,10 +168,11 @@ class Config:
         return self.constraints.get(name) or Constraints()
 
     def table(self, name: str) -> TableConfig:
-        for t in self.tables:
-            if t.name == name:
-                return t
-        raise KeyError(name)
+        return self._by_name[name]
+
+    @cached_property
+    def _by_name(self) -> dict[str, TableConfig]:
+        return {t.name: t for t in self.tables}
 
 
 @dataclass(frozen=True)

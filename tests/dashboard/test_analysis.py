@@ -11,7 +11,7 @@ from tests.factories import tutorial
 
 
 def _plan(cfg: dict) -> dict:
-    return engine.plan_to_dict(engine.plan(engine.parse_config(cfg), engine.PlannerSettings(time_budget_s=0.2)))
+    return engine.plan_to_dict(engine.plan(engine.parse_config(cfg), engine.PlannerSettings(effort=2_000)))
 
 
 @pytest.fixture(scope="module")

@@ -134,7 +134,7 @@ def _torchrec(cfg: engine.Config) -> engine.Plan:
 
 
 MAKERS: dict[str, Callable[[engine.Config], engine.Plan]] = {
-    "searched": lambda c: engine.plan(c, engine.PlannerSettings(time_budget_s=0.2)),
+    "searched": lambda c: engine.plan(c, engine.PlannerSettings(effort=2_000)),
     "greedy": lambda c: engine.plan(c, engine.PlannerSettings(search=False)),
     "torchrec baseline": _torchrec,
     "scored placement": lambda c: engine.evaluate(c, engine.plan(c).tables, planner="file"),

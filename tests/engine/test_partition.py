@@ -30,7 +30,7 @@ def test_local_search_swaps_to_the_optimum():
     pl = Placement(topo(2))
     opts = [option(i, [c]) for i, c in enumerate([5, 4, 3, 3, 3])]
     greedy(pl, opts)
-    improve(pl, [[o] for o in opts], deadline=float("inf"))
+    improve(pl, [[o] for o in opts])
     assert sorted(pl.load.tolist()) == [9, 9]
 
 
@@ -51,7 +51,7 @@ def test_a_swap_that_fits_is_taken():
     pl.add(a, np.array([0]))
     pl.add(c, np.array([0]))
     pl.add(b, np.array([1]))
-    improve(pl, [[a], [c], [b]], deadline=float("inf"))
+    improve(pl, [[a], [c], [b]])
     assert pl.load.max() == 6 and (pl.hbm <= 100).all()
 
 
@@ -82,6 +82,6 @@ def test_search_is_never_worse_than_greedy(world):
     pl = Placement(topo(world))
     greedy(pl, opts)
     before = pl.load.max()
-    improve(pl, [[o] for o in opts], deadline=float("inf"))
+    improve(pl, [[o] for o in opts])
     assert pl.load.max() <= before + 1e-12
     assert pl.load.sum() == pytest.approx(costs.sum())

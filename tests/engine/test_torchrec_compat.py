@@ -44,7 +44,7 @@ def config(sharding_type=None, **topology):
 
 
 def ours(cfg):
-    return engine.plan(cfg, engine.PlannerSettings(search=True, time_budget_s=1.0))
+    return engine.plan(cfg, engine.PlannerSettings(search=True))
 
 
 def summary(ps: ParameterSharding):

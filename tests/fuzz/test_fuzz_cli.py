@@ -22,7 +22,7 @@ from engine import ConfigError, PlanningError, parse_config, plan
 from tests.factories import ROOT
 from tests.fuzz.cli_corpus import CORPUS, HOSTILE_VALUES, write_corpus
 
-PROCESS_LIMIT_S = 120  # a safety stop only: planning itself runs on a 1 s search budget
+PROCESS_LIMIT_S = 120  # a safety stop only: planning itself runs on a small work budget (--effort)
 NAMES_A_FIELD = re.compile(r"^error: (config|tables|topology|constraints|plan)\b|"
                            r"^error: '[^']*' is not (valid JSON|UTF-8)|^error: '[^']*' nests|^error: cannot read (config|plan) file|^error: Table |"
                            r"^error: The tables |^error: \d+ tables")
@@ -47,7 +47,7 @@ def run_case(path: Path, tmp: Path) -> str | None:
     cfg.write_text(c["config"], encoding="utf-8", errors="surrogatepass")
     argv = [sys.executable, "-m", "engine", c["command"], str(cfg), "--json"]
     if c["command"] == "plan":
-        argv += ["--time-budget", "1"]
+        argv += ["--effort", "2000"]
     else:
         plan_file = tmp / f"{path.stem}.plan.json"
         plan_file.write_text(c["plan"], encoding="utf-8", errors="surrogatepass")

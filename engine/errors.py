@@ -29,6 +29,7 @@ class PlanningError(EngineError):
     def __init__(self, message: str, tables: tuple[str, ...] = (), fixes: tuple[str, ...] = ()):
         self.tables = tables
         self.fixes = fixes
+        self.message = message
         text = message
         if fixes:
             text += " What would help: " + "; ".join(fixes) + "."

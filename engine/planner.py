@@ -6,6 +6,7 @@ the lower bound), partition (placement and search) and evaluate.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -74,12 +75,7 @@ def _no_room(cfg: Config, options: list[list[Option]], t: int, pl: Placement) ->
     fixes += ["raise topology.hbm_cap / topology.ddr_cap", "add ranks (topology.world_size)"]
     need = sum(min(o.total_hbm_bytes + o.total_ddr_bytes for o in opt) for opt in options)
     if need > total_h + total_d:
-        biggest = sorted(range(len(cfg.tables)), key=lambda i: -cfg.tables[i].weight_bytes)[:3]
-        names = tuple(cfg.tables[i].name for i in biggest)
-        return PlanningError(
-            f"The tables do not fit: together they need at least {human_bytes(need)} (each in its least "
-            f"memory-hungry option), but the {w} ranks have {human_bytes(total_h)} HBM + {human_bytes(total_d)} "
-            f"DDR usable; the largest tables are {', '.join(names)}.", tables=names, fixes=tuple(fixes[-2:]))
+        return _too_big(cfg, need, "each in its least memory-hungry option")
     crowded = ""
     if need > 0.9 * (total_h + total_d):
         crowded = (f" All tables together need {human_bytes(need)}, {need / (total_h + total_d):.0%} of the memory of "
@@ -96,6 +92,30 @@ def _no_room(cfg: Config, options: list[list[Option]], t: int, pl: Placement) ->
         f"{human_bytes(pl.hbm_cap)} HBM, {human_bytes(pl.ddr_cap)} DDR).{crowded}",
         tables=(name,), fixes=tuple(fixes),
     )
+
+
+def _too_big(cfg: Config, need: float, counted: str) -> PlanningError:
+    topo = cfg.topology
+    w = topo.world_size
+    total_h, total_d = topo.usable_hbm_bytes * w, topo.usable_ddr_bytes * w
+    biggest = sorted(range(len(cfg.tables)), key=lambda i: -cfg.tables[i].weight_bytes)[:3]
+    names = tuple(cfg.tables[i].name for i in biggest)
+    return PlanningError(
+        f"The tables do not fit: together they need at least {human_bytes(need)} ({counted}), but the {w} ranks "
+        f"have {human_bytes(total_h)} HBM + {human_bytes(total_d)} DDR usable; the largest tables are "
+        f"{', '.join(names)}.", tables=names,
+        fixes=("raise topology.hbm_cap / topology.ddr_cap", "add ranks (topology.world_size)"))
+
+
+def _refuse_early(cfg: Config) -> None:
+    """One pass over the tables before any option is priced: every option holds each row and its optimizer
+    state at least once, so tables whose weights and state exceed all ranks' memory together are refused at
+    once, whatever their number."""
+    topo = cfg.topology
+    need = sum(t.weight_bytes + math.ceil(t.weight_bytes * topo.optimizer.state_multiplier(t.embedding_dim))
+               for t in cfg.tables)
+    if need > (topo.usable_hbm_bytes + topo.usable_ddr_bytes) * topo.world_size:
+        raise _too_big(cfg, need, "their weights and optimizer state alone")
 
 
 def place_greedy(cfg: Config, options: list[list[Option]], chosen: list[Option],
@@ -170,7 +190,7 @@ def _search(cfg: Config, options: list[list[Option]], arr: OptionArrays, bound: 
     candidate places."""
     explore = EXPLORE_SHARE * work.budget
     probe = Placement(cfg.topology)
-    best, error, tried = None, None, 0
+    best, error, tried, failed = None, None, 0, 0
     n = len(options)
     for recipe, idx in candidates(arr, bound, probe.hbm_cap, probe.ddr_cap, cfg.topology.world_size):
         if best is not None and (recipe.retry or work.done(explore - n * work.unit)):
@@ -179,6 +199,11 @@ def _search(cfg: Config, options: list[list[Option]], arr: OptionArrays, bound: 
             pl, fallbacks = place_greedy(cfg, options, [arr.options[i] for i in idx], recipe.balance_memory, work)
         except PlanningError as e:
             error = error or e
+            failed += 1
+            if best is None and work.done():  # refusing is bounded by the same work as planning
+                raise PlanningError(
+                    f"{error.message} ({failed} ways to choose the options were tried before the effort ran out.)",
+                    tables=error.tables, fixes=error.fixes + ("a larger --effort, to try more ways",)) from None
             continue
         tried += 1
         if settings.search:
@@ -236,6 +261,7 @@ def plan(cfg: Config, settings: PlannerSettings = PlannerSettings()) -> Plan:
     search); improve the best while the work budget lasts; score the result."""
     start = time.perf_counter()
     deadline = start + settings.time_budget_s
+    _refuse_early(cfg)
     placeable, arr = _placeable(cfg, _all_options(cfg, deadline, settings.time_budget_s))
     w = cfg.topology.world_size
     probe = Placement(cfg.topology)

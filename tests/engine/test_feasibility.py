@@ -24,3 +24,34 @@ def test_hbm_too_small_for_the_buffers_is_refused_with_the_numbers():
     with pytest.raises(PlanningError) as e:
         plan(cfg)
     assert "does not fit" in str(e.value) and "HBM" in str(e.value)
+
+
+def test_tables_larger_than_all_memory_are_refused_before_any_option_is_priced():
+    from bench.suite import synthetic
+    from engine.enumerate import _priced
+
+    cfg = synthetic(3_000, 64, seed=2)
+    cfg["topology"].update(hbm_cap=2**30, ddr_cap=2**30)
+    before = _priced.cache_info().misses
+    with pytest.raises(PlanningError) as e:
+        plan(parse_config(cfg))
+    assert _priced.cache_info().misses == before  # one pass over the tables, nothing priced
+    text = str(e.value)
+    assert "The tables do not fit: together they need at least" in text and "weights and optimizer state" in text
+    assert "64 ranks have 54.40 GiB HBM + 64.00 GiB DDR usable" in text and "add ranks" in text
+
+
+def test_a_config_that_cannot_be_packed_is_refused_within_the_effort():
+    # three tables of 60% of a rank each on two ranks, table-wise only: the totals fit (180% of 200%) and each
+    # piece fits, but no two share a rank; refused once the effort is spent, saying how to try more
+    rows = 2**20
+    tables = [{"name": f"t{i}", "num_embeddings": rows, "embedding_dim": 64, "feature_names": [f"f{i}"]}
+              for i in range(3)]
+    cfg = {"tables": tables, "constraints": {f"t{i}": {"sharding_types": ["table_wise"]} for i in range(3)},
+           "topology": {"world_size": 2, "compute_device": "cpu", "ddr_cap": int(rows * 64 * 4 / 0.6 / 0.9),
+                        "batch_size": 8}}
+    with pytest.raises(PlanningError) as e:
+        plan(parse_config(cfg), __import__("engine").PlannerSettings(effort=2))
+    assert "does not fit" in str(e.value)
+    assert "ways to choose the options were tried before the effort ran out" in str(e.value)
+    assert "a larger --effort" in str(e.value)

@@ -5,8 +5,10 @@ All inputs are plan-file dicts (engine.plan_to_dict) and config dicts.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Optional
 
 import numpy as np
@@ -154,20 +156,37 @@ class TableRankMatrix:
     values: dict[str, np.ndarray]  # metric -> (tables x ranks)
 
 
+# Tables scored alone, kept across plans: after an edit only the tables placed differently are scored again.
+TABLE_SCORE_ENTRIES = 20_000
+
+
+@lru_cache(maxsize=TABLE_SCORE_ENTRIES)
+def _table_alone(table: engine.TableConfig, constraints: engine.Constraints, topology: engine.Topology,
+                 table_plan: str) -> tuple[np.ndarray, np.ndarray]:
+    """One table scored alone (a config of that table only) as placed by `table_plan` (its plan JSON): the ranks
+    it touches and their (len(MATRIX_METRICS), ranks) values. Shared between plans: never mutate them."""
+    one = engine.Config(tables=(table,), constraints={table.name: constraints}, topology=topology)
+    scored = engine.evaluate(one, engine.parse_plan({table.name: json.loads(table_plan)}, one))
+    touched = [r for r in scored.ranks if r.cost_ms or r.hbm_bytes or r.ddr_bytes]
+    ranks = np.array([r.rank for r in touched], dtype=np.int64)
+    values = np.array([[getattr(r, m) for r in touched] for m in MATRIX_METRICS], dtype=float).reshape(
+        len(MATRIX_METRICS), len(touched))
+    ranks.flags.writeable = values.flags.writeable = False
+    return ranks, values
+
+
 def table_rank_matrix(plan: dict, config: dict) -> TableRankMatrix:
-    """Each table's estimated cost and memory on each rank, scored alone by engine.evaluate."""
+    """Each table's estimated cost and memory on each rank, scored alone by engine.evaluate (on a config of that
+    table only: its cost and memory do not depend on the other tables)."""
     cfg = engine.parse_config(config)
-    placed = engine.parse_plan(plan, cfg)
     w = cfg.topology.world_size
-    names = list(placed)
-    values = {m: np.zeros((len(names), w)) for m in MATRIX_METRICS}
+    names = list(plan["plan"])
+    values = np.zeros((len(MATRIX_METRICS), len(names), w))
     for i, name in enumerate(names):
-        scored = engine.evaluate(cfg, {name: placed[name]})
-        for r in scored.ranks:
-            values["cost_ms"][i, r.rank] = r.cost_ms
-            values["hbm_bytes"][i, r.rank] = r.hbm_bytes
-            values["ddr_bytes"][i, r.rank] = r.ddr_bytes
-    return TableRankMatrix(names, list(range(w)), values)
+        tp = json.dumps(plan["plan"][name], sort_keys=True)
+        ranks, v = _table_alone(cfg.table(name), cfg.constraint(name), cfg.topology, tp)
+        values[:, i, ranks] = v
+    return TableRankMatrix(names, list(range(w)), dict(zip(MATRIX_METRICS, values)))
 
 
 def heaviest_tables(m: TableRankMatrix, metric: str, limit: int) -> list[int]:

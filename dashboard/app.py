@@ -13,7 +13,7 @@ if ROOT not in sys.path:  # `streamlit run` puts only dashboard/ on the path; en
 import streamlit as st  # noqa: E402
 
 from dashboard import calibration as calib  # noqa: E402
-from dashboard import services, state  # noqa: E402
+from dashboard import services, state, views  # noqa: E402, F401 - views: the pages' imports, before freezing
 from dashboard.text import code, md  # noqa: E402
 from db.store import StoreError  # noqa: E402
 
@@ -68,6 +68,7 @@ def sidebar(store) -> None:
 
 def main() -> None:
     st.set_page_config(page_title="Sharding planner", page_icon=str(FAVICON), layout="wide", menu_items=MENU_ITEMS)
+    services.freeze_startup_objects()
     try:
         store = services.store()
     except StoreError as e:

@@ -5,8 +5,10 @@ and validation that pins each engine ConfigError to its row and column. Pure (pa
 from __future__ import annotations
 
 import fnmatch
+import json
 import math
 import re
+from functools import lru_cache
 from typing import Any, Optional
 
 import pandas as pd
@@ -30,6 +32,7 @@ FIELD_COLUMNS = {"name": "name", "num_embeddings": "rows", "embedding_dim": "dim
                  "min_partition": "min_partition", "cache_load_factor": "cache_load_factor"}
 EXTRA_CONSTRAINT_FIELDS = ("num_poolings", "batch_sizes", "is_weighted")
 _TABLE_FIELD = re.compile(r"^tables\[(\d+)\]\.(\w+)")
+ROW_ISSUE_ENTRIES = 20_000  # rows checked alone, remembered by content
 
 
 def _clean(v: Any) -> Any:
@@ -207,25 +210,38 @@ def _describe(column: Optional[str], message: str) -> str:
 
 
 def row_issues(rows: list[dict], topology: dict) -> tuple[list[str], Optional[str]]:
-    """One issue text per row ("" when fine) and an error outside the rows (topology), if any."""
-    issues = [""] * len(rows)
-    for i, r in enumerate(rows):
-        single = rows_to_config([r], {"world_size": 1})
-        try:
-            engine.parse_config(single)
-        except engine.ConfigError as e:
-            _, col = locate(e.field.replace("tables[0]", f"tables[{i}]"), rows)
-            issues[i] = _describe(col, e.message)
-    if any(issues):
-        return issues, None
+    """One issue text per row ("" when fine) and an error outside the rows (topology), if any. A config the
+    engine accepts whole has none; otherwise each row is checked alone (remembered by its content: an edit
+    checks the edited row again, not a thousand), then the whole config for what no row shows alone."""
     try:
         engine.parse_config(rows_to_config(rows, topology))
+        return [""] * len(rows), None
     except engine.ConfigError as e:
-        i, col = locate(e.field, rows)
-        if i is None:
-            return issues, str(e)
-        issues[i] = _describe(col, e.message)
+        whole = e
+    issues = [_row_issue(_row_key(r)) for r in rows]
+    if any(issues):
+        return issues, None
+    i, col = locate(whole.field, rows)
+    if i is None:
+        return issues, str(whole)
+    issues[i] = _describe(col, whole.message)
     return issues, None
+
+
+def _row_key(row: dict) -> str:
+    return json.dumps(row, sort_keys=True, default=repr)
+
+
+@lru_cache(maxsize=ROW_ISSUE_ENTRIES)
+def _row_issue(row_json: str) -> str:
+    """The issue of one row (its JSON) in a config of that row alone, "" when fine."""
+    row = json.loads(row_json)
+    try:
+        engine.parse_config(rows_to_config([row], {"world_size": 1}))
+    except engine.ConfigError as e:
+        _, col = locate(e.field, [row])
+        return _describe(col, e.message)
+    return ""
 
 
 # ---- bulk edits ---------------------------------------------------------------------------------

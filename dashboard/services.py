@@ -5,6 +5,7 @@ calibration fitted to the stored validation runs of a device kind (cached briefl
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 from dataclasses import dataclass
@@ -45,6 +46,21 @@ def _store(url: str, data_dir: str):  # both are the cache key: another URL or d
     store = Store(url or None)
     store.upgrade()
     return store
+
+
+_frozen = False
+
+
+def freeze_startup_objects() -> None:
+    """Once per process, after the app's imports: their objects (Streamlit, pandas, plotly: over 100,000) leave
+    the garbage collector's generations. A full collection otherwise walks them every time, a tenth of a second
+    while holding the interpreter, and planning a thousand tables triggers several. (Garbage is collected first:
+    frozen objects are never collected.)"""
+    global _frozen
+    if not _frozen:
+        _frozen = True
+        gc.collect()
+        gc.freeze()
 
 
 def _where() -> tuple[str, str]:

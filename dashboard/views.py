@@ -65,20 +65,21 @@ def plan_metrics(plan: dict) -> None:
     if room is None:
         cols[4].metric("Tightest headroom", "n/a")
     else:
-        cols[4].metric("Tightest headroom", human_bytes(room.free_bytes) if room.free_bytes >= 0 else
-                       f"{human_bytes(-room.free_bytes)} over",
+        over = room.free_bytes < 0  # said under the figure: "698.11 MiB over" does not fit a fifth of the row
+        cols[4].metric("Tightest headroom", human_bytes(room.free_bytes) if not over else
+                       f"-{human_bytes(-room.free_bytes)}", delta="over capacity" if over else None,
+                       delta_color="inverse", delta_arrow="off",
                        help=f"rank {room.rank}: usable {kind.upper()} {human_bytes(room.cap_bytes)} less its estimated "
                             "peak in a training step")
 
 
 def plan_view(plan: dict, config: dict, prefix: str) -> None:
     """Everything about one plan; `prefix` keeps widget keys unique per page."""
-    plan_metrics(plan)
-    plan_json, config_json = json.dumps(plan, sort_keys=True), json.dumps(config, sort_keys=True)
-    matrix = services.table_rank_matrix(plan_json, config_json)
+    plan_metrics(plan)  # the headline first: the browser shows it while the rest is computed
     left, right = st.columns(2)
     left.plotly_chart(charts.memory_bars(plan), key=f"{prefix}_memory_chart")
     right.plotly_chart(charts.cost_stacked(plan), key=f"{prefix}_cost_chart")
+    matrix = services.table_rank_matrix(json.dumps(plan, sort_keys=True), json.dumps(config, sort_keys=True))
     with st.container(border=True):
         imb = analysis.imbalance(plan)
         st.markdown(f"**What makes rank {imb.bottleneck_rank} the slowest**")
@@ -107,16 +108,16 @@ def heatmap(matrix: analysis.TableRankMatrix, prefix: str) -> None:
 
 
 def downloads(plan: dict, config: dict, prefix: str, label: str = "") -> None:
-    """Plan JSON, TorchRec's text form and the ShardingPlan snippet (built when clicked)."""
+    """Plan JSON, config JSON, TorchRec's text form and the ShardingPlan snippet (each built when clicked)."""
     name = _slug(label or plan.get("planner", "plan"))
     module_path = st.text_input("Module path of the EmbeddingBagCollection in your model", "",
                                 key=f"{prefix}_module_path", placeholder="e.g. sparse_arch.embedding_bag_collection",
                                 help="the key of the ShardingPlan; empty when DMP wraps the EBC itself")
     c1, c2, c3, c4 = st.columns(4)
-    c1.download_button("Plan JSON", exports.plan_json(plan), f"{name}.plan.json", "application/json",
+    c1.download_button("Plan JSON", lambda: exports.plan_json(plan), f"{name}.plan.json", "application/json",
                        key=f"{prefix}_dl_plan", on_click="ignore", icon=":material/download:")
-    c2.download_button("Config JSON", exports.config_json(config), f"{name}.config.json", "application/json",
-                       key=f"{prefix}_dl_config", on_click="ignore", icon=":material/download:")
+    c2.download_button("Config JSON", lambda: exports.config_json(config), f"{name}.config.json",
+                       "application/json", key=f"{prefix}_dl_config", on_click="ignore", icon=":material/download:")
     c3.download_button("TorchRec-format text", lambda: exports.torchrec_text(plan, config, module_path),
                        f"{name}.torchrec.txt", "text/plain", key=f"{prefix}_dl_torchrec", on_click="ignore",
                        icon=":material/download:")

@@ -13,11 +13,10 @@ from dashboard.text import md
 def run_planner(config: dict, planner: str, budget_s: float) -> None:
     """Plan with a progress bar; a result replaces the current plan, an error is shown in one line."""
     n, w = len(config.get("tables") or []), md((config.get("topology") or {}).get("world_size", "?"))
-    bar = st.progress(0, text="Checking the config")
+    key = state.config_key(config)
+    bar = st.progress(10, text=f"Planning {n} tables on {w} ranks with {services.PLANNERS[planner]}")
     try:
-        engine.parse_config(config)
-        bar.progress(20, text=f"Planning {n} tables on {w} ranks with {services.PLANNERS[planner]}")
-        result = services.plan_config(state.config_key(config), planner, budget_s)
+        result = services.plan_config(key, planner, budget_s)  # checks the config first (engine.ConfigError)
     except engine.ConfigError as e:
         bar.empty()
         st.error(f"The config has a problem: {md(e)}. Fix it on Tables & constraints or Topology.",
@@ -33,9 +32,8 @@ def run_planner(config: dict, planner: str, budget_s: float) -> None:
         settings["calibration"] = cal
     secs = result.plan.get("planning_seconds") or 0.0
     bar.progress(100, text=f"Planned {n} tables on {w} ranks in {secs:.2f} s ({services.PLANNERS[planner]})")
-    state.set_plan(CurrentPlan(plan=result.plan, config=result.config, planner=planner,
-                               settings=settings,
-                               source_key=state.config_key(config)))
+    state.set_plan(CurrentPlan(plan=result.plan, config=result.config, planner=planner, settings=settings,
+                               source_key=key))
 
 
 def controls() -> tuple[str, float, bool, bool]:

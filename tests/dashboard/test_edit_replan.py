@@ -1,0 +1,102 @@
+"""One edit to one table of 1,000: the Plan page shows the new config's plan, and only the edited table is priced
+again (engine.enumerate's pricing cache, in this process: the app under AppTest runs in it). No timing here: the
+seconds are bench.interactive's (a real browser on `streamlit run`)."""
+
+from __future__ import annotations
+
+import pytest
+
+import engine
+from dashboard import analysis, grid, presets
+from engine import enumerate as enumeration
+from tests.dashboard.helpers import edit, goto, plotly_specs, workspace
+
+TABLES = 1000
+EDITED = 3  # the grid row edited
+NEW_POOLING_FACTOR = 1000.0  # 20x the preset's largest: the table becomes the heaviest on any rank
+
+
+def _misses() -> int:
+    return enumeration._priced.cache_info().misses
+
+
+def _load_synthetic(app, count: int) -> None:
+    app.selectbox(key="tables_preset").set_value("synthetic").run()
+    app.number_input(key="tables_syn_count").set_value(count).run()
+    app.button(key="tables_load_preset").click().run()
+    assert not app.exception, app.exception
+    assert len(workspace(app)["tables"]) == count
+
+
+def _heatmap_rows(app) -> dict[str, float]:
+    """The heatmap's rows (the heaviest tables by estimated cost): each table's cost over the ranks."""
+    heat = next(s for s in plotly_specs(app) if s["data"][0]["type"] == "heatmap")["data"][0]
+    return {name: sum(v for v in row if v is not None) for name, row in zip(heat["y"], heat["z"])}
+
+
+@pytest.mark.timeout(600)
+def test_one_edit_of_a_thousand_replans_and_prices_only_that_table(app):
+    _load_synthetic(app, TABLES)
+    name = workspace(app)["tables"][EDITED]["name"]
+    # Price the preset's tables here first: the app's first plan then finds every option priced (the workspace
+    # config, through the grid and back, keys the cache exactly as the preset does) and is not stopped by the
+    # Plan page's default time budget while pricing, however busy the machine is.
+    engine.plan(engine.parse_config(presets.synthetic(presets.SyntheticSpec(count=TABLES))),
+                engine.PlannerSettings(search=False))
+    warm = _misses()
+    goto(app, "plan")  # auto-replan is on
+    before = app.session_state["ws_plan"]
+    assert before.matches(workspace(app)) and len(before.plan["plan"]) == TABLES
+    assert _misses() == warm, "the dashboard's config priced tables again: its keys differ from the engine's"
+    shown_before = _heatmap_rows(app)  # the heaviest tables
+
+    goto(app, "tables")
+    edit(app, "tables_grid", edited={EDITED: {"pooling_factor": NEW_POOLING_FACTOR}})
+    assert workspace(app)["constraints"][name]["pooling_factors"] == [NEW_POOLING_FACTOR]
+    scored = analysis._table_alone.cache_info().misses
+    goto(app, "plan")
+    after = app.session_state["ws_plan"]
+    repriced = _misses() - warm
+    rescored = analysis._table_alone.cache_info().misses - scored
+
+    # The plan shown is the new config's: made for it, its headline on screen, the edited table's cost in it.
+    assert after is not before and after.matches(workspace(app))
+    assert after.config["constraints"][name]["pooling_factors"] == [NEW_POOLING_FACTOR]
+    assert app.metric[0].value == f"{after.plan['max_rank_cost_ms']:.4g} ms"
+    old = analysis.table_rank_matrix(before.plan, before.config)
+    new = analysis.table_rank_matrix(after.plan, after.config)
+    i = new.tables.index(name)
+    old_cost, new_cost = old.values["cost_ms"][i].sum(), new.values["cost_ms"][i].sum()
+    assert new_cost > 5 * old_cost
+    assert name not in shown_before and _heatmap_rows(app)[name] == pytest.approx(new_cost)  # now among them
+    # The table-by-rank matrix scored again only the edited table and the tables the new plan placed differently.
+    moved = {n for n, tp in after.plan["plan"].items() if tp != before.plan["plan"][n]}
+    assert rescored == len(moved | {name})
+
+    # Priced again: the edited table's geometries, each once; every other table's options came from the cache.
+    info = enumeration._priced.cache_info()
+    cfg = engine.parse_config(after.config)
+    enumeration.table_options(cfg, [t.name for t in cfg.tables].index(name))
+    geometries = enumeration._priced.cache_info().hits - info.hits
+    assert _misses() == info.misses  # the edited table's options were all priced by the replan
+    assert 0 < repriced == geometries
+    for t in range(TABLES):
+        enumeration.table_options(cfg, t)
+    assert _misses() == info.misses  # and so were every other table's
+
+
+def test_an_edit_checks_only_the_edited_row_again():
+    rows = grid.config_to_rows(presets.synthetic(presets.SyntheticSpec(count=TABLES, seed=1)))
+    topology = {"world_size": 8}
+    rows[10]["dim"] = 0  # a config with a problem: each row is checked alone, then remembered
+    issues, _ = grid.row_issues(rows, topology)
+    assert [i for i, t in enumerate(issues) if t] == [10]
+    before = grid._row_issue.cache_info()
+    rows[EDITED] = {**rows[EDITED], "pooling_factor": NEW_POOLING_FACTOR}
+    issues, _ = grid.row_issues(rows, topology)
+    after = grid._row_issue.cache_info()
+    assert [i for i, t in enumerate(issues) if t] == [10]
+    assert after.misses - before.misses == 1 and after.hits - before.hits == TABLES - 1
+    rows[10]["dim"] = 64  # fixed: the whole config is accepted, no row is checked alone
+    assert grid.row_issues(rows, topology) == ([""] * TABLES, None)
+    assert grid._row_issue.cache_info().misses == after.misses

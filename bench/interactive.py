@@ -16,6 +16,8 @@ browser receives Streamlit's script_finished), plus from the click on Plan until
 shares the machine's cores. --baseline DIR serves a second checkout too and alternates the edits between the two
 (A B, B A, ...), reporting the median of the pairs' ratios; --baseline-dashboard REV makes that second checkout
 from this one (its working tree) with dashboard/ as of git revision REV: the same engine, the dashboard before.
+A git checkout is served from a copy of its working tree made at the start (edits while the bench runs change
+nothing served).
 --plan-input sets a number input of the Plan page (by its label) after the first plan, and plans again if the
 first failed.
 """
@@ -108,18 +110,32 @@ def describe(root: Path) -> str:
     return head + (f" with changes to {', '.join(sorted(dirty))}" if dirty else "")
 
 
-def with_dashboard_of(root: Path, rev: str, into: Path) -> Path:
-    """A copy of `root`'s working tree (tracked and untracked files, not ignored ones) whose dashboard/ is as of
-    git revision `rev`."""
+def snapshot(root: Path, into: Path, dashboard_rev: str | None = None) -> Path:
+    """A copy of `root`'s working tree (tracked and untracked files, not ignored ones), so that edits to the tree
+    while the bench runs change nothing it serves; with `dashboard_rev`, its dashboard/ is as of that revision."""
     files = _git(root, "ls-files", "-z", "--cached", "--others", "--exclude-standard").split("\0")
     for name in files:
         src = root / name
-        if name and src.is_file() and not name.startswith("dashboard/"):
+        if name and src.is_file() and not (dashboard_rev and name.startswith("dashboard/")):
             (into / name).parent.mkdir(parents=True, exist_ok=True)
             (into / name).write_bytes(src.read_bytes())
-    archive = subprocess.run(["git", "archive", rev, "dashboard"], cwd=root, capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    if dashboard_rev:
+        archive = subprocess.run(["git", "archive", dashboard_rev, "dashboard"], cwd=root, capture_output=True,
+                                 check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
     return into
+
+
+def _served(stack: ExitStack, root: Path, dashboard_rev: str | None = None) -> Path:
+    """What is served for `root`: a snapshot of it when it is a git checkout, else the folder itself."""
+    try:
+        _git(root, "rev-parse", "--show-toplevel")
+    except (OSError, subprocess.CalledProcessError):
+        if dashboard_rev:
+            raise
+        return root
+    tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-interactive-tree-")))
+    return snapshot(root, tmp, dashboard_rev)
 
 
 def _free_port() -> int:
@@ -449,15 +465,15 @@ def main(argv: list[str] | None = None) -> int:
     command = " ".join(["python -m bench.interactive", *(shlex.quote(a) for a in (argv or sys.argv[1:]))])
     meta = {"date": time.strftime("%Y-%m-%d %H:%M"), "cpus": os.cpu_count(),
             "load_before": " ".join(f"{x:.2f}" for x in os.getloadavg())}
-    roots = [("this checkout", args.root.resolve())]
-    meta["checkout"] = describe(roots[0][1])
     stack = ExitStack()
+    root = args.root.resolve()
+    meta["checkout"] = describe(root)
+    roots = [("this checkout", _served(stack, root))]  # copied now: later edits to the tree change nothing served
     if args.baseline_dashboard:
-        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-interactive-baseline-")))
-        roots.append(("baseline", with_dashboard_of(roots[0][1], args.baseline_dashboard, tmp)))
+        roots.append(("baseline", _served(stack, root, args.baseline_dashboard)))
         meta["baseline"] = f"this checkout with dashboard/ as of {args.baseline_dashboard}"
     elif args.baseline:
-        roots.append(("baseline", args.baseline.resolve()))
+        roots.append(("baseline", _served(stack, args.baseline.resolve())))
         meta["baseline"] = f"{args.baseline} ({describe(args.baseline.resolve())})"
     cases = []
     with stack, sync_playwright() as pw:

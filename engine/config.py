@@ -122,8 +122,8 @@ def _name(v: Any, path: str) -> str:
     v = _str(v, path)
     if len(v) > L.MAX_NAME_CHARS:
         raise ConfigError(path, f"is {len(v):,} characters long; at most {L.MAX_NAME_CHARS} are allowed")
-    bad = next((c for c in v if not c.isprintable()), None)  # control, separator and surrogate characters
-    if bad is not None:
+    if not v.isprintable():  # control, separator and surrogate characters
+        bad = next(c for c in v if not c.isprintable())
         raise ConfigError(path, f"contains the character {bad!r}; names are one line of printable text")
     return v
 
@@ -184,6 +184,87 @@ def _table(raw: Any, path: str) -> TableConfig:
         raise ConfigError(f"{path}.num_embeddings", f"the table holds {human_bytes(table.weight_bytes)} of weights; "
                           f"at most {human_bytes(L.MAX_TABLE_BYTES)} per table are planned")
     return table
+
+
+# ---- the common case at C speed ---------------------------------------------------------------------
+# A table or constraint whose every field has the plain type and range is built here without the checking
+# path's per-field calls (100,000 tables parse in about a second); anything else (None) goes through the
+# checking path, which alone writes error messages. tests/engine/test_config_fast.py holds the two equal.
+
+_TABLE_KEYS = frozenset(TABLE_FIELDS)
+_POOLINGS = {m.value: m for m in PoolingType}
+_DATA_TYPES = {m.value: m for m in DataType}
+_FAST_CONSTRAINT_KEYS = frozenset(CONSTRAINT_FIELDS) - {"sharding_types", "compute_kernels"}
+
+
+def _plain_name(v: Any) -> bool:
+    return type(v) is str and 0 < len(v) <= L.MAX_NAME_CHARS and v.isprintable() and not v.isspace()
+
+
+def _table_fast(raw: Any) -> TableConfig | None:
+    if type(raw) is not dict or not raw.keys() <= _TABLE_KEYS:
+        return None
+    name, rows, dim = raw.get("name"), raw.get("num_embeddings"), raw.get("embedding_dim")
+    if not (_plain_name(name) and type(rows) is int and 1 <= rows <= L.MAX_NUM_EMBEDDINGS
+            and type(dim) is int and 1 <= dim <= L.MAX_EMBEDDING_DIM):
+        return None
+    features = raw.get("feature_names", None)
+    if features is None:
+        if "feature_names" in raw:
+            return None
+        features = (name,)
+    elif type(features) is list and 0 < len(features) <= L.MAX_FEATURES_PER_TABLE and all(map(_plain_name, features)):
+        features = tuple(features)
+    else:
+        return None
+    pooling, data_type = raw.get("pooling", "sum"), raw.get("data_type", "fp32")
+    if type(pooling) is not str or type(data_type) is not str:
+        return None
+    pooling, data_type = _POOLINGS.get(pooling), _DATA_TYPES.get(data_type)
+    if pooling is None or data_type is None:
+        return None
+    table = TableConfig(name=name, num_embeddings=rows, embedding_dim=dim, feature_names=features, pooling=pooling,
+                        data_type=data_type)
+    return table if table.weight_bytes <= L.MAX_TABLE_BYTES else None
+
+
+def _numbers_fast(v: Any, n: int, lo: float, hi: float, ints: bool = False) -> tuple | None:
+    """A per-feature list (one value, or one per feature) of plain numbers in [lo, hi]; None otherwise."""
+    if type(v) is not list or len(v) not in (1, n):
+        return None
+    for x in v:
+        if not ((type(x) is int or (type(x) is float and not ints)) and lo <= x <= hi):
+            return None
+    values = tuple(int(x) for x in v) if ints else tuple(float(x) for x in v)
+    return values * n if len(values) == 1 and n > 1 else values
+
+
+def _constraint_fast(raw: Any, table: TableConfig) -> Constraints | None:
+    if type(raw) is not dict or not raw.keys() <= _FAST_CONSTRAINT_KEYS:
+        return None
+    n = len(table.feature_names)
+    out: dict[str, Any] = {}
+    for key, lo, hi, ints in (("pooling_factors", 0.0, L.MAX_POOLING_FACTOR, False),
+                              ("num_poolings", 0.0, L.MAX_NUM_POOLINGS, False),
+                              ("batch_sizes", 1, L.MAX_BATCH_SIZE, True)):
+        if key in raw:
+            out[key] = _numbers_fast(raw[key], n, lo, hi, ints)
+            if out[key] is None:
+                return None
+    if "min_partition" in raw:
+        v = raw["min_partition"]
+        if not (type(v) is int and 1 <= v <= L.MAX_EMBEDDING_DIM):
+            return None
+        out["min_partition"] = v
+    if "cache_load_factor" in raw:
+        v = raw["cache_load_factor"]
+        if not ((type(v) is int or type(v) is float) and 0.0 < v <= 1.0):
+            return None
+        out["cache_load_factor"] = float(v)
+    weighted = raw.get("is_weighted", False)
+    if type(weighted) is not bool:
+        return None
+    return Constraints(is_weighted=weighted, **out)
 
 
 def _per_feature(v: Any, path: str, n_features: int, item: Callable[[Any, str], Any]) -> tuple:
@@ -292,7 +373,7 @@ def parse_config(data: Any) -> Config:
         raise ConfigError("tables", f"must be a non-empty list, got {_type_name(raw_tables)}")
     if len(raw_tables) > L.MAX_TABLES:
         raise ConfigError("tables", f"has {len(raw_tables):,} tables; at most {L.MAX_TABLES:,} are planned")
-    tables = tuple(_table(t, f"tables[{i}]") for i, t in enumerate(raw_tables))
+    tables = tuple(_table_fast(t) or _table(t, f"tables[{i}]") for i, t in enumerate(raw_tables))
     total = sum(t.weight_bytes for t in tables)
     if total > L.MAX_TOTAL_BYTES:
         raise ConfigError("tables", f"hold {human_bytes(total)} of weights together; at most "
@@ -317,7 +398,7 @@ def parse_config(data: Any) -> Config:
         if name not in by_name:
             known = ", ".join(list(by_name)[:5]) + (", ..." if len(by_name) > 5 else "")
             raise ConfigError(f"constraints.{name}", f"no table named {name!r} (tables: {known})")
-        constraints[name] = _constraint(c, f"constraints.{name}", by_name[name])
+        constraints[name] = _constraint_fast(c, by_name[name]) or _constraint(c, f"constraints.{name}", by_name[name])
     topology = _topology(d["topology"])
     _check_load(tables, constraints, topology)
     if len(tables) * topology.world_size > L.MAX_TABLE_RANK_PAIRS:

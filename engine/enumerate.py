@@ -7,14 +7,15 @@ converts to a ShardingPlan that DistributedModelParallel accepts.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from functools import cached_property, lru_cache
+import time
+from collections import OrderedDict, namedtuple
+from functools import lru_cache
 
 import numpy as np
 
 from engine import constants as C
 from engine.errors import PlanningError
-from engine.estimate import ShardEstimates, estimate_kernels
+from engine.estimate import ShardEstimates, estimate_pieces, pieces_for, table_load
 from engine.types import (
     MODEL_PARALLEL_KERNELS,
     ComputeKernel,
@@ -48,9 +49,7 @@ class Option:
     it takes the per-shard arrays directly.
     """
 
-    __slots__ = ("table", "sharding_type", "kernel", "num_shards", "total_cost_ms", "max_shard_cost_ms",
-                 "total_hbm_bytes", "total_ddr_bytes", "piece_hbm_bytes", "piece_ddr_bytes",
-                 "_priced", "_k", "_offsets", "_sizes", "_est")
+    __slots__ = ("table", "sharding_type", "kernel", "_summary", "_priced", "_k", "_offsets", "_sizes", "_est", "_cost")
 
     def __init__(self, table: int, sharding_type: ShardingType, kernel: ComputeKernel,
                  offsets: np.ndarray | None = None, sizes: np.ndarray | None = None,
@@ -58,16 +57,48 @@ class Option:
         self.table, self.sharding_type, self.kernel = table, sharding_type, kernel
         self._offsets, self._sizes, self._est = offsets, sizes, est
         self._priced, self._k = priced, k
-        if priced is not None:
-            self.num_shards = priced.num_shards
-            (self.total_cost_ms, self.max_shard_cost_ms, self.total_hbm_bytes, self.total_ddr_bytes,
-             self.piece_hbm_bytes, self.piece_ddr_bytes) = priced.summary[k]
-        else:
+        self._cost: np.ndarray | None = None
+        self._summary: tuple[float, ...] | None = None
+        if priced is None:
             cost = est.cost_ms
-            self.num_shards = len(sizes)
-            self.total_cost_ms, self.max_shard_cost_ms = float(cost.sum()), float(cost.max())
-            self.total_hbm_bytes, self.total_ddr_bytes = float(est.hbm_bytes.sum()), float(est.ddr_bytes.sum())
-            self.piece_hbm_bytes, self.piece_ddr_bytes = float(est.hbm_bytes.max()), float(est.ddr_bytes.max())
+            self._summary = (float(cost.sum()), float(cost.max()), float(est.hbm_bytes.sum()),
+                             float(est.ddr_bytes.sum()), float(est.hbm_bytes.max()), float(est.ddr_bytes.max()))
+
+    # -- totals and the largest piece (from the distinct shapes) -------------------------------------------
+    @property
+    def summary(self) -> tuple[float, ...]:
+        """Total and largest-piece cost, total HBM and DDR, largest piece's HBM and DDR."""
+        if self._summary is None:
+            self._summary = tuple(self._priced.summary[self._priced.item, self._k].tolist())
+        return self._summary
+
+    @property
+    def total_cost_ms(self) -> float:
+        return self.summary[0]
+
+    @property
+    def max_shard_cost_ms(self) -> float:
+        return self.summary[1]
+
+    @property
+    def total_hbm_bytes(self) -> float:
+        return self.summary[2]
+
+    @property
+    def total_ddr_bytes(self) -> float:
+        return self.summary[3]
+
+    @property
+    def piece_hbm_bytes(self) -> float:
+        return self.summary[4]
+
+    @property
+    def piece_ddr_bytes(self) -> float:
+        return self.summary[5]
+
+    @property
+    def num_shards(self) -> int:
+        return self._priced.num_shards if self._priced is not None else len(self._sizes)
 
     # -- per shard, made on first use ----------------------------------------------------------------
     @property
@@ -90,7 +121,9 @@ class Option:
 
     @property
     def cost_ms(self) -> np.ndarray:
-        return self.est.cost_ms
+        if self._cost is None:
+            self._cost = self.est.cost_ms
+        return self._cost
 
     def same_shards(self, other: Option) -> bool:
         """Whether the two options cut the table into the same shards (options of one geometry share it)."""
@@ -163,87 +196,115 @@ def allowed(table: TableConfig, c: Constraints, topo: Topology) -> list[tuple[Sh
 
 
 def distinct_shapes(table: TableConfig, st: ShardingType, topo: Topology,
-                    width: int = 0) -> tuple[np.ndarray, np.ndarray, int]:
-    """The geometry's distinct shard shapes (u, 2), how many shards have each, and the number of shards, without
-    listing the shards: a row split has full blocks, one shorter remainder, then empty shards."""
+                    width: int = 0) -> tuple[list[tuple[int, int]], list[int], int]:
+    """The geometry's distinct shard shapes (rows, cols), how many shards have each, and the number of shards,
+    without listing the shards: a row split has full blocks, one shorter remainder, then empty shards."""
     R, D = table.num_embeddings, table.embedding_dim
     if st is ShardingType.TABLE_WISE:
-        return np.array([[R, D]]), np.array([1]), 1
+        return [(R, D)], [1], 1
     if st is ShardingType.DATA_PARALLEL:
-        return np.array([[R, D]]), np.array([topo.world_size]), topo.world_size
+        return [(R, D)], [topo.world_size], topo.world_size
     if st.splits_rows:
         parts = topo.world_size if st is ShardingType.ROW_WISE else topo.local_world_size
-        block = math.ceil(R / parts)
+        block = -(-R // parts)
         full, rem = divmod(R, block)
-        shapes, counts = [[block, D]], [full]
+        shapes, counts = [(block, D)], [full]
         if rem:
-            shapes.append([rem, D])
+            shapes.append((rem, D))
             counts.append(1)
         if parts - full - (rem > 0):
-            shapes.append([0, D])
+            shapes.append((0, D))
             counts.append(parts - full - (rem > 0))
-        return np.array(shapes), np.array(counts), parts
-    return np.array([[R, width]]), np.array([D // width]), D // width
+        return shapes, counts, parts
+    return [(R, width)], [D // width], D // width
 
 
-@dataclass(frozen=True, eq=False)
 class Priced:
-    """One geometry of one table, priced for each kernel on its distinct shard shapes only."""
+    """One geometry of one table, priced for each kernel on its distinct shard shapes only. Its figures are a
+    slice [lo, hi) of arrays priced for many tables at once (estimate_pieces), shared: never mutate them."""
 
-    table: TableConfig
-    topo: Topology
-    sharding_type: ShardingType
-    width: int
-    num_shards: int
-    counts: np.ndarray  # shards of each distinct shape, in shard order (full blocks, remainder, empty)
-    ests: tuple[ShardEstimates, ...]  # per kernel, over the distinct shapes
-    summary: tuple[tuple[float, ...], ...]  # per kernel: total and largest-piece cost, HBM and DDR totals and pieces
+    __slots__ = ("table", "topo", "sharding_type", "width", "num_shards", "counts", "summary", "item", "_group",
+                 "_lo", "_hi", "_ests", "_geometry")
 
-    @cached_property
+    def __init__(self, table: TableConfig, topo: Topology, st: ShardingType, width: int, num_shards: int,
+                 counts: np.ndarray, summary: np.ndarray, item: int, group: list[ShardEstimates], lo: int, hi: int):
+        self.table, self.topo, self.sharding_type, self.width = table, topo, st, width
+        self.num_shards = num_shards
+        self.counts = counts  # shards of each distinct shape, in shard order (full blocks, remainder, empty)
+        # summary[item, kernel]: total and largest-piece cost, HBM and DDR totals and pieces (shared by the group)
+        self.summary, self.item = summary, item
+        self._group, self._lo, self._hi = group, lo, hi
+        self._ests: tuple[ShardEstimates, ...] | None = None
+        self._geometry: tuple[np.ndarray, np.ndarray] | None = None
+
+    @property
+    def ests(self) -> tuple[ShardEstimates, ...]:
+        """Per kernel, the estimates of the distinct shapes."""
+        if self._ests is None:
+            lo, hi = self._lo, self._hi
+            self._ests = tuple(ShardEstimates(e.perf_ms[lo:hi], e.hbm_bytes[lo:hi], e.ddr_bytes[lo:hi],
+                                              e.input_bytes[lo:hi], e.output_bytes[lo:hi]) for e in self._group)
+        return self._ests
+
+    @property
     def geometry(self) -> tuple[np.ndarray, np.ndarray]:
-        return geometry(self.table, self.sharding_type, self.topo, self.width)
+        if self._geometry is None:
+            self._geometry = geometry(self.table, self.sharding_type, self.topo, self.width)
+        return self._geometry
 
     def per_shard(self, k: int) -> ShardEstimates:
-        """Kernel k's estimates per shard: read-only views where every shard is alike, else expanded."""
+        """Kernel k's estimates per shard (made only for the options placement touches)."""
         e = self.ests[k]
-        arrays = (e.perf_ms, e.hbm_bytes, e.ddr_bytes, e.input_bytes, e.output_bytes)
-        if len(self.counts) == 1:
-            return ShardEstimates(*(np.broadcast_to(a[0], (self.num_shards,) + a.shape[1:]) for a in arrays))
-        inverse = np.repeat(np.arange(len(self.counts)), self.counts)  # the distinct shapes come in shard order
-        return ShardEstimates(*(a[inverse] for a in arrays))
+        counts = self.counts  # the distinct shapes come in shard order
+        return ShardEstimates(*(np.repeat(a, counts, axis=0) for a in
+                                (e.perf_ms, e.hbm_bytes, e.ddr_bytes, e.input_bytes, e.output_bytes)))
 
 
-def _summary(e: ShardEstimates, counts: np.ndarray) -> tuple[float, ...]:
-    cost = e.cost_ms
-    hbm, ddr = e.hbm_bytes.astype(np.float64), e.ddr_bytes.astype(np.float64)
-    return (float(cost @ counts), float(cost.max()), float(hbm @ counts), float(ddr @ counts), float(hbm.max()),
-            float(ddr.max()))
+Geometry = tuple[ShardingType, tuple[ComputeKernel, ...], int]  # sharding type, its kernels, column width (or 0)
 
 
-@lru_cache(maxsize=20_000)
-def _priced(table: TableConfig, c: Constraints, topo: Topology, st: ShardingType, kernels: tuple[ComputeKernel, ...],
-            width: int) -> Priced:
-    """Geometry and estimates depend only on the table, its constraints and the topology: an interactive
-    session that edits one table re-prices only that table. The arrays are shared: never mutate them."""
-    shapes, counts, n = distinct_shapes(table, st, topo, width)
-    ests = estimate_kernels(table, c, topo, st, list(kernels), shapes[:, 0], shapes[:, 1], num_shards=n)
-    counts = counts.astype(np.float64)
-    return Priced(table, topo, st, width, n, counts.astype(np.int64), tuple(ests),
-                  tuple(_summary(e, counts) for e in ests))
+class _PriceCache:
+    """Priced geometries by (table, constraints, topology), least recently used dropped first: an interactive
+    session that edits one table re-prices only that table. cache_info() counts tables, as lru_cache does."""
+
+    def __init__(self, maxsize: int):
+        self.maxsize = maxsize
+        self.data: OrderedDict[tuple, dict[Geometry, Priced]] = OrderedDict()
+        self.hits = self.misses = 0
+
+    def get(self, key: tuple) -> dict[Geometry, Priced] | None:
+        entry = self.data.get(key)
+        if entry is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+            self.data.move_to_end(key)
+        return entry
+
+    def put(self, key: tuple, entry: dict[Geometry, Priced]) -> None:
+        self.data[key] = entry
+        self.data.move_to_end(key)
+        while len(self.data) > self.maxsize:
+            self.data.popitem(last=False)
+
+    def cache_info(self) -> _CacheInfo:
+        return _CacheInfo(self.hits, self.misses, self.maxsize, len(self.data))
+
+    def cache_clear(self) -> None:
+        self.data.clear()
+        self.hits = self.misses = 0
 
 
-def make_options(cfg: Config, i: int, st: ShardingType, kernels: list[ComputeKernel], width: int = 0) -> list[Option]:
-    """Options of one geometry, one per kernel (the geometry is priced once)."""
-    table = cfg.tables[i]
-    priced = _priced(table, cfg.constraint(table.name), cfg.topology, st, tuple(kernels), width)
-    return [Option(i, st, kernel, priced=priced, k=k) for k, kernel in enumerate(kernels)]
+_CacheInfo = namedtuple("_CacheInfo", "hits misses maxsize currsize")
+_priced = _PriceCache(maxsize=120_000)
 
 
-def table_options(cfg: Config, i: int) -> list[Option]:
+def _geometries(cfg: Config, i: int) -> list[Geometry]:
+    """The table's geometries to price, each with the kernels allowed for it."""
     table = cfg.tables[i]
     c = cfg.constraint(table.name)
-    pairs = allowed(table, c, cfg.topology)
-    if not pairs:
+    out = _geometries_of(table.embedding_dim, c.sharding_types, c.compute_kernels, c.min_partition, cfg.topology)
+    if not out:
         kinds = ", ".join(k.value for k in c.compute_kernels or ())
         raise PlanningError(
             f"Table {table.name!r}: its constraints exclude every option (compute_kernels [{kinds}] are not "
@@ -253,16 +314,137 @@ def table_options(cfg: Config, i: int) -> list[Option]:
             fixes=(f"allow 'fused' in constraints.{table.name}.compute_kernels",
                    f"or add 'data_parallel' to constraints.{table.name}.sharding_types"),
         )
+    return out
+
+
+@lru_cache(maxsize=4096)
+def _geometries_of(dim: int, sharding_types: tuple | None, compute_kernels: tuple | None, min_partition: int | None,
+                   topo: Topology) -> list[Geometry]:
+    """What _geometries lists depends only on these (tables of one dim and constraints share it): never mutate."""
+    table = TableConfig(name="-", num_embeddings=1, embedding_dim=dim, feature_names=("-",))
+    c = Constraints(sharding_types=sharding_types, compute_kernels=compute_kernels, min_partition=min_partition)
     by_type: dict[ShardingType, list[ComputeKernel]] = {}
-    for st, kernel in pairs:
+    for st, kernel in allowed(table, c, topo):
         by_type.setdefault(st, []).append(kernel)
     out = []
     for st, kernels in by_type.items():
-        for w in cw_widths(table, c, cfg.topology) if st.splits_columns else [0]:
-            out.extend(make_options(cfg, i, st, kernels, w))
-    if cfg.topology.world_size == 1:
-        out = _dedupe_single_rank(out)
+        for w in cw_widths(table, c, topo) if st.splits_columns else [0]:
+            out.append((st, tuple(kernels), w))
     return out
+
+
+def _price(cfg: Config, todo: list[tuple[int, Geometry]]) -> dict[tuple[int, Geometry], Priced]:
+    """Price many tables' geometries in one vectorised pass per (sharding type, kernels)."""
+    topo = cfg.topology
+    loads = {i: table_load(cfg.tables[i], cfg.constraint(cfg.tables[i].name), topo) for i in {i for i, _ in todo}}
+    groups: dict[tuple[ShardingType, tuple[ComputeKernel, ...]], list] = {}  # (table, width, shapes, counts, n)
+    for i, (st, kernels, w) in todo:
+        shapes, counts, n = distinct_shapes(cfg.tables[i], st, topo, w)
+        groups.setdefault((st, kernels), []).append((i, w, shapes, counts, n))
+    out = {}
+    for (st, kernels), items in groups.items():
+        sizes_l, owner_l, shapes_l, counts_l, n_l = [], [], [], [], []
+        for i, _, sh, c, n in items:
+            sizes_l.append(len(c))
+            owner_l += [i] * len(c)
+            shapes_l += sh
+            counts_l += c
+            n_l += [n] * len(c)
+        sizes = np.array(sizes_l, dtype=np.int64)
+        shapes = np.array(shapes_l, dtype=np.float64).reshape(-1, 2)
+        counts = np.array(counts_l, dtype=np.float64)
+        tables = sorted(set(owner_l))
+        col = {i: k for k, i in enumerate(tables)}
+        pieces = pieces_for([cfg.tables[i] for i in tables], [loads[i] for i in tables], topo,
+                            np.array([col[i] for i in owner_l], dtype=np.int64), shapes[:, 0], shapes[:, 1],
+                            np.array(n_l, dtype=np.int64))
+        ests = estimate_pieces(pieces, topo, st, list(kernels))
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        summary = np.empty((len(items), len(ests), 6))
+        for k, e in enumerate(ests):
+            cost = e.cost_ms
+            hbm, ddr = e.hbm_bytes.astype(np.float64), e.ddr_bytes.astype(np.float64)
+            summary[:, k] = np.stack([np.add.reduceat(cost * counts, starts), np.maximum.reduceat(cost, starts),
+                                      np.add.reduceat(hbm * counts, starts), np.add.reduceat(ddr * counts, starts),
+                                      np.maximum.reduceat(hbm, starts), np.maximum.reduceat(ddr, starts)], axis=1)
+        for j, ((i, w, _, c, n), lo, size) in enumerate(zip(items, starts.tolist(), sizes.tolist())):
+            out[(i, (st, kernels, w))] = Priced(cfg.tables[i], topo, st, w, n, c, summary, j, ests, lo, lo + size)
+    return out
+
+
+class OptionLists(list):
+    """Per table, its options; `summary` holds every option's totals (Option.summary) as one (options, 6) array,
+    in option order, and `table` each option's table, so that strategy.option_arrays need not visit them."""
+
+    summary: np.ndarray | None = None
+    table: np.ndarray | None = None
+
+
+def all_table_options(cfg: Config, deadline: float = float("inf"), budget_s: float = 0.0) -> OptionLists:
+    """Every table's options, priced in one vectorised pass per sharding type (what an earlier call priced for the
+    same table, constraints and topology is reused). The clock is read every 256 tables against `deadline`, a
+    safety stop (budget_s seconds after the start) that ends pricing with an error saying how far it got."""
+    topo = cfg.topology
+    geoms, entries, todo = [], [], []
+    for i, table in enumerate(cfg.tables):
+        if i % 256 == 255 and time.perf_counter() > deadline:
+            raise PlanningError(
+                f"Planning stopped at the time budget ({budget_s:g} s) while pricing the tables' options "
+                f"({i} of {len(cfg.tables)} done).", fixes=("raise the time budget (--time-budget)",))
+        g = _geometries(cfg, i)
+        geoms.append(g)
+        entry = _priced.get((table, cfg.constraint(table.name), topo))
+        entries.append(entry)
+        if entry is None:
+            todo.extend((i, x) for x in g)
+    priced = _price(cfg, todo)
+    out = OptionLists()
+    arrays: dict[int, int] = {}  # id of a summary array -> its number
+    summaries: list[np.ndarray] = []
+    rows: list[tuple[int, int, int, int]] = []  # per geometry: its summary array, item, kernels, table
+    for i, (g, entry) in enumerate(zip(geoms, entries)):
+        if entry is None:
+            entry = {x: priced[(i, x)] for x in g}
+            table = cfg.tables[i]
+            _priced.put((table, cfg.constraint(table.name), topo), entry)
+        opts = []
+        for x in g:
+            st, kernels, _ = x
+            p = entry[x]
+            a = arrays.get(id(p.summary))
+            if a is None:
+                a = arrays[id(p.summary)] = len(summaries)
+                summaries.append(p.summary)
+            opts += [Option(i, st, kernel, priced=p, k=k) for k, kernel in enumerate(kernels)]
+            rows.append((a, p.item, len(kernels), i))
+        out.append(opts)
+    if topo.world_size == 1:
+        out[:] = [_dedupe_single_rank(o) for o in out]
+        return out
+    which, items, nk, owner = np.array(rows, dtype=np.int64).reshape(-1, 4).T
+    which, items, owner = np.repeat(which, nk), np.repeat(items, nk), np.repeat(owner, nk)
+    kernel = np.arange(len(which)) - np.repeat(np.cumsum(nk) - nk, nk)
+    out.summary = np.empty((len(which), 6))
+    for a, arr in enumerate(summaries):
+        at = which == a
+        out.summary[at] = arr[items[at], kernel[at]]
+    out.table = np.array(owner, dtype=np.int64)
+    return out
+
+
+def table_options(cfg: Config, i: int) -> list[Option]:
+    """One table's options (all_table_options for one table)."""
+    g = _geometries(cfg, i)
+    table = cfg.tables[i]
+    key = (table, cfg.constraint(table.name), cfg.topology)
+    entry = _priced.get(key)
+    if entry is None:
+        priced = _price(cfg, [(i, x) for x in g])
+        entry = {x: priced[(i, x)] for x in g}
+        _priced.put(key, entry)
+    opts = [Option(i, st, kernel, priced=entry[(st, kernels, w)], k=k)
+            for st, kernels, w in g for k, kernel in enumerate(kernels)]
+    return _dedupe_single_rank(opts) if cfg.topology.world_size == 1 else opts
 
 
 def _dedupe_single_rank(options: list[Option]) -> list[Option]:

@@ -8,7 +8,6 @@ across the shards instead of charged in full to each; data-parallel all-reduce u
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -68,6 +67,59 @@ def table_load(table: TableConfig, c: Constraints, topo: Topology) -> TableLoad:
     return TableLoad(inputs, outputs, c.is_weighted, clf)
 
 
+@dataclass(frozen=True)
+class Pieces:
+    """Shard shapes to price, possibly of many tables at once (one sharding type, one topology): per row, the
+    shape and what its table asks of a step. Every figure of a row depends only on that row, so a geometry may be
+    priced on its distinct shapes only, with num_shards saying how many shards the geometry has."""
+
+    rows: np.ndarray  # float
+    cols: np.ndarray
+    num_shards: np.ndarray  # shards of the row's geometry
+    num_embeddings: np.ndarray  # the row's table
+    embedding_dim: np.ndarray
+    dtype_bytes: np.ndarray
+    batch_inputs: np.ndarray
+    batch_outputs: np.ndarray
+    weighted: np.ndarray  # bool
+    pooled: np.ndarray  # bool: pooling is not NONE
+    clf: np.ndarray  # cache load factor
+    state_multiplier: np.ndarray  # optimizer state per weight byte
+
+
+def pieces_of(table: TableConfig, load: TableLoad, topo: Topology, rows: np.ndarray, cols: np.ndarray,
+              num_shards: int | None = None) -> Pieces:
+    """The shapes of one table as Pieces."""
+    n = len(rows)
+    full = np.full
+    return Pieces(np.asarray(rows, dtype=np.float64), np.asarray(cols, dtype=np.float64),
+                  full(n, len(rows) if num_shards is None else num_shards), full(n, float(table.num_embeddings)),
+                  full(n, float(table.embedding_dim)), full(n, float(table.data_type.bytes)),
+                  full(n, load.batch_inputs), full(n, load.batch_outputs), full(n, load.is_weighted),
+                  full(n, table.pooling is not PoolingType.NONE), full(n, load.cache_load_factor),
+                  full(n, topo.optimizer.state_multiplier(table.embedding_dim)))
+
+
+def pieces_for(tables: list[TableConfig], loads: list[TableLoad], topo: Topology, owner: np.ndarray,
+               rows: np.ndarray, cols: np.ndarray, num_shards: np.ndarray) -> Pieces:
+    """Pieces of many tables: row i is a shape of tables[owner[i]], whose load is loads[owner[i]]."""
+
+    def per_row(values: list) -> np.ndarray:
+        return np.array(values)[owner]
+
+    return Pieces(np.asarray(rows, dtype=np.float64), np.asarray(cols, dtype=np.float64), num_shards,
+                  per_row([float(t.num_embeddings) for t in tables]), per_row([float(t.embedding_dim) for t in tables]),
+                  per_row([float(t.data_type.bytes) for t in tables]), per_row([x.batch_inputs for x in loads]),
+                  per_row([x.batch_outputs for x in loads]), per_row([x.is_weighted for x in loads]),
+                  per_row([t.pooling is not PoolingType.NONE for t in tables]),
+                  per_row([x.cache_load_factor for x in loads]),
+                  per_row([topo.optimizer.state_multiplier(t.embedding_dim) for t in tables]))
+
+
+def concat_pieces(parts: list[Pieces]) -> Pieces:
+    return Pieces(*(np.concatenate([getattr(p, f) for p in parts]) for f in Pieces.__dataclass_fields__))
+
+
 def device_bw(topo: Topology, kernel: ComputeKernel, clf: float) -> float:
     """Effective lookup bandwidth (bytes/ms) of a kernel: TorchRec's kernel_bw_lookup."""
     if topo.compute_device is Device.CPU:
@@ -94,14 +146,14 @@ def block_penalty(cols: np.ndarray) -> np.ndarray:
 def unique_share(ids: float, rows: np.ndarray) -> np.ndarray:
     """Expected share of distinct rows among `ids` uniform draws from `rows` rows."""
     safe_rows = np.maximum(rows, 1.0)
-    return np.where(ids > 0, safe_rows * -np.expm1(-ids / safe_rows) / max(ids, 1e-12), 1.0)
+    return np.where(ids > 0, safe_rows * -np.expm1(-ids / safe_rows) / np.maximum(ids, 1e-12), 1.0)
 
 
 def _decades(piece_bytes: np.ndarray) -> np.ndarray:
     return np.log10(np.maximum(piece_bytes, C.CPU_CACHE_BYTES) / C.CPU_CACHE_BYTES)
 
 
-def cpu_compute(ids: float, rows: np.ndarray, cols: np.ndarray, tdt: float, read: float,
+def cpu_compute(ids: np.ndarray, rows: np.ndarray, cols: np.ndarray, tdt: np.ndarray, read: np.ndarray,
                 out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Forward and backward work of fbgemm's CPU kernels, in bytes at the DDR bandwidth (constants CPU_*):
     fixed work per id, the row per id (backward: distinct rows only), and the pooled output."""
@@ -114,34 +166,38 @@ def cpu_compute(ids: float, rows: np.ndarray, cols: np.ndarray, tdt: float, read
 
 
 def perf_parts(table: TableConfig, load: TableLoad, topo: Topology, st: ShardingType,
-                rows: np.ndarray, cols: np.ndarray, num_shards: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Per-shard time as `work / kernel bandwidth + fixed`: (work bytes, fixed ms), both (len(rows), 6).
-    Compute scales with the kernel's bandwidth; communication does not. rows and cols may list only the distinct
-    shapes of a geometry of num_shards shards (each shard's figures depend on its own shape only)."""
+               rows: np.ndarray, cols: np.ndarray, num_shards: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per-shard time of one table's shards as `work / kernel bandwidth + fixed`: (work bytes, fixed ms)."""
+    return pieces_perf_parts(pieces_of(table, load, topo, rows, cols, num_shards), topo, st)
+
+
+def pieces_perf_parts(p: Pieces, topo: Topology, st: ShardingType) -> tuple[np.ndarray, np.ndarray]:
+    """Per-row time as `work / kernel bandwidth + fixed`: (work bytes, fixed ms), both (rows, 6).
+    Compute scales with the kernel's bandwidth; communication does not."""
     W, L = topo.world_size, topo.local_world_size
-    tdt = table.data_type.bytes
+    rows, cols = p.rows, p.cols
+    tdt = p.dtype_bytes
     out_dt = tdt
     cbw = comms_bw(topo)
-    k = len(rows) if num_shards is None else num_shards
-    work, fixed = np.zeros((len(rows), N_PERF)), np.zeros((len(rows), N_PERF))
-    weight_factor = 2.0 if load.is_weighted else 1.0
-    kernel_factor = C.WEIGHTED_KERNEL_MULTIPLIER if load.is_weighted else 1.0
+    n = len(rows)
+    work, fixed = np.zeros((n, N_PERF)), np.zeros((n, N_PERF))
+    weight_factor = np.where(p.weighted, 2.0, 1.0)
+    kernel_factor = np.where(p.weighted, C.WEIGHTED_KERNEL_MULTIPLIER, 1.0)
 
     if st is ShardingType.DATA_PARALLEL:
-        d = table.embedding_dim
-        read = math.ceil(load.batch_inputs * C.INDEX_BYTES) * weight_factor
-        table_bytes = table.num_embeddings * d * tdt
-        fwd = (read + load.batch_inputs * d * tdt + load.batch_outputs * d * out_dt) * kernel_factor
+        d = p.embedding_dim
+        read = np.ceil(p.batch_inputs * C.INDEX_BYTES) * weight_factor
+        table_bytes = p.num_embeddings * d * tdt
+        fwd = (read + p.batch_inputs * d * tdt + p.batch_outputs * d * out_dt) * kernel_factor
         bwd = fwd * C.BWD_COMPUTE_MULTIPLIER
         if topo.num_hosts > 1:
             h = topo.num_hosts
             all_reduce = table_bytes * 2 * (h - 1) / h / topo.inter_host_bw
         else:
-            all_reduce = table_bytes * 2 * (W - 1) / W / topo.intra_host_bw if W > 1 else 0.0
+            all_reduce = table_bytes * 2 * (W - 1) / W / topo.intra_host_bw if W > 1 else np.zeros(n)
         if topo.compute_device is Device.CPU:
-            cpu_f, cpu_b = cpu_compute(load.batch_inputs, np.array([float(table.num_embeddings)]), np.array([float(d)]),
-                                       tdt, read, np.array([load.batch_outputs * d * out_dt]))
-            fwd, bwd = float(cpu_f[0]) * kernel_factor, float(cpu_b[0]) * kernel_factor
+            cpu_f, cpu_b = cpu_compute(p.batch_inputs, p.num_embeddings, d, tdt, read, p.batch_outputs * d * out_dt)
+            fwd, bwd = cpu_f * kernel_factor, cpu_b * kernel_factor
         work[:, 0] = fwd
         work[:, 2] = bwd + table_bytes * C.DP_ELEMENTWISE_KERNELS_PERF_FACTOR
         fixed[:, 3] = all_reduce
@@ -149,21 +205,21 @@ def perf_parts(table: TableConfig, load: TableLoad, topo: Topology, st: Sharding
 
     if st.splits_rows:
         divisor = W if st is ShardingType.ROW_WISE else L
-        bi = load.batch_inputs / divisor
-        read = math.ceil(bi * W * C.INDEX_BYTES) * weight_factor
+        bi = p.batch_inputs / divisor
+        read = np.ceil(bi * W * C.INDEX_BYTES) * weight_factor
         lookup = bi * W * cols * tdt
-        out = (load.batch_outputs if table.pooling is not PoolingType.NONE else bi) * W * cols * out_dt
+        out = np.where(p.pooled, p.batch_outputs, bi) * W * cols * out_dt
         penalty = 1.0
     else:  # table_wise, column_wise, table_column_wise: each shard sees every id of the global batch
-        read = math.ceil(load.batch_inputs * W * C.INDEX_BYTES) * weight_factor
-        lookup = load.batch_inputs * W * np.maximum(cols, C.MIN_LOOKUP_DIM) * tdt
-        out = load.batch_outputs * W * cols * out_dt
+        read = np.ceil(p.batch_inputs * W * C.INDEX_BYTES) * weight_factor
+        lookup = p.batch_inputs * W * np.maximum(cols, C.MIN_LOOKUP_DIM) * tdt
+        out = p.batch_outputs * W * cols * out_dt
         penalty = block_penalty(cols) if topo.compute_device is not Device.CPU else 1.0
     fwd_work = (read + lookup + out) * penalty * kernel_factor
     work[:, 0] = fwd_work
     work[:, 2] = fwd_work * C.BWD_COMPUTE_MULTIPLIER
     if topo.compute_device is Device.CPU:
-        ids = (bi if st.splits_rows else load.batch_inputs) * W
+        ids = (bi if st.splits_rows else p.batch_inputs) * W
         cpu_f, cpu_b = cpu_compute(ids, rows, cols, tdt, read, out)
         work[:, 0], work[:, 2] = cpu_f * kernel_factor, cpu_b * kernel_factor
     input_dist = read / weight_factor / cbw
@@ -176,7 +232,7 @@ def perf_parts(table: TableConfig, load: TableLoad, topo: Topology, st: Sharding
     fixed[:, 3] = comms
     if st.splits_rows:
         work[:, 3] = out * C.BATCHED_COPY_PERF_FACTOR
-        fixed[:, 4] = input_dist / k
+        fixed[:, 4] = input_dist / p.num_shards
     else:
         fixed[:, 4] = input_dist
     empty = rows * cols == 0
@@ -185,34 +241,30 @@ def perf_parts(table: TableConfig, load: TableLoad, topo: Topology, st: Sharding
     return work, fixed
 
 
-def _io_bytes(table: TableConfig, load: TableLoad, topo: Topology, st: ShardingType,
-              rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Input (ids) and output (embeddings) buffer bytes per shard: TorchRec's _calculate_*_shard_io_sizes."""
+def _io_bytes(p: Pieces, topo: Topology, st: ShardingType) -> tuple[np.ndarray, np.ndarray]:
+    """Input (ids) and output (embeddings) buffer bytes per row: TorchRec's _calculate_*_shard_io_sizes."""
     W, L = topo.world_size, topo.local_world_size
-    out_dt = table.data_type.bytes
-    pooled_out = load.batch_outputs
+    out_dt = p.dtype_bytes
     if st is ShardingType.DATA_PARALLEL:
-        inp = np.full(len(rows), math.ceil(load.batch_inputs * C.INDEX_BYTES))
-        out = np.full(len(rows), math.ceil(pooled_out * table.embedding_dim * out_dt))
-        return inp, out
+        return np.ceil(p.batch_inputs * C.INDEX_BYTES), np.ceil(p.batch_outputs * p.embedding_dim * out_dt)
     divisor = {ShardingType.ROW_WISE: W, ShardingType.TABLE_ROW_WISE: L}.get(st, 1)
-    bi = load.batch_inputs / divisor
-    outputs = pooled_out if table.pooling is not PoolingType.NONE else bi
-    inp = np.full(len(rows), math.ceil(bi * W * C.INDEX_BYTES), dtype=np.float64)
-    out = np.ceil(outputs * W * cols * out_dt)
-    empty = rows * cols == 0
+    bi = p.batch_inputs / divisor
+    outputs = np.where(p.pooled, p.batch_outputs, bi)
+    inp = np.ceil(bi * W * C.INDEX_BYTES)
+    out = np.ceil(outputs * W * p.cols * out_dt)
+    empty = p.rows * p.cols == 0
     inp[empty] = 0
     out[empty] = 0
     return inp, out
 
 
-def _memory(table: TableConfig, load: TableLoad, topo: Topology, kernel: ComputeKernel, rows: np.ndarray,
+def _memory(p: Pieces, topo: Topology, kernel: ComputeKernel, rows: np.ndarray,
             weights: np.ndarray, opt: np.ndarray, inp: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(HBM, DDR) bytes per shard: where the kernel keeps weights and optimizer state, plus the buffers."""
     if kernel.weights_in_ddr:
         ddr = weights + opt
         if kernel is ComputeKernel.FUSED_UVM_CACHING:
-            clf = load.cache_load_factor
+            clf = p.clf
             hbm = np.round(weights * clf) + np.ceil(opt * clf) + np.ceil(rows * (4 + clf * 16))
         else:
             hbm = np.zeros(len(rows))
@@ -238,21 +290,28 @@ def estimate_kernels(table: TableConfig, c: Constraints, topo: Topology, st: Sha
                      num_shards: int | None = None) -> list[ShardEstimates]:
     """Cost and memory of each shard (or data-parallel replica) of one table's geometry, for each kernel. rows
     and cols may list only the distinct shapes of a geometry of num_shards shards (default: len(rows))."""
-    load = table_load(table, c, topo)
-    rows = np.asarray(rows, dtype=np.float64)
-    cols = np.asarray(cols, dtype=np.float64)
+    return estimate_pieces(pieces_of(table, table_load(table, c, topo), topo, rows, cols, num_shards), topo, st,
+                           kernels)
+
+
+def estimate_pieces(p: Pieces, topo: Topology, st: ShardingType,
+                    kernels: list[ComputeKernel]) -> list[ShardEstimates]:
+    """Cost and memory of each row (a shard shape of some table), for each kernel: one vectorised pass for
+    any number of tables."""
+    rows, cols = p.rows, p.cols
     if st is ShardingType.DATA_PARALLEL:
-        weights = np.full(len(rows), float(table.weight_bytes))
+        weights = np.ceil(p.num_embeddings * p.embedding_dim * p.dtype_bytes)
     else:
-        weights = np.ceil(table.data_type.bytes * rows * cols)
-    opt = np.ceil(weights * topo.optimizer.state_multiplier(table.embedding_dim))
-    inp, out = _io_bytes(table, load, topo, st, rows, cols)
-    work, fixed = perf_parts(table, load, topo, st, rows, cols, num_shards)
+        weights = np.ceil(p.dtype_bytes * rows * cols)
+    opt = np.ceil(weights * p.state_multiplier)
+    inp, out = _io_bytes(p, topo, st)
+    work, fixed = pieces_perf_parts(p, topo, st)
     inp_i, out_i = inp.astype(np.int64), out.astype(np.int64)
     result = []
     for kernel in kernels:
-        hbm, ddr = _memory(table, load, topo, kernel, rows, weights, opt, inp, out)
-        perf = with_profile(work / device_bw(topo, kernel, load.cache_load_factor) + fixed, topo, rows, cols)
+        hbm, ddr = _memory(p, topo, kernel, rows, weights, opt, inp, out)
+        bw = device_bw(topo, kernel, p.clf)
+        perf = with_profile(work / (bw[:, None] if np.ndim(bw) else bw) + fixed, topo, rows, cols)
         result.append(ShardEstimates(perf, hbm, ddr, inp_i, out_i))
     return result
 

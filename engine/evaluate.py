@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.errors import ConfigError
-from engine.estimate import estimate_shards, perf_from_row
+from engine.estimate import estimate_pieces, perf_from_row, pieces_for, table_load
 from engine.memory import StepMemory
 from engine.profile import step_perf
 from engine.types import Config, Plan, RankStats, ShardingType, TablePlan
@@ -38,19 +38,31 @@ def evaluate(cfg: Config, tables: dict[str, TablePlan], planner: str = "engine",
     out = np.zeros(w, dtype=np.int64)
     count = np.zeros(w, dtype=np.int64)
     memory = StepMemory(cfg)
+    groups: dict[tuple, list[tuple[int, np.ndarray, np.ndarray, np.ndarray]]] = {}
+    index = {t.name: i for i, t in enumerate(cfg.tables)}
     for name, tp in tables.items():
         ranks, rows, cols = shard_arrays(cfg, name, tp)
         if len(ranks) and (ranks.min() < 0 or ranks.max() >= w):
             raise ConfigError(f"plan.{name}.ranks", f"rank {int(ranks.max())} is outside world_size {w}")
-        est = estimate_shards(cfg.table(name), cfg.constraint(name), topo, tp.sharding_type, tp.compute_kernel,
-                              rows, cols)
+        groups.setdefault((tp.sharding_type, tp.compute_kernel), []).append((index[name], ranks, rows, cols))
+        memory.add(name, tp, ranks, rows, cols)
+    for (st, kernel), items in groups.items():  # every table of a sharding type and kernel priced at once
+        owners = [i for i, *_ in items]
+        sizes = np.array([len(r) for _, r, _, _ in items], dtype=np.int64)
+        ranks = np.concatenate([r for _, r, _, _ in items]).astype(np.int64)
+        est = estimate_pieces(pieces_for([cfg.tables[i] for i in owners],
+                                         [table_load(cfg.tables[i], cfg.constraint(cfg.tables[i].name), topo)
+                                          for i in owners], topo,
+                                         np.repeat(np.arange(len(owners)), sizes),
+                                         np.concatenate([r for *_, r, _ in items]),
+                                         np.concatenate([c for *_, c in items]), np.repeat(sizes, sizes)),
+                              topo, st, [kernel])[0]
         np.add.at(perf, ranks, est.perf_ms)
         np.add.at(hbm, ranks, est.hbm_bytes)
         np.add.at(ddr, ranks, est.ddr_bytes)
         np.add.at(inp, ranks, est.input_bytes)
         np.add.at(out, ranks, est.output_bytes)
         np.add.at(count, ranks, 1)
-        memory.add(name, tp, ranks, rows, cols)
     perf = step_perf(cfg, tables, perf)  # a device profile's per-step, per-collective and per-launch costs
     parts = memory.parts()
     stats = tuple(

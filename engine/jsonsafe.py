@@ -40,14 +40,16 @@ def _constant(name: str) -> Any:
 
 
 def _depth_ok(data: Any) -> bool:
-    """Iterative (never recursive) check that containers nest at most MAX_DEPTH deep."""
-    stack = [(data, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if isinstance(value, (dict, list)):
-            if depth > MAX_DEPTH:
-                return False
-            stack.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
+    """Iterative (never recursive) check that containers nest at most MAX_DEPTH deep: one level at a time, each
+    container visited once."""
+    level, depth = ([data] if isinstance(data, (dict, list)) else []), 1
+    while level:
+        if depth > MAX_DEPTH:
+            return False
+        inner = []
+        for value in level:
+            inner += [v for v in (value.values() if type(value) is dict else value) if type(v) in (dict, list)]
+        level, depth = inner, depth + 1
     return True
 
 

@@ -105,14 +105,16 @@ class Placement:
         if st in (ShardingType.DATA_PARALLEL, ShardingType.ROW_WISE):
             ranks = np.arange(w)
             return ranks if self.fits(opt, ranks) else None
-        if st is ShardingType.TABLE_ROW_WISE:
+        if st is ShardingType.TABLE_ROW_WISE:  # one host's ranks: the fitting host with the lowest peak
+            hosts = self.topo.num_hosts
+            peaks = (self.load[:hosts * lw].reshape(hosts, lw) + opt.cost_ms).max(axis=1)
+            ok = ((self.hbm[:hosts * lw].reshape(hosts, lw) + opt.est.hbm_bytes <= self.hbm_cap).all(axis=1)
+                  & (self.ddr[:hosts * lw].reshape(hosts, lw) + opt.est.ddr_bytes <= self.ddr_cap).all(axis=1))
             best, best_peak = None, np.inf
-            for host in range(self.topo.num_hosts):
-                ranks = np.arange(host * lw, (host + 1) * lw)
-                peak = float((self.load[ranks] + opt.cost_ms).max())
-                if peak < best_peak - EPS and self.fits(opt, ranks):
-                    best, best_peak = ranks, peak
-            return best
+            for host, (peak, fits) in enumerate(zip(peaks.tolist(), ok.tolist())):
+                if fits and peak < best_peak - EPS:
+                    best, best_peak = host, peak
+            return None if best is None else np.arange(best * lw, (best + 1) * lw)
         return self._free_ranks(opt)
 
     def _free_ranks(self, opt: Option) -> np.ndarray | None:

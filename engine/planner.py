@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.enumerate import Option, table_options
+from engine.enumerate import Option, all_table_options
 from engine.errors import PlanningError, human_bytes
 from engine.evaluate import evaluate
 from engine.profile import active
@@ -245,24 +245,13 @@ def _notes(cfg: Config, arr: OptionArrays, found: _Found, steps: int, gains: int
     return notes + profile_notes(cfg.topology)
 
 
-def _all_options(cfg: Config, deadline: float, budget_s: float) -> list[list[Option]]:
-    out = []
-    for i in range(len(cfg.tables)):
-        if i % 256 == 255 and time.perf_counter() > deadline:
-            raise PlanningError(
-                f"Planning stopped at the time budget ({budget_s:g} s) while pricing the tables' options "
-                f"({i} of {len(cfg.tables)} done).", fixes=("raise the time budget (--time-budget)",))
-        out.append(table_options(cfg, i))
-    return out
-
-
 def plan(cfg: Config, settings: PlannerSettings = PlannerSettings()) -> Plan:
     """Enumerate; choose options and place them greedily a few ways (keeping the fastest after a short local
     search); improve the best while the work budget lasts; score the result."""
     start = time.perf_counter()
     deadline = start + settings.time_budget_s
     _refuse_early(cfg)
-    placeable, arr = _placeable(cfg, _all_options(cfg, deadline, settings.time_budget_s))
+    placeable, arr = _placeable(cfg, all_table_options(cfg, deadline, settings.time_budget_s))
     w = cfg.topology.world_size
     probe = Placement(cfg.topology)
     bound = relaxed_bound_ms(arr, w, probe.hbm_cap * w, probe.ddr_cap * w)

@@ -76,18 +76,19 @@ class OptionArrays:
 
 
 def option_arrays(options: list[list[Option]]) -> OptionArrays:
-    """All options' totals and largest pieces at once (each option knows them from its distinct shard shapes)."""
+    """All options' totals and largest pieces at once (each option knows them from its distinct shard shapes;
+    enumerate.all_table_options hands them over as one array)."""
     flat = tuple(o for opts in options for o in opts)
-    table = np.fromiter((o.table for o in flat), dtype=np.int64, count=len(flat))
-
-    def col(attr: str) -> np.ndarray:
-        return np.fromiter((getattr(o, attr) for o in flat), dtype=np.float64, count=len(flat))
-
+    summary = getattr(options, "summary", None)
+    if summary is None:
+        summary = np.array([o.summary for o in flat], dtype=np.float64).reshape(len(flat), 6)
+        table = np.fromiter((o.table for o in flat), dtype=np.int64, count=len(flat))
+    else:
+        table = options.table
     return OptionArrays(
         options=flat, table=table, first=np.searchsorted(table, np.arange(len(options))),
-        cost_ms=col("total_cost_ms"), hbm_bytes=col("total_hbm_bytes"), ddr_bytes=col("total_ddr_bytes"),
-        piece_ms=col("max_shard_cost_ms"), piece_hbm_bytes=col("piece_hbm_bytes"),
-        piece_ddr_bytes=col("piece_ddr_bytes"),
+        cost_ms=summary[:, 0], piece_ms=summary[:, 1], hbm_bytes=summary[:, 2], ddr_bytes=summary[:, 3],
+        piece_hbm_bytes=summary[:, 4], piece_ddr_bytes=summary[:, 5],
     )
 
 

@@ -455,7 +455,7 @@ def main(argv: list[str] | None = None) -> int:
     base.add_argument("--baseline-dashboard", metavar="REV",
                       help="the baseline: --root's working tree with dashboard/ as of git revision REV")
     p.add_argument("--plan-input", action="append", default=[], metavar="LABEL=VALUE",
-                   help="set the Plan page's number input LABEL (e.g. 'Search budget (s)=5') after the first plan")
+                   help="set the Plan page's number input LABEL (e.g. 'Search effort=5000') after the first plan")
     p.add_argument("--out", type=Path, default=RESULTS, help="the markdown report; the JSON goes beside it")
     p.add_argument("--screenshots", type=Path, help="a folder for each case's last screen")
     args = p.parse_args(argv)

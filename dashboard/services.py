@@ -17,7 +17,8 @@ from dashboard import analysis
 
 OURS, TORCHREC = "ours", "torchrec"
 PLANNERS = {OURS: "Ours (engine)", TORCHREC: "TorchRec's EmbeddingShardingPlanner (baseline)"}
-DEFAULT_TIME_BUDGET_S = 0.5  # local search cap: replanning a few hundred tables stays well under a second
+DEFAULT_EFFORT = 10_000  # the search's work budget here (the CLI's is 50,000): 1,000 tables replan in about a second
+SAFETY_STOP_S = 60.0  # the planner's wall-clock safety stop; a plan it cut says so in its notes
 PLAN_CACHE_ENTRIES = 64
 CALIBRATION_TTL_S = 15  # fitting reads every stored run; new runs show up within this long (or on "Fit again")
 
@@ -88,14 +89,14 @@ def _torchrec_plan(cfg: engine.Config) -> engine.Plan:
 
 
 @st.cache_data(max_entries=PLAN_CACHE_ENTRIES, show_spinner=False)
-def plan_config(config_json: str, planner: str, time_budget_s: float = DEFAULT_TIME_BUDGET_S) -> PlanResult:
+def plan_config(config_json: str, planner: str, effort: int = DEFAULT_EFFORT) -> PlanResult:
     """Plan the config (a JSON string: the cache key). Raises engine.ConfigError, engine.PlanningError,
     engine.EngineError or PlannerUnavailable."""
     cfg = engine.parse_config(json.loads(config_json))
     if planner == TORCHREC:
         result = _torchrec_plan(cfg)
     else:
-        result = engine.plan(cfg, engine.PlannerSettings(search=time_budget_s > 0, time_budget_s=time_budget_s))
+        result = engine.plan(cfg, engine.PlannerSettings(search=effort > 0, effort=effort, time_budget_s=SAFETY_STOP_S))
     return PlanResult(engine.plan_to_dict(result), engine.config_to_dict(cfg))
 
 

@@ -85,3 +85,21 @@ def test_torchrec_baseline_planner(app):
     current = app.session_state["ws_plan"]
     assert current.planner == "torchrec" and current.plan["planner"] == "torchrec"
     assert app.metric[2].value == "n/a"  # TorchRec's plans carry no lower bound
+
+
+def test_the_plan_is_the_command_lines_plan_at_the_same_effort(app):
+    # the search is bounded by work: the dashboard's plan is the CLI's with the effort it records
+    import json
+
+    import engine
+
+    goto(app, "plan")
+    app.number_input(key="plan_effort").set_value(3000).run()
+    _plan_now(app)
+    current = app.session_state["ws_plan"]
+    assert current.settings["effort"] == 3000 and "time_budget_s" not in current.settings
+    again = engine.plan_to_dict(engine.plan(engine.parse_config(current.config), engine.PlannerSettings(effort=3000)))
+    shown_plan = dict(current.plan)
+    for d in (again, shown_plan):
+        d.pop("planning_seconds")
+    assert json.dumps(shown_plan, sort_keys=True) == json.dumps(again, sort_keys=True)

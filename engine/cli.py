@@ -17,7 +17,7 @@ from engine.config import load_config
 from engine.errors import EngineError, one_line
 from engine.evaluate import evaluate
 from engine.planfile import load_plan, plan_to_dict
-from engine.planner import PlannerSettings, plan
+from engine.planner import PlannerSettings, plan, without_cyclic_gc
 from engine.report import summary, torchrec_format
 from engine.types import Config, Plan
 
@@ -69,10 +69,11 @@ def _emit(p: Plan, cfg: Config, args: argparse.Namespace) -> None:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    cfg = load_config(args.config)
     settings = PlannerSettings(search=not args.no_search, effort=args.effort, seed=args.seed,
                                time_budget_s=args.time_budget)
-    _emit(plan(cfg, settings), cfg, args)
+    with without_cyclic_gc():  # reading, planning and writing 100,000 tables make millions of acyclic objects
+        cfg = load_config(args.config)
+        _emit(plan(cfg, settings), cfg, args)
     return 0
 
 

@@ -64,6 +64,14 @@ class OptionArrays:
             np.searchsorted(table, np.arange(self.num_tables)), self.cost_ms[keep], self.hbm_bytes[keep],
             self.ddr_bytes[keep], self.piece_ms[keep], self.piece_hbm_bytes[keep], self.piece_ddr_bytes[keep])
 
+    def select_index(self, index: np.ndarray) -> OptionArrays:
+        """The options at these indices (in order; every table must keep at least one), sharing no option list."""
+        table = self.table[index]
+        return OptionArrays(
+            (), table, np.searchsorted(table, np.arange(self.num_tables)), self.cost_ms[index],
+            self.hbm_bytes[index], self.ddr_bytes[index], self.piece_ms[index], self.piece_hbm_bytes[index],
+            self.piece_ddr_bytes[index])
+
     def per_table(self) -> list[list[Option]]:
         out: list[list[Option]] = [[] for _ in range(self.num_tables)]
         for o in self.options:
@@ -92,18 +100,44 @@ def option_arrays(options: list[list[Option]]) -> OptionArrays:
     )
 
 
-def _dual_total_ms(arr: OptionArrays, allowed: np.ndarray, hbm_total: float, ddr_total: float) -> float:
+def dominated(arr: OptionArrays, chunk: int = 4096) -> np.ndarray:
+    """Per option, whether another option of its table costs no more in total and in its costliest piece and
+    holds no more HBM and DDR in total (strictly less in one, or equal in all and listed first). Such an option
+    never gives a table's least `cost + prices x memory` at any prices >= 0, nor is it allowed by a cap on the
+    piece cost where the other is not: the bound may leave it out and stays exactly the same."""
+    n, t = len(arr.table), arr.num_tables
+    sizes = np.diff(np.append(arr.first, n))
+    k = int(sizes.max()) if t else 0
+    slot = np.arange(n) - np.repeat(arr.first, sizes)
+    grid = np.full((t, k, 4), np.inf)
+    grid[arr.table, slot] = np.stack([arr.cost_ms, arr.piece_ms, arr.hbm_bytes, arr.ddr_bytes], axis=1)
+    out = np.zeros((t, k), dtype=bool)
+    earlier = np.arange(k)[None, :] < np.arange(k)[:, None]  # [i, j]: j listed before i
+    for lo in range(0, t, chunk):
+        g = grid[lo:lo + chunk]
+        le = (g[:, None, :, :] <= g[:, :, None, :]).all(axis=3)  # [., i, j]: j <= i everywhere
+        lt = (g[:, None, :, :] < g[:, :, None, :]).any(axis=3)
+        real = np.isfinite(g[:, :, 0])
+        out[lo:lo + chunk] = (le & (lt | earlier) & real[:, None, :]).any(axis=2)
+    return out[arr.table, slot]
+
+
+def _dual_total_ms(arr: OptionArrays, allowed: np.ndarray, hbm_total: float, ddr_total: float,
+                   lean: tuple[OptionArrays, np.ndarray] | None = None) -> float:
     """A lower bound on the summed cost of any choice among the allowed options whose total memory fits:
     the best Lagrangian dual over a grid of prices on HBM (refined around the best), then on DDR at the
-    best HBM price where DDR binds. Any price gives a valid bound; the search only tightens it."""
+    best HBM price where DDR binds. Any price gives a valid bound; the search only tightens it. lean: the options
+    without the dominated ones (and their indices in arr), on which the duals are the same and cheaper."""
     cost = np.where(allowed, arr.cost_ms, np.inf)
     if not np.isfinite(arr.min_per_table(cost)).all():
         return np.inf
     unit = float(arr.cost_ms[allowed].sum()) / arr.num_tables
+    few, kept = lean if lean is not None else (arr, np.arange(len(arr.table)))
+    few_cost = cost[kept]
 
     def dual(price_h: np.ndarray, price_d: np.ndarray) -> np.ndarray:
-        score = cost[:, None] + arr.hbm_bytes[:, None] * price_h + arr.ddr_bytes[:, None] * price_d
-        return arr.min_per_table(score).sum(axis=0) - price_h * hbm_total - price_d * ddr_total
+        score = few_cost[:, None] + few.hbm_bytes[:, None] * price_h + few.ddr_bytes[:, None] * price_d
+        return few.min_per_table(score).sum(axis=0) - price_h * hbm_total - price_d * ddr_total
 
     lam_h = BOUND_PRICES * unit / max(float(arr.hbm_bytes.max()), 1.0)
     values = dual(lam_h, np.zeros_like(lam_h))
@@ -113,25 +147,28 @@ def _dual_total_ms(arr: OptionArrays, allowed: np.ndarray, hbm_total: float, ddr
         more = dual(fine, np.zeros_like(fine))
         lam_h, values, i = fine, more, int(np.argmax(more))
     value = float(values[i])
-    if arr.ddr_bytes[arr.argmin(cost + lam_h[i] * arr.hbm_bytes)].sum() <= ddr_total:
+    if few.ddr_bytes[few.argmin(few_cost + lam_h[i] * few.hbm_bytes)].sum() <= ddr_total:
         return value  # DDR does not bind at this price: a price on it would not raise the bound
     lam_d = BOUND_PRICES * unit / max(float(arr.ddr_bytes.max()), 1.0)
     return max(value, float(dual(np.full_like(lam_d, lam_h[i]), lam_d).max()))
 
 
-def relaxed_bound_ms(arr: OptionArrays, world_size: int, hbm_total: float, ddr_total: float) -> float:
+def relaxed_bound_ms(arr: OptionArrays, world_size: int, hbm_total: float, ddr_total: float,
+                     prune: bool = True) -> float:
     """No plan's slowest rank is faster than the smallest cap T on the cost of a piece for which the
     options with pieces under T can fit in all ranks' memory together with summed cost <= world_size x T
-    (memory as a Lagrangian relaxation). Bisection on T."""
+    (memory as a Lagrangian relaxation). Bisection on T. prune: the duals leave out dominated options."""
+    kept = np.flatnonzero(~dominated(arr)) if prune else np.arange(len(arr.table))
+    lean = (arr.select_index(kept), kept)
     lo = float(np.minimum.reduceat(arr.piece_ms, arr.first).max())
     lo = max(lo, float(arr.min_per_table(arr.cost_ms).sum()) / world_size)
     hi = float(np.maximum.reduceat(arr.piece_ms, arr.first).max())
     hi = max(hi, float(np.maximum.reduceat(arr.cost_ms, arr.first).sum()))
-    if _dual_total_ms(arr, arr.piece_ms <= lo, hbm_total, ddr_total) <= world_size * lo:
+    if _dual_total_ms(arr, arr.piece_ms <= lo, hbm_total, ddr_total, lean) <= world_size * lo:
         return lo
     for _ in range(BOUND_STEPS):
         mid = float(np.sqrt(lo * hi)) if lo > 0 else hi / 2
-        if _dual_total_ms(arr, arr.piece_ms <= mid, hbm_total, ddr_total) <= world_size * mid:
+        if _dual_total_ms(arr, arr.piece_ms <= mid, hbm_total, ddr_total, lean) <= world_size * mid:
             hi = mid
         else:
             lo = mid

@@ -1,7 +1,9 @@
 """Our planner vs TorchRec's EmbeddingShardingPlanner, side by side in one run on one machine.
 
 Each planner runs as the command a user would run (`python -m engine plan` / `torchrec-plan`), in its own
-process with a time limit; both plans are scored by our estimator. Writes a Markdown table (bench/results/).
+process with a time limit; both plans are scored twice, by our estimator and by TorchRec's own
+(EmbeddingPerfEstimator, engine.torchrec_compat.torchrec_rank_costs, in this process after the timed runs).
+Writes a Markdown table (bench/results/).
 Usage: python -m bench [--quick] [--torchrec-timeout S] [--cases NAME ...] [--out FILE]
 """
 
@@ -23,6 +25,11 @@ if __package__ in (None, ""):  # run as a script: python bench/planner_vs_torchr
 from bench.suite import ROOT, Case, cases  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
+SCORINGS = ("Both plans are scored twice: \"max ms\" by our estimator (`engine.evaluate`, the slowest rank's cost), "
+            "\"(TorchRec est.)\" by TorchRec 1.8's own EmbeddingPerfEstimator (`engine.torchrec_compat."
+            "torchrec_rank_costs`: the slowest rank's summed shard `Perf.total`, the sum TorchRec's partitioner "
+            "balances; it leaves out the input distribution, and the deliberate differences of docs/estimator.md "
+            "apply).")
 
 
 @dataclass
@@ -39,6 +46,7 @@ class Row:
     ours: Run
     torchrec: Run
     dryrun: dict = field(default_factory=dict)
+    torchrec_est: dict = field(default_factory=dict)  # "ours" / "torchrec": max-rank ms by TorchRec's estimator
 
 
 def run_planner(command: str, config_path: Path, timeout_s: float) -> Run:
@@ -73,10 +81,36 @@ def _peak_hbm(plan: dict) -> str:
     return f"{r['hbm_bytes'] / cap:.0%}"
 
 
+def torchrec_estimates(config: dict, plans: dict[str, Optional[dict]]) -> dict:
+    """Each plan's slowest rank (ms) as TorchRec's estimator prices it; {"error": ...} where one cannot be priced."""
+    import engine
+    from engine.torchrec_compat import torchrec_rank_costs  # imports torch: only here, after the timed runs
+
+    cfg, out = engine.parse_config(config), {}
+    for who, plan in plans.items():
+        if plan is None:
+            continue
+        try:
+            out[who] = float(torchrec_rank_costs(cfg, engine.parse_plan(plan, cfg)).max())
+        except engine.EngineError as e:
+            out["error"] = "; ".join(x for x in (out.get("error", ""), f"{who}: {str(e)[:160]}") if x)
+    return out
+
+
+def _ms(x: Optional[float]) -> str:
+    return f"{x:.4f}" if x is not None else "-"
+
+
+def _div(a: Optional[float], b: Optional[float]) -> str:
+    return f"{a / b:.3f}" if a and b else "-"
+
+
 def table_markdown(rows: list[Row]) -> str:
-    head = ("| case | tables | ranks | ours s (process) | TorchRec s (plan()) | speed-up | ours max ms | TorchRec max ms "
-            "| ours / TorchRec | lower bound ms | ours / bound | TorchRec / bound | peak HBM ours / TorchRec | notes |")
-    lines = [head, "|" + "|".join(["---"] * 14) + "|"]
+    head = ("| case | tables | ranks | ours s (process) | TorchRec s (plan()) | speed-up | ours max ms "
+            "| TorchRec max ms | ours / TorchRec | ours max ms (TorchRec est.) | TorchRec max ms (TorchRec est.) "
+            "| ours / TorchRec (TorchRec est.) | lower bound ms | ours / bound | TorchRec / bound "
+            "| peak HBM ours / TorchRec | notes |")
+    lines = [head, "|" + "|".join(["---"] * 17) + "|"]
     for row in rows:
         o, t = row.ours, row.torchrec
         lb = o.plan["lower_bound_ms"] if o.ok else None
@@ -84,13 +118,15 @@ def table_markdown(rows: list[Row]) -> str:
             ">" + _ratio(t.wall_s / o.wall_s) if o.ok and "within" in t.error else "-")
         om = o.plan["max_rank_cost_ms"] if o.ok else None
         tm = t.plan["max_rank_cost_ms"] if t.ok else None
+        ot, tt = row.torchrec_est.get("ours"), row.torchrec_est.get("torchrec")
         notes = "; ".join(x for x in (f"ours: {o.error}" if not o.ok else "",
-                                      f"TorchRec: {t.error}" if not t.ok else "") if x)
+                                      f"TorchRec: {t.error}" if not t.ok else "",
+                                      f"TorchRec est. {row.torchrec_est['error']}" if "error" in row.torchrec_est
+                                      else "") if x)
         lines.append("| " + " | ".join([
             row.case.name, str(len(row.case.config["tables"])), str(row.case.config["topology"]["world_size"]),
             _fmt_s(o), _fmt_s(t, "inner"), speed,
-            f"{om:.4f}" if om is not None else "-", f"{tm:.4f}" if tm is not None else "-",
-            f"{om / tm:.3f}" if om and tm else "-", f"{lb:.4f}" if lb else "-",
+            _ms(om), _ms(tm), _div(om, tm), _ms(ot), _ms(tt), _div(ot, tt), f"{lb:.4f}" if lb else "-",
             f"{om / lb:.3f}" if om and lb else "-", f"{tm / lb:.3f}" if tm and lb else "-",
             f"{_peak_hbm(o.plan) if o.ok else '-'} / {_peak_hbm(t.plan) if t.ok else '-'}", notes or "",
         ]) + " |")
@@ -119,6 +155,8 @@ def run_suite(selected: list[Case], torchrec_timeout_s: float, dryrun_iters: int
             theirs = run_planner("torchrec-plan", path, torchrec_timeout_s)
             log(f"{case.name}: TorchRec {'%.2f s' % theirs.plan['planning_seconds'] if theirs.ok else theirs.error}")
             row = Row(case, ours, theirs)
+            row.torchrec_est = torchrec_estimates(case.config, {"ours": ours.plan, "torchrec": theirs.plan})
+            log(f"{case.name}: by TorchRec's estimator {row.torchrec_est}")
             if case.dryrun and ours.ok and theirs.ok:
                 row.dryrun = {"ours": run_dryrun(path, ours.plan, dryrun_iters),
                               "torchrec": run_dryrun(path, theirs.plan, dryrun_iters)}
@@ -166,7 +204,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     cmd = "python -m bench" + (" --quick" if args.quick else "") + (
         f" --cases {' '.join(args.cases)}" if args.cases else "")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(f"Made by `{cmd}` on {started} (2 cores, no GPU).\n\n{text}\n")
+    args.out.write_text(f"Made by `{cmd}` on {started} (2 cores, no GPU).\n\n{SCORINGS}\n\n{text}\n")
     print(text)
     return 0
 

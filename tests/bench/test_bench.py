@@ -1,4 +1,5 @@
-"""The benchmark runs end to end: both planners as processes, one table with both plans scored alike."""
+"""The benchmark runs end to end: both planners as processes, one table with both plans scored alike, by our
+estimator and by TorchRec's."""
 
 import subprocess
 import sys
@@ -15,10 +16,17 @@ def test_bench_writes_a_table_with_both_planners(tmp_path):
     assert proc.returncode == 0, proc.stderr
     lines = out.read_text().splitlines()
     assert lines[0].startswith("Made by `python -m bench --cases tutorial`")
-    row = [c.strip() for c in lines[-1].strip("|").split("|")]
-    assert row[:3] == ["tutorial", "4", "2"]
-    assert row[8] == "1.000"  # same max-rank cost as TorchRec's plan under the same estimator
-    assert row[10] == "1.000" and row[13] == ""  # at the lower bound, nobody failed
+    assert "scored twice" in out.read_text() and "EmbeddingPerfEstimator" in out.read_text()
+    head = [c.strip() for c in lines[-3].strip("|").split("|")]
+    row = dict(zip(head, (c.strip() for c in lines[-1].strip("|").split("|"))))
+    assert len(row) == len(head) == 17
+    assert [row["case"], row["tables"], row["ranks"]] == ["tutorial", "4", "2"]
+    assert row["ours / TorchRec"] == "1.000"  # same max-rank cost as TorchRec's plan under the same estimator
+    assert row["ours / TorchRec (TorchRec est.)"] == "1.000"  # and under TorchRec's
+    # TorchRec's estimator leaves out the input distribution: lower than ours, never above
+    assert 0 < float(row["ours max ms (TorchRec est.)"]) <= float(row["ours max ms"])
+    assert float(row["TorchRec max ms (TorchRec est.)"]) > 0
+    assert row["ours / bound"] == "1.000" and row["notes"] == ""  # at the lower bound, nobody failed
 
 
 def test_unknown_case_is_a_one_line_error():

@@ -95,19 +95,35 @@ def _error_line(stderr: str) -> str:
     return (errors or lines or [""])[-1][:400]
 
 
+# The planner runs under a small launcher that forks and execs it and reports its ru_maxrss: a child started
+# straight from this process would count this process's own resident memory (the kernel keeps the larger
+# of the exec'd image and the one it replaced), and here that holds 100,000-table configs.
+LAUNCHER = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+sys.stderr.write(f"\\nbench-peak-rss-kib {usage.ru_maxrss}\\n")
+code = os.waitstatus_to_exitcode(status)
+sys.exit(code if code >= 0 else 128 - code)
+"""
+
+
 def run_engine(config_path: Path, plan_path: Path, timeout_s: float) -> dict:
-    """Run `python -m engine plan CONFIG --json --out PLAN` as a child process; its wall seconds, its own peak
-    RSS (the kernel's ru_maxrss from wait4), exit code, and the plan's figures or its error line."""
+    """Run `python -m engine plan CONFIG --json --out PLAN` as a child process (under LAUNCHER); its wall seconds,
+    its own peak RSS (the kernel's ru_maxrss from wait4), exit code, and the plan's figures or its error line."""
     plan_path.unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "engine", "plan", str(config_path), "--json", "--out", str(plan_path)]
+    cmd = [sys.executable, "-S", "-c", LAUNCHER, sys.executable, "-m", "engine", "plan", str(config_path), "--json",
+           "--out", str(plan_path)]
     with tempfile.TemporaryFile("w+", encoding="utf-8") as err:
         start = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err)
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
         killed = threading.Event()
 
-        def kill() -> None:  # os.kill, not Popen.kill: that one may reap the child before wait4 can
+        def kill() -> None:  # the launcher's group (it and the planner); not Popen.kill: that may reap it first
             killed.set()
-            os.kill(proc.pid, signal.SIGKILL)
+            os.killpg(proc.pid, signal.SIGKILL)
 
         timer = threading.Timer(timeout_s, kill)
         timer.start()
@@ -115,7 +131,7 @@ def run_engine(config_path: Path, plan_path: Path, timeout_s: float) -> dict:
             os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)  # exited, not reaped: its pid stays ours
         except BaseException:  # Ctrl-C: leave no planner running
             timer.cancel()
-            proc.kill()
+            os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             raise
         wall_s = time.perf_counter() - start
@@ -125,7 +141,10 @@ def run_engine(config_path: Path, plan_path: Path, timeout_s: float) -> dict:
         proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
         err.seek(0)
         stderr = err.read()
-    run = {"exit_code": proc.returncode, "wall_s": wall_s, "peak_rss_bytes": usage.ru_maxrss * 1024}
+    peak = [line.split()[1] for line in stderr.splitlines() if line.startswith("bench-peak-rss-kib ")]
+    stderr = "\n".join(line for line in stderr.splitlines() if not line.startswith("bench-peak-rss-kib "))
+    run = {"exit_code": proc.returncode, "wall_s": wall_s,
+           "peak_rss_bytes": int(peak[0]) * 1024 if peak else usage.ru_maxrss * 1024}
     if killed.is_set() and proc.returncode == -signal.SIGKILL:
         return {**run, "status": "timeout", "error": f"no plan within {timeout_s:g} s"}
     if proc.returncode != 0:
@@ -265,7 +284,8 @@ def main(argv: list[str] | None = None) -> int:
                "load_before": list(os.getloadavg()), "cells": []}
     with tempfile.TemporaryDirectory(prefix="scale-") as tmp:
         for n, w in args.cells:
-            results["cells"].append(run_cell(n, w, args, Path(tmp), log=lambda m: print(m, file=sys.stderr, flush=True)))
+            results["cells"].append(run_cell(n, w, args, Path(tmp),
+                                             log=lambda m: print(m, file=sys.stderr, flush=True)))
     results["load_after"] = list(os.getloadavg())
     for path in write_outputs(results, args.out_dir):
         print(f"wrote {path}")

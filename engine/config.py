@@ -359,6 +359,13 @@ def _check_load(tables: tuple[TableConfig, ...], constraints: dict[str, Constrai
                           f"({L.MAX_OUTPUTS_PER_STEP:.3g}) are planned: lower the batch size or pooling factors")
 
 
+def _check_pairs(tables: int, world: int) -> None:
+    if tables * world > L.MAX_TABLE_RANK_PAIRS:
+        raise ConfigError("topology.world_size", f"{tables:,} tables on {world:,} ranks are {tables * world:,} "
+                          f"table-rank pairs; at most {L.MAX_TABLE_RANK_PAIRS:,} are planned (fewer ranks or fewer "
+                          "tables)")
+
+
 def parse_config(data: Any) -> Config:
     """A config from already-decoded JSON (a dict). Raises ConfigError naming the first bad field."""
     if not isinstance(data, dict):
@@ -373,6 +380,11 @@ def parse_config(data: Any) -> Config:
         raise ConfigError("tables", f"must be a non-empty list, got {_type_name(raw_tables)}")
     if len(raw_tables) > L.MAX_TABLES:
         raise ConfigError("tables", f"has {len(raw_tables):,} tables; at most {L.MAX_TABLES:,} are planned")
+    try:  # tables x ranks over the limit is refused before 100,000 tables are read
+        world = _topology(d["topology"]).world_size
+    except ConfigError:
+        world = 0  # the topology's own error comes after the tables', as always
+    _check_pairs(len(raw_tables), world)
     tables = tuple(_table_fast(t) or _table(t, f"tables[{i}]") for i, t in enumerate(raw_tables))
     total = sum(t.weight_bytes for t in tables)
     if total > L.MAX_TOTAL_BYTES:
@@ -401,10 +413,7 @@ def parse_config(data: Any) -> Config:
         constraints[name] = _constraint_fast(c, by_name[name]) or _constraint(c, f"constraints.{name}", by_name[name])
     topology = _topology(d["topology"])
     _check_load(tables, constraints, topology)
-    if len(tables) * topology.world_size > L.MAX_TABLE_RANK_PAIRS:
-        raise ConfigError("topology.world_size", f"{len(tables):,} tables on {topology.world_size:,} ranks are "
-                          f"{len(tables) * topology.world_size:,} table-rank pairs; at most "
-                          f"{L.MAX_TABLE_RANK_PAIRS:,} are planned (fewer ranks or fewer tables)")
+    _check_pairs(len(tables), topology.world_size)
     return Config(tables=tables, constraints=constraints, topology=topology)
 
 

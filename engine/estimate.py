@@ -116,10 +116,6 @@ def pieces_for(tables: list[TableConfig], loads: list[TableLoad], topo: Topology
                   per_row([topo.optimizer.state_multiplier(t.embedding_dim) for t in tables]))
 
 
-def concat_pieces(parts: list[Pieces]) -> Pieces:
-    return Pieces(*(np.concatenate([getattr(p, f) for p in parts]) for f in Pieces.__dataclass_fields__))
-
-
 def device_bw(topo: Topology, kernel: ComputeKernel, clf: float) -> float:
     """Effective lookup bandwidth (bytes/ms) of a kernel: TorchRec's kernel_bw_lookup."""
     if topo.compute_device is Device.CPU:

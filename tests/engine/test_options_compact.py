@@ -37,3 +37,19 @@ def test_compact_options_match_pricing_every_shard(name):
             assert o.total_ddr_bytes == full.ddr_bytes.sum() and o.piece_ddr_bytes == full.ddr_bytes.max()
             seen += 1
     assert seen > 3 * len(cfg.tables)
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_a_table_priced_alone_or_with_all_others_gives_the_same_bits(device):
+    # the dashboard re-prices one edited table alone; the command line prices all at once: same plan either way
+    from engine.enumerate import _priced, all_table_options
+
+    cfg = engine.parse_config(synthetic(60, 8, seed=7, device=device, max_rows=1e6))
+    _priced.cache_clear()
+    batch = all_table_options(cfg)
+    for i in range(len(cfg.tables)):
+        _priced.cache_clear()
+        for a, b in zip(batch[i], table_options(cfg, i), strict=True):
+            assert a.summary == b.summary
+            for field in ("perf_ms", "hbm_bytes", "ddr_bytes", "input_bytes", "output_bytes"):
+                assert np.array_equal(getattr(a.est, field), getattr(b.est, field))

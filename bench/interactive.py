@@ -451,7 +451,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=5, help="edits per case")
     p.add_argument("--root", type=Path, default=ROOT, help="the checkout whose dashboard is served")
     base = p.add_mutually_exclusive_group()
-    base.add_argument("--baseline", type=Path, help="a second checkout, served too, its edits alternating with --root's")
+    base.add_argument("--baseline", type=Path,
+                      help="a second checkout, served too, its edits alternating with --root's")
     base.add_argument("--baseline-dashboard", metavar="REV",
                       help="the baseline: --root's working tree with dashboard/ as of git revision REV")
     p.add_argument("--plan-input", action="append", default=[], metavar="LABEL=VALUE",

@@ -30,6 +30,7 @@ COMPONENT_COLORS = {"fwd_compute_ms": "#4C78A8", "bwd_compute_ms": "#72B7B2", "f
                     "bwd_comms_ms": "#E45756", "input_dist_comms_ms": "#EECA3B", "prefetch_compute_ms": "#B279A2"}
 USED_COLOR, CAP_COLOR, OVER_COLOR = "#4C78A8", "#D9DEE5", "#E45756"
 ESTIMATED_COLOR, MEASURED_COLOR, BAND_COLOR = "#9DB4CF", "#F58518", "#E3F1E3"
+BETTER_COLOR = "#54A24B"
 PART_COLORS = ("#4C78A8", "#72B7B2", "#54A24B", "#EECA3B", "#B279A2", "#FF9DA6", "#9D755D")
 PLAN_COLORS = ("#4C78A8", "#F58518", "#54A24B", "#B279A2", "#9D755D", "#72B7B2", "#EECA3B", "#FF9DA6")
 MIB = 1024**2
@@ -142,14 +143,24 @@ def heatmap(m: TableRankMatrix, metric: str = "cost_ms", rows: Optional[list[int
     return _layout(fig, f"Tables by rank: {MATRIX_METRICS[metric]}", height=height)
 
 
-def compare_ranks(frame: pd.DataFrame, column: str, title: str) -> go.Figure:
-    """Grouped bars per rank, one colour per plan, from dashboard.analysis.compare_frame."""
+def compare_ranks(frame: pd.DataFrame, column: str, title: str, measured: Optional[pd.DataFrame] = None) -> go.Figure:
+    """Grouped bars per rank, one colour per plan, from dashboard.analysis.compare_frame (or
+    dashboard.plan_deltas.memory_frame); `measured` (plan, rank, measured_ms: plan_deltas.measured_long) adds
+    each measured plan's times as diamonds over its bars."""
     fig = go.Figure()
     scale = GIB if column.endswith("_bytes") else 1.0
+    labels = list(dict.fromkeys(frame["plan"]))
     for i, (label, part) in enumerate(frame.groupby("plan", sort=False)):
         fig.add_trace(go.Bar(x=part["rank"], y=part[column] / scale, name=plotly_text(label),
-                             marker_color=PLAN_COLORS[i % len(PLAN_COLORS)]))
-    fig.update_layout(barmode="group", bargap=0.2)
+                             marker_color=PLAN_COLORS[i % len(PLAN_COLORS)], offsetgroup=str(i)))
+    for label, part in (measured.groupby("plan", sort=False) if measured is not None else ()):
+        i = labels.index(label) if label in labels else len(labels)
+        fig.add_trace(go.Scatter(x=part["rank"], y=part["measured_ms"], mode="markers", offsetgroup=str(i),
+                                 name=f"{plotly_text(label)}, measured", marker=dict(
+                                     symbol="diamond", size=9, color=PLAN_COLORS[i % len(PLAN_COLORS)],
+                                     line=dict(color="#222", width=1)),
+                                 hovertemplate="rank %{x}: %{y:.4g} ms measured<extra></extra>"))
+    fig.update_layout(barmode="group", bargap=0.2, scattermode="group")
     fig.update_yaxes(title_text="GiB" if scale == GIB else "ms per step")
     _rank_axis(fig, frame["rank"].nunique() if len(frame) else 0)
     return _layout(fig, plotly_text(title))
@@ -157,7 +168,8 @@ def compare_ranks(frame: pd.DataFrame, column: str, title: str) -> go.Figure:
 
 def measured_vs_estimated(frame: pd.DataFrame, title: str = "Measured vs estimated per rank") -> go.Figure:
     """Time (ms) and memory (MiB) per rank, estimated beside measured, from dashboard.measured.run_frame."""
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12, subplot_titles=["time (ms per step)", "peak memory (MiB)"])
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
+                        subplot_titles=["time (ms per step)", "peak memory (MiB)"])
     for col, (unit, scale) in enumerate((("ms", 1.0), ("bytes", MIB)), start=1):
         for side, color in (("estimated", ESTIMATED_COLOR), ("measured", MEASURED_COLOR)):
             column = f"{side}_{unit}"
@@ -211,3 +223,24 @@ def ratio_bars(frame: pd.DataFrame,
     fig.update_annotations(font_size=13)
     _rank_axis(fig, frame["rank"].nunique() if len(frame) else 0)
     return _layout(fig, plotly_text(title))
+
+
+def rank_deltas(frame: pd.DataFrame, title: str) -> go.Figure:
+    """B - A per rank, estimated time (ms) and peak device memory (MiB), from dashboard.plan_deltas.rank_frame:
+    green where B is lower, red where it is higher."""
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
+                        subplot_titles=["time: B - A (ms per step)", "peak memory: B - A (MiB)"])
+    for col, (column, unit) in enumerate((("B - A ms", "ms"), ("B - A MiB", "MiB")), start=1):
+        pct = frame[f"{column} %"] if f"{column} %" in frame else [None] * len(frame)
+        y = [None if pd.isna(v) else float(v) for v in frame[column]]
+        fig.add_trace(go.Bar(x=frame["rank"], y=y, showlegend=False,
+                             marker_color=[BETTER_COLOR if v is not None and v < 0 else
+                                           OVER_COLOR if v is not None and v > 0 else CAP_COLOR for v in y],
+                             customdata=[0.0 if p is None or pd.isna(p) else float(p) for p in pct],
+                             hovertemplate=f"rank %{{x}}: %{{y:+.4g}} {unit} (%{{customdata:+.1f}}%)<extra></extra>"),
+                      row=1, col=col)
+        fig.add_hline(y=0, line_color="#666", line_width=1, row=1, col=col)
+    fig.update_layout(bargap=0.25)
+    fig.update_annotations(font_size=13)
+    _rank_axis(fig, len(frame))
+    return _layout(fig, plotly_text(title), height=320)

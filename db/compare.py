@@ -30,7 +30,8 @@ def _plans(s: Session, tokens: Sequence[str]) -> list[PlanRow]:
     return [rows[t] for t in wanted]
 
 
-def measured_ms(s: Session, plan_ids: Sequence[int], metric: str = MEASURED_TIME_METRIC) -> dict[tuple[int, int], float]:
+def measured_ms(s: Session, plan_ids: Sequence[int],
+                metric: str = MEASURED_TIME_METRIC) -> dict[tuple[int, int], float]:
     """{(plan_id, rank): mean measured ms} from each plan's chosen run."""
     q = (select(RunRow.plan_id, RunRow.id, RunRow.status, MetricRow.rank, func.avg(MetricRow.value))
          .join(MetricRow, MetricRow.run_id == RunRow.id)

@@ -28,7 +28,8 @@ MEASURED_NAMES = ("measured_ms", "iteration_ms")  # the first present is stored 
 UNITS = (("_ms", "ms"), ("_bytes", "bytes"))
 NOT_DEVICE_INFO = ("ranks", "log_tail", "status", "error")  # stored elsewhere: metrics, log, status, error
 SCALARS = (str, int, float, bool, type(None))
-SOURCES = {RunKind.VALIDATION: ("validation", "python -m db validate"), RunKind.DRYRUN: ("dry-run", "python -m db dryrun")}
+SOURCES = {RunKind.VALIDATION: ("validation", "python -m db validate"),
+           RunKind.DRYRUN: ("dry-run", "python -m db dryrun")}
 SOURCE = SOURCES[RunKind.VALIDATION][1]
 
 

@@ -93,7 +93,8 @@ def _check_shape(st: ShardingType, shards: list[Shard], table: TableConfig, path
     """What each sharding type cuts: table_wise nothing, row splits keep whole rows, column splits whole columns."""
     rows, cols = table.num_embeddings, table.embedding_dim
     if st is ShardingType.TABLE_WISE and len(shards) != 1:
-        raise ConfigError(f"{path}.shards", f"table_wise places the whole table on one rank: one shard, got {len(shards)}")
+        raise ConfigError(f"{path}.shards",
+                          f"table_wise places the whole table on one rank: one shard, got {len(shards)}")
     for i, s in enumerate(shards):
         if not s.sizes[0] or not s.sizes[1]:
             if not (st.splits_rows and s.sizes == (0, cols) and s.offsets == (rows, 0)):

@@ -1,8 +1,8 @@
 """Launchers behind one interface: prepare a job, start it, poll it, cancel it, wait for it.
 
 `local` runs torchrun as a subprocess in a session of its own (cancel ends it and every rank below it);
-`slurm` and `script` live in engine.validate.slurm and engine.validate.script. Every command is an argument list, never a shell
-string.
+`slurm` and `script` live in engine.validate.slurm and engine.validate.script. Every command is an argument list,
+never a shell string.
 """
 
 from __future__ import annotations

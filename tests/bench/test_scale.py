@@ -18,8 +18,8 @@ from tests.factories import ROOT
 def results(tmp_path_factory):
     out = tmp_path_factory.mktemp("scale")
     proc = subprocess.run([sys.executable, "-m", "bench.scale", "--tables", "100", "--ranks", "8", "--infeasible",
-                           "--determinism", "--out-dir", str(out)], check=False, cwd=ROOT, capture_output=True, text=True,
-                          timeout=600)
+                           "--determinism", "--out-dir", str(out)], check=False, cwd=ROOT, capture_output=True,
+                          text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     return out, json.loads((out / "scale.json").read_text())
 

@@ -181,5 +181,6 @@ def test_the_summary_shows_the_fullest_ranks_parts():
     text = engine.summary(plan, cfg)
     fullest = max(plan.ranks, key=lambda r: r.memory.peak_bytes)
     line = next(ln for ln in text.splitlines() if ln.startswith("Step memory of rank"))
-    assert line.startswith(f"Step memory of rank {fullest.rank} (largest peak): 2.84 MiB at the peak = weights 1.25 MiB")
+    assert line.startswith(f"Step memory of rank {fullest.rank} (largest peak): "
+                           "2.84 MiB at the peak = weights 1.25 MiB")
     assert "all-to-all buffers 1.00 MiB" in line and "1.28 MiB held between steps" in line

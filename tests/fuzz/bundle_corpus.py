@@ -189,7 +189,8 @@ def _config_and_placement_cases(base: dict, rng: random.Random) -> Iterator[tupl
     for key, v in (("rank", 2), ("rank", -1), ("sizes", [2**63, 64]), ("offsets", [-1, 0]), ("sizes", [4096])):
         yield "bad", f"shard {key} = {v!r}", set_at(base, placement + ("shards", 0, key), v)
     yield "bad", "a table not placed", drop_at(base, placement)
-    yield "bad", "an unknown table placed", set_at(base, ("plan", "plan", "nosuch"), base["plan"]["plan"][placement[-1]])
+    yield "bad", "an unknown table placed", set_at(base, ("plan", "plan", "nosuch"),
+                                                   base["plan"]["plan"][placement[-1]])
     topology = ("config", "topology")
     for key, v in (("world_size", 2**63), ("world_size", 0), ("world_size", 10**30), ("batch_size", -1),
                    ("hbm_cap", 2**64), ("hbm_mem_bw", 0), ("hbm_mem_bw", Raw("1e999"))):

@@ -134,7 +134,8 @@ def plan_cases(rng: random.Random) -> Iterator[dict]:
 def impossible_plans(st: str, cfg: dict, good: dict) -> Iterator[dict]:
     """Plans with the right total area that still cannot be: overlaps with gaps, repeated copies, empty shards."""
     name = "large_table_0"
-    overlap = [{"offsets": [0, col], "sizes": [4096, 16], "rank": rank} for col, rank in ((0, 0), (16, 1), (16, 0), (48, 1))]
+    overlap = [{"offsets": [0, col], "sizes": [4096, 16], "rank": rank}
+               for col, rank in ((0, 0), (16, 1), (16, 0), (48, 1))]
     yield case("estimate", cfg, set_at(good, ("plan", name), {"sharding_type": "column_wise", "compute_kernel": "fused",
                                                             "ranks": [0, 1, 0, 1], "shards": overlap}),
                note=f"{st} overlap and gap of equal area")

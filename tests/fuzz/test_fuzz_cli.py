@@ -24,7 +24,8 @@ from tests.fuzz.cli_corpus import CORPUS, HOSTILE_VALUES, write_corpus
 
 PROCESS_LIMIT_S = 120  # a safety stop only: planning itself runs on a small work budget (--effort)
 NAMES_A_FIELD = re.compile(r"^error: (config|tables|topology|constraints|plan)\b|"
-                           r"^error: '[^']*' is not (valid JSON|UTF-8)|^error: '[^']*' nests|^error: cannot read (config|plan) file|^error: Table |"
+                           r"^error: '[^']*' is not (valid JSON|UTF-8)|^error: '[^']*' nests|"
+                           r"^error: cannot read (config|plan) file|^error: Table |"
                            r"^error: The tables |^error: \d+ tables")
 
 

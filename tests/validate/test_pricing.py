@@ -76,5 +76,6 @@ def test_a_cpu_config_has_no_note(plan_files, tmp_path):
 
 def _plan_for(tmp_path):
     out = tmp_path / "tw.json"
-    out.write_text(json.dumps(engine.plan_to_dict(engine.plan(engine.load_config(EXAMPLES / "tutorial_table_wise.json")))))
+    cfg = engine.load_config(EXAMPLES / "tutorial_table_wise.json")
+    out.write_text(json.dumps(engine.plan_to_dict(engine.plan(cfg))))
     return out

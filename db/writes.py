@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import func, insert, select, text
 from sqlalchemy.orm import Session
 
 from db.checks import content_hash, new_token
@@ -14,14 +15,30 @@ from db.errors import StoreError
 from db.models import ConfigRow, MetricRow, PlanRankRow, PlanRow, RunKind, RunRow, RunStatus, utcnow
 
 
+def _name_lock_key(name: str) -> int:
+    """A signed 64-bit key for PostgreSQL's advisory locks, from the config name."""
+    return int.from_bytes(hashlib.sha256(f"config-name:{name}".encode()).digest()[:8], "big", signed=True)
+
+
+def lock_config_name(s: Session, name: str) -> None:
+    """Writers of one config name take turns until their transaction ends. On PostgreSQL two transactions would
+    otherwise both read version N and both insert N+1: one is refused by the unique constraint, and with many
+    writers the retries run out (16 processes lost 8 of 480 saves). A transaction-scoped advisory lock makes the
+    read of the latest version and the insert one step. SQLite needs none: its writers begin IMMEDIATE, one at a
+    time."""
+    if s.get_bind().dialect.name == "postgresql":
+        s.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _name_lock_key(name)})
+
+
 def ensure_config(s: Session, name: str, config: dict) -> ConfigRow:
     """The version of `name` holding exactly this config, adding version N+1 when none does."""
     digest = content_hash(config)
+    lock_config_name(s, name)  # before reading: a writer that waited sees what the one before it added
     row = s.scalar(select(ConfigRow).where(ConfigRow.name == name, ConfigRow.content_hash == digest))
     if row is not None:
         return row
     latest = s.scalar(select(func.max(ConfigRow.version)).where(ConfigRow.name == name)) or 0
-    # Two writers racing for the same version number: the unique constraint stops one, which retries.
+    # The unique constraint on (name, version) still stands behind the lock: a writer that races anyway retries.
     row = ConfigRow(name=name, version=latest + 1, content_hash=digest, config=config, created_at=utcnow())
     s.add(row)
     s.flush()

@@ -51,6 +51,41 @@ def test_two_writer_processes_lose_nothing(store: Store, db_url: str) -> None:
         assert conn.execute(done).scalar_one() == n
 
 
+VERSION_WRITER = Path(__file__).with_name("version_writer.py")
+RACING_WRITERS, SAVES_EACH = 16, 30
+
+
+@pytest.mark.parametrize("round_", [1, 2])
+def test_sixteen_processes_saving_new_versions_of_one_name_lose_nothing(store: Store, db_url: str,
+                                                                         round_: int) -> None:
+    """Issue 14's race: N processes each save K plans of their own configs under one config name at once. Every
+    save lands, versions run 1..N*K with no gap and no duplicate, and each version holds the config saved with
+    it; one content saved by all N is one version."""
+    name = f"race-{round_}"
+    start_at = time.time() + 8.0  # the writers import, plan and connect first
+    procs = [subprocess.Popen([sys.executable, str(VERSION_WRITER), db_url, str(w), str(SAVES_EACH), name,
+                               str(start_at)], cwd=REPO, env=cli_env(db_url), stderr=subprocess.PIPE, text=True)
+             for w in range(RACING_WRITERS)]
+    failed = []
+    for w, p in enumerate(procs):
+        _, err = p.communicate(timeout=300)
+        if p.returncode != 0:
+            failed.append(f"writer {w}: {err.strip().splitlines()[-1:]}")
+    assert not failed, failed
+    n = RACING_WRITERS * SAVES_EACH
+    plans = [p for p in store.list_plans(limit=1000) if p.label.count("-") == 1]
+    assert sorted(p.label for p in plans) == sorted(f"{w}-{i}" for w in range(RACING_WRITERS)
+                                                    for i in range(SAVES_EACH))
+    assert counts(store)["plans"] == n
+    versions = store.config_versions(name)
+    assert [v.version for v in versions] == list(range(1, n + 1))
+    with store.engine.connect() as conn:
+        sizes = conn.execute(select(ConfigRow.config).where(ConfigRow.name == name)).scalars().all()
+    assert sorted(c["topology"]["batch_size"] for c in sizes) == sorted(
+        1000 + w * 100 + i for w in range(RACING_WRITERS) for i in range(SAVES_EACH))
+    assert [v.version for v in store.config_versions(f"{name}-same")] == [1]
+
+
 def test_threads_sharing_one_store(store: Store) -> None:
     """The dashboard shares one Store between its sessions' threads."""
     cfg, plan = sample()

@@ -114,8 +114,8 @@ def _refuse_early(cfg: Config) -> None:
     state at least once, so tables whose weights and state exceed all ranks' memory together are refused at
     once, whatever their number."""
     topo = cfg.topology
-    need = sum(t.weight_bytes + math.ceil(t.weight_bytes * topo.optimizer.state_multiplier(t.embedding_dim))
-               for t in cfg.tables)
+    multiplier = {d: topo.optimizer.state_multiplier(d) for d in {t.embedding_dim for t in cfg.tables}}
+    need = sum(w + math.ceil(w * multiplier[t.embedding_dim]) for t in cfg.tables for w in (t.weight_bytes,))
     if need > (topo.usable_hbm_bytes + topo.usable_ddr_bytes) * topo.world_size:
         raise _too_big(cfg, need, "their weights and optimizer state alone")
 

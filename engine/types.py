@@ -100,7 +100,10 @@ class TableConfig:
     pooling: PoolingType = PoolingType.SUM
     data_type: DataType = DataType.FP32
 
-    @property
+    def __post_init__(self) -> None:  # read several times per table while a config is checked: kept, not recomputed
+        self.__dict__["weight_bytes"] = math.ceil(self.num_embeddings * self.embedding_dim * self.data_type.bytes)
+
+    @cached_property  # (set by __post_init__: the instance's own value shadows this)
     def weight_bytes(self) -> int:
         return math.ceil(self.num_embeddings * self.embedding_dim * self.data_type.bytes)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import enum
 import json
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -73,7 +74,7 @@ class Job:
     warmup: int = DEFAULT_WARMUP
     seed: int = DEFAULT_SEED
     pg_timeout_s: int = DEFAULT_PG_TIMEOUT_S
-    python: str = "python3"  # the interpreter the ranks run (sys.executable for local jobs)
+    python: str = sys.executable  # the interpreter the ranks and job scripts run: this one (the venv's)
     slurm: SlurmOptions = field(default_factory=SlurmOptions)
     script_path: Path | None = None
     results_file: Path | None = None  # --results; default out_dir/results.json

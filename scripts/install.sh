@@ -1,31 +1,62 @@
 #!/usr/bin/env bash
-# Installs what the planner needs: Python packages (CPU builds), and with --dev also the test extras and the
-# system packages the tests run for real (PostgreSQL, Chromium, Slurm). Safe to run again.
+# Installs what the planner needs into the project's virtual environment .venv (never the system's Python):
+# the Python packages (CPU builds) and this project itself (editable, with its console commands), and with
+# --dev also the test extras and the system packages the tests run for real (PostgreSQL, Chromium, Slurm).
+# PYTHON names the interpreter that creates .venv (default python3). Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 dev=0
 [ "${1:-}" = "--dev" ] && dev=1
 PY=${PYTHON:-python3}
+VENV=.venv
+
+# apt-get install PACKAGES as root, or through sudo; returns 1 when neither is possible.
+apt_install() {
+  local sudo=""
+  if [ "$(id -u)" != 0 ]; then
+    command -v sudo >/dev/null || return 1
+    sudo="sudo"
+  fi
+  echo "install.sh: apt-get install $*"
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+version() { "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null; }
+
+want=$(version "$PY") || { echo "install.sh: cannot run $PY (set PYTHON to a Python 3.11 interpreter)" >&2; exit 1; }
+# A .venv of another Python (PYTHON changed) or one left without pip (venv failed half-way) is made again.
+if [ -x "$VENV/bin/python" ] && { [ "$(version "$VENV/bin/python")" != "$want" ] \
+                                  || ! "$VENV/bin/python" -m pip --version >/dev/null 2>&1; }; then
+  echo "install.sh: making $VENV again (Python $want)"
+  rm -rf "$VENV"
+fi
+if [ ! -x "$VENV/bin/python" ]; then
+  if ! "$PY" -m venv "$VENV" >/dev/null 2>&1; then
+    # Debian's own Python keeps venv's pip (ensurepip) in a separate package.
+    rm -rf "$VENV"
+    apt_install "python$want-venv" || apt_install python3-venv || {
+      echo "install.sh: $PY cannot make a virtual environment: install the package python$want-venv" >&2; exit 1; }
+    "$PY" -m venv "$VENV"
+  fi
+fi
+VPY="$VENV/bin/python"
 
 if [ "$dev" = 1 ]; then
-  apt_packages="postgresql chromium slurm-wlm"
   missing=""
-  for p in $apt_packages; do
+  for p in postgresql chromium slurm-wlm; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
   done
   if [ -n "$missing" ]; then
-    SUDO=""
-    [ "$(id -u)" = 0 ] || SUDO="sudo"
-    if [ -n "$SUDO" ] && ! command -v sudo >/dev/null; then
-      echo "install.sh: cannot install$missing without root; the tests that need them will be skipped" >&2
-    else
-      echo "install.sh: apt-get install$missing"
-      $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-      $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
-    fi
+    # shellcheck disable=SC2086
+    apt_install $missing \
+      || echo "install.sh: cannot install$missing without root; the tests that need them will be skipped" >&2
   fi
-  "$PY" -m pip install -q -r requirements-dev.txt
+  requirements=requirements-dev.txt
 else
-  "$PY" -m pip install -q -r requirements.txt
+  requirements=requirements.txt
 fi
+# -e .: the project's own packages and console commands (sharding-planner, sharding-planner-db) in .venv,
+# running this checkout's code.
+"$VPY" -m pip install -q -r "$requirements" -e .

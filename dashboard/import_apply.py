@@ -42,7 +42,7 @@ def run(fmt: str, data: str | bytes, workspace: dict, mode: str) -> Outcome:
         got = importers.read(fmt, data)
         return _merge(got, copy.deepcopy(workspace), mode, FORMAT_NAMES.get(fmt, fmt))
     except importers.ImportFormatError as e:
-        return _refused([str(e)])
+        return _refused(list(e.problems))
     except Exception as e:  # noqa: BLE001 - the page must show one message, whatever the input does
         return _refused([f"{UNEXPECTED} ({type(e).__name__}); please report the input"])
 
@@ -112,7 +112,7 @@ def _table_problems(raw: Any, raw_cons: Any, where: str) -> list[str]:
                 cons = None
                 continue
             label = _repair(table, cons, key, e.field)
-            problems.append(f"{where}: {label}: {e.message}" if label else f"{where}: {e}")
+            problems.append(f"{where}: {label}: {e.message}" if label else f"{where}: {_plain(e)}")
             if label is None:
                 return problems
     return problems
@@ -138,10 +138,12 @@ def _clashes(tables: list, existing: list[dict], offset: int) -> list[str]:
         for f in str(r.get("features") or r.get("name") or "").split(","):
             owner.setdefault(f.strip(), i)
     problems = []
+    name_of = {i: r.get("name") for i, r in enumerate(existing)}
     for i, t in enumerate(tables, start=offset):
         name = t.get("name") if isinstance(t, dict) else None
         if not isinstance(name, str):
             continue
+        name_of[i] = name
         if name in names:
             problems.append(f"{_where(i, t)}: name: duplicate table name (also row {names[name] + 1})")
         names.setdefault(name, i)
@@ -149,7 +151,7 @@ def _clashes(tables: list, existing: list[dict], offset: int) -> list[str]:
             if "," in f or f != f.strip():
                 problems.append(f"{_where(i, t)}: features: feature {shown(f)} has a comma or surrounding spaces, "
                                 "which the grid cannot hold; rename it")
-            elif f in owner and owner[f] != i:
+            elif f in owner and owner[f] != i and name_of.get(owner[f]) != name:  # one name: flagged by name
                 problems.append(f"{_where(i, t)}: features: feature {shown(f)} is already used by row {owner[f] + 1}")
             owner.setdefault(f, i)
     return problems
@@ -157,7 +159,7 @@ def _clashes(tables: list, existing: list[dict], offset: int) -> list[str]:
 
 def _orphans(got: importers.Imported) -> list[str]:
     names = {t.get("name") for t in got.tables if isinstance(t, dict) and isinstance(t.get("name"), str)}
-    return [f"constraints.{shown(k)}: no imported table has this name" for k in got.constraints if k not in names]
+    return [f"constraints for {shown(k)}: no imported table has this name" for k in got.constraints if k not in names]
 
 
 def _topology_problems(topo: dict) -> list[str]:
@@ -170,7 +172,7 @@ def _topology_problems(topo: dict) -> list[str]:
             rest = e.field[len("topology."):] if e.field.startswith("topology.") else ""
             key = "world_size" if rest == "world_size" else _key_of(rest, topo)
             if not (stand_in and key == "local_world_size"):  # it only fails to divide the stand-in
-                problems.append(str(e))
+                problems.append(grid.outside_text(e, with_key=True))
             if key is None:
                 return problems
             if key == "world_size":
@@ -195,12 +197,22 @@ def _valid(config: dict) -> bool:
         return False
 
 
+def _plain(e: engine.ConfigError) -> str:
+    """An engine error without its engine path: the field as the grid labels it, or the topology's."""
+    m = _TABLE_FIELD.match(e.field)
+    if m:
+        return f"{_label(m.group(2))}: {e.message}" if m.group(2) else e.message
+    if e.field.startswith("constraints."):
+        return f"constraints: {e.message}"
+    return grid.outside_text(e, with_key=True)
+
+
 def _located(e: engine.ConfigError, offset: int, tables: list) -> str:
     m = _TABLE_FIELD.match(e.field)
     if m:
         i = int(m.group(1))
-        return f"{_where(offset + i, tables[i] if i < len(tables) else None)}: {e}"
-    return str(e)
+        return f"{_where(offset + i, tables[i] if i < len(tables) else None)}: {_plain(e)}"
+    return _plain(e)
 
 
 def _problems(got: importers.Imported, existing: list[dict], topology: Optional[dict]) -> list[str]:

@@ -23,10 +23,16 @@ MAX_INT = 2**63
 MAX_SHOWN_CHARS = 40  # of a user's value quoted in a message
 MAX_MESSAGE_CHARS = 500
 TOP_FIELDS = ("tables", "constraints", "topology")
+MAX_CSV_PROBLEMS = 500  # cells listed; past them the reading stops
 
 
 class ImportFormatError(ValueError):
-    """Input that cannot be read; the message is one line naming where and what."""
+    """Input that cannot be read; the message is one line naming where and what, `problems` every such line
+    when there are several (each bad CSV cell)."""
+
+    def __init__(self, message: str, problems: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.problems = tuple(problems) or (message,)
 
 
 @dataclass
@@ -176,13 +182,21 @@ def _csv_header(reader) -> list[str]:
 
 
 def _csv_tables(reader) -> Imported:
+    """Every table of the sheet; every line that cannot be read is listed (ImportFormatError.problems), not only
+    the first."""
     header = _csv_header(reader)
-    tables, constraints = [], {}
+    tables, constraints, problems = [], {}, []
     for row in reader:
         line = reader.line_num
-        if any(cell.strip() for cell in row[len(header):]):
-            raise ImportFormatError(f"line {line}: more values than columns ({len(header)})")
-        table, cons = _csv_row(row, header, line)
+        try:
+            if any(cell.strip() for cell in row[len(header):]):
+                raise ImportFormatError(f"line {line}: more values than columns ({len(header)})")
+            table, cons = _csv_row(row, header, line)
+        except ImportFormatError as e:
+            problems.append(str(e))
+            if len(problems) > MAX_CSV_PROBLEMS:
+                break
+            continue
         if not table and not cons:
             continue
         if len(tables) >= MAX_TABLES:
@@ -190,6 +204,8 @@ def _csv_tables(reader) -> Imported:
         tables.append(table)
         if cons and isinstance(table.get("name"), str):
             constraints[table["name"]] = cons
+    if problems:
+        raise ImportFormatError(problems[0], tuple(problems))
     if not tables:
         raise ImportFormatError("the CSV has a header but no tables")
     return Imported(tables=tables, constraints=constraints)

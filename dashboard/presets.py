@@ -147,6 +147,42 @@ def gpu_topology(key: str, base: dict) -> dict:
             "hbm_to_ddr_mem_bw": g.hbm_to_ddr_gbps * GBPS_TO_BYTES_PER_MS}
 
 
+def _full(topo: dict) -> dict | None:
+    """A topology with every default written out (config units); None when the engine refuses it."""
+    import engine
+
+    try:
+        return engine.config_to_dict(engine.parse_config({"tables": [PROBE_TABLE], "topology": topo}))["topology"]
+    except engine.ConfigError:
+        return None
+
+
+def _same(a: dict, b: dict) -> bool:
+    """Equal field by field, numbers to 1e-6 (the form's GiB and GiB/s come back through floats)."""
+    for k in a.keys() | b.keys():
+        x, y = a.get(k), b.get(k)
+        numbers = isinstance(x, (int, float)) and isinstance(y, (int, float))
+        if not (math.isclose(x, y, rel_tol=1e-6, abs_tol=1e-9) if numbers else x == y):
+            return False
+    return True
+
+
+def cluster_in_use(topo: dict) -> str | None:
+    """The key of the cluster preset `topo` is (its other fields, batch size and optimizer, aside), or None."""
+    full = _full(topo)
+    if full is None:
+        return None
+    return next((k for k in CLUSTERS if (preset := _full(cluster_topology(k, full))) and _same(preset, full)), None)
+
+
+def gpu_in_use(topo: dict) -> str | None:
+    """The key of the GPU preset whose memory and bandwidths `topo` has, or None."""
+    full = _full(topo)
+    if full is None:
+        return None
+    return next((k for k in GPUS if (preset := _full(gpu_topology(k, full))) and _same(preset, full)), None)
+
+
 def cluster_topology(key: str, base: dict) -> dict:
     """`base` topology (batch size, optimizer, reservation kept) sized as one of CLUSTERS."""
     c = CLUSTERS[key]
@@ -161,30 +197,57 @@ def cluster_topology(key: str, base: dict) -> dict:
 # ---- topology in the units people type ------------------------------------------------------------
 
 BANDWIDTH_FIELDS = ("hbm_mem_bw", "ddr_mem_bw", "hbm_to_ddr_mem_bw", "intra_host_bw", "inter_host_bw")
+PROBE_TABLE = {"name": "t", "num_embeddings": 1, "embedding_dim": 1}
 
 
 def topology_form(topo: dict) -> dict:
-    """A topology with every default filled in, memory in GiB, bandwidth in GB/s, reservation in %."""
-    import engine
-
-    probe = {"tables": [{"name": "t", "num_embeddings": 1, "embedding_dim": 1}], "topology": topo}
-    try:
-        full = engine.config_to_dict(engine.parse_config(probe))["topology"]
-    except engine.ConfigError:
-        defaults = engine.config_to_dict(engine.parse_config({**probe, "topology": {"world_size": 1}}))["topology"]
-        full = {**defaults, **{k: v for k, v in topo.items() if k in defaults}}
+    """A topology with every default filled in, memory in GiB, bandwidth in GB/s, reservation in %, and the
+    number of hosts (world_size / local_world_size)."""
+    full = _full(topo) or _fields_that_fit(topo)
     form = dict(full)
     form["hbm_cap"] = full["hbm_cap"] / GIB
     form["ddr_cap"] = full["ddr_cap"] / GIB
     for k in BANDWIDTH_FIELDS:
         form[k] = full[k] / GBPS_TO_BYTES_PER_MS
     form["storage_reservation"] = full["storage_reservation"] * 100
+    ws, lws = form.get("world_size"), form.get("local_world_size")
+    ok = isinstance(ws, int) and isinstance(lws, int) and 0 < lws <= ws and ws % lws == 0
+    form["hosts"] = ws // lws if ok else 1
     return form
 
 
+def _fields_that_fit(topo: dict) -> dict:
+    """A topology the engine refused, every field it accepts on its own kept, the others at their defaults."""
+    out = _full({"world_size": 1})
+    ranks = {k: topo[k] for k in ("world_size", "local_world_size") if k in topo}
+    fit = (_full(ranks) or _full({"world_size": ranks.get("world_size")})) if ranks else None
+    if fit is not None:
+        out.update(world_size=fit["world_size"], local_world_size=fit["local_world_size"])
+    for k, v in topo.items():
+        if k in out and k not in ranks and _full({"world_size": 1, k: v}) is not None:
+            out[k] = v
+    return out
+
+
+def split_ranks(world_size: int, hosts: int) -> int | None:
+    """Ranks per host when `world_size` ranks split evenly over `hosts` hosts, else None."""
+    if hosts < 1 or world_size < hosts or world_size % hosts:
+        return None
+    return world_size // hosts
+
+
+def uneven_text(world_size: int, hosts: int) -> str:
+    """Why `world_size` ranks do not fit `hosts` hosts, and the values that would."""
+    multiples = ", ".join(str(hosts * k) for k in range(1, 4))
+    divisors = ", ".join([str(d) for d in range(1, world_size + 1) if world_size % d == 0][:8])
+    return (f"{world_size} ranks do not split evenly over {hosts} hosts: set the world size to a multiple of "
+            f"{hosts} ({multiples}...), or the hosts to one of {divisors}")
+
+
 def form_topology(form: dict) -> dict:
-    """The inverse of topology_form: config units (bytes, bytes per ms, a fraction)."""
-    topo = dict(form)
+    """The inverse of topology_form: config units (bytes, bytes per ms, a fraction); hosts become
+    local_world_size."""
+    topo = {k: v for k, v in form.items() if k != "hosts"}
     topo["hbm_cap"] = int(round(form["hbm_cap"] * GIB))
     topo["ddr_cap"] = int(round(form["ddr_cap"] * GIB))
     for k in BANDWIDTH_FIELDS:

@@ -10,9 +10,12 @@ from engine.errors import human_bytes
 from engine.types import ComputeKernel, DataType, PoolingType, ShardingType
 
 GRID_HEIGHT_PX = 480
+SUMMARY_LINES = 5  # rows listed above the grids; the rest are counted
 
-ISSUE_COLUMN = st.column_config.TextColumn("⚠ issue", disabled=True, width=300)
+ISSUE_COLUMN = st.column_config.TextColumn("⚠ issue", disabled=True, width=400)
+ROW_COLUMN = st.column_config.NumberColumn("row", disabled=True, width=50, help="row number, as messages name rows")
 TABLE_COLUMN_CONFIG = {
+    "_index": ROW_COLUMN,
     "name": st.column_config.TextColumn("name", required=True, width=150),
     "rows": st.column_config.NumberColumn("rows", step=1, format="%d", width=100, help="num_embeddings"),
     "dim": st.column_config.NumberColumn("dim", step=1, format="%d", width=60, help="embedding_dim"),
@@ -25,6 +28,7 @@ TABLE_COLUMN_CONFIG = {
     "issue": ISSUE_COLUMN,
 }
 CONSTRAINT_COLUMN_CONFIG = {
+    "_index": ROW_COLUMN,
     "table": st.column_config.TextColumn("table", disabled=True, width=150),
     "sharding_types": st.column_config.MultiselectColumn(
         "sharding types", options=[s.value for s in ShardingType], width=260,
@@ -66,15 +70,27 @@ def current_rows() -> tuple[list[dict], list[str], list[dict], list[dict], list[
 def header(rows: list[dict], issues: list[str], outside: str | None) -> None:
     topo = state.topology()
     st.caption(f"{len(rows)} tables · {human_bytes(grid.weight_bytes(rows))} of weights · "
-               f"{md(topo.get('world_size', '?'))} ranks ({md(topo.get('compute_device', 'cuda'))})")
-    bad = [(i, t) for i, t in enumerate(issues) if t]
-    if bad:
-        first = "; ".join(f"{md(rows[i].get('name') or 'unnamed')} (row {i + 1}): {md(t)}" for i, t in bad[:3])
-        more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
-        st.error(f"{len(bad)} table(s) need fixing before planning: {first}{more}. See the issue column.",
-                 icon=":material/error:")
-    if outside:
-        st.warning(f"Topology: {md(outside)} (fix it on the Topology page)", icon=":material/warning:")
+               f"{md(topo.get('world_size', '?'))} ranks{md(hosts_text(topo))} "
+               f"({md(topo.get('compute_device', 'cuda'))})")
+    lines = grid.issue_lines(rows, issues)
+    if lines:
+        listed = "\n".join(f"- {md(line)}" for line in lines[:SUMMARY_LINES])
+        more = f"\n- and {len(lines) - SUMMARY_LINES} more" if len(lines) > SUMMARY_LINES else ""
+        st.error(f"**{len(lines)} table{'s' if len(lines) != 1 else ''} to fix before planning** (each row's "
+                 f"problems are in its ⚠ issue column):\n{listed}{more}", icon=":material/error:")
+    if outside and outside.startswith("Topology"):
+        st.warning(f"{md(outside)} (fix it on the Topology page)", icon=":material/warning:")
+    elif outside:
+        st.error(md(outside), icon=":material/error:")
+
+
+def hosts_text(topo: dict) -> str:
+    """" on N hosts" when the topology says so plainly (the ranks split evenly over them)."""
+    ws, lws = topo.get("world_size"), topo.get("local_world_size", topo.get("world_size"))
+    if isinstance(ws, int) and isinstance(lws, int) and 0 < lws <= ws and ws % lws == 0:
+        hosts = ws // lws
+        return f" on {hosts} host{'s' if hosts != 1 else ''}"
+    return ""
 
 
 def toolbar(rows: list[dict]) -> None:
@@ -97,11 +113,14 @@ toolbar(all_rows)
 tab_tables, tab_constraints = st.tabs([f"Tables ({len(all_rows)})", "Constraints"])
 with tab_tables:
     st.data_editor(grid.tables_frame(base_rows, base_issues), key=state.TABLES_GRID, num_rows="dynamic",
-                   hide_index=True, height=GRID_HEIGHT_PX, column_config=TABLE_COLUMN_CONFIG, placeholder="",
+                   hide_index=False, height=GRID_HEIGHT_PX, column_config=TABLE_COLUMN_CONFIG, placeholder="",
                    column_order=column_order(grid.TABLE_COLUMNS, base_issues))
 with tab_constraints:
     st.caption("Per-table constraints, as TorchRec's ParameterConstraints: empty cells leave the choice to the "
                "planner. Add or delete tables on the Tables tab.")
+    if any(row_issues):
+        st.caption(f"⚠ {grid.rows_text([i for i, t in enumerate(row_issues) if t])} to fix: see the issue column "
+                   "and the list above.")
     st.data_editor(grid.constraints_frame(table_rows, row_issues), key=state.CONSTRAINTS_GRID, num_rows="fixed",
-                   hide_index=True, height=GRID_HEIGHT_PX, column_config=CONSTRAINT_COLUMN_CONFIG, placeholder="",
+                   hide_index=False, height=GRID_HEIGHT_PX, column_config=CONSTRAINT_COLUMN_CONFIG, placeholder="",
                    column_order=column_order(grid.CONSTRAINT_COLUMNS, row_issues))

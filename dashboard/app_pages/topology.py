@@ -8,26 +8,51 @@ import streamlit as st
 
 import engine
 from dashboard import calibration as calib
-from dashboard import presets, services, state, views
+from dashboard import grid, presets, services, state, views
 from dashboard.text import md
 from engine.errors import human_bytes
 from engine.types import Device, Optimizer
 
 
-def preset_row() -> None:
-    c1, c2, c3, c4 = st.columns([3, 1, 3, 1], vertical_alignment="bottom")
-    cluster = c1.selectbox("Cluster preset", list(presets.CLUSTERS), key="topology_cluster",
-                           format_func=lambda k: presets.CLUSTERS[k].label)
-    if c2.button("Apply", key="topology_apply_cluster", width="stretch"):
-        state.set_topology(presets.cluster_topology(cluster, state.topology()))
-        state.flash(f"Topology set to {presets.CLUSTERS[cluster].label}.")
-        st.rerun()
-    gpu = c3.selectbox("GPU preset (memory and bandwidths only)", list(presets.GPUS), key="topology_gpu",
-                       format_func=lambda k: presets.GPUS[k].label)
-    if c4.button("Apply", key="topology_apply_gpu", width="stretch"):
-        state.set_topology(presets.gpu_topology(gpu, state.topology()))
-        state.flash(f"Every rank is now a {presets.GPUS[gpu].label}.")
-        st.rerun()
+CUSTOM = "custom"
+HOSTS_KEY = "topology_hosts"
+CLUSTER_KEY = "topology_cluster"
+GPU_KEY = "topology_gpu"
+
+
+def set_topology(topo: dict) -> None:
+    """The workspace topology and every input of this page, hosts included, from the next run on."""
+    state.set_topology(topo)
+    state.set_pending(HOSTS_KEY, presets.topology_form(topo)["hosts"])
+
+
+def _apply_cluster() -> None:
+    key = state.widget(CLUSTER_KEY)
+    if key in presets.CLUSTERS:
+        set_topology(presets.cluster_topology(key, state.topology()))
+        state.flash(f"Topology set to {md(presets.CLUSTERS[key].label)}.")
+
+
+def _apply_gpu() -> None:
+    key = state.widget(GPU_KEY)
+    if key in presets.GPUS:
+        set_topology(presets.gpu_topology(key, state.topology()))
+        state.flash(f"Every rank is now a {md(presets.GPUS[key].label)}.")
+
+
+def preset_row(topology: dict) -> None:
+    """The presets the topology is (or "custom"); choosing one applies it."""
+    c1, c2 = st.columns(2)
+    state.set_widget(CLUSTER_KEY, presets.cluster_in_use(topology) or CUSTOM)
+    state.set_widget(GPU_KEY, presets.gpu_in_use(topology) or CUSTOM)
+    c1.selectbox("Cluster preset", [CUSTOM, *presets.CLUSTERS], key=CLUSTER_KEY, on_change=_apply_cluster,
+                 format_func=lambda k: presets.CLUSTERS[k].label if k in presets.CLUSTERS else "Custom",
+                 help="the preset this topology is, or Custom; choose one to apply it (ranks, hosts, memory, "
+                      "bandwidths; batch size and optimizer are kept)")
+    c2.selectbox("GPU preset (memory and bandwidths only)", [CUSTOM, *presets.GPUS], key=GPU_KEY,
+                 on_change=_apply_gpu,
+                 format_func=lambda k: presets.GPUS[k].label if k in presets.GPUS else "Custom",
+                 help="the GPU whose memory and bandwidths every rank has, or Custom; choose one to apply it")
 
 
 def _num(col, label: str, field: str, form: dict, fmt: str = "%.2f", help: str | None = None) -> float:
@@ -40,20 +65,32 @@ def _int(col, label: str, field: str, form: dict, help: str | None = None) -> in
                                 help=help))
 
 
+def ranks_per_host(col, world_size: int, hosts: int, form: dict) -> int | None:
+    """The ranks per host the two inputs make, said under them; None (and why, plainly) when they do not split."""
+    per_host = presets.split_ranks(world_size, hosts)
+    if per_host is None:
+        col.error(f"{presets.uneven_text(world_size, hosts)}. Until then the topology keeps {form['world_size']} "
+                  f"ranks on {_count(form['hosts'], 'host')}.", icon=":material/error:")
+    else:
+        col.caption(f"{_count(per_host, 'rank')} per host")
+    return per_host
+
+
 def topology_form(form: dict) -> dict:
     ranks, memory, bandwidth = st.columns(3)
     with ranks:
         st.subheader("Ranks", divider="gray")
-        out = {"world_size": _int(ranks, "World size (ranks)", "world_size", form),
-               "local_world_size": _int(ranks, "GPUs per host", "local_world_size", form,
-                                        help="ranks per host: must divide the world size"),
-               "compute_device": ranks.radio("Device", [d.value for d in Device], horizontal=True,
-                                             index=[d.value for d in Device].index(form["compute_device"]),
-                                             key="topology_compute_device"),
-               "batch_size": _int(ranks, "Batch size per rank", "batch_size", form),
-               "optimizer": ranks.selectbox("Optimizer", [o.value for o in Optimizer],
-                                            index=[o.value for o in Optimizer].index(form["optimizer"]),
-                                            key="topology_optimizer", help="sizes the optimizer state")}
+        out = {"world_size": _int(ranks, "World size (ranks)", "world_size", form,
+                                  help="ranks in all; changing it keeps the number of hosts"),
+               "hosts": _int(ranks, "Hosts", "hosts", form, help="machines the ranks are spread over, evenly; "
+                             "ranks on different hosts talk at the (slower) bandwidth across hosts")}
+        out["local_world_size"] = ranks_per_host(ranks, out["world_size"], out["hosts"], form)
+        devices, optimizers = [d.value for d in Device], [o.value for o in Optimizer]
+        out["compute_device"] = ranks.radio("Device", devices, horizontal=True, key="topology_compute_device",
+                                            index=devices.index(form["compute_device"]))
+        out["batch_size"] = _int(ranks, "Batch size per rank", "batch_size", form)
+        out["optimizer"] = ranks.selectbox("Optimizer", optimizers, index=optimizers.index(form["optimizer"]),
+                                           key="topology_optimizer", help="sizes the optimizer state")
     with memory:
         st.subheader("Memory per rank", divider="gray")
         out["hbm_cap"] = _num(memory, "HBM (GiB)", "hbm_cap", form)
@@ -71,15 +108,31 @@ def topology_form(form: dict) -> dict:
 
 
 def check(topo: dict) -> None:
-    probe = {"tables": [{"name": "t", "num_embeddings": 1, "embedding_dim": 1}], "topology": topo}
+    probe = {"tables": [presets.PROBE_TABLE], "topology": topo}
     try:
         t = engine.parse_config(probe).topology
     except engine.ConfigError as e:
-        st.error(md(e), icon=":material/error:")
+        st.error(md(grid.outside_text(e)), icon=":material/error:")
         return
-    st.success(f"{t.num_hosts} host(s) x {t.local_world_size} rank(s), {t.compute_device.value}; usable per rank: "
+    st.success(f"{_count(t.num_hosts, 'host')} x {_count(t.local_world_size, 'rank')} = {_count(t.world_size, 'rank')}"
+               f", {t.compute_device.value}; usable per rank: "
                f"{human_bytes(t.usable_hbm_bytes)} HBM, {human_bytes(t.usable_ddr_bytes)} DDR.",
                icon=":material/check_circle:")
+
+
+def refused(topo: dict) -> None:
+    """A stored topology the engine refuses (an old session, a hand-made config) is said plainly: the inputs show
+    the fields that fit and defaults for the others."""
+    probe = {"tables": [presets.PROBE_TABLE], "topology": topo}
+    try:
+        engine.parse_config(probe)
+    except engine.ConfigError as e:
+        st.warning(f"The workspace's topology was refused ({md(grid.outside_text(e))}); the inputs below show "
+                   "a default in its place: check them.", icon=":material/warning:")
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'s' if n != 1 else ''}"
 
 
 def use_calibration(topology: dict, cal: dict) -> None:
@@ -161,10 +214,17 @@ def calibration_section(topology: dict) -> None:
 
 st.title("Topology")
 views.show_flash()
-preset_row()
+preset_slot = st.container()  # filled once this run's inputs are in: it shows the preset they make
 state.apply_topology_pending()
-values = topology_form(presets.topology_form(state.topology()))
+state.apply_pending(HOSTS_KEY)
+refused(state.topology())
+in_use = presets.topology_form(state.topology())
+values = topology_form(in_use)
+if values["local_world_size"] is None:  # uneven: the ranks and hosts in use stay until the inputs fit
+    values.update(world_size=in_use["world_size"], local_world_size=in_use["local_world_size"])
 topology = calib.keep_profile(state.topology(), presets.form_topology(values))
 state.set_topology(topology, reset_widgets=False)
+with preset_slot:
+    preset_row(topology)
 check(topology)
 calibration_section(topology)

@@ -58,16 +58,56 @@ def test_cross_row_and_topology_issues():
     rows = _rows()
     rows[2]["name"] = "large_table_0"
     issues, _ = grid.row_issues(rows, TOPO)
-    assert issues[2].startswith("name: duplicate table name 'large_table_0'") and not any(issues[:2])
+    assert issues == ["name: 'large_table_0' is also the name of row 3; table names must be unique", "",
+                      "name: 'large_table_0' is also the name of row 1; table names must be unique", ""]
     issues, outside = grid.row_issues(_rows(), {"world_size": 4, "local_world_size": 3})
     assert not any(issues)
-    assert outside == "topology.local_world_size: must divide world_size (4) evenly, got 3"
+    assert outside == "Topology, ranks per host: must divide world_size (4) evenly, got 3"
+
+
+def test_every_problem_shows_at_once_each_on_its_row():
+    """Two bad rows and a duplicate name: all flagged in one pass (the duplicate is not held back until the
+    other rows are fixed), each row numbered as the grid numbers it, no engine path in any message."""
+    rows = _rows()
+    rows[1]["dim"] = 0
+    rows[1]["pooling"] = "max"  # a second problem on the same row
+    rows[3]["rows"] = -5
+    rows[3]["name"] = "large_table_0"
+    rows[2]["features"] = "large_table_feature_1, extra"  # row 2's feature
+    issues, outside = grid.row_issues(rows, TOPO)
+    assert issues == [
+        "name: 'large_table_0' is also the name of row 4; table names must be unique",
+        "dim: must be from 1 to 65,536, got 0; pooling: unknown value 'max'; use one of: sum, mean, none; "
+        "features: 'large_table_feature_1' is also a feature of row 3; feature names must be unique",
+        "features: 'large_table_feature_1' is also a feature of row 2; feature names must be unique",
+        "rows: must be from 1 to 1,099,511,627,776, got -5; "
+        "name: 'large_table_0' is also the name of row 1; table names must be unique"]
+    assert outside is None and not any("tables[" in t for t in issues)
+    assert grid.issue_lines(rows, issues)[0] == ("row 1 ('large_table_0'): name: 'large_table_0' is also the name "
+                                                 "of row 4; table names must be unique")
+    rows = _rows() + [dict(_rows()[0]) for _ in range(7)]
+    issues, _ = grid.row_issues(rows, TOPO)
+    assert issues[0] == ("name: 'large_table_0' is also the name of rows 5, 6, 7, 8, 9 and 2 more; table names "
+                         "must be unique")
+
+
+def test_problems_only_the_whole_config_shows_land_on_their_row():
+    """A table whose lookups are within bounds alone (one rank) but not over the topology's ranks: found with the
+    other rows' problems, on its row."""
+    rows = _rows()
+    rows[0]["dim"] = 0
+    rows[2]["pooling_factor"] = 1.0e6
+    issues, outside = grid.row_issues(rows, {"world_size": 1024, "batch_size": 2**24})
+    assert issues[0] == "dim: must be from 1 to 65,536, got 0"
+    assert issues[2].startswith("pooling factor: table 'small_table_0' looks up") and not issues[1] + issues[3]
+    assert outside is None
 
 
 def test_empty_cells_are_reported_not_crashed_on():
     rows = grid.apply_edits(_rows(), {"added_rows": [{}]})
     issues, _ = grid.row_issues(rows, TOPO)
-    assert issues[4] == "name: must be a non-empty string, got null"
+    assert issues[4] == ("name: must be a non-empty string, got null; rows: must be an integer, got null; "
+                         "dim: must be an integer, got null")
 
 
 def test_locate_constraint_fields():
@@ -97,5 +137,6 @@ def test_new_rows_get_unique_names_and_frames_have_editor_types():
     assert list(frame.columns) == list(grid.TABLE_COLUMNS)
     assert str(frame["rows"].dtype) == "Int64" and frame["issue"].tolist() == [""] * 6
     cons = grid.constraints_frame(rows, issues)
-    assert list(cons.columns) == list(grid.CONSTRAINT_COLUMNS) and cons["sharding_types"][0] == []
+    assert list(cons.columns) == list(grid.CONSTRAINT_COLUMNS) and cons["sharding_types"].iloc[0] == []
+    assert frame.index.tolist() == cons.index.tolist() == [1, 2, 3, 4, 5, 6]  # numbered as messages name rows
     assert grid.weight_bytes(_rows()) == 2 * 4096 * 64 * 4 + 2 * 1024 * 64 * 4

@@ -42,9 +42,9 @@ def test_one_wrong_type_refuses_the_whole_import_and_lists_every_problem():
         "row 3 ('small_table_0'): min partition: must be from 1 to 65,536, got 0",
         "row 4 ('small_table_1'): rows: must be from 1 to 1,099,511,627,776, got 0",
         "row 4 ('small_table_1'): pooling: unknown value 'max'; use one of: sum, mean, none",
-        "constraints.'nope': no imported table has this name",
-        "topology.world_size: must be from 1 to 16,384, got 0",
-        "topology.hbm_cap: must be from 0 to 1,125,899,906,842,624, got -1",
+        "constraints for 'nope': no imported table has this name",
+        "Topology, world size (world_size): must be from 1 to 16,384, got 0",
+        "Topology, HBM (hbm_cap): must be from 0 to 1,125,899,906,842,624, got -1",
     ]
 
 
@@ -101,7 +101,7 @@ def test_an_import_over_the_engines_totals_is_refused():
     tables = [{"name": f"t{i}", "num_embeddings": 2**40, "embedding_dim": 256, "data_type": "fp32"} for i in range(80)]
     out = _run("json", json.dumps(tables))
     assert out.config is None and out.problems == (
-        "tables: hold 81920.00 TiB of weights together; at most 65536.00 TiB are planned",)
+        "Tables: hold 81920.00 TiB of weights together; at most 65536.00 TiB are planned",)
 
 
 def test_an_append_to_a_workspace_that_already_has_problems_checks_only_the_import():
@@ -129,3 +129,17 @@ def test_a_file_with_endless_problems_lists_the_first_ones_and_says_it_stopped()
                                  "embedding_dim, feature_names, pooling, data_type"),
                                 "row 1 ('t0'): rows: must be an integer, got a string",
                                 "row 1 ('t0'): dim: must be from 1 to 65,536, got -1")
+
+
+def test_a_csv_import_with_bad_cells_and_bad_values_changes_nothing_and_lists_them():
+    workspace = tutorial()
+    out = import_apply.run("csv", "name,rows,dim\na,abc,4\nb,10,x\n", workspace, "replace")
+    assert out.config is None and out.problems == ("line 2, column rows: 'abc' is not a number",
+                                                   "line 3, column dim: 'x' is not a number")
+    assert workspace == tutorial()
+    out = import_apply.run("csv", "name,rows,dim\na,0,4\na,10,0\n", workspace, "replace")
+    assert out.config is None and out.problems == (
+        "row 1 ('a'): rows: must be from 1 to 1,099,511,627,776, got 0",
+        "row 2 ('a'): dim: must be from 1 to 65,536, got 0",
+        "row 2 ('a'): name: duplicate table name (also row 1)")
+    assert not any("tables[" in p for p in out.problems)

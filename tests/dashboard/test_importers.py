@@ -222,3 +222,12 @@ def test_read_refuses_binary_huge_and_empty_input(data, message):
 
 def test_read_names_an_unknown_format():
     assert "unknown format 'yaml'" in _refused(lambda d: importers.read("yaml", d), "a: 1")
+
+
+def test_a_csv_with_several_bad_cells_names_every_one():
+    """Issue 12: mistakes one at a time. Every unreadable cell is listed, not only the first."""
+    with pytest.raises(importers.ImportFormatError) as e:
+        importers.read("csv", "name,rows,dim\na,abc,4\nb,10,1.5\nc,10,4,extra\nd,10,8\n")
+    assert e.value.problems == ("line 2, column rows: 'abc' is not a number",
+                                "line 3, column dim: '1.5' is not a whole number",
+                                "line 4: more values than columns (3)")

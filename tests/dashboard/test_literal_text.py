@@ -85,7 +85,7 @@ def test_tables_page_names_a_bad_table_literally(store):
     at = _app(cfg)
     [error] = [e.value for e in at.error]
     _literal(error)
-    assert f"{EVIL} (row 1): dim: must be" in plain(error)
+    assert f"row 1 ({EVIL!r}): dim: must be" in plain(error)
 
 
 def test_plan_page_and_heatmap_name_the_table_literally(store):

@@ -59,5 +59,18 @@ def test_topology_form_round_trip_in_display_units():
     back = presets.form_topology(form)
     assert engine.parse_config({"tables": [{"name": "t", "num_embeddings": 1, "embedding_dim": 1}],
                                 "topology": back}).topology.hbm_cap == 32 * presets.GIB
-    broken = presets.topology_form({"world_size": 4, "local_world_size": 3})
-    assert broken["local_world_size"] == 3 and broken["ddr_cap"] == 128.0
+    broken = presets.topology_form({"world_size": 4, "local_world_size": 3, "ddr_cap": 2**30, "batch_size": 0})
+    assert (broken["world_size"], broken["local_world_size"], broken["hosts"]) == (4, 4, 1)  # the fields that fit
+    assert broken["ddr_cap"] == 1.0 and broken["batch_size"] == 512  # kept, or the default
+
+
+def test_presets_in_use_and_ranks_over_hosts():
+    assert presets.cluster_in_use(presets.TUTORIAL_TOPOLOGY) == "tutorial"
+    for key in presets.CLUSTERS:
+        topo = presets.cluster_topology(key, {"batch_size": 64, "optimizer": "adam"})
+        assert presets.cluster_in_use(presets.form_topology(presets.topology_form(topo))) == key
+    assert presets.cluster_in_use({**presets.TUTORIAL_TOPOLOGY, "world_size": 4, "local_world_size": 4}) is None
+    assert presets.gpu_in_use(presets.cluster_topology("dgx_a100_2", {})) == "a100_80gb"
+    assert presets.gpu_in_use({"world_size": 2, "hbm_cap": 3 * presets.GIB}) is None
+    assert presets.topology_form(presets.cluster_topology("dgx_h100_4", {}))["hosts"] == 4
+    assert [presets.split_ranks(w, h) for w, h in ((4, 1), (4, 2), (4, 3), (2, 4))] == [4, 2, None, None]

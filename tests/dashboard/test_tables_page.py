@@ -31,7 +31,7 @@ def test_a_bad_cell_shows_its_error_next_to_the_row(app):
     grid = app.dataframe[0].value
     assert grid["issue"].tolist() == ["", "", "", "dim: must be from 1 to 65,536, got 0"]
     assert grid["dim"].tolist()[3] == 0
-    assert "small_table_1 (row 4): dim: must be from 1 to 65,536, got 0" in shown(app, "error")[0]
+    assert "row 4 ('small_table_1'): dim: must be from 1 to 65,536, got 0" in shown(app, "error")[0]
     edit(app, "tables_grid", edited={3: {"dim": 8}})
     assert app.dataframe[0].value["issue"].tolist() == [""] * 4 and not shown(app, "error")
 
@@ -52,7 +52,7 @@ def test_constraints_grid_edits(app):
     cons = workspace(app)["constraints"]
     assert cons["large_table_0"] == {"sharding_types": ["row_wise", "table_row_wise"], "compute_kernels": ["fused"]}
     assert app.dataframe[1].value["issue"].tolist()[1] == "min partition: must be from 1 to 65,536, got 0"
-    assert "large_table_1 (row 2): min partition" in shown(app, "error")[0]
+    assert "row 2 ('large_table_1'): min partition" in shown(app, "error")[0]
 
 
 def test_presets_dlrm_and_synthetic(app):
@@ -114,7 +114,8 @@ def test_an_import_with_wrong_values_lists_every_problem_and_keeps_the_workspace
                                     "row 2 ('**b** [x](http://e.org) $x$ :red[y]'): dim: must be an integer, got a "
                                     "string\n"
                                     "row 4 ('small_table_1'): rows: must be from 1 to 1,099,511,627,776, got -5\n"
-                                    "topology.local_world_size: must divide world_size (3) evenly, got 2")]
+                                    "Topology, ranks per host (local_world_size): must divide world_size (3) evenly, "
+                                    "got 2")]
     assert json.dumps(workspace(app)) == before
     assert not app.get("toast")
 
@@ -139,3 +140,44 @@ def test_grid_edits_survive_a_trip_to_another_page(app):
     goto(app, "tables")
     assert app.dataframe[0].value["rows"].tolist()[1] == 777
     assert workspace(app)["tables"][1]["num_embeddings"] == 777
+
+
+def test_two_bad_rows_and_a_duplicate_name_all_show_at_once(app):
+    """Issue 12: every problem at once, each on its row, numbered as the grid numbers rows (1-based), listed
+    above the grids, never an engine path."""
+    edit(app, "tables_grid", edited={1: {"dim": 0}, 2: {"name": "large_table_0"}, 3: {"rows": -1}})
+    issues = app.dataframe[0].value["issue"].tolist()
+    assert issues == ["name: 'large_table_0' is also the name of row 3; table names must be unique",
+                      "dim: must be from 1 to 65,536, got 0",
+                      "name: 'large_table_0' is also the name of row 1; table names must be unique",
+                      "rows: must be from 1 to 1,099,511,627,776, got -1"]
+    assert app.dataframe[1].value["issue"].tolist() == issues  # the constraints grid flags the same rows
+    summary = shown(app, "error")[0]
+    assert summary.startswith("**4 tables to fix before planning**")
+    assert "- row 2 ('large_table_1'): dim: must be from 1 to 65,536, got 0" in summary
+    assert "- row 3 ('large_table_0'): name: 'large_table_0' is also the name of row 1" in summary
+    assert "tables[" not in summary and "rows 1, 2, 3 and 4 to fix" in " ".join(shown(app, "caption"))
+    edit(app, "tables_grid", edited={2: {"name": "small_table_0"}})  # fix only the duplicate
+    assert app.dataframe[0].value["issue"].tolist() == ["", "dim: must be from 1 to 65,536, got 0", "",
+                                                         "rows: must be from 1 to 1,099,511,627,776, got -1"]
+
+
+def test_the_summary_lists_the_first_rows_and_counts_the_rest(app):
+    edit(app, "tables_grid", added=[{"name": f"bad_{i}", "rows": 10, "dim": 0} for i in range(8)])
+    summary = shown(app, "error")[0]
+    assert summary.count("\n- row ") == 5 and summary.endswith("- and 3 more")
+    assert "- row 5 ('bad_0'): dim: must be from 1 to 65,536, got 0" in summary
+
+
+def test_a_json_import_with_one_wrong_type_changes_nothing(app):
+    """Issue 12: a JSON import with one wrong type replaced every table. It is refused whole and says why."""
+    before = json.dumps(workspace(app))
+    whole = presets.dlrm_criteo_1tb()
+    whole["tables"][4]["embedding_dim"] = "128"
+    whole["tables"][9]["name"] = whole["tables"][8]["name"]
+    _import(app, "json", json.dumps(whole))
+    assert shown(app, "error") == ["Cannot import (3 problems); nothing was changed:\n"
+                                   "row 5 ('t_cat_4'): dim: must be an integer, got a string\n"
+                                   "row 10 ('t_cat_8'): name: duplicate table name (also row 9)\n"
+                                   "constraints for 't_cat_9': no imported table has this name"]
+    assert json.dumps(workspace(app)) == before and len(app.dataframe[0].value) == 4

@@ -13,7 +13,7 @@ if ROOT not in sys.path:  # `streamlit run` puts only dashboard/ on the path; en
 import streamlit as st  # noqa: E402
 
 from dashboard import calibration as calib  # noqa: E402
-from dashboard import services, state, views  # noqa: E402, F401 - views: the pages' imports, before freezing
+from dashboard import services, state, views, workspace  # noqa: E402, F401 - views: the pages' imports, before freezing
 from dashboard.text import code, md  # noqa: E402
 from db.store import StoreError  # noqa: E402
 
@@ -35,6 +35,7 @@ PAGES = {
         st.Page("app_pages/save_share.py", title="Save & share", icon=":material/share:"),
     ],
 }
+EDITING_PAGES = ("Tables & constraints", "Topology")  # they carry the headline and the first view's guide
 SHARED_PAGE = st.Page("app_pages/shared.py", title="Shared plan", icon=":material/visibility:")
 # Less empty space above each page, so a page's working area fits a 1280x800 screen.
 COMPACT_CSS = """<style>
@@ -56,12 +57,17 @@ def sidebar(store) -> None:
         p = state.plan()
         if p is None:
             st.caption("No plan yet")
+        elif not p.matches(cfg):  # its numbers are another config's: none of them here
+            st.caption("No plan of this config yet (the last plan was made for an earlier config)")
         else:
-            fresh = "" if p.matches(cfg) else " (config changed since)"
             st.caption(f"Plan: slowest rank {p.plan['max_rank_cost_ms']:.4g} ms by "
-                       f"{md(services.planner_label(p.planner))}{fresh}")
+                       f"{md(services.planner_label(p.planner))}")
             if p.token:
                 st.caption(f"Saved as '{md(p.label or p.token[:8])}'")
+        job = state.plan_job()
+        if job is not None:
+            st.caption(f"{md(services.PLANNERS[job.planner])} is planning in the background (the Plan page shows "
+                       "its time and a Cancel)")
         st.divider()
         st.caption(f"Database: {code(store.where)}")
 
@@ -79,8 +85,16 @@ def main() -> None:
         st.navigation([SHARED_PAGE], position="hidden").run()
         return
     page = st.navigation(PAGES)
+    if page.title not in EDITING_PAGES:  # the first view's guide has done its job once another page is open
+        state.close_guide()
+    workspace.collect_job()  # a background plan that ended: its result, before the page shows plans
     try:
         page.run()
+    except BaseException:  # st.rerun, st.stop or an error: no headline in this run
+        workspace.drop_headline_slot()
+        raise
+    else:
+        workspace.fill_headline()  # in the place the page reserved, from the config its widgets left
     finally:  # drawn after the page, so it shows what the page just did (a new plan, a save)
         sidebar(store)
 

@@ -1,19 +1,25 @@
 """The app's shared resources and cached computations: the Store (one per database URL), planning with
-our engine or TorchRec's planner (cached on the config JSON), the table-by-rank matrix of a plan, and the
-calibration fitted to the stored validation runs of a device kind (cached briefly).
+our engine or TorchRec's planner (cached on the config JSON), TorchRec's planner as a background job, the
+table-by-rank matrix of a plan, and the calibration fitted to the stored validation runs of a device kind
+(cached briefly).
 """
 
 from __future__ import annotations
 
 import gc
+import hashlib
 import json
 import os
+import sys
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
 
 import streamlit as st
 
 import engine
-from dashboard import analysis
+from dashboard import analysis, jobs
 
 OURS, TORCHREC = "ours", "torchrec"
 PLANNERS = {OURS: "Ours (engine)", TORCHREC: "TorchRec's EmbeddingShardingPlanner (baseline)"}
@@ -98,6 +104,71 @@ def plan_config(config_json: str, planner: str, effort: int = DEFAULT_EFFORT) ->
     else:
         result = engine.plan(cfg, engine.PlannerSettings(search=effort > 0, effort=effort, time_budget_s=SAFETY_STOP_S))
     return PlanResult(engine.plan_to_dict(result), engine.config_to_dict(cfg))
+
+
+@dataclass(frozen=True)
+class PlanOutcome:
+    """Our planner's plan of a config, or why there is none (one line): the config has a problem (config_error)
+    or no plan fits (refused: engine.PlanningError), or another engine error."""
+
+    result: Optional[PlanResult] = None
+    problem: str = ""  # with what would help, when the engine says
+    config_error: bool = False
+    refused: bool = False
+    reason: str = ""  # a refusal's reason alone, without what would help
+
+
+_FAILURES: dict[tuple[str, int], PlanOutcome] = {}  # by config digest: plan_config caches only plans
+FAILURE_ENTRIES = 32
+
+
+def plan_outcome(config_json: str, effort: int = DEFAULT_EFFORT) -> PlanOutcome:
+    """plan_config with our planner, its errors returned instead of raised, and remembered (a refusal is not
+    planned again on every run)."""
+    key = (hashlib.sha256(config_json.encode()).hexdigest(), effort)
+    if key in _FAILURES:
+        return _FAILURES[key]
+    try:
+        return PlanOutcome(plan_config(config_json, OURS, effort))
+    except engine.ConfigError as e:
+        out = PlanOutcome(problem=str(e), config_error=True)
+    except engine.PlanningError as e:
+        out = PlanOutcome(problem=engine.errors.one_line(str(e)), refused=True,
+                          reason=engine.errors.one_line(e.message))
+    except engine.EngineError as e:
+        out = PlanOutcome(problem=engine.errors.one_line(str(e)))
+    if len(_FAILURES) >= FAILURE_ENTRIES:
+        _FAILURES.pop(next(iter(_FAILURES)))
+    _FAILURES[key] = out
+    return out
+
+
+# ---- TorchRec's planner in the background (it can take a minute on 1,000 tables) ----------------
+
+ROOT = Path(__file__).resolve().parent.parent
+JOB_CONFIG, JOB_PLAN = "config.json", "plan.json"
+
+
+def start_torchrec_plan(config: dict) -> jobs.Job:
+    """`python -m engine torchrec-plan` on the config (written to a file of the job's own folder) in another
+    process; the plan JSON comes back in a file of that folder (torchrec_result)."""
+    workdir = Path(tempfile.mkdtemp(prefix="planner-torchrec-"))
+    (workdir / JOB_CONFIG).write_text(json.dumps(config), encoding="utf-8")
+    argv = [sys.executable, "-m", "engine", "torchrec-plan", str(workdir / JOB_CONFIG), "--out",
+            str(workdir / JOB_PLAN)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+    return jobs.Job(argv, workdir, label=PLANNERS[TORCHREC], cwd=ROOT, env=env)
+
+
+def torchrec_result(job: jobs.Job, config: dict) -> PlanResult:
+    """The finished job's plan with the config in full; raises engine.EngineError with its one-line error."""
+    if job.state is not jobs.JobState.DONE:
+        raise engine.EngineError(job.error_line())
+    try:
+        plan = json.loads(job.text(JOB_PLAN))
+    except ValueError:
+        raise engine.EngineError("TorchRec's planner wrote no plan") from None
+    return PlanResult(plan, engine.config_to_dict(engine.parse_config(config)))
 
 
 @st.cache_data(max_entries=PLAN_CACHE_ENTRIES, show_spinner=False)

@@ -1,6 +1,6 @@
 """The one module touching st.session_state: the workspace's config, the calibration its bandwidths come
-from, the grid's base rows, the current plan, the last saved token, the plans picked for comparison, and
-one-shot messages.
+from, the grid's base rows, the current plan and the one before it, the background planning job, the first
+view's guide, the last saved token, the plans picked for comparison, and one-shot messages.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Any, Iterable, Optional
 
 import streamlit as st
 
+import engine
 from dashboard import calibration as calib
 from dashboard import grid, presets
 from engine.config import TOPOLOGY_FIELDS
@@ -20,6 +21,10 @@ CONFIG = "ws_config"
 GRID_BASE = "ws_grid_base"
 GRID_ISSUES = "ws_grid_issues"
 PLAN = "ws_plan"
+PREVIOUS_PLAN = "ws_previous_plan"
+PLAN_JOB = "ws_plan_job"
+GUIDE = "ws_guide"  # the first view's guide: the config key it was opened on, or DONE
+GUIDE_DONE = "done"
 SAVED = "ws_saved_token"
 EXTRA_PLANS = "ws_extra_plans"
 FLASH = "ws_flash"
@@ -188,7 +193,77 @@ def plan() -> Optional[CurrentPlan]:
 
 
 def set_plan(p: Optional[CurrentPlan]) -> None:
+    """Make `p` the current plan; the plan it replaces becomes the previous one (what changed since)."""
+    old = st.session_state.get(PLAN)
+    if old is not None and p is not None and not _same_plan(old, p):
+        st.session_state[PREVIOUS_PLAN] = old
     st.session_state[PLAN] = p
+
+
+def _same_plan(a: CurrentPlan, b: CurrentPlan) -> bool:
+    """The same placements by the same planner (a config written out in full plans the same): no change to say."""
+    return a.planner == b.planner and a.plan.get("plan") == b.plan.get("plan") and \
+        a.plan.get("max_rank_cost_ms") == b.plan.get("max_rank_cost_ms")
+
+
+def previous_plan() -> Optional[CurrentPlan]:
+    """The plan the current one replaced (for another config, or another planner)."""
+    return st.session_state.get(PREVIOUS_PLAN)
+
+
+def current_plan() -> Optional[CurrentPlan]:
+    """The current plan only when it was made for the workspace config as it is now (else None)."""
+    p = plan()
+    return p if p is not None and p.matches(config()) else None
+
+
+@dataclass
+class PlanJob:
+    """A planner running in the background (dashboard.jobs.Job) for the config whose key is source_key."""
+
+    job: Any  # dashboard.jobs.Job
+    planner: str
+    config: dict
+    source_key: str
+    settings: dict = field(default_factory=dict)
+
+
+def plan_job() -> Optional[PlanJob]:
+    return st.session_state.get(PLAN_JOB)
+
+
+def set_plan_job(job: Optional[PlanJob]) -> None:
+    if job is None:
+        st.session_state.pop(PLAN_JOB, None)
+    else:
+        st.session_state[PLAN_JOB] = job
+
+
+# ---- the first view's guide ---------------------------------------------------------------------
+
+
+def guide_open() -> bool:
+    """True on a first view: the workspace still holds the config it opened with, nothing was saved or shown on
+    the Plan page and the guide was not dismissed. Once closed it stays closed."""
+    if st.session_state.get(GUIDE) == GUIDE_DONE:
+        return False
+    key = _full_key(config())
+    if st.session_state.setdefault(GUIDE, key) != key:
+        close_guide()
+        return False
+    return True
+
+
+def _full_key(cfg: dict) -> str:
+    """The config's key with every default written out (the Topology page's inputs write them all)."""
+    try:
+        return config_key(engine.config_to_dict(engine.parse_config(cfg)))
+    except engine.ConfigError:
+        return config_key(cfg)
+
+
+def close_guide() -> None:
+    st.session_state[GUIDE] = GUIDE_DONE
 
 
 def mark_saved(token: str, label: str) -> None:

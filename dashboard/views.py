@@ -10,7 +10,7 @@ import re
 import streamlit as st
 
 import engine
-from dashboard import analysis, charts, exports, measured, services, state
+from dashboard import analysis, charts, exports, measured, services, state, workspace
 from dashboard import calibration as calib
 from dashboard.text import md
 from engine.errors import human_bytes
@@ -23,15 +23,23 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "plan"
 
 
+def workspace_headline() -> None:
+    """Call right after st.title on an editing page: the headline of the config's plan is drawn there once the
+    page has run (dashboard.workspace), with the first view's guide under it."""
+    workspace.headline_slot()
+
+
 def show_flash() -> None:
     """The one-shot message an action left before rerunning (markdown: its user text went through
-    dashboard.text.md): a toast, or an error box for errors."""
+    dashboard.text.md): a toast, or a box for errors and warnings."""
     message = state.pop_flash()
     if message is None:
         return
     kind, text = message
     if kind == "error":
         st.error(text, icon=":material/error:")
+    elif kind == "warning":
+        st.warning(text, icon=":material/update:")
     else:
         st.toast(text, icon=":material/check_circle:")
 

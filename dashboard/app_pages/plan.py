@@ -1,39 +1,36 @@
-"""Plan: run our planner (or TorchRec's, as a baseline) on the workspace config, then see the plan:
-per-table sharding, memory and cost per rank, the heatmap, why the slowest rank is slow, and downloads.
+"""Plan: run our planner (or TorchRec's, as a baseline, in the background) on the workspace config, then see the
+plan: per-table sharding, memory and cost per rank, the heatmap, why the slowest rank is slow, and downloads. A
+plan made for an earlier config is never shown as the current one.
 """
 
 import streamlit as st
 
-import engine
-from dashboard import services, state, views
-from dashboard.state import CurrentPlan
+from dashboard import headline, services, state, views, workspace
 from dashboard.text import md
 
+JOB_POLL_S = 1.0
 
-def run_planner(config: dict, planner: str, effort: int) -> None:
-    """Plan with a progress bar; a result replaces the current plan, an error is shown in one line."""
+
+def run_planner(config: dict, effort: int) -> bool:
+    """Plan with our planner and a progress bar; a result replaces the current plan, an error is one line
+    (False)."""
     n, w = len(config.get("tables") or []), md((config.get("topology") or {}).get("world_size", "?"))
     key = state.config_key(config)
-    bar = st.progress(10, text=f"Planning {n} tables on {w} ranks with {services.PLANNERS[planner]}")
-    try:
-        result = services.plan_config(key, planner, effort)  # checks the config first (engine.ConfigError)
-    except engine.ConfigError as e:
+    label = services.PLANNERS[services.OURS]
+    bar = st.progress(10, text=f"Planning {n} tables on {w} ranks with {label}")
+    outcome = services.plan_outcome(key, effort)  # checks the config first
+    if outcome.result is None:
         bar.empty()
-        st.error(f"The config has a problem: {md(e)}. Fix it on Tables & constraints or Topology.",
-                 icon=":material/error:")
-        return
-    except (engine.EngineError, services.PlannerUnavailable) as e:
-        bar.empty()
-        st.error(f"No plan: {md(e)}", icon=":material/error:")
-        return
-    settings = {"planner": planner, "effort": effort}
-    cal = state.calibration()
-    if cal is not None:  # the config's bandwidths are this fit: the plan's estimates are calibrated
-        settings["calibration"] = cal
-    secs = result.plan.get("planning_seconds") or 0.0
-    bar.progress(100, text=f"Planned {n} tables on {w} ranks in {secs:.2f} s ({services.PLANNERS[planner]})")
-    state.set_plan(CurrentPlan(plan=result.plan, config=result.config, planner=planner, settings=settings,
-                               source_key=key))
+        if outcome.config_error:
+            st.error(f"The config has a problem: {md(outcome.problem)}. Fix it on Tables & constraints or Topology.",
+                     icon=":material/error:")
+        else:
+            st.error(f"No plan: {md(outcome.problem)}", icon=":material/error:")
+        return False
+    secs = outcome.result.plan.get("planning_seconds") or 0.0
+    bar.progress(100, text=f"Planned {n} tables on {w} ranks in {secs:.2f} s ({label})")
+    state.set_plan(workspace.make_current(outcome.result, services.OURS, effort, key))
+    return True
 
 
 def controls() -> tuple[str, int, bool, bool]:
@@ -50,26 +47,67 @@ def controls() -> tuple[str, int, bool, bool]:
     return planner, int(effort), auto, go
 
 
-st.title("Plan")
-config = state.config()
-planner, effort, auto, go = controls()
-current = state.plan()
-stale = current is None or not current.matches(config) or current.planner != planner
-if go or (auto and stale and planner == services.OURS):
-    run_planner(config, planner, effort)
-    current = state.plan()
-if current is not None and not current.matches(config):
-    st.warning("The config changed since this plan was made: the plan below is for the earlier config.",
-               icon=":material/update:")
+@st.fragment(run_every=JOB_POLL_S)
+def job_progress() -> None:
+    """A background plan's elapsed time and its Cancel, redrawn every second on their own (the rest of the page
+    stays usable); when it ends, the whole app runs again and takes the result."""
+    pj = state.plan_job()
+    if pj is None:
+        return
+    if not pj.job.running:
+        st.rerun()
+    with st.container(border=True, key="plan_job"):
+        c1, c2 = st.columns([5, 1], vertical_alignment="center")
+        c1.markdown(f":material/hourglass_top: {workspace.job_running_text(pj)} so far. The rest of the app stays "
+                    "usable; its plan becomes the current one when it finishes (if the config is still the same).")
+        if c2.button("Cancel", key="plan_job_cancel", icon=":material/cancel:", width="stretch"):
+            workspace.cancel_job()
+            st.rerun()
 
-if current is None:
-    st.info("No plan yet: press Plan.", icon=":material/info:")
-else:
+
+def previous(p) -> None:
+    """A plan of an earlier config, collapsed and labelled as such: never shown as the current one."""
+    n = len(p.plan["plan"])
+    with st.expander(f"The last plan, made for an earlier config ({n:,} tables): not this config's", expanded=False,
+                     icon=":material/history:"):
+        st.caption(f"By {md(services.planner_label(p.planner))}: slowest rank {p.plan['max_rank_cost_ms']:.4g} ms. "
+                   "Its tables, topology or constraints differ from the workspace's now.")
+        views.plan_metrics(p.plan)
+
+
+def current_view(current) -> None:
     where = f"saved as '{md(current.label)}'" if current.token else "not saved yet"
     st.caption(f"Plan by {md(services.planner_label(current.planner))} · {len(current.plan['plan'])} tables · "
                f"{where}")
+    before = state.previous_plan()
+    if before is not None:
+        st.caption(f"Since the last plan: {md(headline.change_text(workspace.change_of(before, current)))}")
     views.calibrated_note(current.settings, current.config)
     views.plan_view(current.plan, current.config, "plan")
     st.subheader("Take it away", divider="gray")
     views.downloads(current.plan, current.config, "plan", current.label)
     st.page_link("app_pages/save_share.py", label="Save it and get a share link", icon=":material/share:")
+
+
+st.title("Plan")
+views.show_flash()
+config = state.config()
+planner, effort, auto, go = controls()
+current = state.plan()
+stale = current is None or not current.matches(config) or current.planner != planner
+planned = True
+if go and planner == services.TORCHREC:
+    workspace.start_torchrec_job(config)
+elif go or (auto and stale and planner == services.OURS):
+    planned = run_planner(config, effort)
+if state.plan_job() is not None:
+    job_progress()
+
+current = state.plan()
+if current is not None and current.matches(config):
+    current_view(current)
+else:
+    if planned and state.plan_job() is None:
+        st.info("No plan of the workspace's config yet: press Plan.", icon=":material/info:")
+    if current is not None:
+        previous(current)

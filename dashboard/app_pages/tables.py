@@ -106,6 +106,7 @@ def toolbar(rows: list[dict]) -> None:
 
 
 st.title("Tables & constraints")
+views.workspace_headline()
 views.show_flash()
 base_rows, base_issues, table_rows, all_rows, row_issues, topology_error = current_rows()
 header(all_rows, row_issues, topology_error)

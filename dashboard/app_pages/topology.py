@@ -213,6 +213,7 @@ def calibration_section(topology: dict) -> None:
 
 
 st.title("Topology")
+views.workspace_headline()
 views.show_flash()
 preset_slot = st.container()  # filled once this run's inputs are in: it shows the preset they make
 state.apply_topology_pending()

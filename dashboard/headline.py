@@ -1,0 +1,129 @@
+"""The workspace's headline, computed: a plan's few numbers (slowest rank, against the lower bound, peak memory
+against capacity, whether it fits) and what changed since the plan before it. Pure: plan-file dicts
+(engine.plan_to_dict) in, numbers and one-line texts out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from dashboard import analysis
+from engine.errors import human_bytes
+
+MEMORY_KINDS = ("hbm", "ddr")
+
+
+@dataclass(frozen=True)
+class Memory:
+    """The rank whose estimated peak takes the largest share of its usable memory of one kind."""
+
+    kind: str  # "hbm" or "ddr"
+    rank: int
+    peak_bytes: int
+    cap_bytes: int
+
+    @property
+    def share(self) -> float:
+        return self.peak_bytes / self.cap_bytes if self.cap_bytes else 0.0
+
+    @property
+    def fits(self) -> bool:
+        return self.peak_bytes <= self.cap_bytes
+
+
+@dataclass(frozen=True)
+class Headline:
+    tables: int
+    ranks: int
+    slowest_ms: float
+    slowest_rank: int
+    vs_lower_bound: Optional[float]  # slowest rank over the bound (None: the plan carries none, TorchRec's)
+    memory: tuple[Memory, ...]  # the device's memory, and DDR too when a GPU plan puts anything there
+
+    @property
+    def fits(self) -> bool:
+        return all(m.fits for m in self.memory)
+
+
+def _memory(plan: dict, kind: str) -> Optional[Memory]:
+    ranks = [r for r in plan["ranks"] if r.get(f"{kind}_cap_bytes")]
+    if not ranks:
+        return None
+    tight = max(ranks, key=lambda r: analysis.peak_bytes(r, kind) / r[f"{kind}_cap_bytes"])
+    return Memory(kind, int(tight["rank"]), analysis.peak_bytes(tight, kind), int(tight[f"{kind}_cap_bytes"]))
+
+
+def headline(plan: dict) -> Headline:
+    imb = analysis.imbalance(plan)
+    kinds = [m for m in (_memory(plan, k) for k in MEMORY_KINDS) if m is not None]
+    memory = tuple(m for i, m in enumerate(kinds) if i == 0 or m.peak_bytes > 0)
+    return Headline(len(plan["plan"]), len(plan["ranks"]), imb.max_ms, imb.bottleneck_rank, imb.vs_lower_bound,
+                    memory)
+
+
+def memory_text(m: Memory) -> str:
+    pct = m.share * 100
+    share = "<1%" if 0 < pct < 1 else f"{pct:.0f}%"
+    return f"peak {m.kind.upper()} {human_bytes(m.peak_bytes)} of {human_bytes(m.cap_bytes)} ({share}, rank {m.rank})"
+
+
+@dataclass(frozen=True)
+class Change:
+    """From the plan before to this one: the slowest rank, and the tables placed differently (another sharding
+    type, kernel or set of ranks), added or removed."""
+
+    before_ms: float
+    after_ms: float
+    moved: int
+    added: int
+    removed: int
+    fits_before: bool
+    fits_after: bool
+    kept: int  # tables both plans have
+
+    @property
+    def ratio(self) -> Optional[float]:
+        return self.after_ms / self.before_ms - 1 if self.before_ms > 0 else None
+
+
+def _placement(tp: dict) -> tuple:
+    return tp.get("sharding_type"), tp.get("compute_kernel"), tuple(tp.get("ranks") or ())
+
+
+def change(before: dict, after: dict) -> Change:
+    """Placements are compared over the tables both plans have."""
+    old, new = before["plan"], after["plan"]
+    kept = [name for name in new if name in old]
+    moved = sum(1 for name in kept if _placement(old[name]) != _placement(new[name]))
+    return Change(float(before["max_rank_cost_ms"]), float(after["max_rank_cost_ms"]), moved,
+                  len(new.keys() - old.keys()), len(old.keys() - new.keys()), headline(before).fits,
+                  headline(after).fits, len(kept))
+
+
+def _ratio_text(ratio: Optional[float]) -> str:
+    if ratio is None:
+        return ""
+    if abs(ratio) < 1e-9:
+        return " (same)"
+    if ratio >= 9:
+        return f" (x{ratio + 1:,.0f})"
+    return f" ({ratio * 100:+.0f}%)" if abs(ratio) >= 0.01 else f" ({ratio * 100:+.1f}%)"
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n:,} {what}{'' if n == 1 else 's'}"
+
+
+def change_text(c: Change) -> str:
+    """One line, e.g. 'slowest rank 1.92 → 2.10 ms (+9%); 3 tables placed differently'."""
+    parts = [f"slowest rank {c.before_ms:.4g} → {c.after_ms:.4g} ms{_ratio_text(c.ratio)}"]
+    if c.kept:
+        parts.append(f"{_count(c.moved, 'table')} placed differently" if c.moved else "no table placed differently")
+    if c.added:
+        parts.append(f"{_count(c.added, 'table')} added")
+    if c.removed:
+        parts.append(f"{_count(c.removed, 'table')} removed")
+    if c.fits_before != c.fits_after:
+        parts.append("now fits" if c.fits_after else "no longer fits")
+    return "; ".join(parts)

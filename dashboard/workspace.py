@@ -1,0 +1,182 @@
+"""The working view's shared parts: the headline strip the editing pages draw under their title (the plan of
+the config as edited: slowest rank, against the lower bound, peak memory against capacity, fits, what changed),
+the first view's guide, the current plan made from a planner's result, and a background plan job's outcome.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import streamlit as st
+
+from dashboard import grid, headline, services, state
+from dashboard.state import CurrentPlan, PlanJob
+from dashboard.text import md
+
+_slot = threading.local()  # each session's script runs in a thread of its own
+
+
+def make_current(result: services.PlanResult, planner: str, effort: int | None, source_key: str) -> CurrentPlan:
+    """A planner's result as the workspace's plan, its settings recorded (the calibration its bandwidths are)."""
+    settings: dict = {"planner": planner}
+    if effort is not None:
+        settings["effort"] = effort
+    cal = state.calibration()
+    if cal is not None:  # the config's bandwidths are this fit: the plan's estimates are calibrated
+        settings["calibration"] = cal
+    return CurrentPlan(plan=result.plan, config=result.config, planner=planner, settings=settings,
+                       source_key=source_key)
+
+
+# ---- the headline -------------------------------------------------------------------------------
+
+
+def headline_slot() -> None:
+    """Call right after st.title on an editing page: the headline's place. It is drawn there once the page has
+    run (fill_headline, from app.py), from the config as the page's widgets left it."""
+    _slot.container = st.container(key="ws_headline_slot")
+
+
+def drop_headline_slot() -> None:
+    _slot.container = None
+
+
+def fill_headline() -> None:
+    """Draw the headline in the place this run's page reserved, if it did (then forget the place)."""
+    container = getattr(_slot, "container", None)
+    _slot.container = None
+    if container is not None:
+        with container:
+            strip(state.config())
+            guide()
+
+
+def _plan_for(config: dict) -> tuple[CurrentPlan | None, services.PlanOutcome | None]:
+    """The current plan when it was made for `config`; else our planner's plan of it, made current when there
+    is one (the outcome says why when there is none)."""
+    current = state.plan()
+    key = state.config_key(config)
+    if current is not None and current.source_key == key:
+        return current, None
+    outcome = services.plan_outcome(key, services.DEFAULT_EFFORT)
+    if outcome.result is None:
+        return None, outcome
+    current = make_current(outcome.result, services.OURS, services.DEFAULT_EFFORT, key)
+    state.set_plan(current)
+    return current, outcome
+
+
+def _fix_text(config: dict, problem: str) -> str:
+    """What stops the config from planning: the rows (as the grid counts them) or the topology to fix."""
+    issues, outside = grid.row_issues(grid.config_to_rows(config), config.get("topology") or {})
+    bad = sum(1 for t in issues if t)
+    parts = []
+    if bad:
+        parts.append(f"Fix {bad:,} row{'' if bad == 1 else 's'} to plan (see the issue column on Tables & "
+                     "constraints)")
+    if outside:
+        parts.append(f"Fix the topology to plan: {md(outside)}")
+    return ". ".join(parts) if parts else f"Fix the config to plan: {md(problem)}"
+
+
+def strip(config: dict) -> None:
+    """The headline of the config's plan, or why there is none; no number of a plan for another config."""
+    with st.container(border=True, key="ws_headline"):
+        current, outcome = _plan_for(config)
+        if current is None:
+            if outcome.config_error:
+                st.markdown(f":orange-badge[:material/edit: Not planned] {_fix_text(config, outcome.problem)}.")
+            elif outcome.refused:
+                st.markdown(f":red-badge[:material/block: Does not fit] {md(outcome.reason)} (what would help: "
+                            "the Plan page)")
+            else:
+                st.markdown(f":red-badge[:material/error: No plan] {md(outcome.problem)}")
+            return
+        h = headline.headline(current.plan)
+        fits = ":green-badge[:material/check: Fits]" if h.fits else ":red-badge[:material/block: Over capacity]"
+        vs = f"**{h.vs_lower_bound:.3f}x** the lower bound" if h.vs_lower_bound else "no lower bound"
+        memory = " · ".join(headline.memory_text(m) for m in h.memory)
+        st.markdown(f"{fits} Slowest rank **{h.slowest_ms:.4g} ms** (rank {h.slowest_rank}) · {vs} · {memory}")
+        previous = state.previous_plan()
+        by = f"{md(services.planner_label(current.planner))}, {h.tables:,} tables on {h.ranks} ranks"
+        if previous is None:
+            st.caption(f"Plan by {by}; the first plan of this session.")
+        else:
+            st.caption(f"Plan by {by}. Since the last plan: {md(headline.change_text(change_of(previous, current)))}.")
+
+
+def change_of(previous: CurrentPlan, current: CurrentPlan) -> headline.Change:
+    return headline.change(previous.plan, current.plan)
+
+
+def guide() -> None:
+    """The first view's next steps, until the user edits, plans, saves or dismisses it."""
+    if not state.guide_open():
+        return
+    with st.container(border=True, key="ws_guide"):
+        st.markdown("**Start here.** The TorchRec tutorial's 4 tables on 2 GPUs are loaded, and the line above is "
+                    "their plan by our planner. Next:\n"
+                    "1. Edit a table in the grid below (its rows, dim or pooling factor) or the ranks on Topology: "
+                    "the plan above follows every edit.\n"
+                    "2. Open **Plan** for the detail: per-table sharding, memory and cost per rank, why the slowest "
+                    "rank is slow, downloads.\n"
+                    "3. **Save & share** the plan as a link. **Presets** above the grid load bigger models.")
+        st.button("Got it", key="ws_guide_dismiss", on_click=state.close_guide, icon=":material/check:")
+
+
+# ---- a planner in the background ----------------------------------------------------------------
+
+
+def start_torchrec_job(config: dict) -> None:
+    """TorchRec's planner on the config, in another process; at most one background plan at a time."""
+    if state.plan_job() is not None:
+        return
+    settings = {"planner": services.TORCHREC}
+    cal = state.calibration()
+    if cal is not None:
+        settings["calibration"] = cal
+    state.set_plan_job(PlanJob(services.start_torchrec_plan(config), services.TORCHREC, config,
+                               state.config_key(config), settings))
+
+
+def cancel_job() -> None:
+    pj = state.plan_job()
+    if pj is None:
+        return
+    pj.job.close()
+    state.set_plan_job(None)
+    state.flash(f"Cancelled {md(services.PLANNERS[pj.planner])} after {pj.job.elapsed_s:.0f} s.")
+
+
+def collect_job() -> None:
+    """A background plan that ended: its plan becomes the current one when made for the config as it is now;
+    one for an earlier config is offered on Compare only; an error is said in one line."""
+    pj = state.plan_job()
+    if pj is None or pj.job.running:
+        return
+    state.set_plan_job(None)
+    name, secs = services.PLANNERS[pj.planner], pj.job.elapsed_s
+    try:
+        result = services.torchrec_result(pj.job, pj.config)
+    except Exception as e:  # noqa: BLE001 - whatever went wrong is one line on the page
+        state.flash(f"{md(name)} gave no plan: {md(str(e).splitlines()[0] if str(e) else type(e).__name__)}",
+                    "error")
+        return
+    finally:
+        pj.job.close()
+    if pj.source_key == state.config_key(state.config()):
+        current = make_current(result, pj.planner, None, pj.source_key)
+        current.settings = pj.settings
+        state.set_plan(current)
+        state.flash(f"{md(name)} finished in {secs:.0f} s: its plan is the current plan.")
+    else:
+        label = f"TorchRec for an earlier config ({len(result.plan['plan']):,} tables)"
+        state.add_extra_plan(label, result.plan, result.config, pj.settings)
+        state.flash(f"{md(name)} finished in {secs:.0f} s, but for an earlier config: the workspace's config "
+                    f"changed since, so it is not the current plan (it is on Compare as '{md(label)}').", "warning")
+
+
+def job_running_text(pj: PlanJob) -> str:
+    n = len(pj.config.get("tables") or [])
+    return f"{md(services.PLANNERS[pj.planner])} is planning {n:,} tables in the background: {pj.job.elapsed_s:.0f} s"
+

@@ -92,6 +92,43 @@ def cmd_torchrec_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _int_list(lo: int, hi: int):
+    item = _int_in(lo, hi)
+
+    def parse(text: str) -> list[int]:
+        parts = [t.strip() for t in text.split(",")]
+        if not all(parts):
+            raise argparse.ArgumentTypeError(f"must be whole numbers separated by commas, got {text!r}")
+        return [item(t) for t in parts]
+    return parse
+
+
+def _names(text: str) -> list[str]:
+    parts = [t.strip() for t in text.split(",")]
+    if not all(parts):
+        raise argparse.ArgumentTypeError(f"must be names separated by commas, got {text!r}")
+    return parts
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from engine import sweep
+
+    settings = PlannerSettings(search=args.effort > 0, effort=args.effort, seed=args.seed,
+                               time_budget_s=args.time_budget)
+    with without_cyclic_gc():
+        cfg = load_config(args.config)
+        points = sweep.sweep(cfg, args.devices or list(sweep.ACCELERATORS), args.world_sizes or sweep.WORLD_SIZES,
+                             args.batch_sizes, settings, jobs=args.jobs or sweep.default_jobs())
+    if args.json:
+        print(json.dumps({"effort": args.effort, "seed": args.seed, "note": sweep.PUBLISHED_NOTE,
+                          "accelerators": {k: {"label": a.label, "source": a.source}
+                                           for k, a in sweep.ACCELERATORS.items()},
+                          "points": [p.as_dict() for p in points]}, indent=1))
+    else:
+        print(sweep.table(points))
+    return 0
+
+
 def _output_flags(p: argparse.ArgumentParser, torchrec: bool = True) -> None:
     p.add_argument("--json", action="store_true", help="print the plan JSON instead of the summary")
     p.add_argument("--out", metavar="PLAN.json", help="also write the plan JSON to this file")
@@ -131,6 +168,25 @@ def build_parser() -> argparse.ArgumentParser:
     _output_flags(p)
     p.set_defaults(func=cmd_torchrec_plan)
     one_line_errors(p, "torchrec-plan")
+
+    p = sub.add_parser("sweep", help="plan the config over world sizes, accelerators and batch sizes (capacity)")
+    p.add_argument("config", metavar="CONFIG.json")
+    p.add_argument("--world-sizes", type=_int_list(1, 16_384), metavar="N,N,...",
+                   help="world sizes to plan (default 8,16,...,1024); 8 GPUs per host")
+    p.add_argument("--devices", type=_names, metavar="NAME,...",
+                   help="accelerators: a100_40gb, a100_80gb, h100_80gb, h200_141gb, b200_192gb (default: all)")
+    p.add_argument("--batch-sizes", type=_int_list(1, 2**24), metavar="N,N,...",
+                   help="per-rank batch sizes (default: the config's)")
+    p.add_argument("--effort", type=_effort, default=10_000, metavar="UNITS",
+                   help="search effort per point (default %(default)s; `plan` uses 50,000)")
+    p.add_argument("--seed", type=_seed, default=PlannerSettings.seed, metavar="N")
+    p.add_argument("--time-budget", type=_budget, default=PlannerSettings.time_budget_s, metavar="SECONDS",
+                   help="safety stop per point, in wall-clock seconds (default %(default)s)")
+    p.add_argument("--jobs", type=_int_in(1, 256), metavar="N",
+                   help="worker processes (default: the cores, at most 4); the points do not depend on it")
+    p.add_argument("--json", action="store_true", help="print the points as JSON")
+    p.set_defaults(func=cmd_sweep)
+    one_line_errors(p, "sweep")
 
     for module in EXTRA_COMMAND_MODULES:
         importlib.import_module(module).register(sub)

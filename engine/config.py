@@ -338,7 +338,7 @@ def _topology(raw: Any) -> Topology:
     return replace(topo, profile=parse_profile(d[PROFILE_FIELD], f"topology.{PROFILE_FIELD}", topo))
 
 
-def _check_load(tables: tuple[TableConfig, ...], constraints: dict[str, Constraints], topology: Topology) -> None:
+def check_load(tables: tuple[TableConfig, ...], constraints: dict[str, Constraints], topology: Topology) -> None:
     """Ids and pooled outputs of one step within bounds, so that every byte count stays an exact int64."""
     ids_total = outputs_total = 0.0
     for t in tables:
@@ -359,7 +359,7 @@ def _check_load(tables: tuple[TableConfig, ...], constraints: dict[str, Constrai
                           f"({L.MAX_OUTPUTS_PER_STEP:.3g}) are planned: lower the batch size or pooling factors")
 
 
-def _check_pairs(tables: int, world: int) -> None:
+def check_pairs(tables: int, world: int) -> None:
     if tables * world > L.MAX_TABLE_RANK_PAIRS:
         raise ConfigError("topology.world_size", f"{tables:,} tables on {world:,} ranks are {tables * world:,} "
                           f"table-rank pairs; at most {L.MAX_TABLE_RANK_PAIRS:,} are planned (fewer ranks or fewer "
@@ -384,7 +384,7 @@ def parse_config(data: Any) -> Config:
         world = _topology(d["topology"]).world_size
     except ConfigError:
         world = 0  # the topology's own error comes after the tables', as always
-    _check_pairs(len(raw_tables), world)
+    check_pairs(len(raw_tables), world)
     tables = tuple(_table_fast(t) or _table(t, f"tables[{i}]") for i, t in enumerate(raw_tables))
     total = sum(t.weight_bytes for t in tables)
     if total > L.MAX_TOTAL_BYTES:
@@ -412,8 +412,8 @@ def parse_config(data: Any) -> Config:
             raise ConfigError(f"constraints.{name}", f"no table named {name!r} (tables: {known})")
         constraints[name] = _constraint_fast(c, by_name[name]) or _constraint(c, f"constraints.{name}", by_name[name])
     topology = _topology(d["topology"])
-    _check_load(tables, constraints, topology)
-    _check_pairs(len(tables), topology.world_size)
+    check_load(tables, constraints, topology)
+    check_pairs(len(tables), topology.world_size)
     return Config(tables=tables, constraints=constraints, topology=topology)
 
 

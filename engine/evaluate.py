@@ -9,7 +9,7 @@ import numpy as np
 
 from engine.errors import ConfigError
 from engine.estimate import estimate_pieces, perf_from_row, pieces_for, table_load
-from engine.memory import StepMemory
+from engine.memory import StepMemory, over_memory
 from engine.profile import step_perf
 from engine.types import Config, Plan, RankStats, ShardingType, TablePlan
 
@@ -72,4 +72,4 @@ def evaluate(cfg: Config, tables: dict[str, TablePlan], planner: str = "engine",
         for r in range(w)
     )
     return Plan(tables=dict(tables), ranks=stats, planner=planner, planning_seconds=planning_seconds,
-                lower_bound_ms=lower_bound_ms, notes=notes)
+                lower_bound_ms=lower_bound_ms, notes=tuple(notes) + tuple(over_memory(stats, topo)))

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine import constants as C
+from engine.errors import human_bytes
 from engine.types import (
     ComputeKernel,
     Config,
@@ -18,8 +19,10 @@ from engine.types import (
     MemoryParts,
     Optimizer,
     PoolingType,
+    RankStats,
     ShardingType,
     TablePlan,
+    Topology,
 )
 
 ID_BYTES = C.INDEX_BYTES  # ids, lengths and offsets are int64 in the KJT and in fbgemm's kernels
@@ -413,3 +416,30 @@ def _dense_step_temp(opt: Optimizer, params: list[tuple[np.ndarray, float, float
     if not cpu and opt in (Optimizer.ADAGRAD, Optimizer.ADAM):
         return total
     return peak
+
+
+OUT_OF_MEMORY = "out of memory at the step's peak"  # how a plan's note starts when a rank's step outgrows its device
+
+
+def over_memory(stats: tuple[RankStats, ...], topo: Topology) -> list[str]:
+    """Notes for ranks whose estimated step peak exceeds the memory the device has (HBM on GPUs, the rank's DDR on
+    CPUs). The planner places tables by what they store, as TorchRec's planner does (with the reservation kept
+    for the dense model); the step's transient parts (all-to-all buffers, outputs and their gradients) come on top,
+    and at large world sizes they can outgrow the reservation."""
+    cpu = topo.compute_device is Device.CPU
+    kinds = [("DDR", topo.ddr_cap, lambda m: m.peak_bytes)] if cpu else [
+        ("HBM", topo.hbm_cap, lambda m: m.peak_hbm_bytes), ("DDR", topo.ddr_cap, lambda m: m.peak_ddr_bytes)]
+    notes = []
+    for what, limit, peak_of in kinds:
+        rows = [r for r in stats if r.memory is not None and peak_of(r.memory) > limit]
+        if not rows:
+            continue
+        r = max(rows, key=lambda x: peak_of(x.memory))
+        peak = peak_of(r.memory)
+        notes.append(
+            OUT_OF_MEMORY + f" on {len(rows)} of {topo.world_size} ranks: rank {r.rank} peaks at "
+            f"{human_bytes(peak)} of {what} where the device has {human_bytes(limit)} (all-to-all buffers "
+            f"{human_bytes(r.memory.a2a_bytes)}, output gradients {human_bytes(r.memory.output_grad_bytes)}); "
+            "the plan fits what the tables store, not the step. What would help: a smaller batch size, more "
+            "memory per rank, or fewer ranks (the all-to-all buffers grow with world size x batch)")
+    return notes

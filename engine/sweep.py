@@ -1,0 +1,218 @@
+"""Capacity sweep: one config planned over a grid of world sizes, accelerators and batch sizes, to answer "which
+GPUs, and how many?" before asking for them.
+
+Each point replaces the config's topology with an accelerator's published memory and bandwidths (ACCELERATORS:
+labelled as published figures until a calibration replaces them), its world size (8 GPUs per host, as the
+DGX/HGX machines have; fewer when the world is smaller) and its per-rank batch size, then plans it with the
+same planner and settings as `python -m engine plan`. A point that cannot fit is kept with the planner's reason.
+The points that no other point beats on both GPUs and step time form the Pareto front.
+
+Every point depends only on the config, the point and the settings: the same sweep gives the same points with
+one worker process or many.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Iterable, Optional
+
+from engine import constants as C
+from engine import limits as L
+from engine.config import check_load, check_pairs
+from engine.errors import ConfigError, PlanningError, one_line
+from engine.memory import OUT_OF_MEMORY
+from engine.planner import PlannerSettings, plan
+from engine.profile import published_cuda
+from engine.types import Config, Device, Plan, Topology
+
+GIB = C.GIB
+GBPS = GIB / 1000  # a bandwidth in GB/s as the engine's bytes per ms (TorchRec's convention: GB/s = GiB/s)
+GPUS_PER_HOST = 8
+MAX_POINTS = 4096  # a sweep is interactive: more points than this is a mistake, not a question
+DEFAULT_EFFORT = 10_000  # per point; 8 world sizes x 4 accelerators of 1,000 tables plan in about 30 s on 2 cores
+WORLD_SIZES = (8, 16, 32, 64, 128, 256, 512, 1024)
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    """One GPU's memory and bandwidths as its vendor publishes them, and the network its hosts usually have."""
+
+    key: str
+    label: str
+    hbm_gib: float  # as the driver reports it (nvidia-smi), below the marketing figure
+    hbm_gbps: float
+    nvlink_gbps: float  # to the other GPUs of its host, per GPU
+    network_gbps: float  # to other hosts, per GPU (one NIC per GPU)
+    pcie_gbps: float  # to host memory (UVM)
+    source: str
+
+    def topology(self, base: Topology, world_size: int, batch_size: int) -> Topology:
+        """`base` (its DDR, optimizer and reservation kept) on `world_size` of these GPUs, `batch_size` per rank,
+        priced with the published fixed costs for its host count."""
+        local = min(GPUS_PER_HOST, world_size)
+        topo = dataclasses.replace(
+            base, world_size=world_size, local_world_size=local, compute_device=Device.CUDA,
+            hbm_cap=int(self.hbm_gib * GIB), hbm_mem_bw=self.hbm_gbps * GBPS, intra_host_bw=self.nvlink_gbps * GBPS,
+            inter_host_bw=self.network_gbps * GBPS, hbm_to_ddr_mem_bw=self.pcie_gbps * GBPS, batch_size=batch_size,
+            profile=None)
+        return dataclasses.replace(topo, profile=published_cuda(topo.num_hosts))
+
+
+ACCELERATORS = {a.key: a for a in (
+    Accelerator("a100_40gb", "NVIDIA A100 40GB SXM", 40, 1555, 600, 25, 32,
+                "published: A100 datasheet (HBM2 1,555 GB/s, NVLink 600 GB/s); DGX A100 HDR 200 Gb/s per GPU"),
+    Accelerator("a100_80gb", "NVIDIA A100 80GB SXM", 80, 2039, 600, 25, 32,
+                "published: A100 datasheet (HBM2e 2,039 GB/s, NVLink 600 GB/s); DGX A100 HDR 200 Gb/s per GPU"),
+    Accelerator("h100_80gb", "NVIDIA H100 80GB SXM", 80, 3350, 900, 50, 64,
+                "published: H100 datasheet (HBM3 3.35 TB/s, NVLink 900 GB/s); DGX H100 NDR 400 Gb/s per GPU"),
+    Accelerator("h200_141gb", "NVIDIA H200 141GB SXM", 140, 4800, 900, 50, 64,
+                "published: H200 datasheet (141 GB HBM3e, 4.8 TB/s, NVLink 900 GB/s); NDR 400 Gb/s per GPU"),
+    Accelerator("b200_192gb", "NVIDIA B200 192GB", 179, 8000, 1800, 50, 64,
+                "published: B200 datasheet (192 GB HBM3e, 179 GiB visible; 8 TB/s; NVLink 1.8 TB/s); "
+                "DGX B200 400 Gb/s per GPU"),
+)}
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    device: str  # key of ACCELERATORS
+    world_size: int
+    batch_size: int  # per rank
+    planned: bool  # the planner placed every table within the memory the tables store
+    fits: bool = False  # planned, and no rank's estimated step peak outgrows its device (engine.memory)
+    reason: str = ""  # why it does not fit (one line)
+    step_ms: Optional[float] = None  # the slowest rank's estimated step
+    lower_bound_ms: Optional[float] = None
+    peak_hbm_fraction: Optional[float] = None  # the fullest rank's step peak over its usable HBM (the
+    # reservation for the dense model left out): above 1.0 the step eats into it
+    samples_per_s: Optional[float] = None  # world_size * batch_size / step
+    pareto: bool = False  # fits, and no other point that fits has at most as many GPUs and a faster step
+
+    @property
+    def hosts(self) -> int:
+        return math.ceil(self.world_size / min(GPUS_PER_HOST, self.world_size))
+
+    def as_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["hosts"] = self.hosts
+        d["device_label"] = ACCELERATORS[self.device].label
+        return d
+
+
+def _peak_hbm_fraction(p: Plan) -> float:
+    worst = 0.0
+    for r in p.ranks:
+        if r.hbm_cap_bytes:
+            peak = r.memory.peak_hbm_bytes if r.memory is not None else r.hbm_bytes
+            worst = max(worst, peak / r.hbm_cap_bytes)
+    return worst
+
+
+def plan_point(cfg: Config, device: str, world_size: int, batch_size: int,
+               settings: PlannerSettings) -> SweepPoint:
+    """One point of the sweep: planned, or refused with the planner's reason."""
+    topo = ACCELERATORS[device].topology(cfg.topology, world_size, batch_size)
+    point = dict(device=device, world_size=world_size, batch_size=batch_size)
+    try:
+        check_load(cfg.tables, cfg.constraints, topo)  # a larger world or batch may look up too many ids
+        p = plan(dataclasses.replace(cfg, topology=topo), settings)
+    except (PlanningError, ConfigError) as e:
+        return SweepPoint(**point, planned=False, reason=one_line(str(e)))
+    step = p.max_rank_cost_ms
+    oom = [n for n in p.notes if n.startswith(OUT_OF_MEMORY)]
+    return SweepPoint(**point, planned=True, fits=not oom, reason=oom[0] if oom else "", step_ms=step,
+                      lower_bound_ms=p.lower_bound_ms,
+                      peak_hbm_fraction=_peak_hbm_fraction(p),
+                      samples_per_s=world_size * batch_size / (step / 1000.0) if step > 0 else None)
+
+
+def pareto(points: list[SweepPoint]) -> list[SweepPoint]:
+    """The points, each with `pareto` set when it fits and no other point that fits has at most as many GPUs and
+    a faster step (of equal points, the first in sweep order)."""
+    best: Optional[float] = None
+    front = set()
+    order = sorted((i for i, p in enumerate(points) if p.fits), key=lambda i: (points[i].world_size,
+                                                                                   points[i].step_ms, i))
+    for i in order:
+        if best is None or points[i].step_ms < best:
+            front.add(i)
+            best = points[i].step_ms
+    return [dataclasses.replace(p, pareto=i in front) for i, p in enumerate(points)]
+
+
+def _check_grid(devices: list[str], world_sizes: list[int], batch_sizes: list[int], cfg: Config) -> None:
+    """Refuse a grid the sweep cannot answer, naming the flag: unknown accelerators, sizes out of the bounds a
+    config's topology has, too many points."""
+    if not devices or not world_sizes or not batch_sizes:
+        raise ConfigError("--devices", "a sweep needs at least one device, world size and batch size")
+    for d in devices:
+        if d not in ACCELERATORS:
+            raise ConfigError("--devices", f"unknown accelerator {d!r}; choose from {', '.join(ACCELERATORS)}")
+    n = len(devices) * len(world_sizes) * len(batch_sizes)
+    if n > MAX_POINTS:
+        raise ConfigError("--world-sizes", f"{n:,} points; at most {MAX_POINTS:,} are swept (fewer devices, "
+                          "world sizes or batch sizes)")
+    for w in world_sizes:
+        if not 1 <= w <= L.MAX_WORLD_SIZE:
+            raise ConfigError("--world-sizes", f"{w:,} is out of range: 1 to {L.MAX_WORLD_SIZE:,} ranks")
+        try:
+            check_pairs(len(cfg.tables), w)
+        except ConfigError as e:
+            raise ConfigError("--world-sizes", e.message) from None
+    for b in batch_sizes:
+        if not 1 <= b <= L.MAX_BATCH_SIZE:
+            raise ConfigError("--batch-sizes", f"{b:,} is out of range: 1 to {L.MAX_BATCH_SIZE:,} per rank")
+
+
+def _run(args: tuple) -> SweepPoint:  # a module-level function: worker processes import it by name
+    return plan_point(*args)
+
+
+def sweep(cfg: Config, devices: Iterable[str], world_sizes: Iterable[int], batch_sizes: Optional[Iterable[int]] = None,
+          settings: PlannerSettings = PlannerSettings(effort=DEFAULT_EFFORT), jobs: int = 1) -> list[SweepPoint]:
+    """Every (device, world size, batch size) point planned, in that order, with the Pareto front marked.
+    jobs > 1 plans points in worker processes; the points are the same."""
+    devices, world_sizes = list(dict.fromkeys(devices)), sorted(set(world_sizes))
+    batch_sizes = sorted(set(batch_sizes or [cfg.topology.batch_size]))
+    _check_grid(devices, world_sizes, batch_sizes, cfg)
+    grid = [(cfg, d, w, b, settings) for d in devices for w in world_sizes for b in batch_sizes]
+    if jobs > 1 and len(grid) > 1:
+        with ProcessPoolExecutor(max_workers=min(jobs, len(grid))) as pool:
+            points = list(pool.map(_run, grid, chunksize=1))
+    else:
+        points = [_run(g) for g in grid]
+    return pareto(points)
+
+
+def default_jobs() -> int:
+    return max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
+
+
+
+
+PUBLISHED_NOTE = ("every accelerator's bandwidths and fixed costs are published figures, not measurements: "
+                  "calibrate from validation runs on the machine you get (python -m db calibrate)")
+
+
+def table(points: list[SweepPoint]) -> str:
+    """The sweep as a text table, one point a line, the Pareto front starred."""
+    head = f"{'device':<12} {'GPUs':>6} {'hosts':>5} {'batch':>7} {'step ms':>10} {'peak HBM':>9} {'samples/s':>12}  "
+    lines = [head + "why not", "-" * (len(head) + 8)]
+    for p in points:
+        left = f"{p.device:<12} {p.world_size:>6} {p.hosts:>5} {p.batch_size:>7} "
+        if p.fits:
+            rate = f"{p.samples_per_s:,.0f}" if p.samples_per_s else "-"
+            lines.append(left + f"{p.step_ms:>10.4g} {p.peak_hbm_fraction:>9.1%} {rate:>12} "
+                         f"{'*' if p.pareto else ' '}")
+        elif p.planned:  # placed, but the step's peak outgrows the device
+            lines.append(left + f"{p.step_ms:>10.4g} {p.peak_hbm_fraction:>9.1%} {'-':>12}  {p.reason}")
+        else:
+            lines.append(left + f"{'-':>10} {'-':>9} {'-':>12}  does not fit: {p.reason}")
+    lines.append("")
+    lines.append("* Pareto front: no point with as few GPUs or fewer is faster.")
+    lines.append("Note: " + PUBLISHED_NOTE + ".")
+    return "\n".join(lines)

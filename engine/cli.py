@@ -129,6 +129,54 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bytes(text: str) -> int:
+    try:
+        value = int(text.replace("_", "").replace(",", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number of bytes, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more bytes, got {value:,}")
+    return value
+
+
+def cmd_replan(args: argparse.Namespace) -> int:
+    from engine.replan import load_old_plan, replan
+
+    settings = PlannerSettings(search=args.effort > 0, effort=args.effort, seed=args.seed,
+                               time_budget_s=args.time_budget)
+    with without_cyclic_gc():
+        cfg = load_config(args.config)
+        old = load_old_plan(args.from_plan)
+        result = replan(cfg, old, args.max_move_bytes, settings)
+    if args.out:
+        try:
+            Path(args.out).write_text(json.dumps(plan_to_dict(result.plan), indent=1) + "\n", encoding="utf-8")
+        except OSError as e:
+            raise EngineError(f"cannot write --out {args.out!r}: {e.strerror or e}") from None
+    s = result.summary()
+    if args.json:
+        print(json.dumps({"replan": s, "plan": plan_to_dict(result.plan)}, indent=1))
+        return 0
+    gib = 2**30
+    kept = ("- (it leaves no room for the changed tables)" if s["kept_step_ms"] is None
+            else f"{s['kept_step_ms']:.4g} ms, moves {s['kept_moved_bytes'] / gib:.3g} GiB")
+    print(f"Re-plan: slowest rank {s['step_ms']:.4g} ms, moves {s['moved_bytes'] / gib:.3g} GiB"
+          + (f" (limit {s['max_move_bytes'] / gib:.3g} GiB)" if s["max_move_bytes"] is not None else ""))
+    print(f"Earlier placement kept as it is: {kept}")
+    print(f"From scratch: {s['scratch_step_ms']:.4g} ms, moves {s['scratch_moved_bytes'] / gib:.3g} GiB")
+    print(f"Tables with bytes to move ({len(s['moved_tables'])}): {', '.join(s['moved_tables'][:20]) or 'none'}"
+          + (" ..." if len(s["moved_tables"]) > 20 else ""))
+    if s["new_tables"]:
+        print(f"New tables ({len(s['new_tables'])}): {', '.join(s['new_tables'][:20])}")
+    for p in s["moved_by_pair"][:20]:
+        print(f"  rank {p['from']} -> rank {p['to']}: {p['bytes'] / gib:.3g} GiB")
+    for c in s["checkpoint_breaks"]:
+        print(f"Checkpoint: {c['table']} does not load as it is ({c['why']})")
+    print()
+    print(summary(result.plan, cfg))
+    return 0
+
+
 def _output_flags(p: argparse.ArgumentParser, torchrec: bool = True) -> None:
     p.add_argument("--json", action="store_true", help="print the plan JSON instead of the summary")
     p.add_argument("--out", metavar="PLAN.json", help="also write the plan JSON to this file")
@@ -168,6 +216,20 @@ def build_parser() -> argparse.ArgumentParser:
     _output_flags(p)
     p.set_defaults(func=cmd_torchrec_plan)
     one_line_errors(p, "torchrec-plan")
+
+    p = sub.add_parser("replan", help="re-plan a changed config from an earlier plan, moving few bytes")
+    p.add_argument("config", metavar="CONFIG.json")
+    p.add_argument("--from", dest="from_plan", required=True, metavar="PLAN.json",
+                   help="the earlier plan (python -m engine plan --json, or a saved plan's JSON)")
+    p.add_argument("--max-move-bytes", type=_bytes, metavar="N",
+                   help="most bytes (weights and optimizer state) to move between ranks (default: no limit)")
+    p.add_argument("--effort", type=_effort, default=PlannerSettings.effort, metavar="UNITS")
+    p.add_argument("--seed", type=_seed, default=PlannerSettings.seed, metavar="N")
+    p.add_argument("--time-budget", type=_budget, default=PlannerSettings.time_budget_s, metavar="SECONDS")
+    p.add_argument("--json", action="store_true", help="print the re-plan's figures and plan as JSON")
+    p.add_argument("--out", metavar="PLAN.json", help="also write the re-plan's plan JSON to this file")
+    p.set_defaults(func=cmd_replan)
+    one_line_errors(p, "replan")
 
     p = sub.add_parser("sweep", help="plan the config over world sizes, accelerators and batch sizes (capacity)")
     p.add_argument("config", metavar="CONFIG.json")

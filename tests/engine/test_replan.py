@@ -1,0 +1,136 @@
+"""Re-plan from an earlier plan (`python -m engine replan CONFIG --from PLAN`): bytes moved counted region by
+region, tables kept where they were, the byte limit honoured, checkpoint breaks flagged, bad input in one line."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import engine
+from bench.suite import synthetic
+from engine.replan import checkpoint_breaks, moved_bytes, read_old_plan, replan
+from engine.types import ComputeKernel, Shard, ShardingType, TablePlan
+
+ROOT = Path(__file__).resolve().parents[2]
+TUTORIAL = ROOT / "examples" / "tutorial.json"
+TW, CW, DP, RW = (ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE, ShardingType.DATA_PARALLEL,
+                  ShardingType.ROW_WISE)
+FUSED = ComputeKernel.FUSED
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "engine", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600)
+
+
+def one_table(rows: int = 1000, dim: int = 64, world: int = 2, optimizer: str = "sgd") -> engine.Config:
+    return engine.parse_config({"tables": [{"name": "t", "num_embeddings": rows, "embedding_dim": dim}],
+                                "topology": {"world_size": world, "optimizer": optimizer}})
+
+
+def old_of(tp: TablePlan) -> dict:
+    return read_old_plan({"plan": {"t": {"sharding_type": tp.sharding_type.value,
+                                         "compute_kernel": tp.compute_kernel.value, "ranks": list(tp.ranks),
+                                         "shards": None if tp.shards is None else [
+                                             {"offsets": list(s.offsets), "sizes": list(s.sizes), "rank": s.rank}
+                                             for s in tp.shards]}}})
+
+
+def tw(rank: int, rows: int = 1000, dim: int = 64) -> TablePlan:
+    return TablePlan(TW, FUSED, (rank,), (Shard((0, 0), (rows, dim), rank),))
+
+
+def test_bytes_moved_region_by_region() -> None:
+    cfg = one_table()
+    assert moved_bytes(cfg, old_of(tw(0)), {"t": tw(0)}).total_bytes == 0
+    m = moved_bytes(cfg, old_of(tw(0)), {"t": tw(1)})  # the whole table, weights only under sgd
+    assert m.total_bytes == 1000 * 64 * 4 and m.by_pair == {(0, 1): 1000 * 64 * 4} and m.by_table == {"t": 256000}
+    adam = one_table(optimizer="adam")  # two moments per weight travel with it
+    assert moved_bytes(adam, old_of(tw(0)), {"t": tw(1)}).total_bytes == 3 * 1000 * 64 * 4
+    grown = one_table(rows=2000)  # new rows are new: a grown table that stays moves nothing
+    assert moved_bytes(grown, old_of(tw(0)), {"t": tw(0, rows=2000)}).total_bytes == 0
+    assert moved_bytes(grown, old_of(tw(0)), {"t": tw(1, rows=2000)}).total_bytes == 1000 * 64 * 4
+    cw = TablePlan(CW, FUSED, (0, 1), (Shard((0, 0), (1000, 32), 0), Shard((0, 32), (1000, 32), 1)))
+    assert moved_bytes(cfg, old_of(tw(0)), {"t": cw}).by_pair == {(0, 1): 1000 * 32 * 4}  # half stays
+    dp = TablePlan(DP, FUSED, (0, 1), None)
+    assert moved_bytes(cfg, old_of(dp), {"t": cw}).total_bytes == 0  # every rank had all of it
+    assert moved_bytes(cfg, old_of(cw), {"t": dp}).by_pair == {(0, 1): 1000 * 32 * 4, (1, 0): 1000 * 32 * 4}
+    rw = TablePlan(RW, FUSED, (0, 1), (Shard((0, 0), (500, 64), 0), Shard((500, 0), (500, 64), 1)))
+    rw_swapped = TablePlan(RW, FUSED, (1, 0), (Shard((0, 0), (500, 64), 1), Shard((500, 0), (500, 64), 0)))
+    assert moved_bytes(cfg, old_of(rw), {"t": rw_swapped}).total_bytes == 1000 * 64 * 4
+
+
+def test_checkpoint_breaks_are_named() -> None:
+    cfg = one_table()
+    cw = TablePlan(CW, FUSED, (0, 1), (Shard((0, 0), (1000, 32), 0), Shard((0, 32), (1000, 32), 1)))
+    breaks = checkpoint_breaks(cfg, old_of(TablePlan(DP, FUSED, (0, 1), None)), {"t": cw})
+    assert "data-parallel and sharded tables keep optimizer state differently" in breaks["t"]
+    assert "sharding type table_wise -> column_wise" in checkpoint_breaks(cfg, old_of(tw(0)), {"t": cw})["t"]
+    assert checkpoint_breaks(cfg, old_of(tw(0)), {"t": tw(1)}) == {}
+
+
+def grown(raw: dict, share: float = 0.1) -> dict:
+    """The config with every tenth table (share of them) grown 2x."""
+    out = copy.deepcopy(raw)
+    n = len(out["tables"])
+    k = max(1, int(n * share))
+    for t in out["tables"][::n // k][:k]:
+        t["num_embeddings"] *= 2
+    return out
+
+
+def test_grown_tables_move_a_fraction_of_what_a_plan_from_scratch_moves() -> None:
+    """Issue 13's target on a bench case: 10% of the tables grown 2x; the re-plan moves at most 20% of the bytes
+    a plan from scratch moves, at a slowest rank within 5% of it."""
+    raw = engine.config_to_dict(engine.parse_config(synthetic(200, 8, seed=0)))
+    old = read_old_plan(engine.plan_to_dict(engine.plan(engine.parse_config(raw))))
+    r = replan(engine.parse_config(grown(raw)), old)
+    assert 0 < r.moves.total_bytes <= 0.2 * r.scratch_moves.total_bytes
+    assert r.plan.max_rank_cost_ms <= 1.05 * r.scratch.max_rank_cost_ms
+    assert r.kept is not None and r.plan.max_rank_cost_ms <= r.kept.max_rank_cost_ms
+    assert len(r.kept_tables) >= 150 and not r.new_tables
+    assert r.plan.notes[0].startswith("re-planned from the earlier plan")
+
+
+def test_the_byte_limit_holds(tmp_path: Path) -> None:
+    raw = engine.config_to_dict(engine.parse_config(synthetic(100, 16, seed=1)))
+    cfg0 = engine.parse_config(raw)
+    old_path = tmp_path / "old.json"
+    old_path.write_text(json.dumps(engine.plan_to_dict(engine.plan(cfg0))))
+    new_path = tmp_path / "new.json"
+    new = grown(raw, 0.2)
+    new["tables"].append({"name": "added", "num_embeddings": 50_000, "embedding_dim": 128,
+                          "feature_names": ["added_f"]})
+    new_path.write_text(json.dumps(new))
+    free = json.loads(cli("replan", str(new_path), "--from", str(old_path), "--json").stdout)["replan"]
+    assert free["new_tables"] == ["added"]
+    assert free["kept_moved_bytes"] is not None  # the earlier placement leaves room for the changes
+    limit = free["kept_moved_bytes"]  # what keeping the earlier layout moves: the least a re-plan may be allowed
+    out = cli("replan", str(new_path), "--from", str(old_path), "--max-move-bytes", str(limit), "--json")
+    assert out.returncode == 0, out.stderr
+    bounded = json.loads(out.stdout)
+    assert bounded["replan"]["moved_bytes"] <= limit and bounded["replan"]["max_move_bytes"] == limit
+    assert sum(p["bytes"] for p in bounded["replan"]["moved_by_pair"]) == bounded["replan"]["moved_bytes"]
+    if limit > 0:
+        refused = cli("replan", str(new_path), "--from", str(old_path), "--max-move-bytes", str(limit - 1))
+        assert refused.returncode == 2 and "more than --max-move-bytes" in refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda p: p.write_text(TUTORIAL.read_text()), "--from: is a config, not a plan"),
+    (lambda p: p.write_text("{\"plan\": {\"t\": 3}}"), "--from.plan.t: must be an object"),
+    (lambda p: p.write_text("[1, 2"), "is not valid JSON"),
+    (lambda p: None, "does not exist"),
+])
+def test_bad_earlier_plans_get_one_line(tmp_path: Path, make, message: str) -> None:
+    path = tmp_path / "old.json"
+    make(path)
+    out = cli("replan", str(TUTORIAL), "--from", str(path))
+    assert out.returncode == 2 and out.stdout == ""
+    assert len(out.stderr.strip().splitlines()) == 1 and message in out.stderr, out.stderr

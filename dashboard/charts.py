@@ -226,18 +226,22 @@ def ratio_bars(frame: pd.DataFrame,
 
 
 def rank_deltas(frame: pd.DataFrame, title: str) -> go.Figure:
-    """B - A per rank, estimated time (ms) and peak device memory (MiB), from dashboard.plan_deltas.rank_frame:
-    green where B is lower, red where it is higher."""
+    """B - A per rank, estimated time (ms) and peak device memory (MiB), from dashboard.plan_deltas.rank_frame
+    (x: A's rank; "B n" for B's ranks no A rank pairs with): green where B is lower, red where it is higher."""
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
                         subplot_titles=["time: B - A (ms per step)", "peak memory: B - A (MiB)"])
+    x = [str(a) if not pd.isna(a) else f"B {b}" for a, b in zip(frame["rank"], frame.get("B rank", frame["rank"]))]
+    pairs = [f"A {a} / B {b}" if not pd.isna(a) and not pd.isna(b) else f"A {a}" if not pd.isna(a) else f"B {b}"
+             for a, b in zip(frame["rank"], frame.get("B rank", frame["rank"]))]
     for col, (column, unit) in enumerate((("B - A ms", "ms"), ("B - A MiB", "MiB")), start=1):
         pct = frame[f"{column} %"] if f"{column} %" in frame else [None] * len(frame)
         y = [None if pd.isna(v) else float(v) for v in frame[column]]
-        fig.add_trace(go.Bar(x=frame["rank"], y=y, showlegend=False,
+        fig.add_trace(go.Bar(x=x, y=y, showlegend=False,
                              marker_color=[BETTER_COLOR if v is not None and v < 0 else
                                            OVER_COLOR if v is not None and v > 0 else CAP_COLOR for v in y],
-                             customdata=[0.0 if p is None or pd.isna(p) else float(p) for p in pct],
-                             hovertemplate=f"rank %{{x}}: %{{y:+.4g}} {unit} (%{{customdata:+.1f}}%)<extra></extra>"),
+                             customdata=[[0.0 if p is None or pd.isna(p) else float(p), r] for p, r in zip(pct, pairs)],
+                             hovertemplate=f"rank %{{customdata[1]}}: %{{y:+.4g}} {unit} (%{{customdata[0]:+.1f}}%)"
+                                           "<extra></extra>"),
                       row=1, col=col)
         fig.add_hline(y=0, line_color="#666", line_width=1, row=1, col=col)
     fig.update_layout(bargap=0.25)

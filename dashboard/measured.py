@@ -185,13 +185,21 @@ def profile(config: dict, settings: dict | None = None, device: str | None = Non
     return text + (" (not calibrated)" if own else "")
 
 
+def run_device(run) -> str:
+    """The device a run's estimates were priced for: the one it measured (device_info's estimated_device)."""
+    return str((run.device_info or {}).get("estimated_device") or run.device)
+
+
+def same_device(config: dict, run) -> bool:
+    """Whether the plan's own estimates (priced for its config's device) stand for the run's device."""
+    return str((config or {}).get("topology", {}).get("compute_device") or "cuda") == run_device(run)
+
+
 def latest_run(runs: list) -> object | None:
     """The run a plan is judged by: its latest succeeded run, else its latest finished one."""
     done = [r for r in runs if r.status.finished]
     ok = [r for r in done if str(r.status) == "succeeded"]
     return (ok or done or [None])[-1]
-
-
 
 
 def rank_table(frame: pd.DataFrame) -> pd.DataFrame:
@@ -236,7 +244,9 @@ __all__ = [
     "rank_table",
     "ratio",
     "ratio_text",
+    "run_device",
     "run_frame",
+    "same_device",
     "shards_text",
     "span",
     "span_text",

@@ -1,12 +1,14 @@
 """Compare: saved plans (and TorchRec's plan for the same config, or the unsaved current plan) side by
-side: which constants priced each, per-rank memory and cost, the tables that moved, and measured over estimated
-per rank (time and memory, each plan's latest run, priced for the device it measured) with flags.
+side: which constants priced each, per-rank cost (measured beside it where a run measured the plan) and device
+memory (HBM, DDR for CPU plans), every plan against the config's lower bound; then each plan against the first:
+headline and per-rank differences with the better plan marked, the tables that move once ranks are renumbered
+and the bytes that would move; and measured over estimated per rank (each plan's latest run) with flags.
 """
 
 import streamlit as st
 
 import engine
-from dashboard import analysis, charts, measured, services, state, views
+from dashboard import analysis, charts, measured, plan_deltas, plan_diff, services, state, views
 from dashboard import calibration as calib
 from dashboard.text import md
 from db.store import StoreError
@@ -71,17 +73,79 @@ def default_pick(opts: dict[str, str]) -> list[str]:
     return list(opts)[:2]
 
 
-def moved(plans: dict[str, dict]) -> None:
+def bounds(plans: dict[str, tuple[dict, dict, dict]]) -> dict[str, float | None]:
+    """The lower bound of each plan's config: the plan's own, another picked plan's of the same config, or our
+    planner's for that config (TorchRec's plans carry none; the bound depends on the config only)."""
+    known = {state.config_key(c): p.get("lower_bound_ms") for p, c, _ in plans.values() if p.get("lower_bound_ms")}
+    out = {}
+    for label, (plan, config, _) in plans.items():
+        key = state.config_key(config)
+        if plan.get("lower_bound_ms"):
+            out[label] = plan["lower_bound_ms"]
+            continue
+        if key not in known:
+            try:
+                known[key] = services.plan_config(key, services.OURS, 0).plan.get("lower_bound_ms")
+            except (engine.EngineError, services.PlannerUnavailable):
+                known[key] = None
+        out[label] = known[key]
+    return out
+
+
+def better_cells(frame):
+    """The headline table with the better plan's value shaded (a Styler: UI only)."""
+    def shade(row):
+        return ["background-color: #dff0d8" if c == row["better"] else "" for c in row.index]
+    return frame.style.apply(shade, axis=1)
+
+
+PCT = st.column_config.NumberColumn(format="%+.1f%%")
+
+
+def differences(base: str, other: str, plans: dict, found: dict, devices: dict) -> None:
+    """`other` (B) against `base` (A): headlines, the tables that move and the bytes, rank by rank."""
+    (plan_a, config_a, _), (plan_b, config_b, _) = plans[base], plans[other]
+    st.markdown(f"**A** = {md(base)} · **B** = {md(other)}")
+    head = plan_deltas.headline_frame(plan_a, plan_b, found.get(base), found.get(other),
+                                      (devices.get(base, ""), devices.get(other, "")))
+    st.dataframe(better_cells(head), hide_index=True, key=f"compare_headlines_{other}", placeholder="",
+                 column_config={"B - A %": PCT})
+    st.caption(plan_deltas.verdict(head) + " Measured rows come from each plan's latest run (Runs page).")
+    d = plan_diff.diff(plan_a, config_a, plan_b, config_b)
+    st.markdown(f"**Tables:** {md(plan_diff.moved_sentence(d))}  \n{md(plan_diff.bytes_sentence(d))}")
+    changed = d.tables[d.tables["change"] != plan_diff.SAME].copy()
+    if len(changed):
+        changed["MiB to move"] = changed.pop("bytes to move") / plan_deltas.MIB
+        changed = changed.sort_values(["change", "MiB to move"], ascending=[True, False], kind="stable")
+        st.dataframe(changed, hide_index=True, key=f"compare_moved_{other}",
+                     height=min(38 + 35 * len(changed), 320),
+                     column_config={"MiB to move": st.column_config.NumberColumn(format="%.2f")})
+    ranks = plan_deltas.rank_frame(plan_a, plan_b, found.get(base), found.get(other), d.sigma)
+    paired = " (each A rank against the B rank it became)" if d.renumbered else ""
+    if ranks[["B - A ms", "B - A MiB"]].fillna(1.0).eq(0).all(axis=None):
+        st.caption(f"Rank by rank{paired}, B's estimated time and peak memory are A's.")
+    else:
+        st.plotly_chart(charts.rank_deltas(ranks, f"B - A per rank{paired}"), key=f"compare_deltas_{other}")
+    if found.get(base) is not None or found.get(other) is not None:
+        st.caption("Measured columns: each plan's latest run; measured / est. divides by the run's own estimate, "
+                   "priced for the device it measured.")
+    st.dataframe(ranks, hide_index=True, key=f"compare_ranks_{other}", height=min(38 + 35 * len(ranks), 320),
+                 placeholder="",
+                 column_config={**{c: st.column_config.NumberColumn(format="%.4g") for c in ranks.columns
+                                   if c.endswith(" ms")},
+                                **{c: st.column_config.NumberColumn(format="%.1f") for c in ranks.columns
+                                   if c.endswith("MiB")},
+                                **{c: PCT for c in ranks.columns if c.endswith("%")},
+                                **{c: st.column_config.NumberColumn(format="%.3fx") for c in ranks.columns
+                                   if c.endswith("/ est.")}})
+
+
+def differences_section(plans: dict, found: dict, devices: dict) -> None:
     labels = list(plans)
-    base = labels[0]
-    st.subheader("Tables that moved", divider="gray")
+    st.subheader("Differences", divider="gray")
     for other in labels[1:]:
-        diff = analysis.moved_tables(plans[base], plans[other])
-        with st.expander(f"{md(other)} vs {md(base)}: {len(diff)} of {len(plans[base]['plan'])} tables placed "
-                         "differently",
-                         expanded=len(labels) == 2):
-            st.dataframe(diff.rename(columns={"before": f"in {base}", "after": f"in {other}"}), hide_index=True,
-                         height=min(38 + 35 * max(len(diff), 1), 320))
+        with st.expander(f"{md(other)} (B) against {md(labels[0])} (A)", expanded=len(labels) == 2):
+            differences(labels[0], other, plans, found, devices)
 
 
 def plan_runs(store, picked: list[str], opts: dict[str, str], plans: dict) -> list[tuple[str, object, object]]:
@@ -94,22 +158,19 @@ def plan_runs(store, picked: list[str], opts: dict[str, str], plans: dict) -> li
         if run is None:
             continue
         plan, config, _ = plans[opts[option]]
-        device = str((run.device_info or {}).get("estimated_device") or run.device)
-        same = str(config.get("topology", {}).get("compute_device") or "cuda") == device
-        frame = measured.run_frame(plan, store.metrics(run.id), str(run.kind), same)
+        frame = measured.run_frame(plan, store.metrics(run.id), str(run.kind), measured.same_device(config, run))
         out.append((opts[option], run, frame))
     return out
 
 
-def measured_section(store, picked: list[str], opts: dict[str, str], plans: dict) -> None:
+def measured_section(found: list[tuple[str, object, object]]) -> None:
     st.subheader("Measured / estimated", divider="gray")
-    found = plan_runs(store, picked, opts, plans)
     if not found:
         st.caption("No run has measured these plans yet: start a dry-run or validation run on the Runs page.")
         return
     to_calibrate, advice = [], set()
     for label, run, frame in found:
-        device = str((run.device_info or {}).get("estimated_device") or run.device)
+        device = measured.run_device(run)
         flags = measured.flags(frame, str(run.kind), device)
         text = (f"**{md(label)}**: run {run.id} ({md(run.kind)} on {md(device)}, {md(run.status)}) · "
                 f"{md(measured.summary_line(frame))}")
@@ -125,7 +186,8 @@ def measured_section(store, picked: list[str], opts: dict[str, str], plans: dict
     long, table = measured.combined({label: frame for label, _, frame in found})
     st.plotly_chart(charts.ratio_bars(long), key="compare_ratios")
     st.dataframe(table, hide_index=True, key="compare_measured",
-                 column_config={c: st.column_config.NumberColumn(format="%.4g") for c in ("measured ms", "estimated ms")})
+                 column_config={c: st.column_config.NumberColumn(format="%.4g")
+                                for c in ("measured ms", "estimated ms")})
 
 
 st.title("Compare")
@@ -149,16 +211,41 @@ try:
 except (StoreError, KeyError) as e:
     st.error(f"Cannot load a picked plan: {md(e)}")
     st.stop()
+given = [label for label, (p, _, _) in plans.items() if not p.get("lower_bound_ms")]
+plans = {label: (plan_deltas.with_bound(p, bound), c, s)
+         for (label, (p, c, s)), bound in zip(plans.items(), bounds(plans).values())}
 plan_dicts = {label: p for label, (p, _, _) in plans.items()}
+found = plan_runs(store, picked, opts, plans)
+frames = {label: frame for label, _, frame in found}
+devices = {label: measured.run_device(run) for label, run, _ in found}
+drawn = {label: frame for label, run, frame in found if measured.same_device(plans[label][1], run)}  # same device
 priced_by = {label: measured.profile(config, settings) for label, (_, config, settings) in plans.items()}
 st.dataframe(analysis.summary_frame(plan_dicts, priced_by), hide_index=True, key="compare_summary", placeholder="n/a",
              column_config={"slowest rank ms": st.column_config.NumberColumn(format="%.4g"),
                             "imbalance (max/mean)": st.column_config.NumberColumn(format="%.3f"),
                             "vs lower bound": st.column_config.NumberColumn(format="%.3f")})
-frame = analysis.compare_frame(plan_dicts)
+if given:
+    bounded = [label for label in given if plan_dicts[label].get("lower_bound_ms")]
+    if bounded:
+        st.caption(f"{md(', '.join(bounded))}: no lower bound of {'its' if len(bounded) == 1 else 'their'} own "
+                   "(TorchRec's planner gives none), so vs lower bound uses the config's, from our planner: the bound "
+                   "depends on the config only, and no plan of that config, whoever made it, has a faster slowest "
+                   "rank.")
+    if len(bounded) < len(given):
+        st.caption(f"No lower bound for {md(', '.join(g for g in given if g not in bounded))}: our planner found "
+                   "no plan of its config.")
+memory = plan_deltas.memory_kind(plan_dicts)
 left, right = st.columns(2)
-left.plotly_chart(charts.compare_ranks(frame, "cost_ms", "Estimated cost per rank"), key="compare_cost")
-right.plotly_chart(charts.compare_ranks(frame, "hbm_bytes", "HBM per rank"), key="compare_hbm")
+left.plotly_chart(charts.compare_ranks(analysis.compare_frame(plan_dicts), "cost_ms", "Estimated cost per rank"
+                                       + (" (diamonds: measured)" if drawn else ""),
+                                       plan_deltas.measured_long(drawn) if drawn else None), key="compare_cost")
+right.plotly_chart(charts.compare_ranks(plan_deltas.memory_frame(plan_dicts), "memory_bytes",
+                                        f"{memory if memory != 'device memory' else 'Device memory (HBM; DDR on CPU)'}"
+                                        " per rank (step's peak)"), key="compare_memory")
+if len(drawn) < len(frames):
+    left.caption(f"Not drawn here: {md(', '.join(label for label in frames if label not in drawn))}, measured on "
+                 "another device than its estimates were priced for (Measured / estimated, below, compares it with "
+                 "estimates for the device it ran on).")
 if len(plan_dicts) > 1:
-    moved(plan_dicts)
-measured_section(store, picked, opts, plans)
+    differences_section(plans, frames, devices)
+measured_section(found)

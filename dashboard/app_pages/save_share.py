@@ -36,6 +36,7 @@ def save_form(store, current) -> None:
             st.error(f"Not saved: {md(e)}", icon=":material/error:")
             return
         state.mark_saved(token, label)
+        state.set_widget("save_link_pick", token)  # the link to copy: the plan just saved
         state.flash(f"Saved '{md(label)}'.")
         st.rerun()
 
@@ -47,20 +48,29 @@ def share_box(current) -> None:
     st.link_button("Open the share link", url, icon=":material/open_in_new:")
 
 
-def saved_list(store) -> None:
+def saved_list(store, current) -> None:
     st.subheader("Saved plans", divider="gray")
     plans = store.list_plans()
     if not plans:
         st.caption("Nothing saved yet.")
         return
+    links = {p.token: link_for(p.token) for p in plans}
     frame = pd.DataFrame([{
         "label": p.label or "(no label)", "author": p.author, "saved (UTC)": p.created_at.strftime("%Y-%m-%d %H:%M"),
         "planner": services.planner_label(p.planner), "config": f"{p.config_name} v{p.config_version}",
         "tables": p.num_tables, "ranks": p.world_size, "slowest rank (ms)": p.max_rank_cost_ms,
-        "link": link_for(p.token)} for p in plans])
+        "share link": links[p.token]} for p in plans])
     st.dataframe(frame, hide_index=True, key="save_list", height=min(38 + 35 * len(frame), 360),
-                 column_config={"link": st.column_config.LinkColumn("share link", display_text="open"),
+                 column_config={"share link": st.column_config.LinkColumn("share link", width="large"),
                                 "slowest rank (ms)": st.column_config.NumberColumn(format="%.4g")})
+    tokens = list(links)
+    mine = current.token if current is not None and current.token in links else tokens[0]
+    token = st.selectbox("Share link of", tokens, index=tokens.index(mine), key="save_link_pick",  # plain text
+                         format_func=lambda t: next(f"{p.label or '(no label)'} · {p.created_at:%Y-%m-%d %H:%M}"
+                                                    for p in plans if p.token == t))
+    st.code(links[token], language=None)
+    st.caption("The copy button at the right of the link copies it; anyone who reaches this app opens the plan "
+               "read-only from it.")
 
 
 def bundles(store) -> None:
@@ -97,5 +107,5 @@ else:
     save_form(store, current)
     if current.token:
         share_box(current)
-saved_list(store)
+saved_list(store, current)
 bundles(store)

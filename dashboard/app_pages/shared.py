@@ -1,9 +1,11 @@
-"""A saved plan opened from its share link (?plan=TOKEN), read-only; an unknown token says so."""
+"""A saved plan opened from its share link (?plan=TOKEN), read-only, with the runs that measured it and the
+latest one's measured figures beside the estimates; an unknown token says so."""
 
+import pandas as pd
 import streamlit as st
 
 from dashboard import calibration as calib
-from dashboard import services, state, views
+from dashboard import charts, measured, services, state, views
 from dashboard.state import CurrentPlan
 from dashboard.text import md
 from db.store import StoreError
@@ -19,6 +21,44 @@ def open_in_workspace(rec) -> None:
     st.rerun()
 
 
+def _when(t) -> str:
+    return t.strftime("%Y-%m-%d %H:%M:%S") if t else ""
+
+
+def runs_section(store, rec) -> None:
+    """The plan's runs, and what its latest finished run measured against the estimates (read-only: the
+    calibration it may call for is offered in the workspace, on Runs)."""
+    st.subheader("Runs and measured figures", divider="gray")
+    runs = store.runs_for_plan(rec.token)
+    if not runs:
+        st.caption("No run has measured this plan yet.")
+        return
+    st.dataframe(pd.DataFrame([{"run": r.id, "kind": str(r.kind), "backend": (r.device_info or {}).get(
+        "backend", r.backend), "device": r.device, "status": str(r.status), "started (UTC)": _when(r.started_at),
+        "ended (UTC)": _when(r.ended_at)} for r in reversed(runs)]), hide_index=True, key="shared_runs",
+        height=min(38 + 35 * len(runs), 250))
+    run = measured.latest_run(runs)
+    metrics = store.metrics(run.id) if run is not None else []
+    if not metrics:
+        st.caption("No finished run of this plan reported measurements yet.")
+        return
+    device = measured.run_device(run)
+    frame = measured.run_frame(rec.plan, metrics, str(run.kind), measured.same_device(rec.config, run))
+    st.markdown(f"**Run {run.id}** ({md(run.kind)} on {md(device)}, {md(run.status)}): measured over estimated, "
+                "per rank")
+    views.run_verdict(frame, "shared")
+    for f in sorted(measured.flags(frame, str(run.kind), device), key=lambda f: f.what != "shards"):
+        (st.error if f.what == "shards" else st.warning)(md(f.text), icon=":material/warning:")
+    st.caption(f"The run's estimates: priced for {md(device)}, the device it measured, by "
+               f"{md(measured.profile(rec.config, rec.settings, device))}.")
+    left, right = st.columns(2)
+    left.plotly_chart(charts.ratio_bars(frame), key="shared_ratio_chart")
+    right.plotly_chart(charts.measured_vs_estimated(frame), key="shared_measured_chart")
+    st.dataframe(measured.rank_table(frame), hide_index=True, key="shared_measured",
+                 column_config={c: st.column_config.NumberColumn(format="%.4g")
+                                for c in ("measured ms", "estimated ms")})
+
+
 def leave() -> None:
     st.query_params.clear()
     st.rerun()
@@ -26,7 +66,8 @@ def leave() -> None:
 
 token = str(st.query_params.get("plan", "")).strip()
 try:
-    record = services.store().get_plan(token) if token else None
+    store = services.store()
+    record = store.get_plan(token) if token else None
 except StoreError as e:  # a malformed token is just an unknown one; anything else (no database) is shown
     record, problem = None, None if str(e).startswith("token:") else str(e)
 else:
@@ -50,5 +91,6 @@ if st.button("Open a copy in my workspace", key="shared_open", icon=":material/e
              help="edit the tables, replan and save under a new link; this shared plan stays as it is"):
     open_in_workspace(record)
 views.plan_view(record.plan, record.config, "shared")
+runs_section(store, record)
 st.subheader("Take it away", divider="gray")
 views.downloads(record.plan, record.config, "shared", record.label)

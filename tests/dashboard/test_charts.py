@@ -102,3 +102,35 @@ def test_memory_bars_say_the_headroom_and_stack_the_parts():
     peaks = [r["memory_peak_hbm_bytes"] / GIB for r in plan["ranks"]]
     assert [p.base[0] + p.y[0] for p in parts][-1] == pytest.approx(peaks[0])  # the parts stack up to the peak
     assert list(parts[1].base) == pytest.approx(list(parts[0].y))
+
+
+def test_compare_ranks_puts_measured_times_beside_each_plans_bars():
+    a, b = _plan(tutorial()), _plan(tutorial("row_wise"))
+    frame = analysis.compare_frame({"A": a, "B": b})
+    measured = pd.DataFrame({"plan": ["B", "B"], "rank": [0, 1], "measured_ms": [0.5, 0.75]})
+    fig = charts.compare_ranks(frame, "cost_ms", "cost", measured)
+    assert [t.type for t in fig.data] == ["bar", "bar", "scatter"]
+    diamonds = fig.data[2]
+    assert diamonds.name == "B, measured" and list(diamonds.y) == [0.5, 0.75]
+    assert diamonds.marker.color == fig.data[1].marker.color and diamonds.offsetgroup == fig.data[1].offsetgroup
+
+
+def test_rank_deltas_colour_the_better_plan_green():
+    frame = pd.DataFrame({"rank": [0, 1, 2], "B - A ms": [-1.0, 2.0, 0.0], "B - A ms %": [-10.0, 20.0, 0.0],
+                          "B - A MiB": [5.0, None, -5.0], "B - A MiB %": [1.0, None, -1.0]})
+    fig = charts.rank_deltas(frame, "B - A <b>x</b>")
+    time, memory = fig.data
+    assert list(time.y) == [-1.0, 2.0, 0.0] and [c[0] for c in time.customdata] == [-10.0, 20.0, 0.0]
+    assert [c[1] for c in time.customdata] == ["A 0 / B 0", "A 1 / B 1", "A 2 / B 2"]
+    assert list(time.marker.color) == [charts.BETTER_COLOR, charts.OVER_COLOR, charts.CAP_COLOR]
+    assert list(memory.y) == [5.0, None, -5.0]
+    assert list(memory.marker.color) == [charts.OVER_COLOR, charts.CAP_COLOR, charts.BETTER_COLOR]
+    assert fig.layout.title.text == "B - A &lt;b&gt;x&lt;/b&gt;"
+
+
+def test_rank_deltas_name_the_b_rank_each_a_rank_became():
+    frame = pd.DataFrame({"rank": pd.array([0, 1, None], dtype="Int64"), "B rank": pd.array([1, 0, 2], dtype="Int64"),
+                          "B - A ms": [0.5, -0.5, None], "B - A MiB": [0.0, 0.0, None]})
+    fig = charts.rank_deltas(frame, "t")
+    assert list(fig.data[0].x) == ["0", "1", "B 2"]
+    assert [c[1] for c in fig.data[0].customdata] == ["A 0 / B 1", "A 1 / B 0", "B 2"]

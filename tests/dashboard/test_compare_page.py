@@ -1,15 +1,20 @@
 """Compare page: saved plans side by side (with the constants that priced each), TorchRec's plan for the same
-config, moved tables, measured over estimated per rank where runs exist, flagged with the calibration at hand."""
+config with the config's lower bound, headline and per-rank differences with the better plan marked, tables that
+move apart from renumbered ranks and the bytes that would move, DDR for CPU plans, measured beside the estimates
+and measured over estimated per rank where runs exist, flagged with the calibration at hand."""
 
 from __future__ import annotations
+
+import copy
 
 import pytest
 
 import engine
 from db import runsink
-from tests.dashboard.helpers import goto, plain, plotly_specs, shown, values
+from dashboard.measured import ratio_text
+from tests.dashboard.helpers import goto, plotly_specs, shown, values
 from tests.dashboard.test_runs_page import _slow_run
-from tests.factories import tutorial
+from tests.factories import tutorial, with_changes
 
 
 def _save_two(store) -> tuple[str, str]:
@@ -20,28 +25,100 @@ def _save_two(store) -> tuple[str, str]:
     return a, b
 
 
-def test_nothing_to_compare(app):
+def _saved(store, cfg: dict, label: str, **changes) -> str:
+    plan = engine.plan_to_dict(engine.plan(engine.parse_config(cfg)))
+    return store.save_plan(cfg, {**plan, **changes}, label=label)
+
+
+def _renumbered(cfg: dict, plan: dict, perm: list[int]) -> dict:
+    """The same placement with rank r called perm[r], scored by the engine."""
+    tables = copy.deepcopy(plan["plan"])
+    for tp in tables.values():
+        tp["ranks"] = [perm[r] for r in tp["ranks"]]
+        for s in tp["shards"] or []:
+            s["rank"] = perm[s["rank"]]
+    parsed = engine.parse_config(cfg)
+    return engine.plan_to_dict(engine.evaluate(parsed, engine.parse_plan(tables, parsed)))
+
+
+def _pick(app, *tokens: str) -> None:
     goto(app, "compare")
-    assert shown(app, "info") == ["Nothing to compare yet: make a plan, save it, then come back."]
+    app.multiselect(key="compare_pick").set_value([f"saved:{t}" for t in tokens]).run()
+    assert not app.exception, app.exception
 
 
-def test_two_saved_plans_side_by_side(app, store):
+def test_the_unsaved_current_plan_alone(app):
+    goto(app, "compare")
+    assert app.multiselect(key="compare_pick").value == ["current"]
+    assert not [h for h in app.subheader if h.value == "Differences"]
+
+
+def test_two_saved_plans_side_by_side_with_their_differences(app, store):
     a, b = _save_two(store)
-    goto(app, "compare")
-    app.multiselect(key="compare_pick").set_value([f"saved:{a}", f"saved:{b}"]).run()
+    _pick(app, a, b)
     summary = app.dataframe[0].value
     assert [p.split(" (")[0] for p in summary["plan"]] == ["free choice", "all row-wise"]
     assert summary["slowest rank ms"].tolist() == pytest.approx(
         [store.get_plan(a).max_rank_cost_ms, store.get_plan(b).max_rank_cost_ms])
     titles = [s["layout"]["title"]["text"] for s in plotly_specs(app)]
-    assert titles == ["Estimated cost per rank", "HBM per rank"]
+    assert titles[:2] == ["Estimated cost per rank", "HBM per rank (step's peak)"]
+    assert titles[2] == "B - A per rank"
     assert [t["name"].split(" (")[0] for t in plotly_specs(app)[0]["data"]] == ["free choice", "all row-wise"]
-    moved = plain(app.expander[0].label)
-    assert moved.startswith("all row-wise") and "4 of 4 tables placed differently" in moved
-    assert app.dataframe[1].value.iloc[:, 2].str.startswith("row_wise").all()
-    assert app.dataframe[1].value.columns[2].startswith("in all row-wise (ours")
+    head = app.dataframe[1].value.set_index("headline")
+    pa, pb = store.get_plan(a).plan, store.get_plan(b).plan
+    assert head.loc["slowest rank", "better"] == "A"
+    assert head.loc["slowest rank", "B - A %"] == pytest.approx(
+        (pb["max_rank_cost_ms"] / pa["max_rank_cost_ms"] - 1) * 100)
+    texts = shown(app, "markdown")
+    assert "**Tables:** 4 tables move; 0 stay where they are." in "\n".join(texts)
+    assert any("moves 1.25 MiB of weights and optimizer state between ranks (50.0% of the 2.50 MiB B places)" in t
+               for t in texts)
+    moved = app.dataframe[2].value
+    assert moved["change"].tolist() == ["moves"] * 4 and moved["in B"].str.startswith("row_wise").all()
+    ranks = app.dataframe[3].value
+    assert ranks["B - A ms"].tolist() == pytest.approx([rb["cost_ms"] - ra["cost_ms"]
+                                                         for ra, rb in zip(pa["ranks"], pb["ranks"])])
+    assert ranks["faster"].tolist() == ["A", "A"]
     assert any(c.startswith("No run has measured these plans yet") for c in shown(app, "caption"))
     assert summary["estimates"].tolist() == ["TorchRec's default constants for cuda"] * 2
+
+
+def test_the_same_layout_on_renumbered_ranks_is_not_a_move(app, store):
+    cfg = tutorial()
+    plan = engine.plan_to_dict(engine.plan(engine.parse_config(cfg)))
+    a = store.save_plan(cfg, plan, label="ours")
+    b = store.save_plan(cfg, _renumbered(cfg, plan, [1, 0]), label="ranks swapped")
+    _pick(app, a, b)
+    texts = "\n".join(shown(app, "markdown"))
+    assert "**Tables:** 0 tables move; 4 more only sit on renumbered ranks; 0 stay where they are." in texts
+    assert ("moves 0 B of weights and optimizer state between ranks (0.0% of the 2.50 MiB B places), once the "
+            "ranks are renumbered to keep the most in place (A's rank 0 is 1, 1 is 0); 2.50 MiB with the ranks as "
+            "numbered.") in texts
+    assert app.dataframe[2].value["change"].tolist() == ["renumbered ranks only"] * 4
+
+
+def test_cpu_plans_compare_their_ddr(app, store):
+    a = _saved(store, with_changes(tutorial(), compute_device="cpu"), "cpu free")
+    b = _saved(store, with_changes(tutorial("row_wise"), compute_device="cpu"), "cpu row-wise")
+    _pick(app, a, b)
+    memory = next(s for s in plotly_specs(app) if "per rank (step's peak)" in s["layout"]["title"]["text"])
+    assert memory["layout"]["title"]["text"] == "DDR per rank (step's peak)"
+    assert values(memory["data"][0]["y"]) == pytest.approx(
+        [r["memory_peak_ddr_bytes"] / 1024**3 for r in store.get_plan(a).plan["ranks"]])
+    assert min(values(memory["data"][0]["y"])) > 0
+    assert "peak DDR of a rank" in app.dataframe[1].value["headline"].tolist()
+
+
+def test_a_plan_without_a_lower_bound_gets_its_configs(app, store):
+    cfg = tutorial()
+    ours = engine.plan_to_dict(engine.plan(engine.parse_config(cfg)))
+    token = store.save_plan(cfg, {**ours, "planner": "torchrec", "lower_bound_ms": None}, label="no bound")
+    assert store.get_plan(token).plan.get("lower_bound_ms") is None
+    _pick(app, token)
+    summary = app.dataframe[0].value
+    assert summary["vs lower bound"].tolist() == pytest.approx([ours["max_rank_cost_ms"] / ours["lower_bound_ms"]])
+    assert any(c.startswith("no bound (") and "the bound depends on the config only" in c
+               for c in shown(app, "caption"))
 
 
 def test_measured_over_estimated_where_a_run_exists(app, store):
@@ -63,6 +140,35 @@ def test_measured_over_estimated_where_a_run_exists(app, store):
     assert any(t.startswith("**all row-wise") and "time n/a" in t for t in shown(app, "success"))
     table = app.dataframe[-1].value
     assert table["time ratio"].tolist() == ["1.25x", "2.00x", "n/a", "n/a"]
+    cost = plotly_specs(app)[0]  # runs on cpu of plans priced for cuda: not drawn over cuda's estimates
+    assert cost["layout"]["title"]["text"] == "Estimated cost per rank"
+    assert [t["type"] for t in cost["data"]] == ["bar", "bar"]
+    assert any(c.startswith("Not drawn here: free choice (") for c in shown(app, "caption"))
+    head = app.dataframe[1].value.set_index("headline")
+    assert head.loc["slowest rank, measured on cpu"].tolist()[:2] == ["0.5 ms", "0.4 ms"]
+    assert head.loc["slowest rank, measured on cpu", "better"] == "B"
+    assert head.loc["measured / estimated on cpu (that rank)", "A"] == "2.00x"  # the run's own (cpu) estimate
+    ranks = app.dataframe[3].value
+    assert ranks["A measured ms"].tolist() == [0.25, 0.5] and ranks["B measured ms"].tolist() == [0.4, 0.4]
+
+
+def test_measured_times_beside_the_estimates_of_the_same_device(app, store):
+    a = _saved(store, with_changes(tutorial(), compute_device="cpu"), "cpu free")
+    b = _saved(store, with_changes(tutorial("row_wise"), compute_device="cpu"), "cpu row-wise")
+    run = store.create_run(b, "validation", "gloo", "cpu")
+    runsink.record_result(store, run, {"ranks": [{"rank": 0, "measured_ms": 0.5}, {"rank": 1, "measured_ms": 0.75}],
+                                       "device": "cpu", "estimated_device": "cpu"})
+    _pick(app, a, b)
+    cost = plotly_specs(app)[0]
+    assert cost["layout"]["title"]["text"] == "Estimated cost per rank (diamonds: measured)"
+    diamonds = [t for t in cost["data"] if t["type"] == "scatter"]
+    assert [t["name"].split(" (")[0] for t in diamonds] == ["cpu row-wise"] and values(diamonds[0]["y"]) == [0.5, 0.75]
+    assert diamonds[0]["marker"]["color"] == cost["data"][1]["marker"]["color"]
+    est = store.get_plan(b).plan["ranks"][1]["cost_ms"]
+    head = app.dataframe[1].value.set_index("headline")
+    assert head.loc["slowest rank, measured on cpu"].tolist()[:2] == ["n/a", "0.75 ms"]
+    assert head.loc["measured / estimated on cpu (that rank)", "B"] == ratio_text(0.75 / est)
+    assert app.dataframe[3].value["B measured / est."].tolist()[1] == pytest.approx(0.75 / est)
 
 
 def test_a_run_40x_slower_than_estimated_is_flagged_on_compare_too(app, store):
@@ -88,3 +194,8 @@ def test_add_torchrecs_plan_for_the_same_config(app, store):
     assert len(picked) == 2 and picked[1] == "extra:TorchRec for free choice"
     summary = app.dataframe[0].value
     assert summary["planner"].tolist() == ["engine", "torchrec"]
+    bound = store.get_plan(a).plan["lower_bound_ms"]
+    torchrec = app.session_state["ws_extra_plans"]["TorchRec for free choice"]["plan"]
+    assert not torchrec.get("lower_bound_ms")  # TorchRec gives none: the page adds the config's
+    assert summary["vs lower bound"].tolist() == pytest.approx(
+        [store.get_plan(a).max_rank_cost_ms / bound, torchrec["max_rank_cost_ms"] / bound])

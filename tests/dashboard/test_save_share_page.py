@@ -1,4 +1,5 @@
-"""Save & share: save with a label, the share link opens the plan read-only, unknown tokens say so."""
+"""Save & share: save with a label, the share link opens the plan read-only with its runs and measured figures,
+the saved plans list every whole link with one to copy, unknown tokens say so."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from streamlit.testing.v1 import AppTest
 
 from tests.dashboard.conftest import APP, RUN_TIMEOUT_S
 from tests.dashboard.helpers import goto, plotly_specs, shown, workspace
+from tests.dashboard.test_runs_page import _slow_run
 
 
 def _save(app, label: str, author: str = "", config_name: str = "tutorial") -> str:
@@ -38,7 +40,7 @@ def test_save_stores_the_plan_and_shows_its_link(app, store):
     rec = store.get_plan(token)
     assert rec.label == "tutorial, first try" and rec.author == "ada" and rec.config_name == "tutorial"
     assert rec.plan["plan"] == app.session_state["ws_plan"].plan["plan"]
-    assert [c.value for c in app.code] == [f"?plan={token}"]
+    assert [c.value for c in app.code] == [f"?plan={token}"] * 2  # the share box, and the saved plans' link
     assert any("Saved 'tutorial, first try'" in t for t in shown(app, "toast"))
     saved = app.dataframe[0].value
     assert saved["label"].tolist() == ["tutorial, first try"] and saved["tables"].tolist() == [4]
@@ -76,8 +78,39 @@ def test_unknown_and_malformed_tokens_say_so(store):
         assert not plotly_specs(at)
 
 
-
 def test_public_url_sets_the_share_links_address(app, monkeypatch):
     monkeypatch.setenv("PLANNER_PUBLIC_URL", "https://planner.example.org/tools/planner/")
     token = _save(app, "public")
-    assert [c.value for c in app.code] == [f"https://planner.example.org/tools/planner/?plan={token}"]
+    assert [c.value for c in app.code] == [f"https://planner.example.org/tools/planner/?plan={token}"] * 2
+    assert app.dataframe[0].value["share link"].tolist() == [f"https://planner.example.org/tools/planner/?plan={token}"]
+
+
+def test_saved_plans_show_each_whole_link_and_one_to_copy(app, store, monkeypatch):
+    monkeypatch.setenv("PLANNER_PUBLIC_URL", "https://planner.example.org/")
+    first = _save(app, "first")
+    second = _save(app, "second")
+    links = app.dataframe[0].value.set_index("label")["share link"]
+    assert links.to_dict() == {"second": f"https://planner.example.org/?plan={second}",
+                               "first": f"https://planner.example.org/?plan={first}"}
+    assert app.code[-1].value == f"https://planner.example.org/?plan={second}"  # the plan just saved
+    app.selectbox(key="save_link_pick").set_value(first).run()
+    assert app.code[-1].value == f"https://planner.example.org/?plan={first}"
+
+
+def test_the_share_view_shows_the_plans_runs_and_what_they_measured(app, store):
+    token = _save(app, "measured")
+    assert shown(_open(token), "caption")[-1] == "No run has measured this plan yet."
+    run_id = _slow_run(store, token)
+    shared = _open(token)
+    runs = shared.dataframe[1].value  # after the per-table sharding
+    assert runs["run"].tolist() == [run_id] and runs["status"].tolist() == ["succeeded"]
+    metrics = {m.label: m.value for m in shared.metric}
+    assert metrics["Time, measured / estimated"] == "44x-59x"
+    assert metrics["Peak memory, measured / estimated"] == "9.19x"
+    assert metrics["Shards match the plan"] == "yes, all 2 ranks"
+    assert any(w.startswith("Time: on rank 1 a step took 59x the estimate") for w in shown(shared, "warning"))
+    titles = [s["layout"].get("title", {}).get("text") for s in plotly_specs(shared)]
+    assert titles[-2].startswith("Measured / estimated per rank") and titles[-1] == "Measured vs estimated per rank"
+    table = shared.dataframe[2].value
+    assert table["measured ms"].tolist() == [10.9, 14.7] and table["time ratio"].tolist() == ["44x", "59x"]
+    assert not [b for b in shared.button if "calibrate" in (b.key or "")]  # read-only: no workspace change here

@@ -1,6 +1,6 @@
-"""One edit to one table of 1,000: the Plan page shows the new config's plan, and only the edited table is priced
-again (engine.enumerate's pricing cache, in this process: the app under AppTest runs in it). No timing here: the
-seconds are bench.interactive's (a real browser on `streamlit run`)."""
+"""One edit to one table of 1,000: the Tables page's headline and then the Plan page show the new config's plan,
+and only the edited table is priced again (engine.enumerate's pricing cache, in this process: the app under
+AppTest runs in it). No timing here: the seconds are bench.interactive's (a real browser on `streamlit run`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import engine
 from dashboard import analysis, grid, presets
 from engine import enumerate as enumeration
-from tests.dashboard.helpers import edit, goto, plotly_specs, workspace
+from tests.dashboard.helpers import edit, goto, plotly_specs, shown, workspace
 
 TABLES = 1000
 EDITED = 3  # the grid row edited
@@ -53,9 +53,13 @@ def test_one_edit_of_a_thousand_replans_and_prices_only_that_table(app):
     goto(app, "tables")
     edit(app, "tables_grid", edited={EDITED: {"pooling_factor": NEW_POOLING_FACTOR}})
     assert workspace(app)["constraints"][name]["pooling_factors"] == [NEW_POOLING_FACTOR]
+    edited = app.session_state["ws_plan"]  # the Tables page's headline replanned on the edit itself
+    assert edited is not before and edited.matches(workspace(app))
+    assert any(f"Slowest rank **{edited.plan['max_rank_cost_ms']:.4g} ms**" in m for m in shown(app, "markdown"))
     scored = analysis._table_alone.cache_info().misses
     goto(app, "plan")
     after = app.session_state["ws_plan"]
+    assert after is edited  # the Plan page shows that plan: nothing to plan again
     repriced = _misses() - warm
     rescored = analysis._table_alone.cache_info().misses - scored
 
@@ -91,12 +95,12 @@ def test_an_edit_checks_only_the_edited_row_again():
     rows[10]["dim"] = 0  # a config with a problem: each row is checked alone, then remembered
     issues, _ = grid.row_issues(rows, topology)
     assert [i for i, t in enumerate(issues) if t] == [10]
-    before = grid._row_issue.cache_info()
+    before = grid._row_problems.cache_info()
     rows[EDITED] = {**rows[EDITED], "pooling_factor": NEW_POOLING_FACTOR}
     issues, _ = grid.row_issues(rows, topology)
-    after = grid._row_issue.cache_info()
+    after = grid._row_problems.cache_info()
     assert [i for i, t in enumerate(issues) if t] == [10]
     assert after.misses - before.misses == 1 and after.hits - before.hits == TABLES - 1
     rows[10]["dim"] = 64  # fixed: the whole config is accepted, no row is checked alone
     assert grid.row_issues(rows, topology) == ([""] * TABLES, None)
-    assert grid._row_issue.cache_info().misses == after.misses
+    assert grid._row_problems.cache_info().misses == after.misses

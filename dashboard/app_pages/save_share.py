@@ -55,11 +55,11 @@ def saved_list(store, current) -> None:
         st.caption("Nothing saved yet.")
         return
     links = {p.token: link_for(p.token) for p in plans}
-    frame = pd.DataFrame([{
-        "label": p.label or "(no label)", "author": p.author, "saved (UTC)": p.created_at.strftime("%Y-%m-%d %H:%M"),
-        "planner": services.planner_label(p.planner), "config": f"{p.config_name} v{p.config_version}",
-        "tables": p.num_tables, "ranks": p.world_size, "slowest rank (ms)": p.max_rank_cost_ms,
-        "share link": links[p.token]} for p in plans])
+    frame = pd.DataFrame([{  # the link second: whole and in view, without scrolling the grid
+        "label": p.label or "(no label)", "share link": links[p.token], "author": p.author,
+        "saved (UTC)": p.created_at.strftime("%Y-%m-%d %H:%M"), "planner": services.planner_label(p.planner),
+        "config": f"{p.config_name} v{p.config_version}", "tables": p.num_tables, "ranks": p.world_size,
+        "slowest rank (ms)": p.max_rank_cost_ms} for p in plans])
     st.dataframe(frame, hide_index=True, key="save_list", height=min(38 + 35 * len(frame), 360),
                  column_config={"share link": st.column_config.LinkColumn("share link", width="large"),
                                 "slowest rank (ms)": st.column_config.NumberColumn(format="%.4g")})

@@ -29,10 +29,10 @@ def _open(token: str) -> AppTest:
     return at
 
 
-def test_nothing_to_save_before_planning(app):
-    goto(app, "save_share")
-    assert shown(app, "info") == ["No plan to save yet: make one on the Plan page."]
-    assert shown(app, "caption")[0] == "Nothing saved yet."
+def test_a_first_open_has_its_plan_to_save_and_nothing_saved(app):
+    goto(app, "save_share")  # the tutorial's tables are planned on a first open
+    assert not shown(app, "info") and app.button(key="save_run")
+    assert "Nothing saved yet." in shown(app, "caption")
 
 
 def test_save_stores_the_plan_and_shows_its_link(app, store):

@@ -28,6 +28,7 @@ PAGES = {
         st.Page("app_pages/tables.py", title="Tables & constraints", icon=":material/table_chart:", default=True),
         st.Page("app_pages/topology.py", title="Topology", icon=":material/hub:"),
         st.Page("app_pages/plan.py", title="Plan", icon=":material/insights:"),
+        st.Page("app_pages/whatif.py", title="What-if", icon=":material/science:"),
     ],
     "Results": [
         st.Page("app_pages/compare.py", title="Compare", icon=":material/compare_arrows:"),

@@ -216,3 +216,14 @@ def table(points: list[SweepPoint]) -> str:
     lines.append("* Pareto front: no point with as few GPUs or fewer is faster.")
     lines.append("Note: " + PUBLISHED_NOTE + ".")
     return "\n".join(lines)
+
+
+def point_config(cfg: Config, device: str, world_size: int, batch_size: int) -> dict:
+    """The config of one sweep point as config JSON, ready to plan or edit: the accelerator's topology, its fixed
+    costs as `"profile": "published"` (so they follow the host count if the world size is edited)."""
+    from engine.config import config_to_dict
+
+    topo = ACCELERATORS[device].topology(cfg.topology, world_size, batch_size)
+    out = config_to_dict(dataclasses.replace(cfg, topology=dataclasses.replace(topo, profile=None)))
+    out["topology"]["profile"] = "published"
+    return out

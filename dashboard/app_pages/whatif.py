@@ -1,0 +1,241 @@
+"""What-if: plan the workspace config over accelerators and world sizes (capacity sweep, in the background), and
+re-plan it from a saved plan moving few bytes. The numbers come from the engine (engine.sweep, engine.replan);
+the figures from dashboard.whatif.
+"""
+
+import json
+import os
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+import streamlit as st
+
+import engine
+from dashboard import jobs, services, state, views, whatif
+from dashboard.state import CurrentPlan
+from dashboard.text import md
+from engine.replan import read_old_plan, replan
+from engine.sweep import ACCELERATORS, WORLD_SIZES, point_config
+
+ROOT = Path(__file__).resolve().parents[2]
+SWEEP_JOB, SWEEP_RESULT, REPLAN_RESULT = "whatif_sweep_job", "whatif_sweep_result", "whatif_replan_result"
+POLL_S = 1.0
+SIZE_CHOICES = [2**k for k in range(13)]  # 1 to 4,096 GPUs
+DEFAULT_DEVICES = ["a100_40gb", "a100_80gb", "h100_80gb", "h200_141gb"]
+
+
+def start_sweep(config: dict, devices: list[str], sizes: list[int], batches: list[int], effort: int) -> jobs.Job:
+    """`python -m engine sweep` on the config (a file of the job's own folder) in another process."""
+    workdir = Path(tempfile.mkdtemp(prefix="planner-sweep-"))
+    (workdir / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    argv = [sys.executable, "-m", "engine", "sweep", str(workdir / "config.json"), "--devices", ",".join(devices),
+            "--world-sizes", ",".join(map(str, sizes)), "--batch-sizes", ",".join(map(str, batches)),
+            "--effort", str(effort), "--json"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+    return jobs.Job(argv, workdir, label="capacity sweep", cwd=ROOT, env=env)
+
+
+def parse_batches(text: str) -> list[int] | None:
+    try:
+        values = [int(t) for t in re.split(r"[,\s]+", text.strip()) if t]
+    except ValueError:
+        return None
+    return values if values and all(1 <= v <= 2**24 for v in values) else None
+
+
+def picked_index(point: dict, n: int) -> int | None:
+    """The sweep point a chart selection names (the figure's customdata: its index), if any."""
+    value = point.get("customdata")
+    if isinstance(value, (list, tuple)) and value:
+        value = value[0]
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return value if isinstance(value, int) and 0 <= value < n else None
+
+
+@st.fragment(run_every=POLL_S)
+def sweep_progress() -> None:
+    job = st.session_state.get(SWEEP_JOB)
+    if job is None:
+        return
+    if not job["job"].running:
+        st.rerun()
+    with st.container(border=True, key="whatif_sweep_running"):
+        c1, c2 = st.columns([5, 1], vertical_alignment="center")
+        c1.markdown(f":material/hourglass_top: Sweeping {job['points']} points: {job['job'].elapsed_s:.0f} s so far. "
+                    "The rest of the app stays usable.")
+        if c2.button("Cancel", key="whatif_sweep_cancel", icon=":material/cancel:", width="stretch"):
+            job["job"].close()
+            st.session_state.pop(SWEEP_JOB, None)
+            st.rerun()
+
+
+def collect_sweep() -> None:
+    """A finished sweep's points become the result (or its one-line error is shown)."""
+    job = st.session_state.get(SWEEP_JOB)
+    if job is None or job["job"].running:
+        return
+    st.session_state.pop(SWEEP_JOB, None)
+    j = job["job"]
+    try:
+        if j.state is not jobs.JobState.DONE:
+            raise ValueError(j.error_line())
+        points = json.loads(j.text(jobs.STDOUT))["points"]
+    except (ValueError, KeyError) as e:
+        st.session_state[SWEEP_RESULT] = {"error": str(e) or "the sweep wrote no points", "key": job["key"]}
+    else:
+        st.session_state[SWEEP_RESULT] = {"points": points, "key": job["key"]}
+    finally:
+        j.close()
+
+
+def sweep_tab(config: dict) -> None:
+    st.caption("Plans this config on every accelerator, world size and batch size below (8 GPUs per host). "
+               "Memory, bandwidths and fixed costs are published figures, not measurements: calibrate from "
+               "validation runs on the machines you get. Same as `python -m engine sweep`.")
+    c1, c2, c3, c4 = st.columns([3, 3, 1.4, 1.2], vertical_alignment="bottom")
+    devices = c1.multiselect("Accelerators", list(ACCELERATORS), DEFAULT_DEVICES, key="whatif_devices",
+                             format_func=lambda k: ACCELERATORS[k].label)
+    sizes = c2.multiselect("World sizes", SIZE_CHOICES, list(WORLD_SIZES), key="whatif_sizes")
+    batch_text = c3.text_input("Batch per rank", str((config.get("topology") or {}).get("batch_size", 512)),
+                               key="whatif_batches", help="per-rank batch sizes, separated by spaces or commas")
+    effort = c4.number_input("Effort", 0, 1_000_000, 10_000, 5_000, key="whatif_effort",
+                             help="search effort per point (the CLI's --effort)")
+    batches = parse_batches(batch_text)
+    if batches is None:
+        st.error("Batch per rank: give whole numbers from 1 to 16,777,216 separated by spaces (e.g. `512 2048`).",
+                 icon=":material/error:")
+    points = len(devices) * len(sizes) * len(batches or [])
+    collect_sweep()  # a sweep that finished since the last run: its points, and the button enabled again
+    running = st.session_state.get(SWEEP_JOB) is not None
+    if st.button(f"Sweep {points} points", type="primary", key="whatif_sweep_run", icon=":material/scatter_plot:",
+                 disabled=running or not points):
+        try:
+            engine.parse_config(config)
+        except engine.ConfigError as e:
+            st.error(f"The config has a problem: {md(e)}. Fix it on Tables & constraints or Topology.",
+                     icon=":material/error:")
+        else:
+            job = start_sweep(config, devices, sorted(sizes), batches, int(effort))
+            st.session_state[SWEEP_JOB] = {"job": job, "points": points, "key": state.config_key(config)}
+            st.session_state.pop(SWEEP_RESULT, None)
+            st.rerun()
+    sweep_progress()
+    result = st.session_state.get(SWEEP_RESULT)
+    if result is None:
+        return
+    if result["key"] != state.config_key(config):
+        st.warning("The config changed since this sweep: its points are for the earlier config.",
+                   icon=":material/update:")
+    if "error" in result:
+        st.error(f"The sweep failed: {md(result['error'])}", icon=":material/error:")
+        return
+    pts = result["points"]
+    fits = [i for i, p in enumerate(pts) if p["fits"]]
+    st.markdown(f"**{len(fits)} of {len(pts)} points fit**; the Pareto front (no point with as few GPUs is "
+                "faster): " + ", ".join(md(f"{p['device_label']} x {p['world_size']}") for p in pts if p["pareto"]))
+    event = st.plotly_chart(whatif.sweep_figure(pts), key="whatif_chart", on_select="rerun",
+                            selection_mode="points", config={"displaylogo": False})
+    picked = [picked_index(p, len(pts)) for p in (event.selection.points if event and event.selection else [])]
+    picked = [i for i in picked if i is not None and pts[i]["fits"]]
+    if fits:
+        if picked and picked[0] != st.session_state.get("whatif_picked"):  # a new click on the chart picks it
+            st.session_state["whatif_picked"] = picked[0]
+            st.session_state["whatif_point"] = picked[0]
+        if st.session_state.get("whatif_point") not in fits:
+            st.session_state.pop("whatif_point", None)
+        c1, c2 = st.columns([4, 1.6], vertical_alignment="bottom")
+        choice = c1.selectbox("Point", fits, key="whatif_point",
+                              format_func=lambda i: whatif.point_label(pts[i]) + f": {pts[i]['step_ms']:.4g} ms")
+        if c2.button("Open as the workspace config", key="whatif_open", icon=":material/open_in_new:",
+                     width="stretch"):
+            p = pts[choice]
+            state.set_config(point_config(engine.parse_config(config), p["device"], p["world_size"],
+                                          p["batch_size"]))
+            state.flash(f"The workspace config is now {md(whatif.point_label(p))}.")
+            st.rerun()
+    st.dataframe(whatif.points_frame(pts), hide_index=True, height=320)
+
+
+def replan_tab(config: dict) -> None:
+    st.caption("Re-plans this config from a saved plan: tables stay on their ranks where they can, and shards "
+               "move only while the bytes moved (weights and optimizer state) stay within the limit. Same as "
+               "`python -m engine replan CONFIG --from PLAN --max-move-bytes N`.")
+    try:
+        saved = services.store().list_plans(limit=200)
+    except Exception as e:  # noqa: BLE001 - the database's own message, one line
+        st.error(f"Cannot read the saved plans: {md(e)}", icon=":material/database:")
+        return
+    if not saved:
+        st.info("No saved plans yet: save one on Save & share, change the config, then re-plan from it here.",
+                icon=":material/info:")
+        return
+    c1, c2, c3 = st.columns([4, 1.6, 1.4], vertical_alignment="bottom")
+    token = c1.selectbox("Saved plan", [s.token for s in saved], key="whatif_from",
+                         format_func=lambda t: next(f"{s.label or s.token[:8]} ({s.num_tables} tables, "
+                                                    f"{s.world_size} ranks, {s.max_rank_cost_ms:.4g} ms)"
+                                                    for s in saved if s.token == t))
+    limit_gib = c2.number_input("Most GiB to move (0: no limit)", 0.0, 1e9, 0.0, 1.0, key="whatif_limit")
+    go = c3.button("Re-plan", type="primary", key="whatif_replan", icon=":material/alt_route:", width="stretch")
+    if go:
+        record = services.store().get_plan(token)
+        if record is None:
+            st.error("That saved plan is gone from the database; pick another.", icon=":material/error:")
+            return
+        limit = int(limit_gib * 2**30) if limit_gib > 0 else None
+        try:
+            cfg = engine.parse_config(config)
+            with st.spinner("Re-planning"):
+                r = replan(cfg, read_old_plan(record.plan, "saved plan"), limit,
+                           engine.PlannerSettings(effort=services.DEFAULT_EFFORT, time_budget_s=services.SAFETY_STOP_S))
+        except engine.ConfigError as e:
+            st.error(f"The config has a problem: {md(e)}", icon=":material/error:")
+            return
+        except engine.EngineError as e:
+            st.error(f"No re-plan: {md(e)}", icon=":material/error:")
+            return
+        st.session_state[REPLAN_RESULT] = {"summary": r.summary(), "plan": engine.plan_to_dict(r.plan),
+                                           "config": engine.config_to_dict(cfg), "from": token,
+                                           "label": record.label or token[:8], "limit": limit,
+                                           "key": state.config_key(config)}
+    res = st.session_state.get(REPLAN_RESULT)
+    if res is None:
+        return
+    if res["key"] != state.config_key(config):
+        st.warning("The config changed since this re-plan: it is for the earlier config.", icon=":material/update:")
+    s = res["summary"]
+    gib = 2**30
+    m = st.columns(3)
+    m[0].metric("Slowest rank", f"{s['step_ms']:.4g} ms",
+                f"{(s['step_ms'] / s['scratch_step_ms'] - 1) * 100:+.1f}% vs from scratch", delta_color="inverse")
+    m[1].metric("Bytes moved", f"{s['moved_bytes'] / gib:.3g} GiB",
+                f"{s['moved_bytes'] / s['scratch_moved_bytes']:.0%} of from scratch" if s["scratch_moved_bytes"]
+                else "from scratch moves nothing", delta_color="off")
+    m[2].metric("Tables that move", f"{len(s['moved_tables'])}", f"{len(s['new_tables'])} new", delta_color="off")
+    st.dataframe(whatif.replan_rows(s), hide_index=True)
+    if s["checkpoint_breaks"]:
+        st.warning("These tables' checkpoints do not load as they are: " + "; ".join(
+            f"{md(c['table'])} ({md(c['why'])})" for c in s["checkpoint_breaks"][:10]), icon=":material/warning:")
+    if s["moved_by_pair"]:
+        st.caption("Bytes moved per rank pair (largest first)")
+        st.dataframe(whatif.pairs_frame(s), hide_index=True, height=240)
+    if st.button("Make the re-plan the current plan", key="whatif_use", icon=":material/check:",
+                 disabled=res["key"] != state.config_key(config)):
+        state.set_plan(CurrentPlan(plan=res["plan"], config=res["config"], planner=services.OURS,
+                                   settings={"planner": services.OURS, "replan_from": res["from"],
+                                             "max_move_bytes": res["limit"]}, source_key=res["key"]))
+        state.flash(f"The re-plan from '{md(res['label'])}' is the current plan: see it on Plan.")
+        st.rerun()
+
+
+st.title("What-if")
+views.show_flash()
+st.caption("Which GPUs, and how many? And how to change a plan without moving everything.")
+workspace_config = state.config()
+tab_sweep, tab_replan = st.tabs(["Capacity sweep", "Re-plan from a saved plan"])
+with tab_sweep:
+    sweep_tab(workspace_config)
+with tab_replan:
+    replan_tab(workspace_config)

@@ -1,0 +1,124 @@
+"""What-if views as pure functions: a capacity sweep's points (`python -m engine sweep --json`) as a Pareto chart
+and a table, and a re-plan's figures (`engine.replan.Replan.summary()`) as rows. Tested without Streamlit.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from dashboard.text import plotly_text
+
+DEVICE_COLORS = ("#4C78A8", "#F58518", "#54A24B", "#B279A2", "#9D755D")
+GIB = 1024**3
+
+
+def point_label(p: dict) -> str:
+    return f"{p['device_label']}, {p['world_size']} GPUs ({p['hosts']} hosts), batch {p['batch_size']} per rank"
+
+
+def sweep_figure(points: list[dict]) -> go.Figure:
+    """Estimated step time against GPUs, one marker series per accelerator: filled where the point fits (the
+    colour of its border is the device, the fill the fullest rank's HBM at the step's peak), a cross where the
+    step outgrows the device, and points nothing fits drawn along the bottom with why in their hover. The
+    Pareto front is a line. customdata carries each point's index in `points`."""
+    fig = go.Figure()
+    steps = [p["step_ms"] for p in points if p["step_ms"]]
+    floor = min(steps) / 2 if steps else 1.0
+    devices = list(dict.fromkeys(p["device"] for p in points))
+    for n, dev in enumerate(devices):
+        color = DEVICE_COLORS[n % len(DEVICE_COLORS)]
+        mine = [(i, p) for i, p in enumerate(points) if p["device"] == dev]
+        label = plotly_text(mine[0][1]["device_label"])
+        fits = [(i, p) for i, p in mine if p["fits"]]
+        if fits:
+            fig.add_trace(go.Scatter(
+                x=[p["world_size"] for _, p in fits], y=[p["step_ms"] for _, p in fits], mode="markers+lines",
+                name=label, customdata=[i for i, _ in fits], line=dict(color=color, width=1, dash="dot"),
+                marker=dict(size=12, color=[min(p["peak_hbm_fraction"] or 0.0, 1.0) for _, p in fits],
+                            coloraxis="coloraxis", line=dict(color=color, width=2.5)),
+                text=[plotly_text(f"{p['device_label']}: {p['world_size']} GPUs, batch {p['batch_size']}<br>"
+                                  f"step {p['step_ms']:.4g} ms, peak HBM {p['peak_hbm_fraction']:.0%} of usable<br>"
+                                  f"{p['samples_per_s']:,.0f} samples/s" if p["samples_per_s"] else "")
+                      for _, p in fits],
+                hovertemplate="%{text}<extra></extra>"))
+        oom = [(i, p) for i, p in mine if p["planned"] and not p["fits"]]
+        if oom:
+            fig.add_trace(go.Scatter(
+                x=[p["world_size"] for _, p in oom], y=[p["step_ms"] for _, p in oom], mode="markers",
+                name=f"{label}: step outgrows HBM", customdata=[i for i, _ in oom],
+                marker=dict(symbol="x", size=11, color=color),
+                text=[_wrap(p["reason"]) for _, p in oom], hovertemplate="%{text}<extra></extra>"))
+        no = [(i, p) for i, p in mine if not p["planned"]]
+        if no:
+            fig.add_trace(go.Scatter(
+                x=[p["world_size"] for _, p in no], y=[floor] * len(no), mode="markers",
+                name=f"{label}: does not fit", customdata=[i for i, _ in no],
+                marker=dict(symbol="triangle-down-open", size=11, color=color),
+                text=[_wrap(p["reason"]) for _, p in no], hovertemplate="%{text}<extra></extra>"))
+    front = sorted((p for p in points if p["pareto"]), key=lambda p: p["world_size"])
+    if front:
+        fig.add_trace(go.Scatter(x=[p["world_size"] for p in front], y=[p["step_ms"] for p in front],
+                                 mode="lines", name="Pareto front", line=dict(color="#333", width=2),
+                                 hoverinfo="skip"))
+    fig.update_layout(
+        height=460, margin=dict(l=10, r=10, t=40, b=10), template="plotly_white",
+        title=dict(text="Estimated step time against GPUs (published figures)", x=0, font=dict(size=15)),
+        legend=dict(orientation="h", yanchor="top", y=-0.18, xanchor="left", x=0),
+        coloraxis=dict(colorscale="YlOrRd", cmin=0.0, cmax=1.0,
+                       colorbar=dict(title="peak HBM<br>of usable", tickformat=".0%", len=0.8)))
+    sizes = sorted({p["world_size"] for p in points})
+    fig.update_xaxes(title_text="GPUs (world size)", type="log", tickvals=sizes, ticktext=[str(s) for s in sizes])
+    fig.update_yaxes(title_text="slowest rank, ms per step", type="log")
+    return fig
+
+
+def _wrap(text: str, width: int = 90) -> str:
+    """Plotly hover text: `text` escaped, in lines of about `width` characters (at most 8)."""
+    words, lines, line = text.split(), [], ""
+    for w in words:
+        if len(line) + len(w) + 1 > width and line:
+            lines.append(line)
+            line = w
+        else:
+            line = f"{line} {w}".strip()
+    lines.append(line)
+    return "<br>".join(plotly_text(x) for x in lines[:8])
+
+
+def points_frame(points: list[dict]) -> pd.DataFrame:
+    """The sweep as rows, fitting points first by step time."""
+    rows = []
+    for p in points:
+        rows.append({"device": p["device_label"], "GPUs": p["world_size"], "hosts": p["hosts"],
+                     "batch per rank": p["batch_size"],
+                     "step ms": round(p["step_ms"], 4) if p["step_ms"] is not None else math.nan,
+                     "peak HBM of usable": round(100 * p["peak_hbm_fraction"], 1)
+                     if p["peak_hbm_fraction"] is not None else math.nan,
+                     "samples/s": round(p["samples_per_s"]) if p["fits"] and p["samples_per_s"] else math.nan,
+                     "Pareto": "yes" if p["pareto"] else "", "fits": "yes" if p["fits"] else "no",
+                     "why not": p["reason"]})
+    return pd.DataFrame(rows)
+
+
+def pairs_frame(summary: dict, limit: int = 50) -> pd.DataFrame:
+    """A re-plan's bytes moved per rank pair, largest first."""
+    pairs = sorted(summary["moved_by_pair"], key=lambda p: (-p["bytes"], p["from"], p["to"]))[:limit]
+    return pd.DataFrame([{"from rank": p["from"], "to rank": p["to"], "GiB": round(p["bytes"] / GIB, 3)}
+                         for p in pairs], columns=["from rank", "to rank", "GiB"])
+
+
+def replan_rows(summary: dict) -> pd.DataFrame:
+    """The re-plan against the earlier placement kept as it is and a plan from scratch."""
+    def gib(v: float | None) -> float:
+        return math.nan if v is None else round(v / GIB, 3)
+
+    return pd.DataFrame([
+        {"plan": "re-plan", "slowest rank ms": summary["step_ms"], "GiB moved": gib(summary["moved_bytes"])},
+        {"plan": "earlier placement kept as it is", "slowest rank ms": summary["kept_step_ms"],
+         "GiB moved": gib(summary["kept_moved_bytes"])},
+        {"plan": "from scratch", "slowest rank ms": summary["scratch_step_ms"],
+         "GiB moved": gib(summary["scratch_moved_bytes"])},
+    ])

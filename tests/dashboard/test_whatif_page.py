@@ -1,0 +1,95 @@
+"""What-if page: a capacity sweep run in the background (a real `python -m engine sweep` process) drawn as a Pareto
+chart, a point opened as the workspace config; a re-plan from a saved plan made the current plan; bad input named."""
+
+from __future__ import annotations
+
+import time
+
+import engine
+from dashboard import whatif
+from engine.sweep import ACCELERATORS, point_config, sweep
+from tests.dashboard.helpers import goto, plotly_specs, shown, workspace
+from tests.db.storetest import sample
+from tests.factories import ROOT
+
+SWEEP_WAIT_S = 240
+
+
+def run_sweep(at, devices, sizes, batches="512"):
+    at.multiselect(key="whatif_devices").set_value(devices)
+    at.multiselect(key="whatif_sizes").set_value(sizes)
+    at.text_input(key="whatif_batches").set_value(batches)
+    at.number_input(key="whatif_effort").set_value(1000)
+    at.run()
+    at.button(key="whatif_sweep_run").click().run()
+    assert not at.exception, at.exception
+    deadline = time.monotonic() + SWEEP_WAIT_S
+    while "whatif_sweep_result" not in at.session_state and time.monotonic() < deadline:
+        time.sleep(1.0)
+        at.run()  # the page collects the finished job on its next run (a browser's fragment polls)
+        assert not at.exception, at.exception
+    return at.session_state["whatif_sweep_result"]
+
+
+def test_sweep_runs_in_the_background_and_opens_a_point(app) -> None:
+    at = goto(app, "whatif")
+    result = run_sweep(at, ["h100_80gb", "a100_40gb"], [2, 8, 16], "512 1024")
+    points = result["points"]
+    assert len(points) == 2 * 3 * 2 and all(p["fits"] for p in points)
+    cfg = engine.load_config(ROOT / "examples" / "tutorial.json")
+    direct = sweep(cfg, ["h100_80gb", "a100_40gb"], [2, 8, 16], [512, 1024],
+                                engine.PlannerSettings(effort=1000))
+    assert [p["step_ms"] for p in points] == [d.step_ms for d in direct]  # the CLI's points, not new figures
+    specs = plotly_specs(at)
+    assert any(tr.get("name") == "Pareto front" for s in specs for tr in s["data"])
+    assert any("points fit" in m for m in shown(at, "markdown"))
+    pick = next(i for i, p in enumerate(points) if p["world_size"] == 8 and p["device"] == "a100_40gb"
+                and p["batch_size"] == 1024)
+    at.selectbox(key="whatif_point").set_value(pick).run()
+    at.button(key="whatif_open").click().run()
+    assert not at.exception, at.exception
+    topo = workspace(at)["topology"]
+    assert (topo["world_size"], topo["local_world_size"], topo["batch_size"], topo["profile"]) == (8, 8, 1024,
+                                                                                                  "published")
+    assert topo["hbm_cap"] == int(ACCELERATORS["a100_40gb"].hbm_gib * 2**30)
+    assert workspace(at) == point_config(cfg, "a100_40gb", 8, 1024)
+
+
+def test_bad_batch_sizes_are_named_and_nothing_runs(app) -> None:
+    at = goto(app, "whatif")
+    at.text_input(key="whatif_batches").set_value("512 lots").run()
+    assert any("Batch per rank: give whole numbers" in e for e in shown(at, "error"))
+    assert at.button(key="whatif_sweep_run").disabled
+
+
+def test_replan_from_a_saved_plan_becomes_the_current_plan(app, store) -> None:
+    cfg, plan = sample()
+    token = store.save_plan(cfg, plan, label="before the change")
+    at = goto(app, "whatif")
+    at.selectbox(key="whatif_from").set_value(token)
+    at.button(key="whatif_replan").click().run()
+    assert not at.exception, at.exception
+    res = at.session_state["whatif_replan_result"]
+    assert res["from"] == token and res["summary"]["moved_bytes"] == 0  # the same config: nothing moves
+    assert [m.label for m in at.metric] == ["Slowest rank", "Bytes moved", "Tables that move"]
+    at.button(key="whatif_use").click().run()
+    current = at.session_state["ws_plan"]
+    assert current.settings["replan_from"] == token and current.plan["plan"] == res["plan"]["plan"]
+    assert any("is the current plan" in t for t in shown(at, "toast"))
+
+
+def test_sweep_figure_marks_every_kind_of_point() -> None:
+    base = {"device": "h100_80gb", "device_label": "H100 <b>", "hosts": 1, "batch_size": 512, "lower_bound_ms": 1.0}
+    pts = [dict(base, world_size=8, planned=True, fits=True, step_ms=2.0, peak_hbm_fraction=0.5,
+                samples_per_s=1e6, pareto=True, reason=""),
+           dict(base, world_size=16, planned=True, fits=False, step_ms=3.0, peak_hbm_fraction=1.3,
+                samples_per_s=1e6, pareto=False, reason="out of memory at the step's peak ..."),
+           dict(base, world_size=32, planned=False, fits=False, step_ms=None, peak_hbm_fraction=None,
+                samples_per_s=None, pareto=False, reason="The tables do not fit: <script>")]
+    fig = whatif.sweep_figure(pts)
+    names = [t.name for t in fig.data]
+    assert names == ["H100 &lt;b&gt;", "H100 &lt;b&gt;: step outgrows HBM", "H100 &lt;b&gt;: does not fit",
+                     "Pareto front"]
+    assert list(fig.data[2].customdata) == [2] and "&lt;script&gt;" in fig.data[2].text[0]
+    frame = whatif.points_frame(pts)
+    assert list(frame["fits"]) == ["yes", "no", "no"] and frame["Pareto"].tolist() == ["yes", "", ""]

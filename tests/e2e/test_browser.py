@@ -88,7 +88,7 @@ def test_tutorial_plan_saved_and_opened_from_its_share_link(server, browser, tmp
         page.get_by_role("link", name="Save & share").click()
         page.get_by_label("Label").fill("e2e tutorial")
         page.get_by_role("button", name="Save plan").click()
-        link = page.locator('[data-testid="stCode"]').filter(has_text="?plan=")
+        link = page.locator('[data-testid="stCode"]').filter(has_text="?plan=").first  # the share box
         link.wait_for()
         share_url = link.inner_text().strip()
         assert share_url.startswith(f"{url}/?plan=")

@@ -146,7 +146,7 @@ def test_hostile_text_shows_as_typed_and_nothing_leaves_the_origin(hostile_serve
         s.check("runs", texts=(f": {EVIL}",))
 
         s.nav("Save & share")
-        page.locator('[data-testid="stCode"]').filter(has_text="?plan=").wait_for()
+        page.locator('[data-testid="stCode"]').filter(has_text="?plan=").first.wait_for()
         s.check("save_share", texts=(f"Share link of '{EVIL}'",))
 
         page.goto(f"{url}/?plan={quote(FORGED_TOKEN, safe='')}")

@@ -270,6 +270,12 @@ def compare_frame(plans: dict[str, dict]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["plan", "rank", "hbm_bytes", "ddr_bytes", "cost_ms"])
 
 
+def _peak_text(plan: dict) -> str:
+    """'2.84 MiB HBM': the fullest rank's step peak of the memory the plan's device trains from (DDR on CPU)."""
+    kind = device_memory(plan)
+    return f"{human_bytes(max((peak_bytes(r, kind) for r in plan['ranks']), default=0))} {kind.upper()}"
+
+
 def summary_frame(plans: dict[str, dict], estimates: dict[str, str] | None = None) -> pd.DataFrame:
     """One row per plan; `estimates` (label -> what the estimates assumed) adds an "estimates" column."""
     rows = []
@@ -277,7 +283,7 @@ def summary_frame(plans: dict[str, dict], estimates: dict[str, str] | None = Non
         imb = imbalance(plan)
         rows.append({"plan": label, "planner": plan.get("planner"), "slowest rank ms": imb.max_ms,
                      "imbalance (max/mean)": imb.ratio, "vs lower bound": imb.vs_lower_bound,
-                     "peak HBM": human_bytes(max((r["hbm_bytes"] for r in plan["ranks"]), default=0))})
+                     "peak memory": _peak_text(plan)})
         if estimates is not None:
             rows[-1]["estimates"] = estimates.get(label, "")
     return pd.DataFrame(rows)

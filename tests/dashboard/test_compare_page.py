@@ -107,6 +107,8 @@ def test_cpu_plans_compare_their_ddr(app, store):
         [r["memory_peak_ddr_bytes"] / 1024**3 for r in store.get_plan(a).plan["ranks"]])
     assert min(values(memory["data"][0]["y"])) > 0
     assert "peak DDR of a rank" in app.dataframe[1].value["headline"].tolist()
+    peaks = app.dataframe[0].value["peak memory"].tolist()
+    assert all(p.endswith(" DDR") and not p.startswith("0 B") for p in peaks), peaks
 
 
 def test_a_plan_without_a_lower_bound_gets_its_configs(app, store):

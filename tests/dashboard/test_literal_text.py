@@ -142,8 +142,9 @@ def _save(store, cfg: dict, label: str, notes: list[str] | None = None) -> str:
 def test_compare_names_plans_literally(app, store):
     free = tutorial()
     rw = tutorial("row_wise")
-    _save(store, free, EVIL)
-    _save(store, rw, "row-wise <b>B</b>")
+    first = _save(store, free, EVIL)
+    second = _save(store, rw, "row-wise <b>B</b>")
+    app.session_state["compare_pick"] = [f"saved:{first}", f"saved:{second}"]  # not the first view's own plan
     goto(app, "compare")
     moved = app.expander[0].label
     assert md("row-wise <b>B</b>") in moved and md(EVIL) in moved

@@ -19,6 +19,8 @@ ADVICE = {"time": "Time outside 0.8x-1.25x: calibrate the bandwidths from the va
           "memory": "Memory outside it: keep that headroom (the run on the Runs page says more).",
           "shards": "Shards that differ: the run's error on the Runs page names the first difference."}
 PICK = "compare_pick"
+TORCHREC_JOB = "compare_torchrec_job"
+JOB_POLL_S = 1.0
 
 
 def options(saved, current) -> dict[str, str]:
@@ -49,21 +51,59 @@ def load(option: str, store) -> tuple[dict, dict, dict]:
 
 
 def add_torchrec(option: str, label: str) -> None:
-    """TorchRec's plan for the config of `option`, added to the picked plans on the next run."""
+    """Start TorchRec's planner on the config of `option` in the background (it can take minutes on 1,000
+    tables); its plan joins the picked plans when it finishes (collect_torchrec)."""
     _, config, settings = load(option, services.store())
-    with st.spinner(f"Running TorchRec's planner on the config of '{md(label)}'"):
-        try:
-            result = services.plan_config(state.config_key(config), services.TORCHREC)
-        except (engine.EngineError, services.PlannerUnavailable) as e:
-            st.error(f"TorchRec's planner gave no plan: {md(e)}", icon=":material/error:")
+    old = st.session_state.get(TORCHREC_JOB)
+    if old is not None:
+        old["job"].close()
+    st.session_state[TORCHREC_JOB] = {"job": services.start_torchrec_plan(config), "config": config,
+                                      "settings": settings, "name": f"TorchRec for {label.split(' (')[0]}",
+                                      "label": label}
+    st.rerun()
+
+
+def collect_torchrec() -> None:
+    """A finished baseline joins the picked plans (or its one-line error is shown)."""
+    pending = st.session_state.get(TORCHREC_JOB)
+    if pending is None or pending["job"].running:
+        return
+    st.session_state.pop(TORCHREC_JOB, None)
+    job = pending["job"]
+    try:
+        if job.cancelled:
             return
-    name = f"TorchRec for {label.split(' (')[0]}"
-    cal = calib.of_settings(settings)  # the same config, so the same (calibrated or not) bandwidths
+        result = services.torchrec_result(job, pending["config"])
+    except (engine.EngineError, services.PlannerUnavailable) as e:
+        st.error(f"TorchRec's planner gave no plan: {md(e)}", icon=":material/error:")
+        return
+    finally:
+        job.close()
+    name = pending["name"]
+    cal = calib.of_settings(pending["settings"])  # the same config, so the same (calibrated or not) bandwidths
     state.add_extra_plan(name, result.plan, result.config, {"planner": services.TORCHREC, "calibration": cal}
                          if cal else {"planner": services.TORCHREC})
     picked = list(state.widget(PICK, []))
     state.set_pending(PICK, picked + [f"extra:{name}"] if f"extra:{name}" not in picked else picked)
-    st.rerun()
+
+
+@st.fragment(run_every=JOB_POLL_S)
+def torchrec_progress() -> None:
+    """The running baseline's elapsed time and Cancel, redrawn on their own; its end reruns the page."""
+    pending = st.session_state.get(TORCHREC_JOB)
+    if pending is None:
+        return
+    if not pending["job"].running:
+        st.rerun()
+    with st.container(border=True, key="compare_torchrec_job"):
+        c1, c2 = st.columns([5, 1], vertical_alignment="center")
+        c1.markdown(f":material/hourglass_top: TorchRec's planner on the config of '{md(pending['label'])}': "
+                    f"{pending['job'].elapsed_s:.0f} s so far. The rest of the app stays usable; its plan joins "
+                    "the comparison when it finishes.")
+        if c2.button("Cancel", key="compare_torchrec_cancel", icon=":material/cancel:", width="stretch"):
+            pending["job"].close()
+            st.session_state.pop(TORCHREC_JOB, None)
+            st.rerun()
 
 
 def default_pick(opts: dict[str, str]) -> list[str]:
@@ -193,6 +233,7 @@ def measured_section(found: list[tuple[str, object, object]]) -> None:
 st.title("Compare")
 views.show_flash()
 store = services.store()
+collect_torchrec()  # a baseline that finished since the last run joins the picked plans
 opts = options(store.list_plans(), state.plan())
 if not opts:
     st.info("Nothing to compare yet: make a plan, save it, then come back.", icon=":material/info:")
@@ -201,8 +242,11 @@ state.apply_pending(PICK)
 picked = st.multiselect("Plans to compare", list(opts), default=default_pick(opts) if PICK not in st.session_state
                         else None, format_func=opts.get, key=PICK)
 if picked and st.button("Add TorchRec's plan for the same config", key="compare_add_torchrec", icon=":material/add:",
-                        help=f"runs TorchRec's EmbeddingShardingPlanner on the config of '{md(opts[picked[0]])}'"):
+                        disabled=st.session_state.get(TORCHREC_JOB) is not None,
+                        help=f"runs TorchRec's EmbeddingShardingPlanner on the config of '{md(opts[picked[0]])}' "
+                             "in the background"):
     add_torchrec(picked[0], opts[picked[0]])
+torchrec_progress()
 if not picked:
     st.info("Pick one or more plans.", icon=":material/info:")
     st.stop()

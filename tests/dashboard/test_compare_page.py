@@ -6,6 +6,7 @@ and measured over estimated per rank where runs exist, flagged with the calibrat
 from __future__ import annotations
 
 import copy
+import time
 
 import pytest
 
@@ -191,6 +192,13 @@ def test_add_torchrecs_plan_for_the_same_config(app, store):
     goto(app, "compare")
     app.multiselect(key="compare_pick").set_value([f"saved:{a}"]).run()
     app.button(key="compare_add_torchrec").click().run()
+    assert "compare_torchrec_job" in app.session_state  # running in its own process; the page stays usable
+    assert app.button(key="compare_add_torchrec").disabled
+    deadline = time.monotonic() + 240
+    while "compare_torchrec_job" in app.session_state and time.monotonic() < deadline:
+        time.sleep(0.5)
+        app.run()  # the browser's fragment polls; here each run looks
+    app.run()  # the run after the one that collected it shows the picked plans
     assert not app.exception and not shown(app, "error"), shown(app, "error")
     picked = app.multiselect(key="compare_pick").value
     assert len(picked) == 2 and picked[1] == "extra:TorchRec for free choice"

@@ -30,7 +30,7 @@ FIELD_COLUMNS = {"name": "name", "num_embeddings": "rows", "embedding_dim": "dim
                  "pooling": "pooling", "data_type": "data_type", "pooling_factors": "pooling_factor",
                  "sharding_types": "sharding_types", "compute_kernels": "compute_kernels",
                  "min_partition": "min_partition", "cache_load_factor": "cache_load_factor"}
-EXTRA_CONSTRAINT_FIELDS = ("num_poolings", "batch_sizes", "is_weighted")
+EXTRA_CONSTRAINT_FIELDS = ("num_poolings", "batch_sizes", "is_weighted", "ranks", "hosts", "colocate", "apart")
 _TABLE_FIELD = re.compile(r"^tables\[(\d+)\]\.(\w+)")
 _ANY_TABLE = re.compile(r"tables\[(\d+)\]")
 ROW_ISSUE_ENTRIES = 20_000  # rows checked alone, remembered by content

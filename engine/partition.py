@@ -13,11 +13,74 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from engine.config import allowed_ranks
 from engine.enumerate import Option
-from engine.types import ShardingType, Topology
+from engine.types import Config, ShardingType, Topology
 
 EPS = 1e-9
 FREE_PLACEMENT = (ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE, ShardingType.TABLE_COLUMN_WISE)
+
+
+@dataclass(frozen=True)
+class PlacementRules:
+    """The config's placement rules by table index: the ranks a pin allows, the co-located tables (symmetric:
+    a group), the tables kept apart (symmetric). Tables with a rule are `fixed`: placed by the greedy pass
+    within their rules and left where they are by the local search."""
+
+    mask: dict[int, np.ndarray]  # table -> allowed ranks (bool per rank)
+    colocate: dict[int, tuple[int, ...]]  # table -> the other tables of its group
+    apart: dict[int, tuple[int, ...]]
+    fixed: frozenset[int]
+
+    @staticmethod
+    def of(cfg: Config) -> PlacementRules | None:
+        if not any(c.places for c in cfg.constraints.values()):
+            return None
+        index = {t.name: i for i, t in enumerate(cfg.tables)}
+        w = cfg.topology.world_size
+        mask, groups, apart = {}, {}, {}
+        for name, c in cfg.constraints.items():
+            if not c.places:
+                continue
+            i = index[name]
+            ranks = allowed_ranks(c, cfg.topology)
+            if ranks is not None:
+                m = np.zeros(w, dtype=bool)
+                m[sorted(ranks)] = True
+                mask[i] = m
+            for other in c.colocate or ():
+                j = index[other]
+                group = groups.get(i, {i}) | groups.get(j, {j})
+                for k in group:
+                    groups[k] = group
+            for other in c.apart or ():
+                j = index[other]
+                apart.setdefault(i, set()).add(j)
+                apart.setdefault(j, set()).add(i)
+        for i, group in groups.items():  # a group's pins bind every member
+            for k in group:
+                if k in mask and i != k:
+                    mask[i] = mask[i] & mask[k] if i in mask else mask[k].copy()
+        colocate = {i: tuple(sorted(g - {i})) for i, g in groups.items()}
+        fixed = frozenset(mask) | frozenset(colocate) | frozenset(apart)
+        return PlacementRules(mask, colocate, {i: tuple(sorted(v)) for i, v in apart.items()}, fixed)
+
+    def allowed(self, pl: Placement, table: int) -> np.ndarray | None:
+        """The ranks `table` may use now: its pins, the ranks of its placed co-located tables, none of the
+        ranks of its placed apart tables. None: any rank."""
+        if table not in self.fixed:
+            return None
+        out = self.mask.get(table)
+        out = np.ones(pl.topo.world_size, dtype=bool) if out is None else out.copy()
+        for k in self.colocate.get(table, ()):
+            if k in pl.ranks:
+                on = np.zeros(len(out), dtype=bool)
+                on[pl.ranks[k]] = True
+                out &= on
+        for k in self.apart.get(table, ()):
+            if k in pl.ranks:
+                out[pl.ranks[k]] = False
+        return out
 
 
 @dataclass
@@ -58,9 +121,10 @@ class Work:
 class Placement:
     """Per-rank load and memory while options are placed, removed and moved."""
 
-    def __init__(self, topo: Topology, balance_memory: bool = False):
+    def __init__(self, topo: Topology, balance_memory: bool = False, rules: PlacementRules | None = None):
         w = topo.world_size
         self.topo = topo
+        self.rules = rules  # placement rules (pins, co-location, apart); None: none
         self.balance_memory = balance_memory  # place by free memory first, load second (tight configs)
         self.load = np.zeros(w)
         self.hbm = np.zeros(w)
@@ -71,7 +135,7 @@ class Placement:
         self.ranks: dict[int, np.ndarray] = {}
 
     def clone(self) -> Placement:
-        out = Placement(self.topo, self.balance_memory)
+        out = Placement(self.topo, self.balance_memory, self.rules)
         out.load, out.hbm, out.ddr = self.load.copy(), self.hbm.copy(), self.ddr.copy()
         out.choice, out.ranks = dict(self.choice), dict(self.ranks)
         return out
@@ -102,28 +166,35 @@ class Placement:
     def find_ranks(self, opt: Option) -> np.ndarray | None:
         w, lw = self.topo.world_size, self.topo.local_world_size
         st = opt.sharding_type
+        allowed = self.rules.allowed(self, opt.table) if self.rules is not None else None
         if st in (ShardingType.DATA_PARALLEL, ShardingType.ROW_WISE):
             ranks = np.arange(w)
+            if allowed is not None and not allowed.all():
+                return None  # every rank holds a piece: a pin to fewer ranks rules these out
             return ranks if self.fits(opt, ranks) else None
         if st is ShardingType.TABLE_ROW_WISE:  # one host's ranks: the fitting host with the lowest peak
             hosts = self.topo.num_hosts
             peaks = (self.load[:hosts * lw].reshape(hosts, lw) + opt.cost_ms).max(axis=1)
             ok = ((self.hbm[:hosts * lw].reshape(hosts, lw) + opt.est.hbm_bytes <= self.hbm_cap).all(axis=1)
                   & (self.ddr[:hosts * lw].reshape(hosts, lw) + opt.est.ddr_bytes <= self.ddr_cap).all(axis=1))
+            if allowed is not None:
+                ok &= allowed[:hosts * lw].reshape(hosts, lw).all(axis=1)
             best, best_peak = None, np.inf
             for host, (peak, fits) in enumerate(zip(peaks.tolist(), ok.tolist())):
                 if fits and peak < best_peak - EPS:
                     best, best_peak = host, peak
             return None if best is None else np.arange(best * lw, (best + 1) * lw)
-        return self._free_ranks(opt)
+        return self._free_ranks(opt, allowed)
 
-    def _free_ranks(self, opt: Option) -> np.ndarray | None:
+    def _free_ranks(self, opt: Option, allowed: np.ndarray | None = None) -> np.ndarray | None:
         load, hbm, ddr = self.load.copy(), self.hbm.copy(), self.ddr.copy()
         used = np.zeros(len(load), dtype=bool)
         out = np.empty(opt.num_shards, dtype=np.int64)
         cost, h, d = opt.cost_ms, opt.est.hbm_bytes, opt.est.ddr_bytes
         for j in range(opt.num_shards):
             ok = (hbm + h[j] <= self.hbm_cap) & (ddr + d[j] <= self.ddr_cap)
+            if allowed is not None:
+                ok &= allowed
             if not ok.any():
                 return None
             pick = np.flatnonzero(ok & ~used if (ok & ~used).any() else ok)
@@ -167,8 +238,9 @@ class FreeShards:
     in step with the placement by the moves of the local search (built again after a re-shard)."""
 
     def __init__(self, pl: Placement):
+        fixed = pl.rules.fixed if pl.rules is not None else frozenset()
         parts = [(table, opt, pl.ranks[table]) for table, opt in pl.choice.items()
-                 if opt.sharding_type in FREE_PLACEMENT]
+                 if opt.sharding_type in FREE_PLACEMENT and table not in fixed]
         if not parts:
             self.t = self.j = self.r = np.empty(0, dtype=np.int64)
             self.c = self.h = self.d = np.empty(0)
@@ -312,9 +384,10 @@ def reshard(pl: Placement, options: list[list[Option]], top: int = 4, evict: int
     b = int(np.argmax(pl.load))
     before = pl.score()
     on_b = []
+    fixed = pl.rules.fixed if pl.rules is not None else frozenset()
     for table, ranks in pl.ranks.items():
         mask = ranks == b
-        if mask.any():
+        if mask.any() and table not in fixed:
             on_b.append((float(pl.choice[table].cost_ms[mask].sum()), table))
     on_b.sort(reverse=True)
     for cost_on_b, table in on_b[:top]:
@@ -385,9 +458,10 @@ def _ruin_and_recreate(pl: Placement, options: list[list[Option]], rng: np.rando
     heaviest first, each where it leaves its ranks least loaded. False where one no longer fits."""
     b = int(np.argmax(pl.load))
     k = int(rng.integers(1, RUIN_TABLES + 1))
-    on_b = np.array(sorted(t for t, r in pl.ranks.items() if (r == b).any()))
+    fixed = pl.rules.fixed if pl.rules is not None else frozenset()
+    on_b = np.array(sorted(t for t, r in pl.ranks.items() if (r == b).any() and t not in fixed), dtype=np.int64)
     picked = set(rng.choice(on_b, size=min(k, len(on_b)), replace=False).tolist())
-    rest = np.array(sorted(set(pl.choice) - picked))
+    rest = np.array(sorted(set(pl.choice) - picked - fixed), dtype=np.int64)
     picked |= set(rng.choice(rest, size=min(k, len(rest)), replace=False).tolist())
     removed = sorted(((pl.remove(t)[0].max_shard_cost_ms, t) for t in sorted(picked)), reverse=True)
     return all(_reinsert(pl, options[t], work) for _, t in removed)

@@ -151,8 +151,43 @@ def parse_plan(data: Any, cfg: Config) -> dict[str, TablePlan]:
     missing = [n for n in names if n not in data]
     if missing:
         raise ConfigError(f"plan.{missing[0]}", f"the config's table is not placed ({len(missing)} missing)")
-    return {n: _table_plan(data[n], f"plan.{n}", cfg, n) for n in names}
+    tables = {n: _table_plan(data[n], f"plan.{n}", cfg, n) for n in names}
+    broken = placement_problem(cfg, tables)
+    if broken is not None:
+        raise ConfigError(*broken)
+    return tables
 
 
 def load_plan(path: str, cfg: Config) -> dict[str, TablePlan]:
     return parse_plan(_read_json(path, "plan"), cfg)
+
+
+def placement_problem(cfg: Config, tables: dict[str, TablePlan]) -> tuple[str, str] | None:
+    """The first placement rule (constraints.<table>.ranks, hosts, colocate, apart) the table plans break, as
+    (field, why); None when they keep them all."""
+    from engine.config import allowed_ranks
+
+    held = {name: set(tp.ranks) for name, tp in tables.items()}
+    for name, c in cfg.constraints.items():
+        if not c.places or name not in held:
+            continue
+        allowed = allowed_ranks(c, cfg.topology)
+        if allowed is not None and not held[name] <= allowed:
+            field = "ranks" if c.ranks else "hosts"
+            bad = sorted(held[name] - allowed)
+            return (f"constraints.{name}.{field}", f"table {name!r} has a piece on rank {bad[0]}, which its "
+                    f"{field} do not allow (ranks {_span(sorted(allowed))})")
+        for other in c.colocate or ():
+            if other in held and held[other] != held[name]:
+                return (f"constraints.{name}.colocate", f"{name!r} is on ranks {_span(sorted(held[name]))} and "
+                        f"{other!r} on ranks {_span(sorted(held[other]))}; co-located tables share their ranks")
+        for other in c.apart or ():
+            both = held[name] & held.get(other, set())
+            if both:
+                return (f"constraints.{name}.apart", f"{name!r} and {other!r} are both on rank {min(both)}; "
+                        "tables kept apart share no rank")
+    return None
+
+
+def _span(ranks: list[int]) -> str:
+    return ", ".join(map(str, ranks[:8])) + (f", ... ({len(ranks)} in all)" if len(ranks) > 8 else "")

@@ -17,11 +17,12 @@ import numpy as np
 from engine.enumerate import Option, all_table_options
 from engine.errors import PlanningError, human_bytes
 from engine.evaluate import evaluate
+from engine.planfile import placement_problem
 from engine.profile import active
 from engine.profile import notes as profile_notes
-from engine.partition import Placement, Work, better, improve, perturb
+from engine.partition import Placement, PlacementRules, Work, better, improve, perturb
 from engine.strategy import OptionArrays, Recipe, candidates, option_arrays, relaxed_bound_ms
-from engine.types import ComputeKernel, Config, Plan, Shard, ShardingType, TablePlan
+from engine.types import PLACEMENT_FIELDS, ComputeKernel, Config, Plan, Shard, ShardingType, TablePlan
 
 
 @dataclass(frozen=True)
@@ -124,11 +125,16 @@ def place_greedy(cfg: Config, options: list[list[Option]], chosen: list[Option],
                  balance_memory: bool = False, work: Work | None = None) -> tuple[Placement, list[str]]:
     """Place the chosen options, heaviest first, each onto the least-loaded ranks with room; a table whose
     choice fits nowhere takes its cheapest option that fits. Returns the placement and those fallbacks."""
-    pl = Placement(cfg.topology, balance_memory=balance_memory)
+    rules = rules_of(cfg)
+    pl = Placement(cfg.topology, balance_memory=balance_memory, rules=rules)
     fallbacks: list[str] = []
     if work is not None:
         work.spend(len(chosen))
-    for t in _order(chosen, pl):
+    order = _order(chosen, pl)
+    if rules is not None:  # tables with placement rules have fewer ranks to choose from: they go first
+        order = np.concatenate([[t for t in order if t in rules.fixed], [t for t in order if t not in rules.fixed]])
+        order = order.astype(np.int64)
+    for t in order:
         opt = chosen[t]
         ranks = pl.find_ranks(opt)
         if ranks is None:
@@ -139,10 +145,27 @@ def place_greedy(cfg: Config, options: list[list[Option]], chosen: list[Option],
                     opt = alt
                     break
         if ranks is None:
+            if rules is not None and t in rules.fixed:
+                name = cfg.tables[t].name
+                raise PlanningError(
+                    f"Table {name!r} cannot be placed within its placement rules (constraints.{name}: "
+                    f"{', '.join(f for f in PLACEMENT_FIELDS if getattr(cfg.constraint(name), f))}, or those of "
+                    "the tables co-located with it): no rank they allow has room for any of its options.",
+                    tables=(name,), fixes=(f"allow more ranks or hosts in constraints.{name}",
+                                           "co-locate fewer tables with it", "raise topology.hbm_cap"))
             raise _no_room(cfg, options, t, pl)
         pl.add(opt, ranks)
     pl.balance_memory = False
     return pl, fallbacks
+
+
+_RULES: list = [None, None]  # (config, its PlacementRules): the last config's, reused by every greedy pass
+
+
+def rules_of(cfg: Config) -> PlacementRules | None:
+    if _RULES[0] is not cfg:
+        _RULES[0], _RULES[1] = cfg, PlacementRules.of(cfg)
+    return _RULES[1]
 
 
 def to_table_plan(opt: Option, ranks: np.ndarray) -> TablePlan:
@@ -285,6 +308,12 @@ def _plan(cfg: Config, settings: PlannerSettings) -> Plan:
             found.pl, gains = perturb(found.pl, placeable, work, settings.seed)
     pl = found.pl
     tables = {cfg.tables[t].name: to_table_plan(pl.choice[t], pl.ranks[t]) for t in range(len(cfg.tables))}
+    broken = placement_problem(cfg, tables)
+    if broken is not None:  # co-located tables whose pieces ended on different ranks: the greedy pass could not
+        field, why = broken
+        raise PlanningError(f"No plan found that keeps {field}: {why}.", tables=(field.split(".")[1],),
+                            fixes=("co-locate tables of the same sharding type and column split",
+                                   "pin them to the same ranks (constraints.<table>.ranks)"))
     prof = active(cfg.topology)  # every rank pays the profile's per-step cost: the bound does too
     floor_ms = prof.step_ms if prof else 0.0
     return evaluate(cfg, tables, planner="engine", planning_seconds=time.perf_counter() - start,

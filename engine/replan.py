@@ -24,7 +24,8 @@ from engine.enumerate import Option, all_table_options
 from engine.errors import ConfigError, PlanningError
 from engine.evaluate import evaluate
 from engine.partition import FreeShards, Placement, Work, _best_move, _best_swap
-from engine.planner import PlannerSettings, plan, to_table_plan
+from engine.planfile import placement_problem
+from engine.planner import PlannerSettings, plan, rules_of, to_table_plan
 from engine.types import ComputeKernel, Config, Plan, ShardingType, TablePlan
 
 MAX_CANDIDATES = 16  # options tried per table placed around the kept ones, cheapest first
@@ -306,6 +307,9 @@ def _keep(cfg: Config, old: dict[str, OldTable], options: list[list[Option]], pl
     for i, t in enumerate(cfg.tables):
         o = old.get(t.name)
         found = _old_option(options[i], o, w) if o is not None else None
+        allowed = pl.rules.allowed(pl, i) if pl.rules is not None and found is not None else None
+        if allowed is not None and not allowed[found[1]].all():
+            found = None  # its placement rules (new, or its partners') no longer allow its earlier ranks
         if found is not None and pl.fits(*found):
             pl.add(*found)
             kept.append(i)
@@ -354,7 +358,7 @@ def replan(cfg: Config, old: dict[str, OldTable], max_move_bytes: Optional[int] 
     options = all_table_options(cfg)
     w = cfg.topology.world_size
     work = Work(budget=float(settings.effort), world_size=w, deadline=start + settings.time_budget_s)
-    pl = Placement(cfg.topology)
+    pl = Placement(cfg.topology, rules=rules_of(cfg))
     kept_idx, rest = _keep(cfg, old, options, pl)
     unplaced = _place_rest(pl, options, rest, work)
     budget = float("inf") if max_move_bytes is None else float(max_move_bytes)
@@ -362,6 +366,9 @@ def replan(cfg: Config, old: dict[str, OldTable], max_move_bytes: Optional[int] 
     kept: Optional[Plan] = None
     kept_moves: Optional[Moves] = None
     candidate: Optional[dict[str, TablePlan]] = None
+    if not unplaced and placement_problem(cfg, {cfg.tables[t].name: to_table_plan(pl.choice[t], pl.ranks[t])
+                                                for t in range(len(cfg.tables))}) is not None:
+        unplaced = [t for t in range(len(cfg.tables)) if t in (pl.rules.fixed if pl.rules else ())]
     if unplaced:  # the kept tables leave no room for these: nothing short of moving them helps
         names = ", ".join(cfg.tables[t].name for t in unplaced[:3])
         note = f"the earlier placement leaves no room for {names}: re-planned from scratch"

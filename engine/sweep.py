@@ -22,7 +22,7 @@ from typing import Iterable, Optional
 
 from engine import constants as C
 from engine import limits as L
-from engine.config import check_load, check_pairs
+from engine.config import check_load, check_pairs, check_placement_rules
 from engine.errors import ConfigError, PlanningError, one_line
 from engine.memory import OUT_OF_MEMORY
 from engine.planner import PlannerSettings, plan
@@ -118,6 +118,7 @@ def plan_point(cfg: Config, device: str, world_size: int, batch_size: int,
     topo = ACCELERATORS[device].topology(cfg.topology, world_size, batch_size)
     point = dict(device=device, world_size=world_size, batch_size=batch_size)
     try:
+        check_placement_rules(cfg.tables, cfg.constraints, topo)  # pins to ranks or hosts this world lacks
         check_load(cfg.tables, cfg.constraints, topo)  # a larger world or batch may look up too many ids
         p = plan(dataclasses.replace(cfg, topology=topo), settings)
     except (PlanningError, ConfigError) as e:

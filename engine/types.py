@@ -120,6 +120,20 @@ class Constraints:
     batch_sizes: Optional[tuple[int, ...]] = None
     is_weighted: bool = False
     cache_load_factor: Optional[float] = None
+    # Placement (ours, not TorchRec's): every shard on these ranks / on these hosts' ranks; the same ranks as
+    # the co-located tables; no rank shared with the tables kept apart.
+    ranks: Optional[tuple[int, ...]] = None
+    hosts: Optional[tuple[int, ...]] = None
+    colocate: Optional[tuple[str, ...]] = None
+    apart: Optional[tuple[str, ...]] = None
+
+    @property
+    def places(self) -> bool:
+        """True when the table has a placement rule."""
+        return bool(self.ranks or self.hosts or self.colocate or self.apart)
+
+
+PLACEMENT_FIELDS = ("ranks", "hosts", "colocate", "apart")
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,7 @@ SIDEBAR = '[data-testid="stSidebar"]'
 RUNNING = '[data-testid="stStatusWidget"]'
 ERROR = '[data-testid="stAlertContentError"]'
 PLANNED = re.compile(r"Planned (\d+) tables on (\d+) ranks in ([0-9.]+) s")
+SESSION = re.compile(r"(\d+) tables · (\d+) ranks")
 FIGURES = ("strip_s", "to_headline_s", "edit_run_s", "plan_to_headline_s", "to_idle_s", "planning_seconds",
            "server_cpu_s", "load1")
 
@@ -270,7 +271,8 @@ class Session:
         self.runs.settle()
         if plan_inputs:
             self._set_plan_inputs(plan_inputs)
-        m = PLANNED.search(self.page.locator("body").inner_text())
+        m = PLANNED.search(self.page.locator("body").inner_text()) or SESSION.search(
+            self.page.locator(SIDEBAR).inner_text())  # the sidebar's "N tables · M ranks" where no progress line
         case.ranks = int(m.group(2)) if m else 0
 
     def _load_synthetic(self, count: int) -> None:

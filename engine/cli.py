@@ -72,7 +72,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     settings = PlannerSettings(search=not args.no_search, effort=args.effort, seed=args.seed,
                                time_budget_s=args.time_budget)
     with without_cyclic_gc():  # reading, planning and writing 100,000 tables make millions of acyclic objects
-        cfg = load_config(args.config)
+        cfg = load_config(args.config, refuse_too_big=True)  # tables that cannot fit: refused once they are read
         _emit(plan(cfg, settings), cfg, args)
     return 0
 

@@ -471,8 +471,10 @@ def check_pairs(tables: int, world: int) -> None:
                           "tables)")
 
 
-def parse_config(data: Any) -> Config:
-    """A config from already-decoded JSON (a dict). Raises ConfigError naming the first bad field."""
+def parse_config(data: Any, refuse_too_big: bool = False) -> Config:
+    """A config from already-decoded JSON (a dict). Raises ConfigError naming the first bad field; with
+    refuse_too_big, engine.PlanningError as soon as the tables are read when they cannot fit together (the
+    command line's `plan`: a config that cannot fit is refused before its constraints are read)."""
     if not isinstance(data, dict):
         raise ConfigError("config", f"must be an object with tables, constraints and topology, got {_type_name(data)}")
     d = _object(data, "", TOP_FIELDS)
@@ -486,9 +488,10 @@ def parse_config(data: Any) -> Config:
     if len(raw_tables) > L.MAX_TABLES:
         raise ConfigError("tables", f"has {len(raw_tables):,} tables; at most {L.MAX_TABLES:,} are planned")
     try:  # tables x ranks over the limit is refused before 100,000 tables are read
-        world = _topology(d["topology"]).world_size
+        early_topology: Topology | None = _topology(d["topology"])
+        world = early_topology.world_size
     except ConfigError:
-        world = 0  # the topology's own error comes after the tables', as always
+        early_topology, world = None, 0  # the topology's own error comes after the tables', as always
     check_pairs(len(raw_tables), world)
     tables = tuple(_table_fast(t) or _table(t, f"tables[{i}]") for i, t in enumerate(raw_tables))
     total = sum(t.weight_bytes for t in tables)
@@ -506,6 +509,10 @@ def parse_config(data: Any) -> Config:
                 raise ConfigError(f"tables[{i}].feature_names",
                                   f"feature {f!r} is already used by table {owner[f]!r}; feature names must be unique")
             owner[f] = t.name
+    if refuse_too_big and early_topology is not None:
+        from engine.refuse import refuse_too_big as refuse
+
+        refuse(tables, early_topology)
     raw_c = d.get("constraints", {}) or {}
     if not isinstance(raw_c, dict):
         raise ConfigError("constraints", f"must be an object keyed by table name, got {_type_name(raw_c)}")
@@ -540,8 +547,8 @@ def _read_json(path: str | Path, what: str) -> Any:
         raise ConfigError("", str(e)) from None
 
 
-def load_config(path: str | Path) -> Config:
-    return parse_config(_read_json(path, "config"))
+def load_config(path: str | Path, refuse_too_big: bool = False) -> Config:
+    return parse_config(_read_json(path, "config"), refuse_too_big)
 
 
 # ---- back to JSON -----------------------------------------------------------------------------

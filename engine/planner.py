@@ -7,7 +7,6 @@ the lower bound), partition (placement and search) and evaluate.
 from __future__ import annotations
 
 import gc
-import math
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from engine.enumerate import Option, all_table_options
 from engine.errors import PlanningError, human_bytes
 from engine.evaluate import evaluate
 from engine.planfile import placement_problem
+from engine.refuse import refuse_too_big, too_big
 from engine.profile import active
 from engine.profile import notes as profile_notes
 from engine.partition import Placement, PlacementRules, Work, better, improve, perturb
@@ -98,27 +98,12 @@ def _no_room(cfg: Config, options: list[list[Option]], t: int, pl: Placement) ->
 
 
 def _too_big(cfg: Config, need: float, counted: str) -> PlanningError:
-    topo = cfg.topology
-    w = topo.world_size
-    total_h, total_d = topo.usable_hbm_bytes * w, topo.usable_ddr_bytes * w
-    biggest = sorted(range(len(cfg.tables)), key=lambda i: -cfg.tables[i].weight_bytes)[:3]
-    names = tuple(cfg.tables[i].name for i in biggest)
-    return PlanningError(
-        f"The tables do not fit: together they need at least {human_bytes(need)} ({counted}), but the {w} ranks "
-        f"have {human_bytes(total_h)} HBM + {human_bytes(total_d)} DDR usable; the largest tables are "
-        f"{', '.join(names)}.", tables=names,
-        fixes=("raise topology.hbm_cap / topology.ddr_cap", "add ranks (topology.world_size)"))
+    return too_big(cfg.tables, cfg.topology, need, counted)
 
 
 def _refuse_early(cfg: Config) -> None:
-    """One pass over the tables before any option is priced: every option holds each row and its optimizer
-    state at least once, so tables whose weights and state exceed all ranks' memory together are refused at
-    once, whatever their number."""
-    topo = cfg.topology
-    multiplier = {d: topo.optimizer.state_multiplier(d) for d in {t.embedding_dim for t in cfg.tables}}
-    need = sum(w + math.ceil(w * multiplier[t.embedding_dim]) for t in cfg.tables for w in (t.weight_bytes,))
-    if need > (topo.usable_hbm_bytes + topo.usable_ddr_bytes) * topo.world_size:
-        raise _too_big(cfg, need, "their weights and optimizer state alone")
+    """One pass over the tables before any option is priced (engine.refuse)."""
+    refuse_too_big(cfg.tables, cfg.topology)
 
 
 def place_greedy(cfg: Config, options: list[list[Option]], chosen: list[Option],

@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+import engine
 from tests.factories import EXAMPLES, ROOT, tutorial, write
 
 
@@ -102,6 +103,25 @@ def test_everything_too_big_reports_total_need_and_capacity(tmp_path):
         t["num_embeddings"] = 2_000_000_000
     one_line_error(run("plan", write(tmp_path, cfg), check=False), "do not fit", "TiB", "ranks have",
                    "largest tables are")
+
+
+def test_too_big_is_refused_by_the_reader_with_the_planners_message(tmp_path):
+    """`plan` refuses tables that cannot fit as soon as they are read (before the constraints): the same line
+    as the planner's own refusal; parse_config alone still reads the whole config and raises only ConfigError."""
+    cfg = tutorial()
+    for t in cfg["tables"]:
+        t["num_embeddings"] = 2_000_000_000
+    planner_line = None
+    try:
+        engine.plan(engine.parse_config(cfg))
+    except engine.PlanningError as e:
+        planner_line = f"error: {e}"
+    cli = run("plan", write(tmp_path, cfg), check=False)
+    assert cli.returncode == 2 and cli.stderr.strip() == planner_line
+    cfg["constraints"] = {"large_table_0": {"pooling_factors": "lots"}}  # a constraint error too
+    assert "do not fit" in run("plan", write(tmp_path, cfg, "both.json"), check=False).stderr
+    with pytest.raises(engine.ConfigError, match="pooling_factors"):
+        engine.parse_config(cfg)  # the dashboard's reader: field errors only
 
 
 def test_constraints_that_exclude_every_option(tmp_path):

@@ -16,21 +16,26 @@ import pandas as pd
 import engine
 
 TABLE_COLUMNS = ("name", "rows", "dim", "features", "pooling", "data_type", "pooling_factor", "issue")
-CONSTRAINT_COLUMNS = ("table", "sharding_types", "compute_kernels", "min_partition", "cache_load_factor", "issue")
+CONSTRAINT_COLUMNS = ("table", "sharding_types", "compute_kernels", "min_partition", "cache_load_factor", "ranks",
+                      "hosts", "colocate", "apart", "issue")
+RULE_COLUMNS = ("ranks", "hosts", "colocate", "apart")  # placement rules, typed as text: "0, 2-3", "t1, t2"
+NUMBER_RULES = ("ranks", "hosts")
 EDITABLE = ("name", "rows", "dim", "features", "pooling", "data_type", "pooling_factor", "sharding_types",
-            "compute_kernels", "min_partition", "cache_load_factor")
+            "compute_kernels", "min_partition", "cache_load_factor", "ranks", "hosts", "colocate", "apart")
 INT_COLUMNS = ("rows", "dim", "min_partition")
 FLOAT_COLUMNS = ("pooling_factor", "cache_load_factor")
 LIST_COLUMNS = ("sharding_types", "compute_kernels")
 LABELS = {"name": "name", "rows": "rows", "dim": "dim", "features": "features", "pooling": "pooling",
           "data_type": "data type", "pooling_factor": "pooling factor", "sharding_types": "sharding types",
-          "compute_kernels": "kernels", "min_partition": "min partition", "cache_load_factor": "cache load factor"}
+          "compute_kernels": "kernels", "min_partition": "min partition", "cache_load_factor": "cache load factor",
+          "ranks": "ranks", "hosts": "hosts", "colocate": "co-locate with", "apart": "apart from"}
 # Engine field names -> grid columns.
 FIELD_COLUMNS = {"name": "name", "num_embeddings": "rows", "embedding_dim": "dim", "feature_names": "features",
                  "pooling": "pooling", "data_type": "data_type", "pooling_factors": "pooling_factor",
                  "sharding_types": "sharding_types", "compute_kernels": "compute_kernels",
-                 "min_partition": "min_partition", "cache_load_factor": "cache_load_factor"}
-EXTRA_CONSTRAINT_FIELDS = ("num_poolings", "batch_sizes", "is_weighted", "ranks", "hosts", "colocate", "apart")
+                 "min_partition": "min_partition", "cache_load_factor": "cache_load_factor", "ranks": "ranks",
+                 "hosts": "hosts", "colocate": "colocate", "apart": "apart"}
+EXTRA_CONSTRAINT_FIELDS = ("num_poolings", "batch_sizes", "is_weighted")
 _TABLE_FIELD = re.compile(r"^tables\[(\d+)\]\.(\w+)")
 _ANY_TABLE = re.compile(r"tables\[(\d+)\]")
 ROW_ISSUE_ENTRIES = 20_000  # rows checked alone, remembered by content
@@ -41,7 +46,7 @@ MAX_QUOTED_CHARS = 80  # of a name quoted in a message (names may hold 256)
 # A cell's stand-in once its problem is recorded, to look past it for the row's next problem.
 STAND_INS = {"name": "t", "rows": 1, "dim": 1, "features": None, "pooling": "sum", "data_type": "fp32",
              "pooling_factor": None, "sharding_types": [], "compute_kernels": [], "min_partition": None,
-             "cache_load_factor": None}
+             "cache_load_factor": None, "ranks": None, "hosts": None, "colocate": None, "apart": None}
 PROBE_ROW = {"name": "t", "rows": 1, "dim": 1}  # checks a topology when no row is clean
 # Topology fields as the Topology page labels them.
 TOPOLOGY_LABELS = {"world_size": "world size", "local_world_size": "ranks per host", "compute_device": "device",
@@ -89,9 +94,46 @@ def config_to_rows(config: dict) -> list[dict]:
             "sharding_types": list(c.get("sharding_types") or []),
             "compute_kernels": list(c.get("compute_kernels") or []),
             "min_partition": c.get("min_partition"), "cache_load_factor": c.get("cache_load_factor"),
+            **{k: rule_text(c.get(k), k in NUMBER_RULES) for k in RULE_COLUMNS},
             "_extra": {k: c[k] for k in (*EXTRA_CONSTRAINT_FIELDS, "pooling_factors") if k in c},
         })
     return rows
+
+
+def rule_text(value: Any, numbers: bool) -> Optional[str]:
+    """A placement rule's list as the grid shows it: ranks as "0, 2-4", names as "t1, t2"; None when absent."""
+    if not isinstance(value, list) or not value:
+        return None if value is None else str(value)
+    if not numbers or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return ", ".join(str(v) for v in value)
+    values, parts, i = sorted(set(value)), [], 0
+    while i < len(values):
+        j = i
+        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
+            j += 1
+        parts.append(str(values[i]) if j == i else f"{values[i]}-{values[j]}")
+        i = j + 1
+    return ", ".join(parts)
+
+
+def rule_values(text: Any, numbers: bool) -> Optional[list]:
+    """A rule cell's text as the config's list: "0, 2-4" -> [0, 2, 3, 4]; names split on commas. What is not a
+    number or a range stays as typed, for the engine to name (row 3: ranks: ... must be an integer)."""
+    if text is None or (isinstance(text, str) and not text.strip()):
+        return None
+    items = [t.strip() for t in str(text).split(",") if t.strip()]
+    if not numbers:
+        return items
+    out: list = []
+    for item in items:
+        m = re.fullmatch(r"(\d{1,6})\s*-\s*(\d{1,6})", item)
+        if m and int(m.group(1)) <= int(m.group(2)) and int(m.group(2)) - int(m.group(1)) < 65_536:
+            out.extend(range(int(m.group(1)), int(m.group(2)) + 1))
+        elif re.fullmatch(r"\d{1,9}", item):
+            out.append(int(item))
+        else:
+            out.append(item)
+    return out
 
 
 def _table_of(row: dict) -> dict:
@@ -114,6 +156,10 @@ def _constraint_of(row: dict) -> dict:
     for key in ("min_partition", "cache_load_factor"):
         if row.get(key) is not None:
             c[key] = row[key]
+    for key in RULE_COLUMNS:
+        values = rule_values(row.get(key), key in NUMBER_RULES)
+        if values is not None:
+            c[key] = values
     pf = row.get("pooling_factor")
     if pf is not None:
         original = extra.get("pooling_factors")
@@ -152,6 +198,8 @@ def constraints_frame(rows: list[dict], issues: list[str]) -> pd.DataFrame:
         "compute_kernels": [list(r.get("compute_kernels") or []) for r in rows],
         "min_partition": pd.array([_int_or_none(r.get("min_partition")) for r in rows], dtype="Int64"),
         "cache_load_factor": pd.array([_num(r.get("cache_load_factor")) for r in rows], dtype="Float64"),
+        **{k: pd.array([r.get(k) if isinstance(r.get(k), str) else None for r in rows], dtype="string")
+           for k in RULE_COLUMNS},
     })
     df["issue"] = pd.array(list(issues) if issues else [""] * len(rows), dtype="string")
     df.index = row_numbers(len(rows))
@@ -201,7 +249,8 @@ def apply_edits(rows: list[dict], delta: Optional[dict], allow_structure: bool =
     for added in delta.get("added_rows") or []:
         base = {"name": None, "rows": None, "dim": None, "features": None, "pooling": "sum", "data_type": "fp32",
                 "pooling_factor": None, "sharding_types": [], "compute_kernels": [], "min_partition": None,
-                "cache_load_factor": None, "_extra": {}}
+                "cache_load_factor": None, "ranks": None, "hosts": None, "colocate": None, "apart": None,
+                "_extra": {}}
         out.append(_edit(base, added))
     return out
 
@@ -259,6 +308,12 @@ def _row_problems(row_json: str) -> tuple[str, ...]:
     """Every problem of one row (its JSON) in a config of that row alone: after each, the cell at fault gets a
     stand-in value and the row is checked again, so a row with a bad dim and a bad pooling shows both."""
     row, found = json.loads(row_json), []
+    for key in RULE_COLUMNS:  # placement rules name other rows and ranks: the rows together check them
+        for item in (rule_values(row.get(key), True) or []) if key in NUMBER_RULES else []:
+            if not isinstance(item, int):
+                found.append(_describe(key, f"{_quoted(str(item))} is not a number or a range (e.g. 0, 2-3)"))
+                break
+        row[key] = None
     for _ in range(MAX_ROW_PROBLEMS):
         try:
             engine.parse_config(rows_to_config([row], {"world_size": 1}))
@@ -325,8 +380,9 @@ def _together(rows: list[dict], problems: list[list[str]], topology: dict) -> Op
     """Check the rows without a problem as one config; a problem found lands on its row (and that row is left
     out for the next pass), or is returned when it is outside the rows."""
     clean = [i for i, p in enumerate(problems) if not p]
+    everyone = {r.get("name") for r in rows}
     for _ in range(MAX_WHOLE_PASSES):
-        subset = [rows[i] for i in clean] or [PROBE_ROW]
+        subset = _without_absent([rows[i] for i in clean], everyone) or [PROBE_ROW]
         try:
             engine.parse_config(rows_to_config(subset, topology))
             return None
@@ -337,6 +393,23 @@ def _together(rows: list[dict], problems: list[list[str]], topology: dict) -> Op
             problems[clean[pos]].append(_describe(col, _user_text(e.message, clean)))
             del clean[pos]
     return None
+
+
+def _without_absent(subset: list[dict], everyone: set) -> list[dict]:
+    """The rows with their co-locate and apart names limited to tables in `subset`, or to no table at all (a
+    name of a row left out for its own problem is not this row's problem)."""
+    present = {r.get("name") for r in subset}
+    out = []
+    for r in subset:
+        if r.get("colocate") or r.get("apart"):
+            r = dict(r)
+            for key in ("colocate", "apart"):
+                names = rule_values(r.get(key), False)
+                if names:
+                    kept = [n for n in names if n in present or n not in everyone]
+                    r[key] = ", ".join(kept) or None
+        out.append(r)
+    return out
 
 
 def outside_text(e: engine.ConfigError, positions: Optional[list[int]] = None, with_key: bool = False) -> str:

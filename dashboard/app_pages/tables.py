@@ -40,6 +40,11 @@ CONSTRAINT_COLUMN_CONFIG = {
                                                    help="smallest column-wise shard width"),
     "cache_load_factor": st.column_config.NumberColumn("cache load factor", format="%.2f", width=125,
                                                        help="share of rows cached in HBM by fused_uvm_caching"),
+    "ranks": st.column_config.TextColumn("ranks", width=90, help="pin: every piece on these ranks, e.g. 0, 2-3"),
+    "hosts": st.column_config.TextColumn("hosts", width=80, help="pin: every piece on these hosts' ranks, e.g. 0"),
+    "colocate": st.column_config.TextColumn("co-locate with", width=140,
+                                            help="tables that share this table's ranks, e.g. t1, t2"),
+    "apart": st.column_config.TextColumn("apart from", width=140, help="tables that share no rank with it"),
     "issue": ISSUE_COLUMN,
 }
 

@@ -144,13 +144,19 @@ def place_greedy(cfg: Config, options: list[list[Option]], chosen: list[Option],
     return pl, fallbacks
 
 
-_RULES: list = [None, None]  # (config, its PlacementRules): the last config's, reused by every greedy pass
+_RULES: tuple = (None, None)  # (config, its PlacementRules): the last config's, reused by every greedy pass
 
 
 def rules_of(cfg: Config) -> PlacementRules | None:
-    if _RULES[0] is not cfg:
-        _RULES[0], _RULES[1] = cfg, PlacementRules.of(cfg)
-    return _RULES[1]
+    """The config's placement rules, computed once per config. Threads (the dashboard's sessions) may plan at
+    once: the pair is read and replaced whole, so a thread never takes another config's rules."""
+    global _RULES
+    last_cfg, last_rules = _RULES
+    if last_cfg is cfg:
+        return last_rules
+    rules = PlacementRules.of(cfg)
+    _RULES = (cfg, rules)
+    return rules
 
 
 def to_table_plan(opt: Option, ranks: np.ndarray) -> TablePlan:

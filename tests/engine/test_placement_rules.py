@@ -133,3 +133,19 @@ def test_rules_survive_the_config_round_trip_and_leave_other_plans_alone() -> No
     free = engine.parse_config(config({}))
     assert engine.plan_to_dict(engine.plan(free)) | {"planning_seconds": 0} == \
         engine.plan_to_dict(engine.plan(free)) | {"planning_seconds": 0}
+
+
+def test_threads_planning_configs_with_different_rules_keep_their_own() -> None:
+    """The dashboard's sessions plan in threads at once: each plan keeps its own config's rules."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    a = engine.parse_config(config({"t0": {"ranks": [0]}, "t1": {"ranks": [1]}}, n=8, world=4, local=4))
+    b = engine.parse_config(config({"t0": {"ranks": [3]}, "t1": {"ranks": [2]}}, n=8, world=4, local=4))
+
+    def run(cfg):
+        plan = engine.plan(cfg, PlannerSettings(effort=500))
+        return placement_problem(cfg, plan.tables)
+
+    with ThreadPoolExecutor(4) as pool:
+        problems = list(pool.map(run, [a, b] * 10))
+    assert problems == [None] * 20

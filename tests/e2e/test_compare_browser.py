@@ -92,9 +92,10 @@ def test_compare_tells_moves_from_renumbering_with_the_bytes_and_the_better_plan
                     "2.50 MiB B places), once the ranks are renumbered to keep the most in place (A's rank 0 is 1, "
                     f"1 is 0); {human_bytes(9 * SMALL_BYTES)} with the ranks as numbered.") in text
             page.wait_for_function("document.documentElement.innerHTML.includes('slowest rank, measured on cuda')")
-            html = page.content()  # the grids draw on a canvas; their cells are in the page's HTML
+            # The grids draw on a canvas; their cells come into the page's HTML as each grid is drawn (a loaded
+            # machine draws the lower ones later): wait for each.
             for cell in ("slowest rank", "vs lower bound", "small_table_1", "renumbered ranks only", "0.03 ms"):
-                assert cell in html, cell
+                page.wait_for_function("(c) => document.documentElement.innerHTML.includes(c)", arg=cell)
             verdict = page.get_by_text(re.compile(r"^A is better on \d+ of \d+ headlines"))
             assert verdict.count() == 1
             cost = page.locator('[data-testid="stPlotlyChart"]').filter(has_text="diamonds: measured")

@@ -180,3 +180,12 @@ def job_running_text(pj: PlanJob) -> str:
     n = len(pj.config.get("tables") or [])
     return f"{md(services.PLANNERS[pj.planner])} is planning {n:,} tables in the background: {pj.job.elapsed_s:.0f} s"
 
+
+
+def job_box(key: str, cancel_key: str, text: str) -> bool:
+    """A running background job's line (markdown `text`: its elapsed time, what happens when it ends) and its
+    Cancel button, in a bordered box; True when Cancel was clicked. Pages draw it in a polling fragment."""
+    with st.container(border=True, key=key):
+        c1, c2 = st.columns([5, 1], vertical_alignment="center")
+        c1.markdown(f":material/hourglass_top: {text}")
+        return c2.button("Cancel", key=cancel_key, icon=":material/cancel:", width="stretch")

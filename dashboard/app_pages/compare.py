@@ -8,7 +8,7 @@ and the bytes that would move; and measured over estimated per rank (each plan's
 import streamlit as st
 
 import engine
-from dashboard import analysis, charts, measured, plan_deltas, plan_diff, services, state, views
+from dashboard import analysis, charts, measured, plan_deltas, plan_diff, services, state, views, workspace
 from dashboard import calibration as calib
 from dashboard.text import md
 from db.store import StoreError
@@ -95,15 +95,13 @@ def torchrec_progress() -> None:
         return
     if not pending["job"].running:
         st.rerun()
-    with st.container(border=True, key="compare_torchrec_job"):
-        c1, c2 = st.columns([5, 1], vertical_alignment="center")
-        c1.markdown(f":material/hourglass_top: TorchRec's planner on the config of '{md(pending['label'])}': "
-                    f"{pending['job'].elapsed_s:.0f} s so far. The rest of the app stays usable; its plan joins "
-                    "the comparison when it finishes.")
-        if c2.button("Cancel", key="compare_torchrec_cancel", icon=":material/cancel:", width="stretch"):
-            pending["job"].close()
-            st.session_state.pop(TORCHREC_JOB, None)
-            st.rerun()
+    if workspace.job_box("compare_torchrec_job", "compare_torchrec_cancel",
+                         f"TorchRec's planner on the config of '{md(pending['label'])}': "
+                         f"{pending['job'].elapsed_s:.0f} s so far. The rest of the app stays usable; its plan joins "
+                         "the comparison when it finishes."):
+        pending["job"].close()
+        st.session_state.pop(TORCHREC_JOB, None)
+        st.rerun()
 
 
 def default_pick(opts: dict[str, str]) -> list[str]:

@@ -56,13 +56,11 @@ def job_progress() -> None:
         return
     if not pj.job.running:
         st.rerun()
-    with st.container(border=True, key="plan_job"):
-        c1, c2 = st.columns([5, 1], vertical_alignment="center")
-        c1.markdown(f":material/hourglass_top: {workspace.job_running_text(pj)} so far. The rest of the app stays "
-                    "usable; its plan becomes the current one when it finishes (if the config is still the same).")
-        if c2.button("Cancel", key="plan_job_cancel", icon=":material/cancel:", width="stretch"):
-            workspace.cancel_job()
-            st.rerun()
+    if workspace.job_box("plan_job", "plan_job_cancel",
+                         f"{workspace.job_running_text(pj)} so far. The rest of the app stays usable; its plan "
+                         "becomes the current one when it finishes (if the config is still the same)."):
+        workspace.cancel_job()
+        st.rerun()
 
 
 def previous(p) -> None:

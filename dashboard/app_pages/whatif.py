@@ -13,7 +13,7 @@ from pathlib import Path
 import streamlit as st
 
 import engine
-from dashboard import jobs, services, state, views, whatif
+from dashboard import jobs, services, state, views, whatif, workspace
 from dashboard.state import CurrentPlan
 from dashboard.text import md
 from engine.replan import read_old_plan, replan
@@ -62,14 +62,12 @@ def sweep_progress() -> None:
         return
     if not job["job"].running:
         st.rerun()
-    with st.container(border=True, key="whatif_sweep_running"):
-        c1, c2 = st.columns([5, 1], vertical_alignment="center")
-        c1.markdown(f":material/hourglass_top: Sweeping {job['points']} points: {job['job'].elapsed_s:.0f} s so far. "
-                    "The rest of the app stays usable.")
-        if c2.button("Cancel", key="whatif_sweep_cancel", icon=":material/cancel:", width="stretch"):
-            job["job"].close()
-            st.session_state.pop(SWEEP_JOB, None)
-            st.rerun()
+    if workspace.job_box("whatif_sweep_running", "whatif_sweep_cancel",
+                         f"Sweeping {job['points']} points: {job['job'].elapsed_s:.0f} s so far. The rest of the app "
+                         "stays usable."):
+        job["job"].close()
+        st.session_state.pop(SWEEP_JOB, None)
+        st.rerun()
 
 
 def collect_sweep() -> None:

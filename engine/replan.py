@@ -23,12 +23,16 @@ from engine.config import _read_json
 from engine.enumerate import Option, all_table_options
 from engine.errors import ConfigError, PlanningError
 from engine.evaluate import evaluate
-from engine.partition import FreeShards, Placement, Work, _best_move, _best_swap
+from engine.partition import FREE_PLACEMENT, FreeShards, Placement, Work, _best_move, _best_swap
 from engine.planfile import placement_problem
 from engine.planner import PlannerSettings, plan, rules_of, to_table_plan
 from engine.types import ComputeKernel, Config, Plan, ShardingType, TablePlan
 
 MAX_CANDIDATES = 16  # options tried per table placed around the kept ones, cheapest first
+# Without a byte limit, the re-plan buys speed with moved bytes only down to this far above the slowest rank of a
+# plan from scratch (in the search's own load figures): past it, every move is a byte that need not move.
+STEP_SLACK = 0.03
+REPLAN_STEP_TOLERANCE = 1.05  # an attempt this close to the plan from scratch is as fast
 
 
 @dataclass(frozen=True)
@@ -231,32 +235,95 @@ def _peak_with(pl: Placement, opt: Option, ranks: np.ndarray) -> float:
     return float(load.max())
 
 
-def _place_rest(pl: Placement, options: list[list[Option]], tables: list[int], work: Work) -> list[int]:
-    """Place each table around what is there (heaviest first): of its cheapest options, the one that leaves the
-    lowest peak. Returns the tables that found no room."""
+def _affine_ranks(pl: Placement, opt: Option, old_pieces: np.ndarray) -> np.ndarray | None:
+    """Ranks for a freely placed option that keep each shard where the earlier plan held most of its region (when
+    it fits there and the rules allow it; the shards holding the most earlier elements choose first), the least
+    loaded fitting rank otherwise; None when a shard fits nowhere."""
+    w, n = pl.topo.world_size, opt.num_shards
+    allowed = pl.rules.allowed(pl, opt.table) if pl.rules is not None else None
+    load, hbm, ddr = pl.load.copy(), pl.hbm.copy(), pl.ddr.copy()
+    h, d, cost = opt.est.hbm_bytes, opt.est.ddr_bytes, opt.cost_ms
+    held = np.zeros((n, w))  # elements of shard j that rank r held
+    ranks = old_pieces[:, 0]
+    inside = ranks < w
+    for j in range(n):
+        r0, c0 = int(opt.offsets[j][0]), int(opt.offsets[j][1])
+        r1, c1 = r0 + int(opt.sizes[j][0]), c0 + int(opt.sizes[j][1])
+        rows = np.clip(np.minimum(r1, old_pieces[:, 2]) - np.maximum(r0, old_pieces[:, 1]), 0, None)
+        cols = np.clip(np.minimum(c1, old_pieces[:, 4]) - np.maximum(c0, old_pieces[:, 3]), 0, None)
+        np.add.at(held[j], ranks[inside], (rows * cols)[inside].astype(np.float64))
+    out = np.full(n, -1, dtype=np.int64)
+    used = np.zeros(w, dtype=bool)
+
+    def take(j: int, r: int) -> None:
+        out[j] = r
+        used[r] = True
+        load[r] += cost[j]
+        hbm[r] += h[j]
+        ddr[r] += d[j]
+
+    def fitting(j: int) -> np.ndarray:
+        ok = (hbm + h[j] <= pl.hbm_cap) & (ddr + d[j] <= pl.ddr_cap)
+        return ok & allowed if allowed is not None else ok
+
+    for j in sorted(range(n), key=lambda j: (-held[j].max(), j)):  # first: shards that go home
+        home = fitting(j) & (held[j] > 0)
+        if home.any():
+            pick = np.flatnonzero(home)
+            take(j, int(pick[np.lexsort((load[pick], -held[j][pick]))[0]]))
+    for j in np.flatnonzero(out < 0):  # then the rest, least loaded first
+        ok = fitting(int(j))
+        if not ok.any():
+            return None
+        pick = np.flatnonzero(ok & ~used if (ok & ~used).any() else ok)
+        take(int(j), int(pick[np.argmin(load[pick])]))
+    return out
+
+
+def _place_rest(cfg: Config, old: dict[str, OldTable], pl: Placement, options: list[list[Option]],
+                tables: list[int], work: Work, target_peak: float) -> list[int]:
+    """Place each table around what is there (heaviest first). Its candidates: its cheapest options on the ranks
+    the search would pick, and, for a table the earlier plan had, its options of the earlier sharding type kept
+    as near the earlier ranks as they fit. Of the candidates that keep the slowest rank within `target_peak` (or
+    the lowest peak, when none does), the one that moves the fewest bytes, then the lowest peak. Returns the
+    tables that found no room."""
     unplaced = []
     order = sorted(tables, key=lambda t: (-min(o.total_cost_ms for o in options[t]), t))
     for t in order:
-        best = None
-        for opt in sorted(options[t], key=lambda o: o.total_cost_ms)[:MAX_CANDIDATES]:
+        name = cfg.tables[t].name
+        o = old.get(name)
+        pieces = None if o is None else _old_pieces(o, cfg.tables[t].num_embeddings, cfg.tables[t].embedding_dim)
+        cheapest = sorted(options[t], key=lambda x: x.total_cost_ms)
+        tried = cheapest[:MAX_CANDIDATES]
+        if o is not None:
+            tried += [x for x in cheapest[MAX_CANDIDATES:] if x.sharding_type is o.sharding_type][:MAX_CANDIDATES]
+        found = []  # (peak, moved bytes, cost, option, ranks)
+        for opt in tried:
             work.spend()
-            ranks = pl.find_ranks(opt)
-            if ranks is None:
-                continue
-            key = (_peak_with(pl, opt, ranks), opt.total_cost_ms)
-            if best is None or key < best[0]:
-                best = (key, opt, ranks)
-        if best is None:
+            choices = [pl.find_ranks(opt)]
+            if pieces is not None and opt.sharding_type in FREE_PLACEMENT and not (
+                    pl.rules is not None and t in pl.rules.fixed):
+                choices.append(_affine_ranks(pl, opt, pieces))
+            for ranks in choices:
+                if ranks is None or not pl.fits(opt, ranks):
+                    continue
+                moved = 0.0 if o is None else sum(_piece_bytes_moved(cfg, old, opt, j, int(r))
+                                                  for j, r in enumerate(ranks))
+                found.append((_peak_with(pl, opt, ranks), moved, opt.total_cost_ms, opt, ranks))
+        if not found:
             unplaced.append(t)
-        else:
-            pl.add(best[1], best[2])
+            continue
+        limit = max(target_peak, min(f[0] for f in found))
+        best = min(found, key=lambda f: (f[0] > limit * (1 + 1e-9), f[1], f[0], f[2]))
+        pl.add(best[3], best[4])
     return unplaced
 
 
-def _improve_within(cfg: Config, pl: Placement, old: dict[str, OldTable], budget: float, work: Work) -> tuple[
-        float, int]:
+def _improve_within(cfg: Config, pl: Placement, old: dict[str, OldTable], budget: float, work: Work,
+                    stop_peak: float = 0.0) -> tuple[float, int]:
     """Moves and swaps of table-wise and column-wise shards off the slowest rank, each kept only while the bytes
-    moved so far stay within `budget`. Returns the bytes the moves add and how many were made."""
+    moved so far stay within `budget`, until the slowest rank is at or below `stop_peak`. Returns the bytes the
+    moves add and how many were made."""
     fs = FreeShards(pl)
     spent, steps = 0.0, 0
 
@@ -268,6 +335,8 @@ def _improve_within(cfg: Config, pl: Placement, old: dict[str, OldTable], budget
     while len(fs.t) and not work.done():
         b = int(np.argmax(pl.load))
         peak = float(pl.load[b])
+        if peak <= stop_peak:
+            break
         best, best_val = None, peak - 1e-12
         on_b = np.flatnonzero(fs.r == b)
         work.spend(max(len(on_b), 1))
@@ -297,15 +366,16 @@ def _improve_within(cfg: Config, pl: Placement, old: dict[str, OldTable], budget
     return spent, steps
 
 
-def _keep(cfg: Config, old: dict[str, OldTable], options: list[list[Option]], pl: Placement) -> tuple[
-        list[int], list[int]]:
-    """Put every table that can stay on its earlier ranks there, in config order. (Making room for a grown table
-    by sending smaller ones away was tried: on the bench cases it moved more bytes in the end, 42-49% of a plan
-    from scratch against 14-35%.) Returns (kept tables, tables to place)."""
+def _keep(cfg: Config, old: dict[str, OldTable], options: list[list[Option]], pl: Placement,
+          skip: frozenset[int] = frozenset()) -> tuple[list[int], list[int]]:
+    """Put every table that can stay on its earlier ranks there, in config order, except the tables in `skip`.
+    (Making room for a grown table by sending smaller ones away was tried: on the bench cases it moved more bytes
+    in the end, 42-49% of a plan from scratch; re-placing the grown table itself near its old shards is the second
+    attempt of `replan`.) Returns (kept tables, tables to place)."""
     w = cfg.topology.world_size
     kept, rest = [], []
     for i, t in enumerate(cfg.tables):
-        o = old.get(t.name)
+        o = old.get(t.name) if i not in skip else None
         found = _old_option(options[i], o, w) if o is not None else None
         allowed = pl.rules.allowed(pl, i) if pl.rules is not None and found is not None else None
         if allowed is not None and not allowed[found[1]].all():
@@ -321,7 +391,8 @@ def _keep(cfg: Config, old: dict[str, OldTable], options: list[list[Option]], pl
 @dataclass(frozen=True)
 class Replan:
     plan: Plan  # the re-plan
-    kept: Optional[Plan]  # the earlier placement kept as it is, new and changed tables placed around it
+    kept: Optional[Plan]  # the earlier placement kept as it is, new and changed tables placed around it (before
+    # the moves that improve the slowest rank; of the attempt the re-plan comes from)
     scratch: Plan  # a plan from scratch of the new config, same settings
     moves: Moves
     kept_moves: Optional[Moves]
@@ -349,42 +420,119 @@ class Replan:
         }
 
 
+def _as_old(tp: TablePlan) -> OldTable:
+    shards = None if tp.shards is None else tuple(
+        (s.offsets[0], s.offsets[1], s.sizes[0], s.sizes[1], s.rank) for s in tp.shards)
+    return OldTable(tp.sharding_type, tp.compute_kernel, tuple(tp.ranks), shards)
+
+
+def _search_peak(cfg: Config, options: list[list[Option]], tables: dict[str, TablePlan]) -> float:
+    """The slowest rank of a plan in the search's own load figures (0.0 when an option cannot be matched)."""
+    load = np.zeros(cfg.topology.world_size)
+    for i, t in enumerate(cfg.tables):
+        found = _old_option(options[i], _as_old(tables[t.name]), cfg.topology.world_size)
+        if found is None:
+            return 0.0
+        np.add.at(load, found[1], found[0].cost_ms)
+    return float(load.max())
+
+
+def _changed(cfg: Config, old: dict[str, OldTable]) -> frozenset[int]:
+    """Tables whose rows or columns differ from the earlier plan's shards (grown, shrunk or widened)."""
+    out = set()
+    for i, t in enumerate(cfg.tables):
+        o = old.get(t.name)
+        if o is not None and o.shards is not None and (max(r0 + nr for r0, _, nr, _, _ in o.shards),
+                                                        max(c0 + nc for _, c0, _, nc, _ in o.shards)) != (
+                                                           t.num_embeddings, t.embedding_dim):
+            out.add(i)
+    return frozenset(out)
+
+
+@dataclass
+class _Attempt:
+    kept_idx: list[int]
+    rest: list[int]
+    unplaced: list[int]
+    tables: Optional[dict[str, TablePlan]] = None
+    kept: Optional[Plan] = None
+    kept_moves: Optional[Moves] = None
+    steps: int = 0
+    refusal: Optional[PlanningError] = None
+
+
+def _attempt(cfg: Config, old: dict[str, OldTable], options: list[list[Option]], settings: PlannerSettings,
+             deadline: float, skip: frozenset[int], target_peak: float, budget: float,
+             max_move_bytes: Optional[int]) -> _Attempt:
+    """One re-plan: keep what can stay (but the tables in `skip`), place the rest, then improve within the
+    budget."""
+    work = Work(budget=float(settings.effort), world_size=cfg.topology.world_size, deadline=deadline)
+    pl = Placement(cfg.topology, rules=rules_of(cfg))
+    kept_idx, rest = _keep(cfg, old, options, pl, skip)
+    unplaced = _place_rest(cfg, old, pl, options, rest, work, target_peak)
+    if not unplaced and placement_problem(cfg, {cfg.tables[t].name: to_table_plan(pl.choice[t], pl.ranks[t])
+                                                for t in range(len(cfg.tables))}) is not None:
+        unplaced = [t for t in range(len(cfg.tables)) if t in (pl.rules.fixed if pl.rules else ())]
+    a = _Attempt(kept_idx, rest, unplaced)
+    if unplaced:
+        return a
+    a.kept = evaluate(cfg, {cfg.tables[t].name: to_table_plan(pl.choice[t], pl.ranks[t])
+                            for t in range(len(cfg.tables))}, planner="engine")
+    a.kept_moves = moved_bytes(cfg, old, a.kept.tables)
+    if a.kept_moves.total_bytes > budget:
+        a.refusal = PlanningError(
+            f"Keeping every table that can stay where it was still moves {a.kept_moves.total_bytes:,} bytes "
+            f"(grown or re-split tables), more than --max-move-bytes {max_move_bytes:,}.",
+            fixes=(f"allow at least {a.kept_moves.total_bytes:,} bytes (--max-move-bytes)",))
+        return a
+    # Without a byte limit, stop buying speed with bytes once near the plan from scratch; with one, go on.
+    stop = target_peak if max_move_bytes is None else 0.0
+    _, a.steps = _improve_within(cfg, pl, old, budget - a.kept_moves.total_bytes, work, stop)
+    a.tables = {cfg.tables[t].name: to_table_plan(pl.choice[t], pl.ranks[t]) for t in range(len(cfg.tables))}
+    return a
+
+
 def replan(cfg: Config, old: dict[str, OldTable], max_move_bytes: Optional[int] = None,
            settings: PlannerSettings = PlannerSettings()) -> Replan:
-    """The re-plan of `cfg` from the earlier plan `old` (see the module's docstring)."""
+    """The re-plan of `cfg` from the earlier plan `old` (see the module's docstring). Two attempts: every table
+    that fits stays where it was; and the same with grown or re-shaped tables placed last, near their earlier
+    ranks, so a grown table re-splits around its old shards instead of pushing others off theirs. The attempt
+    that moves fewer bytes at a slowest rank within 5% of a plan from scratch wins (else the faster one)."""
     start = time.perf_counter()
     scratch = plan(cfg, settings)
     scratch_tables = scratch.tables
     options = all_table_options(cfg)
-    w = cfg.topology.world_size
-    work = Work(budget=float(settings.effort), world_size=w, deadline=start + settings.time_budget_s)
-    pl = Placement(cfg.topology, rules=rules_of(cfg))
-    kept_idx, rest = _keep(cfg, old, options, pl)
-    unplaced = _place_rest(pl, options, rest, work)
     budget = float("inf") if max_move_bytes is None else float(max_move_bytes)
+    target_peak = _search_peak(cfg, options, scratch_tables) * (1 + STEP_SLACK)
+    deadline = start + settings.time_budget_s
+    changed = _changed(cfg, old)
+    attempts = [_attempt(cfg, old, options, settings, deadline, frozenset(), target_peak, budget, max_move_bytes)]
+    if changed:
+        attempts.append(_attempt(cfg, old, options, settings, deadline, changed, target_peak, budget,
+                                 max_move_bytes))
     new_names = tuple(t.name for t in cfg.tables if t.name not in old)
-    kept: Optional[Plan] = None
-    kept_moves: Optional[Moves] = None
+    first = attempts[0]
+    results = []
+    for a in attempts:
+        if a.tables is None:
+            continue
+        ev = evaluate(cfg, a.tables, planner="engine")
+        results.append((ev.max_rank_cost_ms > scratch.max_rank_cost_ms * REPLAN_STEP_TOLERANCE,
+                        moved_bytes(cfg, old, ev.tables).total_bytes, ev.max_rank_cost_ms, a))
     candidate: Optional[dict[str, TablePlan]] = None
-    if not unplaced and placement_problem(cfg, {cfg.tables[t].name: to_table_plan(pl.choice[t], pl.ranks[t])
-                                                for t in range(len(cfg.tables))}) is not None:
-        unplaced = [t for t in range(len(cfg.tables)) if t in (pl.rules.fixed if pl.rules else ())]
-    if unplaced:  # the kept tables leave no room for these: nothing short of moving them helps
-        names = ", ".join(cfg.tables[t].name for t in unplaced[:3])
-        note = f"the earlier placement leaves no room for {names}: re-planned from scratch"
+    best = first
+    if results:
+        best = min(results, key=lambda r: r[:3])[3]
+        candidate = best.tables
+        note = (f"re-planned from the earlier plan: {len(best.kept_idx)} of {len(cfg.tables)} tables kept their "
+                f"ranks, {len(best.rest)} placed around them, then {best.steps} moves of shards within the byte "
+                "limit")
     else:
-        kept = evaluate(cfg, {cfg.tables[t].name: to_table_plan(pl.choice[t], pl.ranks[t]) for t in range(len(
-            cfg.tables))}, planner="engine")
-        kept_moves = moved_bytes(cfg, old, kept.tables)
-        if kept_moves.total_bytes > budget:
-            raise PlanningError(
-                f"Keeping every table that can stay where it was still moves {kept_moves.total_bytes:,} bytes "
-                f"(grown or re-split tables), more than --max-move-bytes {max_move_bytes:,}.",
-                fixes=(f"allow at least {kept_moves.total_bytes:,} bytes (--max-move-bytes)",))
-        _, steps = _improve_within(cfg, pl, old, budget - kept_moves.total_bytes, work)
-        candidate = {cfg.tables[t].name: to_table_plan(pl.choice[t], pl.ranks[t]) for t in range(len(cfg.tables))}
-        note = (f"re-planned from the earlier plan: {len(kept_idx)} of {len(cfg.tables)} tables kept their ranks, "
-                f"{len(rest)} placed around them, then {steps} moves of shards within the byte limit")
+        refusals = [a.refusal for a in attempts if a.refusal is not None]
+        if refusals:
+            raise refusals[0]
+        names = ", ".join(cfg.tables[t].name for t in first.unplaced[:3])
+        note = f"the earlier placement leaves no room for {names}: re-planned from scratch"
     result = evaluate(cfg, candidate if candidate is not None else scratch_tables, planner="engine",
                       planning_seconds=time.perf_counter() - start, lower_bound_ms=scratch.lower_bound_ms,
                       notes=(note,))
@@ -393,8 +541,7 @@ def replan(cfg: Config, old: dict[str, OldTable], max_move_bytes: Optional[int] 
         raise PlanningError(f"{note}, which moves {moves.total_bytes:,} bytes, more than --max-move-bytes "
                             f"{max_move_bytes:,}.", fixes=("allow more bytes to move", "add memory or ranks"))
     kept_on = tuple(t.name for t in cfg.tables if t.name in old and t.name not in moves.by_table)
-    return Replan(plan=result, kept=kept, scratch=scratch, moves=moves, kept_moves=kept_moves,
+    return Replan(plan=result, kept=best.kept, scratch=scratch, moves=moves, kept_moves=best.kept_moves,
                   scratch_moves=moved_bytes(cfg, old, scratch_tables), kept_tables=kept_on,
                   moved_tables=tuple(moves.by_table), new_tables=new_names,
                   checkpoint=checkpoint_breaks(cfg, old, result.tables), max_move_bytes=max_move_bytes)
-

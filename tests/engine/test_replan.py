@@ -12,7 +12,7 @@ import pytest
 
 import engine
 from bench.replan import grow
-from bench.suite import synthetic
+from bench.suite import criteo_1tb, synthetic
 from engine.replan import checkpoint_breaks, moved_bytes, read_old_plan, replan
 from engine.types import ComputeKernel, Shard, ShardingType, TablePlan
 
@@ -85,6 +85,22 @@ def test_grown_tables_move_a_fraction_of_what_a_plan_from_scratch_moves() -> Non
     assert r.kept is not None and r.plan.max_rank_cost_ms <= r.kept.max_rank_cost_ms
     assert len(r.kept_tables) >= 150 and not r.new_tables
     assert r.plan.notes[0].startswith("re-planned from the earlier plan")
+
+
+def test_a_grown_table_re_splits_around_its_old_shards_instead_of_pushing_others_off() -> None:
+    """criteo-1tb on 8 ranks, cat_0 (40M rows, column-wise on two ranks) grown 2x: kept where it was it crowds out
+    the column-wise shards beside it (35% of the bytes a plan from scratch moves, before the second attempt);
+    re-split into four column shards, two stay home and only its other half moves."""
+    raw = engine.config_to_dict(engine.parse_config(criteo_1tb(8)))
+    old = read_old_plan(engine.plan_to_dict(engine.plan(engine.parse_config(raw))))
+    r = replan(engine.parse_config(grow(raw)), old)
+    assert 0 < r.moves.total_bytes <= 0.2 * r.scratch_moves.total_bytes
+    assert r.plan.max_rank_cost_ms <= 1.05 * r.scratch.max_rank_cost_ms
+    grown = r.plan.tables["cat_0"]
+    old_ranks = {s[4] for s in old["cat_0"].shards}
+    assert len(grown.shards) > len(old["cat_0"].shards)  # re-split
+    assert old_ranks <= {s.rank for s in grown.shards}  # its old ranks keep part of it
+    assert set(r.moves.by_table) - {"cat_0"} <= {t for t, b in r.moves.by_table.items() if b < 2**20}
 
 
 def test_the_byte_limit_holds(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the planner needs into the project's virtual environment .venv (never the system's Python):
 # the Python packages (CPU builds) and this project itself (editable, with its console commands), and with
-# --dev also the test extras and the system packages the tests run for real (PostgreSQL, Chromium, Slurm).
+# --dev also the test extras and the system packages the tests run for real (PostgreSQL, Chromium, Slurm, nginx).
 # PYTHON names the interpreter that creates .venv (default python3). Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,7 +45,7 @@ VPY="$VENV/bin/python"
 
 if [ "$dev" = 1 ]; then
   missing=""
-  for p in postgresql chromium slurm-wlm; do
+  for p in postgresql chromium slurm-wlm nginx; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
   done
   if [ -n "$missing" ]; then

@@ -220,7 +220,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("replan", help="re-plan a changed config from an earlier plan, moving few bytes")
     p.add_argument("config", metavar="CONFIG.json")
     p.add_argument("--from", dest="from_plan", required=True, metavar="PLAN.json",
-                   help="the earlier plan (python -m engine plan --json, or a saved plan's JSON)")
+                   help="the earlier plan: a plan file (python -m engine plan --json) or a saved plan's bundle "
+                        "(python -m db export TOKEN --out FILE)")
     p.add_argument("--max-move-bytes", type=_bytes, metavar="N",
                    help="most bytes (weights and optimizer state) to move between ranks (default: no limit)")
     p.add_argument("--effort", type=_effort, default=PlannerSettings.effort, metavar="UNITS")

@@ -52,11 +52,13 @@ def _int(v: Any, path: str, lo: int = 0) -> int:
 
 
 def read_old_plan(data: Any, source: str = "--from") -> dict[str, OldTable]:
-    """The earlier plan's tables from plan JSON (the whole file or its "plan" object)."""
+    """The earlier plan's tables from plan JSON (the whole file, its "plan" object, or a saved plan's bundle)."""
     if isinstance(data, dict) and "tables" in data and "topology" in data:
         raise ConfigError(source, "is a config, not a plan: give the earlier plan (python -m engine plan --json)")
+    if isinstance(data, dict) and "bundle_version" in data and isinstance(data.get("plan"), dict):
+        data = data["plan"]  # a saved plan's bundle (python -m db export TOKEN) holds its plan file
     if isinstance(data, dict) and isinstance(data.get("plan"), dict):
-        data = data["plan"]
+        data = data["plan"]  # a plan file: its tables are under "plan"
     if not isinstance(data, dict) or not data:
         raise ConfigError(source, "must be a plan file (python -m engine plan --json) with a \"plan\" object")
     out = {}

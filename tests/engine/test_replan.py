@@ -4,6 +4,7 @@ region, tables kept where they were, the byte limit honoured, checkpoint breaks 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -126,6 +127,31 @@ def test_the_byte_limit_holds(tmp_path: Path) -> None:
         refused = cli("replan", str(new_path), "--from", str(old_path), "--max-move-bytes", str(limit - 1))
         assert refused.returncode == 2 and "more than --max-move-bytes" in refused.stderr
         assert len(refused.stderr.strip().splitlines()) == 1
+
+
+def test_replan_from_a_saved_plan_by_its_token(tmp_path: Path) -> None:
+    """A plan saved in the store (real SQLite file, real `python -m db` processes) is re-planned from its token:
+    `db export TOKEN --out FILE`, then `engine replan --from FILE`; the same figures as from the plan file."""
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'store.sqlite'}"}
+    raw = engine.config_to_dict(engine.parse_config(synthetic(60, 8, seed=2)))
+    (tmp_path / "old.json").write_text(json.dumps(raw))
+    (tmp_path / "new.json").write_text(json.dumps(grow(raw)))
+    assert cli("plan", str(tmp_path / "old.json"), "--out", str(tmp_path / "plan.json")).returncode == 0
+
+    def db(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "db", *args], capture_output=True, text=True, cwd=ROOT,
+                              env=env, timeout=300)
+
+    saved = db("save", "--config", str(tmp_path / "old.json"), "--plan", str(tmp_path / "plan.json"))
+    assert saved.returncode == 0, saved.stderr
+    token = saved.stdout.strip().splitlines()[-1]
+    assert db("export", token, "--out", str(tmp_path / "bundle.json")).returncode == 0
+    by_token = json.loads(cli("replan", str(tmp_path / "new.json"), "--from", str(tmp_path / "bundle.json"),
+                              "--json").stdout)
+    by_file = json.loads(cli("replan", str(tmp_path / "new.json"), "--from", str(tmp_path / "plan.json"),
+                             "--json").stdout)
+    assert by_token["replan"] == by_file["replan"] and by_token["replan"]["kept_tables"] > 0
+    assert by_token["plan"]["plan"] == by_file["plan"]["plan"]  # (planning_seconds is the only other difference)
 
 
 @pytest.mark.parametrize("make, message", [

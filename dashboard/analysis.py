@@ -15,7 +15,6 @@ import numpy as np
 import pandas as pd
 
 import engine
-from engine.errors import human_bytes
 
 COMPONENTS = ("fwd_compute_ms", "fwd_comms_ms", "bwd_compute_ms", "bwd_comms_ms", "input_dist_comms_ms",
               "prefetch_compute_ms")
@@ -235,8 +234,9 @@ def bottleneck(plan: dict, m: Optional[TableRankMatrix] = None, top: int = 3) ->
             out.append(f"It is {(vs - 1) * 100:.1f}% above the lower bound ({imb.lower_bound_ms:.4g} ms).")
     cap = worst.get("hbm_cap_bytes") or 0
     if cap and worst.get("hbm_bytes", 0) / cap > 0.9:
-        out.append(f"Its HBM is {worst['hbm_bytes'] / cap * 100:.0f}% full ({human_bytes(worst['hbm_bytes'])} of "
-                   f"{human_bytes(cap)}), which limits what can move to it.")
+        out.append(f"Its HBM is {worst['hbm_bytes'] / cap * 100:.0f}% full "
+                   f"({engine.human_bytes(worst['hbm_bytes'])} of {engine.human_bytes(cap)}), which limits what can "
+                   "move to it.")
     return out
 
 
@@ -273,7 +273,7 @@ def compare_frame(plans: dict[str, dict]) -> pd.DataFrame:
 def _peak_text(plan: dict) -> str:
     """'2.84 MiB HBM': the fullest rank's step peak of the memory the plan's device trains from (DDR on CPU)."""
     kind = device_memory(plan)
-    return f"{human_bytes(max((peak_bytes(r, kind) for r in plan['ranks']), default=0))} {kind.upper()}"
+    return f"{engine.human_bytes(max((peak_bytes(r, kind) for r in plan['ranks']), default=0))} {kind.upper()}"
 
 
 def summary_frame(plans: dict[str, dict], estimates: dict[str, str] | None = None) -> pd.DataFrame:

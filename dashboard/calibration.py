@@ -11,10 +11,6 @@ import math
 
 import engine
 from dashboard.presets import GBPS_TO_BYTES_PER_MS
-from engine.calibrate import BANDWIDTH_FIELDS, apply_calibration
-from engine.config import PROFILE_FIELD
-from engine.errors import ConfigError
-from engine.profile import FIXED_COSTS, parse_profile
 
 # A calibrated value survives the Topology form's GiB/s round trip (x / k * k) to about 1e-16; a hand edit
 # shown at one decimal moves it far more.
@@ -34,34 +30,35 @@ def _defaults() -> dict:
 def default_bandwidths() -> dict[str, float]:
     """TorchRec's default bandwidths, bytes/ms."""
     defaults = _defaults()
-    return {f: float(defaults[f]) for f in BANDWIDTH_FIELDS}
+    return {f: float(defaults[f]) for f in engine.BANDWIDTH_FIELDS}
 
 
 def with_default_bandwidths(topology: dict) -> dict:
     """The topology with all five bandwidths back at TorchRec's defaults and no device profile."""
-    return {k: v for k, v in {**topology, **default_bandwidths()}.items() if k != PROFILE_FIELD}
+    return {k: v for k, v in {**topology, **default_bandwidths()}.items() if k != engine.PROFILE_FIELD}
 
 
 def has_default_bandwidths(topology: dict) -> bool:
     defaults = _defaults()
-    return topology.get(PROFILE_FIELD) is None and all(isinstance(v := _effective(topology, f, defaults), (int, float))
-               and math.isclose(v, defaults[f], rel_tol=REL_TOLERANCE) for f in BANDWIDTH_FIELDS)
+    return topology.get(engine.PROFILE_FIELD) is None and all(
+        isinstance(v := _effective(topology, f, defaults), (int, float))
+        and math.isclose(v, defaults[f], rel_tol=REL_TOLERANCE) for f in engine.BANDWIDTH_FIELDS)
 
 
 def keep_profile(before: dict, after: dict) -> dict:
     """`after` (the Topology form's values, which have no profile) with `before`'s profile while the device is
     the same: the form does not drop a calibration's fixed costs."""
-    prof = before.get(PROFILE_FIELD)
-    if prof is None or after.get(PROFILE_FIELD) is not None or after.get("compute_device") != before.get(
+    prof = before.get(engine.PROFILE_FIELD)
+    if prof is None or after.get(engine.PROFILE_FIELD) is not None or after.get("compute_device") != before.get(
             "compute_device"):
         return after
-    return {**after, PROFILE_FIELD: prof}
+    return {**after, engine.PROFILE_FIELD: prof}
 
 
 def calibrated_topology(topology: dict, cal: dict) -> dict:
     """The topology with the calibration's bandwidths and profile; raises engine.ConfigError (one line) when the
     topology or the patch is not valid."""
-    patched = apply_calibration({"tables": [PROBE_TABLE], "topology": dict(topology)}, cal)
+    patched = engine.apply_calibration({"tables": [PROBE_TABLE], "topology": dict(topology)}, cal)
     return patched["topology"]
 
 
@@ -81,15 +78,15 @@ def holds(cal: dict | None, topology: dict) -> bool:
         value = _effective(topology, field, defaults)
         if not isinstance(value, (int, float)) or not math.isclose(value, fitted, rel_tol=REL_TOLERANCE):
             return False
-    return _same_profile(cal.get("profile"), topology.get(PROFILE_FIELD))
+    return _same_profile(cal.get("profile"), topology.get(engine.PROFILE_FIELD))
 
 
 def _same_profile(a: object, b: object) -> bool:
     if a is None or b is None:
         return a is b
     try:
-        return parse_profile(a) == parse_profile(b)
-    except ConfigError:
+        return engine.parse_profile(a) == engine.parse_profile(b)
+    except engine.ConfigError:
         return False
 
 
@@ -132,13 +129,13 @@ def estimates_label(settings: dict | None) -> str:
 def profile_text(cal: dict) -> str | None:
     """'Fixed costs (cpu/gloo, 1 host, 2 cores per host): 3.1 ms per step, ...', or None without a profile."""
     try:
-        prof = parse_profile(cal.get("profile"))
-    except ConfigError:
+        prof = engine.parse_profile(cal.get("profile"))
+    except engine.ConfigError:
         return None
     units = {"step_ms": "per step", "collective_ms": "per collective round", "launch_ms": "per lookup launch",
              "piece_ms": "per table piece"}
     cores = f", {prof.cores_per_host:g} cores per host" if prof.cores_per_host else ""
-    costs = ", ".join(f"{getattr(prof, k):.3g} ms {units[k]}" for k in FIXED_COSTS)
+    costs = ", ".join(f"{getattr(prof, k):.3g} ms {units[k]}" for k in engine.FIXED_COSTS)
     return f"Fixed costs ({prof.device.value}/{prof.backend}, {prof.hosts} host{'s' if prof.hosts > 1 else ''}" \
            f"{cores}): {costs}"
 

@@ -11,6 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+import engine
 from dashboard.analysis import (
     COMPONENT_LABELS,
     COMPONENTS,
@@ -23,7 +24,6 @@ from dashboard.analysis import (
 )
 from dashboard.measured import RATIO_HIGH, RATIO_LOW, ratio_text
 from dashboard.text import plotly_text
-from engine.errors import human_bytes
 
 GIB = 1024**3
 COMPONENT_COLORS = {"fwd_compute_ms": "#4C78A8", "bwd_compute_ms": "#72B7B2", "fwd_comms_ms": "#F58518",
@@ -99,8 +99,8 @@ def _memory_title(plan: dict, kind: str) -> str:
     if h is None:
         return head
     if h.free_bytes < 0:
-        return f"{head}<br><sup>rank {h.rank} is {human_bytes(-h.free_bytes)} over</sup>"
-    return f"{head}<br><sup>least headroom {human_bytes(h.free_bytes)} (rank {h.rank})</sup>"
+        return f"{head}<br><sup>rank {h.rank} is {engine.human_bytes(-h.free_bytes)} over</sup>"
+    return f"{head}<br><sup>least headroom {engine.human_bytes(h.free_bytes)} (rank {h.rank})</sup>"
 
 
 def cost_stacked(plan: dict) -> go.Figure:

@@ -11,7 +11,6 @@ from typing import Any, Optional
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import engine
-from engine.report import parameter_sharding_text
 
 # Every value that comes from a user (label, planner, module path, table names) enters the snippet only as a
 # Python literal written by `_literal` (repr, checked by ast.literal_eval), never inside a docstring or comment:
@@ -108,7 +107,8 @@ def _literal(value: Any) -> str:
 def torchrec_text(plan: dict, config: dict, module_path: str = "") -> str:
     """The plan as TorchRec prints a ShardingPlan (as in the sharding tutorial); names are Python literals."""
     scored, cfg = _engine_plan(plan, config)
-    body = ", ".join(f"{_literal(str(name))}: {parameter_sharding_text(tp, cfg)}" for name, tp in scored.tables.items())
+    body = ", ".join(f"{_literal(str(name))}: {engine.parameter_sharding_text(tp, cfg)}"
+                     for name, tp in scored.tables.items())
     return f"{{{_literal(str(module_path))}: {{{body}}}}}\n"
 
 

@@ -480,11 +480,9 @@ def new_table_row(rows: list[dict], num_embeddings: int = 1000, dim: int = 64) -
 
 def weight_bytes(rows: list[dict]) -> int:
     """Total embedding weights of the rows that have a valid shape (a quick size for the page header)."""
-    from engine.constants import DATA_TYPE_BYTES
-
     total = 0.0
     for r in rows:
         n, d = _clean(r.get("rows")), _clean(r.get("dim"))
         if isinstance(n, int) and isinstance(d, int) and n > 0 and d > 0:
-            total += n * d * DATA_TYPE_BYTES.get(str(r.get("data_type") or "fp32"), 4)
+            total += n * d * engine.DATA_TYPE_BYTES.get(str(r.get("data_type") or "fp32"), 4)
     return int(total)

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+import engine
 from dashboard import analysis
-from engine.errors import human_bytes
 
 MEMORY_KINDS = ("hbm", "ddr")
 
@@ -65,7 +65,8 @@ def headline(plan: dict) -> Headline:
 def memory_text(m: Memory) -> str:
     pct = m.share * 100
     share = "<1%" if 0 < pct < 1 else f"{pct:.0f}%"
-    return f"peak {m.kind.upper()} {human_bytes(m.peak_bytes)} of {human_bytes(m.cap_bytes)} ({share}, rank {m.rank})"
+    return (f"peak {m.kind.upper()} {engine.human_bytes(m.peak_bytes)} of {engine.human_bytes(m.cap_bytes)} "
+            f"({share}, rank {m.rank})")
 
 
 @dataclass(frozen=True)

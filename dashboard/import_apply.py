@@ -13,8 +13,6 @@ from typing import Any, Optional
 import engine
 from dashboard import grid, importers
 from dashboard.importers import one_line, shown
-from engine.config import CONSTRAINT_FIELDS, TABLE_FIELDS
-from engine.errors import one_line as escaped
 
 MAX_PROBLEMS_PER_TABLE = 12
 MAX_PROBLEMS = 500  # listed for one import; past them the check stops (a hostile file could hold millions)
@@ -61,9 +59,9 @@ def _refused(problems: list[str]) -> Outcome:
 
 
 def _key_of(rest: str, d: dict) -> Optional[str]:
-    """The key of `d` a ConfigError path names (as the error writes it, escaped; keys may hold dots or
+    """The key of `d` a ConfigError path names (as the error writes it, engine.one_line; keys may hold dots or
     brackets: the longest that fits)."""
-    written = {escaped(k): k for k in d if isinstance(k, str)}
+    written = {engine.one_line(k): k for k in d if isinstance(k, str)}
     if rest in written:
         return written[rest]
     fits = [w for w in written if rest.startswith((w + "[", w + "."))]
@@ -74,12 +72,12 @@ def _label(key: str) -> str:
     """A field as the grid labels it (dim, rows...), else the engine's name, else the user's key quoted."""
     if key in grid.FIELD_COLUMNS:
         return grid.LABELS[grid.FIELD_COLUMNS[key]]
-    return key if key in TABLE_FIELDS + CONSTRAINT_FIELDS else shown(key)
+    return key if key in engine.TABLE_FIELDS + engine.CONSTRAINT_FIELDS else shown(key)
 
 
 def _repair(table: dict, cons: Optional[dict], name: str, field: str) -> Optional[str]:
     """Put a stand-in for (or drop) the field a ConfigError names; its label, or None when it is not a field."""
-    for prefix, d in (("tables[0].", table), (f"constraints.{escaped(name)}.", cons)):
+    for prefix, d in (("tables[0].", table), (f"constraints.{engine.one_line(name)}.", cons)):
         key = _key_of(field[len(prefix):], d) if d is not None and field.startswith(prefix) else None
         if key is None:
             continue
@@ -107,7 +105,7 @@ def _table_problems(raw: Any, raw_cons: Any, where: str) -> list[str]:
             engine.parse_config(cfg)
             return problems
         except engine.ConfigError as e:
-            if e.field == f"constraints.{escaped(key)}":
+            if e.field == f"constraints.{engine.one_line(key)}":
                 problems.append(f"{where}: constraints: {e.message}")
                 cons = None
                 continue

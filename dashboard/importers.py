@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+import engine
 from dashboard import snippet
-from engine.jsonsafe import JsonError, loads
 
 TABLE_KEYS = snippet.TABLE_KEYS
 MAX_TABLES = snippet.MAX_TABLES
@@ -81,8 +81,8 @@ def decode(data: str | bytes) -> str:
 def from_json(text: str) -> Imported:
     """A whole config ({"tables", "constraints", "topology"}), {"tables": [...]}, or a bare list of tables."""
     try:
-        data = loads(text, "the text")
-    except JsonError as e:
+        data = engine.json_loads(text, "the text")
+    except engine.JsonError as e:
         raise ImportFormatError(str(e)) from None
     if isinstance(data, list):
         data = {"tables": data}

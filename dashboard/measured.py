@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+import engine
 from dashboard import calibration as calib
-from engine.errors import human_bytes
 
 RATIO_LOW, RATIO_HIGH = 0.8, 1.25  # measured / estimated inside this band: the estimate holds
 MEASURED_TIME = ("step_ms", "measured_ms", "iteration_ms")  # db.compare.MEASURED_TIME_METRIC first
@@ -134,8 +134,8 @@ def _time_flag(row: pd.Series, kind: str, device: str) -> Flag:
 def _memory_flag(row: pd.Series, kind: str, device: str) -> Flag:
     q = row["memory_ratio"]
     text = (f"Memory: rank {int(row['rank'])}'s peak was {ratio_text(q)} the estimate "
-            f"({human_bytes(int(row['measured_bytes']))} measured, {human_bytes(int(row['estimated_bytes']))} "
-            "estimated). ")
+            f"({engine.human_bytes(int(row['measured_bytes']))} measured, "
+            f"{engine.human_bytes(int(row['estimated_bytes']))} estimated). ")
     if q > 1:
         text += ("Keep that headroom before a run of this plan runs out of memory: raise the HBM reserved for the "
                  "rest of the model on Topology, or plan for more memory per rank.")
@@ -205,7 +205,7 @@ def latest_run(runs: list) -> object | None:
 def rank_table(frame: pd.DataFrame) -> pd.DataFrame:
     """run_frame for reading: ratios (measured / estimated) as text, bytes in binary units, shards as yes/no."""
     def size(v: object) -> str:
-        return "" if v is None or pd.isna(v) else human_bytes(int(v))
+        return "" if v is None or pd.isna(v) else engine.human_bytes(int(v))
 
     return pd.DataFrame({
         "rank": frame["rank"], "measured ms": frame["measured_ms"], "estimated ms": frame["estimated_ms"],

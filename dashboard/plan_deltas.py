@@ -12,9 +12,9 @@ from typing import Optional
 
 import pandas as pd
 
+import engine
 from dashboard.analysis import device_memory, headroom, imbalance, peak_bytes
 from dashboard.measured import ratio_text
-from engine.errors import human_bytes
 
 MIB = 1024**2
 SAME_WITHIN = 1e-9  # relative: closer than this, neither plan is better
@@ -92,7 +92,7 @@ def value_text(value: Optional[float], unit: str) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "n/a"
     if unit == "bytes":
-        return human_bytes(int(value))
+        return engine.human_bytes(int(value))
     if unit == "ratio":
         return ratio_text(value)
     if unit == "x":
@@ -107,7 +107,7 @@ def change_text(a: Optional[float], b: Optional[float], unit: str) -> str:
     d = b - a
     sign = "+" if d > 0 else "-" if d < 0 else "±"
     if unit == "bytes":
-        return f"{sign}{human_bytes(int(abs(d)))}"
+        return f"{sign}{engine.human_bytes(int(abs(d)))}"
     if unit in ("x", "ratio"):
         return f"{sign}{abs(d):.3f}x"
     return f"{sign}{abs(d):.4g} {unit}"

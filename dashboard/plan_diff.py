@@ -12,7 +12,6 @@ import numpy as np
 import pandas as pd
 
 import engine
-from engine.errors import human_bytes
 
 SAME, RENUMBERED, MOVES = "same ranks", "renumbered ranks only", "moves"
 ONLY_BASE, ONLY_OTHER = "only in A", "only in B"
@@ -324,9 +323,9 @@ def moved_sentence(d: PlanDiff) -> str:
 def bytes_sentence(d: PlanDiff) -> str:
     """How many bytes would cross ranks, under the best renumbering and as numbered (plain text)."""
     share = d.moved_bytes / d.total_bytes * 100 if d.total_bytes else 0.0
-    text = (f"Going from A to B moves {human_bytes(int(d.moved_bytes))} of weights and optimizer state between "
-            f"ranks ({share:.1f}% of the {human_bytes(int(d.total_bytes))} B places)")
+    text = (f"Going from A to B moves {engine.human_bytes(int(d.moved_bytes))} of weights and optimizer state between "
+            f"ranks ({share:.1f}% of the {engine.human_bytes(int(d.total_bytes))} B places)")
     if d.renumbered:
         return (text + f", once the ranks are renumbered to keep the most in place ({d.renumbering()}); "
-                f"{human_bytes(int(d.moved_bytes_as_numbered))} with the ranks as numbered.")
+                f"{engine.human_bytes(int(d.moved_bytes_as_numbered))} with the ranks as numbered.")
     return text + "; no renumbering of the ranks keeps more in place."

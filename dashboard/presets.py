@@ -8,7 +8,7 @@ import math
 import random
 from dataclasses import dataclass
 
-from engine.workloads import CRITEO_1TB_EMBEDDING_DIM, CRITEO_1TB_MULTI_HOT, CRITEO_1TB_ROWS
+import engine
 
 GIB = 1024**3
 # Bandwidths are entered in GiB/s (TorchRec's constants say GB/s but count 2**30 bytes); configs hold bytes per ms.
@@ -21,9 +21,9 @@ TUTORIAL_TOPOLOGY = {"world_size": 2, "local_world_size": 2, "compute_device": "
 # MLPerf Training DLRM-DCNv2 on Criteo 1TB (TorchRec's torchrec_dlrm reference): 26 categorical features,
 # embedding_dim 128, cardinalities capped at 40M (--num_embeddings_per_feature) and the multi-hot sizes
 # of the synthetic multi-hot dataset (--multi_hot_sizes), used here as pooling factors.
-DLRM_CRITEO_1TB_ROWS = CRITEO_1TB_ROWS
-DLRM_CRITEO_1TB_MULTI_HOT = CRITEO_1TB_MULTI_HOT
-DLRM_EMBEDDING_DIM = CRITEO_1TB_EMBEDDING_DIM
+DLRM_CRITEO_1TB_ROWS = engine.CRITEO_1TB_ROWS
+DLRM_CRITEO_1TB_MULTI_HOT = engine.CRITEO_1TB_MULTI_HOT
+DLRM_EMBEDDING_DIM = engine.CRITEO_1TB_EMBEDDING_DIM
 # The reference run: global batch 16384 over 8 GPUs with row-wise Adagrad on the embeddings.
 DLRM_TOPOLOGY = {"world_size": 8, "local_world_size": 8, "compute_device": "cuda", "batch_size": 2048,
                  "optimizer": "rowwise_adagrad"}
@@ -149,8 +149,6 @@ def gpu_topology(key: str, base: dict) -> dict:
 
 def _full(topo: dict) -> dict | None:
     """A topology with every default written out (config units); None when the engine refuses it."""
-    import engine
-
     try:
         return engine.config_to_dict(engine.parse_config({"tables": [PROBE_TABLE], "topology": topo}))["topology"]
     except engine.ConfigError:

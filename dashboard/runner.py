@@ -21,8 +21,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
+import engine
 from db.runsink import record_result
-from engine.validate.types import RunStatus
 
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = {"dryrun": "Kernel dry-run (this machine, ranks one after another)",
@@ -181,12 +181,12 @@ def _finish(store, run_id: int, active: Active, rc: int, err_lines: list[str]) -
         return
     data = _printed_result(active.workdir)
     if active.cancelled or rc in (EXIT_CANCELLED, -signal.SIGTERM):
-        record_result(store, run_id, data, RunStatus.CANCELLED, "cancelled by the user")
+        record_result(store, run_id, data, engine.RunStatus.CANCELLED, "cancelled by the user")
         store.update_run(run_id, log_append="cancelled by the user\n")
         return
     last = next((ln.strip() for ln in reversed(err_lines) if ln.strip()), "")
     ok = rc == 0 and bool(data)
-    status = None if ok or "status" in data else RunStatus.FAILED
+    status = None if ok or "status" in data else engine.RunStatus.FAILED
     error = None if ok or data.get("error") else (last or f"exit code {rc}" if rc else "the command printed no result")
     record_result(store, run_id, data, status, error)
     if data.get("log_tail"):

@@ -87,11 +87,11 @@ class PlanResult:
 
 def _torchrec_plan(cfg: engine.Config) -> engine.Plan:
     try:
-        from engine.torchrec_compat import torchrec_plan
+        run = engine.torchrec_planner()
     except Exception as e:  # torch/torchrec missing or broken: say so instead of a traceback
         raise PlannerUnavailable(f"TorchRec's planner is not available here ({type(e).__name__}: {e}); "
                                  "install the packages in requirements.txt (torch, torchrec, fbgemm-gpu)") from None
-    return torchrec_plan(cfg)
+    return run(cfg)
 
 
 @st.cache_data(max_entries=PLAN_CACHE_ENTRIES, show_spinner=False)
@@ -133,10 +133,10 @@ def plan_outcome(config_json: str, effort: int = DEFAULT_EFFORT) -> PlanOutcome:
     except engine.ConfigError as e:
         out = PlanOutcome(problem=str(e), config_error=True)
     except engine.PlanningError as e:
-        out = PlanOutcome(problem=engine.errors.one_line(str(e)), refused=True,
-                          reason=engine.errors.one_line(e.message))
+        out = PlanOutcome(problem=engine.one_line(str(e)), refused=True,
+                          reason=engine.one_line(e.message))
     except engine.EngineError as e:
-        out = PlanOutcome(problem=engine.errors.one_line(str(e)))
+        out = PlanOutcome(problem=engine.one_line(str(e)))
     if len(_FAILURES) >= FAILURE_ENTRIES:
         _FAILURES.pop(next(iter(_FAILURES)))
     _FAILURES[key] = out
@@ -186,7 +186,7 @@ class FittedCalibration:
 
 
 def calibration(device: str, device_name: str = "") -> FittedCalibration:
-    """engine.calibrate.fit over the succeeded validation runs on `device` in this app's database."""
+    """engine.fit_calibration over the succeeded validation runs on `device` in this app's database."""
     return _calibration(device, device_name.strip(), *_where())
 
 
@@ -194,15 +194,12 @@ def calibration(device: str, device_name: str = "") -> FittedCalibration:
 def _calibration(device: str, device_name: str, url: str, data_dir: str) -> FittedCalibration:
     from db.calibration import observations_from_store
     from db.store import StoreError
-    from engine.calibrate import fit
-    from engine.types import Device
-
     try:
-        kind = Device(device)
+        kind = engine.Device(device)
         obs = observations_from_store(_store(url, data_dir), kind, device_name or None)
         if not obs:
             return FittedCalibration(None, no_runs=True)
-        return FittedCalibration(fit(obs, kind, device_name or None).as_dict())
+        return FittedCalibration(engine.fit_calibration(obs, kind, device_name or None).as_dict())
     except (StoreError, engine.EngineError) as e:  # their messages are written for people
         return FittedCalibration(None, problem=(str(e).splitlines() or [type(e).__name__])[0])
     except Exception as e:  # noqa: BLE001 - the page shows one line for whatever went wrong, never a traceback

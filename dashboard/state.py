@@ -15,7 +15,6 @@ import streamlit as st
 import engine
 from dashboard import calibration as calib
 from dashboard import grid, presets
-from engine.config import TOPOLOGY_FIELDS
 
 CONFIG = "ws_config"
 GRID_BASE = "ws_grid_base"
@@ -97,7 +96,7 @@ def set_topology(topo: dict, reset_widgets: bool = True) -> None:
     st.session_state[CONFIG] = cfg
     if reset_widgets:
         form = presets.topology_form(topo)
-        for f in TOPOLOGY_FIELDS:
+        for f in engine.TOPOLOGY_FIELDS:
             set_pending(f"{TOPOLOGY_PREFIX}{f}", form[f])
 
 
@@ -127,7 +126,7 @@ def set_calibration(cal: Optional[dict]) -> None:
 
 def topology_widget_keys() -> list[str]:
     """The Topology page's inputs, one per topology field (not its preset pickers)."""
-    return [f"{TOPOLOGY_PREFIX}{f}" for f in TOPOLOGY_FIELDS]
+    return [f"{TOPOLOGY_PREFIX}{f}" for f in engine.TOPOLOGY_FIELDS]
 
 
 # ---- widgets ------------------------------------------------------------------------------------

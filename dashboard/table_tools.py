@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import streamlit as st
 
+import engine
 from dashboard import grid, import_apply, importers, presets, state
 from dashboard.text import md
-from engine.types import ComputeKernel, DataType, PoolingType, ShardingType
 
 IMPORT_FORMATS = {"json": "JSON config or table list", "csv": "CSV (one table per line)",
                   "torchrec": "TorchRec snippet: EmbeddingBagConfig(...) calls"}
@@ -93,10 +93,11 @@ def _bulk_value(column: str):
     if column == "cache_load_factor":
         return float(st.number_input(label, min_value=0.01, max_value=1.0, value=0.2, key=k))
     if column == "pooling":
-        return st.selectbox(label, [p.value for p in PoolingType], key=k)
+        return st.selectbox(label, [p.value for p in engine.PoolingType], key=k)
     if column == "data_type":
-        return st.selectbox(label, [d.value for d in DataType], key=k)
-    options = [s.value for s in ShardingType] if column == "sharding_types" else [c.value for c in ComputeKernel]
+        return st.selectbox(label, [d.value for d in engine.DataType], key=k)
+    options = [s.value for s in engine.ShardingType] if column == "sharding_types" else \
+        [c.value for c in engine.ComputeKernel]
     return st.multiselect(label, options, key=k, help="empty: the planner chooses")
 
 

@@ -13,7 +13,6 @@ import engine
 from dashboard import analysis, charts, exports, measured, services, state, workspace
 from dashboard import calibration as calib
 from dashboard.text import md
-from engine.errors import human_bytes
 
 HEATMAP_DEFAULT_ROWS = 40
 TABLE_FRAME_HEIGHT_PX = 320
@@ -69,16 +68,16 @@ def plan_metrics(plan: dict) -> None:
     vs = imb.vs_lower_bound
     cols[2].metric("Vs lower bound", f"{vs:.3f}x" if vs else "n/a",
                    help="slowest rank over a bound no plan can beat" if vs else "TorchRec's plans carry no bound")
-    cols[3].metric(f"Peak {kind.upper()} of a rank", human_bytes(peak))
+    cols[3].metric(f"Peak {kind.upper()} of a rank", engine.human_bytes(peak))
     if room is None:
         cols[4].metric("Tightest headroom", "n/a")
     else:
         over = room.free_bytes < 0  # said under the figure: "698.11 MiB over" does not fit a fifth of the row
-        cols[4].metric("Tightest headroom", human_bytes(room.free_bytes) if not over else
-                       f"-{human_bytes(-room.free_bytes)}", delta="over capacity" if over else None,
+        cols[4].metric("Tightest headroom", engine.human_bytes(room.free_bytes) if not over else
+                       f"-{engine.human_bytes(-room.free_bytes)}", delta="over capacity" if over else None,
                        delta_color="inverse", delta_arrow="off",
-                       help=f"rank {room.rank}: usable {kind.upper()} {human_bytes(room.cap_bytes)} less its estimated "
-                            "peak in a training step")
+                       help=f"rank {room.rank}: usable {kind.upper()} {engine.human_bytes(room.cap_bytes)} less its "
+                            "estimated peak in a training step")
 
 
 def plan_view(plan: dict, config: dict, prefix: str) -> None:

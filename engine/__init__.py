@@ -1,7 +1,8 @@
 """The planning core: configs in, sharding plans out, and the estimates that score them.
 
 Public API: load_config / parse_config, plan, evaluate, the plan-file helpers and the types.
-Nothing here imports torch; engine.torchrec_compat and engine.dryrun do, when asked for.
+Nothing here imports torch; engine.torchrec_compat and engine.dryrun do, when asked for (torchrec_planner below
+imports it when called).
 """
 
 from engine.config import config_to_dict, load_config, parse_config
@@ -16,7 +17,9 @@ from engine.types import (
     Constraints,
     DataType,
     Device,
+    MemoryParts,
     Optimizer,
+    Perf,
     Plan,
     PoolingType,
     RankStats,
@@ -27,9 +30,41 @@ from engine.types import (
     Topology,
 )
 
+# ---- what the dashboard uses besides the core (it imports `engine` only, never a submodule) ------
+from engine.calibrate import BANDWIDTH_FIELDS, apply_calibration
+from engine.calibrate import fit as fit_calibration
+from engine.config import CONSTRAINT_FIELDS, PROFILE_FIELD, TABLE_FIELDS, TOPOLOGY_FIELDS
+from engine.constants import DATA_TYPE_BYTES
+from engine.errors import human_bytes, one_line
+from engine.jsonsafe import JsonError
+from engine.jsonsafe import loads as json_loads
+from engine.profile import FIXED_COSTS, parse_profile
+from engine.replan import read_old_plan
+from engine.replan import replan as replan_plan  # (not `replan`: that name is the submodule engine.replan)
+from engine.report import parameter_sharding_text
+from engine.sweep import ACCELERATORS, WORLD_SIZES, point_config
+from engine.validate.types import RunStatus
+from engine.workloads import CRITEO_1TB_EMBEDDING_DIM, CRITEO_1TB_MULTI_HOT, CRITEO_1TB_ROWS
+
+
+def torchrec_planner():
+    """engine.torchrec_compat.torchrec_plan (Config -> Plan: TorchRec's EmbeddingShardingPlanner, scored by our
+    estimates), imported now: torch and torchrec load here, and whatever their import raises is raised."""
+    from engine.torchrec_compat import torchrec_plan
+
+    return torchrec_plan
+
+
 __all__ = [
-    "ComputeKernel", "Config", "ConfigError", "Constraints", "DataType", "Device", "EngineError", "Optimizer",
-    "Plan", "PlannerSettings", "PlanningError", "PoolingType", "RankStats", "Shard", "ShardingType",
-    "TableConfig", "TablePlan", "Topology", "config_to_dict", "evaluate", "load_config", "load_plan",
-    "parse_config", "parse_plan", "plan", "plan_to_dict", "summary", "torchrec_format",
+    # the core
+    "ComputeKernel", "Config", "ConfigError", "Constraints", "DataType", "Device", "EngineError", "MemoryParts",
+    "Optimizer", "Perf", "Plan", "PlannerSettings", "PlanningError", "PoolingType", "RankStats", "Shard",
+    "ShardingType", "TableConfig", "TablePlan", "Topology", "config_to_dict", "evaluate", "load_config",
+    "load_plan", "parse_config", "parse_plan", "plan", "plan_to_dict", "summary", "torchrec_format",
+    # for the dashboard
+    "ACCELERATORS", "BANDWIDTH_FIELDS", "CONSTRAINT_FIELDS", "CRITEO_1TB_EMBEDDING_DIM", "CRITEO_1TB_MULTI_HOT",
+    "CRITEO_1TB_ROWS", "DATA_TYPE_BYTES", "FIXED_COSTS", "JsonError", "PROFILE_FIELD", "RunStatus", "TABLE_FIELDS",
+    "TOPOLOGY_FIELDS", "WORLD_SIZES", "apply_calibration", "fit_calibration", "human_bytes", "json_loads",
+    "one_line", "parameter_sharding_text", "parse_profile", "point_config", "read_old_plan", "replan_plan",
+    "torchrec_planner",
 ]

@@ -4,10 +4,9 @@ and bulk edits; each row's validation error is shown in its own `issue` column.
 
 import streamlit as st
 
+import engine
 from dashboard import grid, state, table_tools, views
 from dashboard.text import md
-from engine.errors import human_bytes
-from engine.types import ComputeKernel, DataType, PoolingType, ShardingType
 
 GRID_HEIGHT_PX = 480
 SUMMARY_LINES = 5  # rows listed above the grids; the rest are counted
@@ -21,8 +20,8 @@ TABLE_COLUMN_CONFIG = {
     "dim": st.column_config.NumberColumn("dim", step=1, format="%d", width=60, help="embedding_dim"),
     "features": st.column_config.TextColumn("features", width=140,
                                             help="feature names, comma-separated; empty: the table's name"),
-    "pooling": st.column_config.SelectboxColumn("pooling", options=[p.value for p in PoolingType], width=80),
-    "data_type": st.column_config.SelectboxColumn("data type", options=[d.value for d in DataType], width=85),
+    "pooling": st.column_config.SelectboxColumn("pooling", options=[p.value for p in engine.PoolingType], width=80),
+    "data_type": st.column_config.SelectboxColumn("data type", options=[d.value for d in engine.DataType], width=85),
     "pooling_factor": st.column_config.NumberColumn("pooling factor", format="%.2f", width=110,
                                                     help="mean ids per sample and feature; empty: 1"),
     "issue": ISSUE_COLUMN,
@@ -31,10 +30,10 @@ CONSTRAINT_COLUMN_CONFIG = {
     "_index": ROW_COLUMN,
     "table": st.column_config.TextColumn("table", disabled=True, width=150),
     "sharding_types": st.column_config.MultiselectColumn(
-        "sharding types", options=[s.value for s in ShardingType], width=260,
+        "sharding types", options=[s.value for s in engine.ShardingType], width=260,
         help="allowed sharding types; empty: the planner chooses"),
     "compute_kernels": st.column_config.MultiselectColumn(
-        "kernels", options=[k.value for k in ComputeKernel], width=190,
+        "kernels", options=[k.value for k in engine.ComputeKernel], width=190,
         help="allowed compute kernels; empty: the planner chooses"),
     "min_partition": st.column_config.NumberColumn("min partition", step=1, format="%d", width=105,
                                                    help="smallest column-wise shard width"),
@@ -74,7 +73,7 @@ def current_rows() -> tuple[list[dict], list[str], list[dict], list[dict], list[
 
 def header(rows: list[dict], issues: list[str], outside: str | None) -> None:
     topo = state.topology()
-    st.caption(f"{len(rows)} tables · {human_bytes(grid.weight_bytes(rows))} of weights · "
+    st.caption(f"{len(rows)} tables · {engine.human_bytes(grid.weight_bytes(rows))} of weights · "
                f"{md(topo.get('world_size', '?'))} ranks{md(hosts_text(topo))} "
                f"({md(topo.get('compute_device', 'cuda'))})")
     lines = grid.issue_lines(rows, issues)

@@ -10,8 +10,6 @@ import engine
 from dashboard import calibration as calib
 from dashboard import grid, presets, services, state, views
 from dashboard.text import md
-from engine.errors import human_bytes
-from engine.types import Device, Optimizer
 
 
 CUSTOM = "custom"
@@ -85,7 +83,7 @@ def topology_form(form: dict) -> dict:
                "hosts": _int(ranks, "Hosts", "hosts", form, help="machines the ranks are spread over, evenly; "
                              "ranks on different hosts talk at the (slower) bandwidth across hosts")}
         out["local_world_size"] = ranks_per_host(ranks, out["world_size"], out["hosts"], form)
-        devices, optimizers = [d.value for d in Device], [o.value for o in Optimizer]
+        devices, optimizers = [d.value for d in engine.Device], [o.value for o in engine.Optimizer]
         out["compute_device"] = ranks.radio("Device", devices, horizontal=True, key="topology_compute_device",
                                             index=devices.index(form["compute_device"]))
         out["batch_size"] = _int(ranks, "Batch size per rank", "batch_size", form)
@@ -116,7 +114,7 @@ def check(topo: dict) -> None:
         return
     st.success(f"{_count(t.num_hosts, 'host')} x {_count(t.local_world_size, 'rank')} = {_count(t.world_size, 'rank')}"
                f", {t.compute_device.value}; usable per rank: "
-               f"{human_bytes(t.usable_hbm_bytes)} HBM, {human_bytes(t.usable_ddr_bytes)} DDR.",
+               f"{engine.human_bytes(t.usable_hbm_bytes)} HBM, {engine.human_bytes(t.usable_ddr_bytes)} DDR.",
                icon=":material/check_circle:")
 
 

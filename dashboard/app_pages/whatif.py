@@ -16,8 +16,6 @@ import engine
 from dashboard import jobs, services, state, views, whatif, workspace
 from dashboard.state import CurrentPlan
 from dashboard.text import md
-from engine.replan import read_old_plan, replan
-from engine.sweep import ACCELERATORS, WORLD_SIZES, point_config
 
 ROOT = Path(__file__).resolve().parents[2]
 SWEEP_JOB, SWEEP_RESULT, REPLAN_RESULT = "whatif_sweep_job", "whatif_sweep_result", "whatif_replan_result"
@@ -94,9 +92,9 @@ def sweep_tab(config: dict) -> None:
                "Memory, bandwidths and fixed costs are published figures, not measurements: calibrate from "
                "validation runs on the machines you get. Same as `python -m engine sweep`.")
     c1, c2, c3, c4 = st.columns([3, 3, 1.4, 1.2], vertical_alignment="bottom")
-    devices = c1.multiselect("Accelerators", list(ACCELERATORS), DEFAULT_DEVICES, key="whatif_devices",
-                             format_func=lambda k: ACCELERATORS[k].label)
-    sizes = c2.multiselect("World sizes", SIZE_CHOICES, list(WORLD_SIZES), key="whatif_sizes")
+    devices = c1.multiselect("Accelerators", list(engine.ACCELERATORS), DEFAULT_DEVICES, key="whatif_devices",
+                             format_func=lambda k: engine.ACCELERATORS[k].label)
+    sizes = c2.multiselect("World sizes", SIZE_CHOICES, list(engine.WORLD_SIZES), key="whatif_sizes")
     batch_text = c3.text_input("Batch per rank", str((config.get("topology") or {}).get("batch_size", 512)),
                                key="whatif_batches", help="per-rank batch sizes, separated by spaces or commas")
     effort = c4.number_input("Effort", 0, 1_000_000, 10_000, 5_000, key="whatif_effort",
@@ -150,7 +148,7 @@ def sweep_tab(config: dict) -> None:
         if c2.button("Open as the workspace config", key="whatif_open", icon=":material/open_in_new:",
                      width="stretch"):
             p = pts[choice]
-            state.set_config(point_config(engine.parse_config(config), p["device"], p["world_size"],
+            state.set_config(engine.point_config(engine.parse_config(config), p["device"], p["world_size"],
                                           p["batch_size"]))
             state.flash(f"The workspace config is now {md(whatif.point_label(p))}.")
             st.rerun()
@@ -186,7 +184,7 @@ def replan_tab(config: dict) -> None:
         try:
             cfg = engine.parse_config(config)
             with st.spinner("Re-planning"):
-                r = replan(cfg, read_old_plan(record.plan, "saved plan"), limit,
+                r = engine.replan_plan(cfg, engine.read_old_plan(record.plan, "saved plan"), limit,
                            engine.PlannerSettings(effort=services.DEFAULT_EFFORT, time_budget_s=services.SAFETY_STOP_S))
         except engine.ConfigError as e:
             st.error(f"The config has a problem: {md(e)}", icon=":material/error:")

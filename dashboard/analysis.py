@@ -1,11 +1,10 @@
 """Numbers the pages show about plans, computed here so pages stay thin: imbalance, the table-by-rank
 matrix, what made the slowest rank slow, per-table rows, plan differences and measured vs estimated.
-All inputs are plan-file dicts (engine.plan_to_dict) and config dicts.
+All inputs are the engine's typed objects (engine.Plan, engine.Config, engine.TablePlan), never mutated here.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -43,16 +42,23 @@ class Imbalance:
         return self.max_ms / self.lower_bound_ms if self.lower_bound_ms else None
 
 
-def imbalance(plan: dict) -> Imbalance:
-    costs = [float(r["cost_ms"]) for r in plan["ranks"]] or [0.0]
+def imbalance(plan: engine.Plan) -> Imbalance:
+    costs = [float(r.cost_ms) for r in plan.ranks] or [0.0]
     worst = int(np.argmax(costs))
-    return Imbalance(max(costs), float(np.mean(costs)), min(costs), plan.get("lower_bound_ms"),
-                     int(plan["ranks"][worst]["rank"]) if plan["ranks"] else 0)
+    return Imbalance(max(costs), float(np.mean(costs)), min(costs), plan.lower_bound_ms,
+                     int(plan.ranks[worst].rank) if plan.ranks else 0)
 
 
-def rank_frame(plan: dict) -> pd.DataFrame:
+def components(rank: engine.RankStats) -> dict[str, float]:
+    """A rank's cost by component (COMPONENTS: fwd_compute_ms, ...)."""
+    return rank.perf.as_dict()
+
+
+def rank_frame(plan: engine.Plan) -> pd.DataFrame:
     cols = ["rank", "hbm_bytes", "hbm_cap_bytes", "ddr_bytes", "ddr_cap_bytes", "cost_ms", *COMPONENTS, "num_shards"]
-    return pd.DataFrame([{c: r.get(c, 0) for c in cols} for r in plan["ranks"]], columns=cols)
+    return pd.DataFrame([{"rank": r.rank, "hbm_bytes": r.hbm_bytes, "hbm_cap_bytes": r.hbm_cap_bytes,
+                          "ddr_bytes": r.ddr_bytes, "ddr_cap_bytes": r.ddr_cap_bytes, "cost_ms": r.cost_ms,
+                          **components(r), "num_shards": r.num_shards} for r in plan.ranks], columns=cols)
 
 
 @dataclass(frozen=True)
@@ -64,54 +70,49 @@ class Headroom:
     cap_bytes: int
 
 
-# A plan file's per-rank memory parts (engine.memory, engine.planfile): memory_<part>_bytes, flat; these are
-# totals or outside the step's peak, not parts of it
-MEMORY_PREFIX = "memory_"
+# A rank's memory fields (engine.MemoryParts) that are totals or outside the step's peak, not parts of it
 NOT_PARTS = ("total", "held_bytes", "peak_bytes", "peak_hbm_bytes", "peak_ddr_bytes", "reserved_bytes")
 
 
-def peak_bytes(rank: dict, kind: str) -> int:
+def cap_bytes(rank: engine.RankStats, kind: str) -> int:
+    """A rank's usable `kind` ("hbm" or "ddr") memory."""
+    return rank.hbm_cap_bytes if kind == "hbm" else rank.ddr_cap_bytes
+
+
+def peak_bytes(rank: engine.RankStats, kind: str) -> int:
     """A rank's estimated peak in `kind` memory: the step's peak (engine.memory) where the plan has it, else the
     stored bytes (hbm_bytes / ddr_bytes, TorchRec's storage estimate)."""
-    peak = rank.get(f"{MEMORY_PREFIX}peak_{kind}_bytes")
-    return int(peak) if isinstance(peak, (int, float)) and not isinstance(peak, bool) else int(rank[f"{kind}_bytes"])
+    if rank.memory is not None:
+        return int(rank.memory.peak_hbm_bytes if kind == "hbm" else rank.memory.peak_ddr_bytes)
+    return int(rank.hbm_bytes if kind == "hbm" else rank.ddr_bytes)
 
 
-def headroom(plan: dict, kind: str = "hbm") -> Optional[Headroom]:
+def headroom(plan: engine.Plan, kind: str = "hbm") -> Optional[Headroom]:
     """The tightest rank's headroom in `kind` ("hbm" or "ddr") memory; None when no rank has that memory."""
-    ranks = [r for r in plan["ranks"] if r.get(f"{kind}_cap_bytes")]
+    ranks = [r for r in plan.ranks if cap_bytes(r, kind)]
     if not ranks:
         return None
-    tight = min(ranks, key=lambda r: r[f"{kind}_cap_bytes"] - peak_bytes(r, kind))
-    cap = int(tight[f"{kind}_cap_bytes"])
-    return Headroom(int(tight["rank"]), cap - peak_bytes(tight, kind), cap)
+    tight = min(ranks, key=lambda r: cap_bytes(r, kind) - peak_bytes(r, kind))
+    cap = int(cap_bytes(tight, kind))
+    return Headroom(int(tight.rank), cap - peak_bytes(tight, kind), cap)
 
 
-def device_memory(plan: dict) -> str:
+def device_memory(plan: engine.Plan) -> str:
     """The memory a plan's device trains from: "hbm" when its ranks have any, else "ddr" (CPU plans)."""
-    return "hbm" if any(r.get("hbm_cap_bytes") for r in plan["ranks"]) else "ddr"
+    return "hbm" if any(r.hbm_cap_bytes for r in plan.ranks) else "ddr"
 
 
-def _rank_parts(rank: dict) -> dict | None:
-    nested = rank.get("memory")
-    if isinstance(nested, dict):
-        return nested
-    flat = {k.removeprefix(MEMORY_PREFIX): v for k, v in rank.items() if k.startswith(MEMORY_PREFIX)}
-    return flat or None
-
-
-def memory_parts(plan: dict) -> Optional[dict[str, list[float]]]:
+def memory_parts(plan: engine.Plan) -> Optional[dict[str, list[float]]]:
     """{part: bytes per rank} of the step's peak-memory estimate (weights, optimizer, cache, grad, input,
-    output, output grad, a2a: they add up to the peak), when the plan's ranks carry them (engine.memory, as
-    memory_<part>_bytes); None for plans without them. Parts that are zero on every rank are left out."""
+    output, output grad, a2a: they add up to the peak), when the plan's ranks carry them (engine.memory's
+    MemoryParts); None for plans without them. Parts that are zero on every rank are left out."""
     parts: dict[str, list[float]] = {}
-    ranks = plan["ranks"]
+    ranks = plan.ranks
     for i, r in enumerate(ranks):
-        mem = _rank_parts(r)
-        if mem is None:
+        if r.memory is None:
             return None
-        for name, value in mem.items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and name not in NOT_PARTS:
+        for name, value in r.memory.as_dict().items():
+            if name not in NOT_PARTS:
                 label = str(name).removesuffix("_bytes").replace("_", " ")
                 parts.setdefault(label, [0.0] * len(ranks))[i] = float(value)
     return {k: v for k, v in parts.items() if any(v)} or None
@@ -120,11 +121,10 @@ def memory_parts(plan: dict) -> Optional[dict[str, list[float]]]:
 # ---- per table ----------------------------------------------------------------------------------
 
 
-def _shards_text(tp: dict) -> str:
-    shards = tp.get("shards")
-    if shards is None:
+def _shards_text(tp: engine.TablePlan) -> str:
+    if tp.shards is None:
         return "full copy on every rank"
-    sizes = [tuple(s["sizes"]) for s in shards if s["sizes"][0] * s["sizes"][1]]
+    sizes = [tuple(s.sizes) for s in tp.shards if s.sizes[0] * s.sizes[1]]
     if len(set(sizes)) == 1:
         return f"{len(sizes)} x [{sizes[0][0]}, {sizes[0][1]}]"
     return ", ".join(f"[{r}, {c}]" for r, c in sizes)
@@ -136,20 +136,22 @@ def _ranks_text(ranks: list[int]) -> str:
     return ", ".join(str(r) for r in ranks)
 
 
-def table_frame(plan: dict, config: dict) -> pd.DataFrame:
+def table_frame(plan: engine.Plan, config: engine.Config) -> pd.DataFrame:
     """One row per table: its shape, sharding type, kernel, ranks and shard sizes."""
-    tables = {t["name"]: t for t in config["tables"]}
+    tables = {t.name: t for t in config.tables}
     rows = []
-    for name, tp in plan["plan"].items():
-        t = tables.get(name, {})
-        rows.append({"table": name, "rows": t.get("num_embeddings"), "dim": t.get("embedding_dim"),
-                     "sharding": tp["sharding_type"], "kernel": tp["compute_kernel"],
-                     "ranks": _ranks_text(list(tp["ranks"])), "shards": _shards_text(tp)})
+    for name, tp in plan.tables.items():
+        t = tables.get(name)
+        rows.append({"table": name, "rows": t.num_embeddings if t else None, "dim": t.embedding_dim if t else None,
+                     "sharding": tp.sharding_type.value, "kernel": tp.compute_kernel.value,
+                     "ranks": _ranks_text(list(tp.ranks)), "shards": _shards_text(tp)})
     return pd.DataFrame(rows, columns=["table", "rows", "dim", "sharding", "kernel", "ranks", "shards"])
 
 
 @dataclass(frozen=True)
 class TableRankMatrix:
+    """Shared between reruns and sessions (dashboard.services caches it): its arrays are read-only."""
+
     tables: list[str]
     ranks: list[int]
     values: dict[str, np.ndarray]  # metric -> (tables x ranks)
@@ -161,11 +163,11 @@ TABLE_SCORE_ENTRIES = 20_000
 
 @lru_cache(maxsize=TABLE_SCORE_ENTRIES)
 def _table_alone(table: engine.TableConfig, constraints: engine.Constraints, topology: engine.Topology,
-                 table_plan: str) -> tuple[np.ndarray, np.ndarray]:
-    """One table scored alone (a config of that table only) as placed by `table_plan` (its plan JSON): the ranks
-    it touches and their (len(MATRIX_METRICS), ranks) values. Shared between plans: never mutate them."""
+                 table_plan: engine.TablePlan) -> tuple[np.ndarray, np.ndarray]:
+    """One table scored alone (a config of that table only) as placed by `table_plan`: the ranks it touches and
+    their (len(MATRIX_METRICS), ranks) values. Shared between plans: never mutate them."""
     one = engine.Config(tables=(table,), constraints={table.name: constraints}, topology=topology)
-    scored = engine.evaluate(one, engine.parse_plan({table.name: json.loads(table_plan)}, one))
+    scored = engine.evaluate(one, {table.name: table_plan})
     touched = [r for r in scored.ranks if r.cost_ms or r.hbm_bytes or r.ddr_bytes]
     ranks = np.array([r.rank for r in touched], dtype=np.int64)
     values = np.array([[getattr(r, m) for r in touched] for m in MATRIX_METRICS], dtype=float).reshape(
@@ -174,17 +176,16 @@ def _table_alone(table: engine.TableConfig, constraints: engine.Constraints, top
     return ranks, values
 
 
-def table_rank_matrix(plan: dict, config: dict) -> TableRankMatrix:
+def table_rank_matrix(plan: engine.Plan, config: engine.Config) -> TableRankMatrix:
     """Each table's estimated cost and memory on each rank, scored alone by engine.evaluate (on a config of that
-    table only: its cost and memory do not depend on the other tables)."""
-    cfg = engine.parse_config(config)
-    w = cfg.topology.world_size
-    names = list(plan["plan"])
+    table only: its cost and memory do not depend on the other tables). Its arrays are read-only."""
+    w = config.topology.world_size
+    names = list(plan.tables)
     values = np.zeros((len(MATRIX_METRICS), len(names), w))
     for i, name in enumerate(names):
-        tp = json.dumps(plan["plan"][name], sort_keys=True)
-        ranks, v = _table_alone(cfg.table(name), cfg.constraint(name), cfg.topology, tp)
+        ranks, v = _table_alone(config.table(name), config.constraint(name), config.topology, plan.tables[name])
         values[:, i, ranks] = v
+    values.flags.writeable = False
     return TableRankMatrix(names, list(range(w)), dict(zip(MATRIX_METRICS, values)))
 
 
@@ -197,14 +198,15 @@ def heaviest_tables(m: TableRankMatrix, metric: str, limit: int) -> list[int]:
 # ---- why the slowest rank is slow ---------------------------------------------------------------
 
 
-def bottleneck(plan: dict, m: Optional[TableRankMatrix] = None, top: int = 3) -> list[str]:
+def bottleneck(plan: engine.Plan, m: Optional[TableRankMatrix] = None, top: int = 3) -> list[str]:
     """Sentences on the slowest rank: how far above average, which cost component, which tables."""
-    if not plan["ranks"]:
+    if not plan.ranks:
         return []
     imb = imbalance(plan)
-    worst = next(r for r in plan["ranks"] if r["rank"] == imb.bottleneck_rank)
+    worst = next(r for r in plan.ranks if r.rank == imb.bottleneck_rank)
+    parts_ms = components(worst)
     out = []
-    if len(plan["ranks"]) > 1:
+    if len(plan.ranks) > 1:
         above = (imb.max_ms / imb.mean_ms - 1) * 100 if imb.mean_ms else 0.0
         if above < 0.1:
             out.append(f"Rank {imb.bottleneck_rank} is the slowest at {imb.max_ms:.4g} ms per step, but barely: the "
@@ -214,14 +216,14 @@ def bottleneck(plan: dict, m: Optional[TableRankMatrix] = None, top: int = 3) ->
                        f"{above:.1f}% above the average rank ({imb.mean_ms:.4g} ms).")
     else:
         out.append(f"The only rank takes {imb.max_ms:.4g} ms per step.")
-    comp = max(COMPONENTS, key=lambda c: worst.get(c, 0.0))
+    comp = max(COMPONENTS, key=lambda c: parts_ms.get(c, 0.0))
     if imb.max_ms > 0:
-        share = worst.get(comp, 0.0) / imb.max_ms * 100
-        out.append(f"Most of its time is {COMPONENT_LABELS[comp]}: {worst.get(comp, 0.0):.4g} ms ({share:.0f}%).")
+        share = parts_ms.get(comp, 0.0) / imb.max_ms * 100
+        out.append(f"Most of its time is {COMPONENT_LABELS[comp]}: {parts_ms.get(comp, 0.0):.4g} ms ({share:.0f}%).")
     if m is not None and imb.max_ms > 0:
         col = m.values["cost_ms"][:, imb.bottleneck_rank]
         order = [int(i) for i in np.argsort(-col, kind="stable")[:top] if col[i] > 0]
-        parts = [f"{m.tables[i]} ({plan['plan'][m.tables[i]]['sharding_type']}, {col[i]:.3g} ms, "
+        parts = [f"{m.tables[i]} ({plan.tables[m.tables[i]].sharding_type.value}, {col[i]:.3g} ms, "
                  f"{col[i] / imb.max_ms * 100:.0f}%)" for i in order]
         if parts:
             out.append("The tables that weigh most on it: " + "; ".join(parts) + ".")
@@ -232,10 +234,10 @@ def bottleneck(plan: dict, m: Optional[TableRankMatrix] = None, top: int = 3) ->
                        "options can make the slowest rank much faster; change the topology or the constraints.")
         else:
             out.append(f"It is {(vs - 1) * 100:.1f}% above the lower bound ({imb.lower_bound_ms:.4g} ms).")
-    cap = worst.get("hbm_cap_bytes") or 0
-    if cap and worst.get("hbm_bytes", 0) / cap > 0.9:
-        out.append(f"Its HBM is {worst['hbm_bytes'] / cap * 100:.0f}% full "
-                   f"({engine.human_bytes(worst['hbm_bytes'])} of {engine.human_bytes(cap)}), which limits what can "
+    cap = worst.hbm_cap_bytes or 0
+    if cap and worst.hbm_bytes / cap > 0.9:
+        out.append(f"Its HBM is {worst.hbm_bytes / cap * 100:.0f}% full "
+                   f"({engine.human_bytes(worst.hbm_bytes)} of {engine.human_bytes(cap)}), which limits what can "
                    "move to it.")
     return out
 
@@ -243,45 +245,45 @@ def bottleneck(plan: dict, m: Optional[TableRankMatrix] = None, top: int = 3) ->
 # ---- comparing plans ----------------------------------------------------------------------------
 
 
-def placement_text(tp: dict) -> str:
-    return f"{tp['sharding_type']} {tp['compute_kernel']} [{_ranks_text(list(tp['ranks']))}]"
+def placement_text(tp: engine.TablePlan) -> str:
+    return f"{tp.sharding_type.value} {tp.compute_kernel.value} [{_ranks_text(list(tp.ranks))}]"
 
 
-def moved_tables(base: dict, other: dict) -> pd.DataFrame:
+def moved_tables(base: engine.Plan, other: engine.Plan) -> pd.DataFrame:
     """Tables placed differently (type, kernel or ranks) in `other` than in `base`."""
     rows = []
-    for name, tp in base["plan"].items():
-        o = other["plan"].get(name)
+    for name, tp in base.tables.items():
+        o = other.tables.get(name)
         if o is None:
             rows.append({"table": name, "before": placement_text(tp), "after": "(not in this plan)"})
-        elif (tp["sharding_type"], tp["compute_kernel"], list(tp["ranks"])) != \
-                (o["sharding_type"], o["compute_kernel"], list(o["ranks"])):
+        elif (tp.sharding_type, tp.compute_kernel, tuple(tp.ranks)) != \
+                (o.sharding_type, o.compute_kernel, tuple(o.ranks)):
             rows.append({"table": name, "before": placement_text(tp), "after": placement_text(o)})
     return pd.DataFrame(rows, columns=["table", "before", "after"])
 
 
-def compare_frame(plans: dict[str, dict]) -> pd.DataFrame:
+def compare_frame(plans: dict[str, engine.Plan]) -> pd.DataFrame:
     """Long frame, one row per (plan, rank): memory and cost of each labelled plan."""
     rows = []
     for label, plan in plans.items():
-        for r in plan["ranks"]:
-            rows.append({"plan": label, "rank": r["rank"], "hbm_bytes": r["hbm_bytes"], "ddr_bytes": r["ddr_bytes"],
-                         "cost_ms": r["cost_ms"]})
+        for r in plan.ranks:
+            rows.append({"plan": label, "rank": r.rank, "hbm_bytes": r.hbm_bytes, "ddr_bytes": r.ddr_bytes,
+                         "cost_ms": r.cost_ms})
     return pd.DataFrame(rows, columns=["plan", "rank", "hbm_bytes", "ddr_bytes", "cost_ms"])
 
 
-def _peak_text(plan: dict) -> str:
+def _peak_text(plan: engine.Plan) -> str:
     """'2.84 MiB HBM': the fullest rank's step peak of the memory the plan's device trains from (DDR on CPU)."""
     kind = device_memory(plan)
-    return f"{engine.human_bytes(max((peak_bytes(r, kind) for r in plan['ranks']), default=0))} {kind.upper()}"
+    return f"{engine.human_bytes(max((peak_bytes(r, kind) for r in plan.ranks), default=0))} {kind.upper()}"
 
 
-def summary_frame(plans: dict[str, dict], estimates: dict[str, str] | None = None) -> pd.DataFrame:
+def summary_frame(plans: dict[str, engine.Plan], estimates: dict[str, str] | None = None) -> pd.DataFrame:
     """One row per plan; `estimates` (label -> what the estimates assumed) adds an "estimates" column."""
     rows = []
     for label, plan in plans.items():
         imb = imbalance(plan)
-        rows.append({"plan": label, "planner": plan.get("planner"), "slowest rank ms": imb.max_ms,
+        rows.append({"plan": label, "planner": plan.planner, "slowest rank ms": imb.max_ms,
                      "imbalance (max/mean)": imb.ratio, "vs lower bound": imb.vs_lower_bound,
                      "peak memory": _peak_text(plan)})
         if estimates is not None:

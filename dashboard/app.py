@@ -61,7 +61,7 @@ def sidebar(store) -> None:
         elif not p.matches(cfg):  # its numbers are another config's: none of them here
             st.caption("No plan of this config yet (the last plan was made for an earlier config)")
         else:
-            st.caption(f"Plan: slowest rank {p.plan['max_rank_cost_ms']:.4g} ms by "
+            st.caption(f"Plan: slowest rank {p.plan.max_rank_cost_ms:.4g} ms by "
                        f"{md(services.planner_label(p.planner))}")
             if p.token:
                 st.caption(f"Saved as '{md(p.label or p.token[:8])}'")

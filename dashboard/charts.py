@@ -1,4 +1,4 @@
-"""Plotly figures of plans: pure functions from plan dicts (and frames from dashboard.analysis) to Figures,
+"""Plotly figures of plans: pure functions from engine.Plan (and frames from dashboard.analysis) to Figures,
 so they are tested without Streamlit. Names and labels from users go through dashboard.text.plotly: plotly
 reads HTML-like tags in titles, legends, ticks and hover text.
 """
@@ -17,6 +17,8 @@ from dashboard.analysis import (
     COMPONENTS,
     MATRIX_METRICS,
     TableRankMatrix,
+    cap_bytes,
+    components,
     headroom,
     imbalance,
     memory_parts,
@@ -50,18 +52,18 @@ def _rank_axis(fig: go.Figure, n: int, **kw) -> None:
     fig.update_xaxes(title_text="rank", type="category", tickmode="auto" if n > 32 else "linear", **kw)
 
 
-def memory_bars(plan: dict) -> go.Figure:
+def memory_bars(plan: engine.Plan) -> go.Figure:
     """Per-rank HBM and DDR peak estimates (GiB; the step's peak where the plan has engine.memory's parts, else
     the stored bytes) in front of each rank's usable capacity (grey), each panel titled with its least
     headroom; the first panel (the device's memory) stacked by part when the plan carries the parts."""
-    ranks = [r["rank"] for r in plan["ranks"]]
-    kinds = [k for k in ("hbm", "ddr") if any(r[f"{k}_cap_bytes"] for r in plan["ranks"])] or ["ddr"]
+    ranks = [r.rank for r in plan.ranks]
+    kinds = [k for k in ("hbm", "ddr") if any(cap_bytes(r, k) for r in plan.ranks)] or ["ddr"]
     parts = memory_parts(plan)
     titles = [_memory_title(plan, k) for k in kinds]
     fig = make_subplots(rows=1, cols=len(kinds), horizontal_spacing=0.12, subplot_titles=titles)
     for col, kind in enumerate(kinds, start=1):
-        used = [peak_bytes(r, kind) / GIB for r in plan["ranks"]]
-        cap = [r[f"{kind}_cap_bytes"] / GIB for r in plan["ranks"]]
+        used = [peak_bytes(r, kind) / GIB for r in plan.ranks]
+        cap = [cap_bytes(r, kind) / GIB for r in plan.ranks]
         fig.add_trace(go.Bar(x=ranks, y=cap, name="usable capacity", marker_color=CAP_COLOR,
                              showlegend=col == 1, hovertemplate="rank %{x}: %{y:.2f} GiB usable<extra></extra>"),
                       row=1, col=col)
@@ -92,7 +94,7 @@ def _stacked_parts(fig: go.Figure, ranks: list[int], parts: dict[str, list[float
         base = [b + v for b, v in zip(base, y)]
 
 
-def _memory_title(plan: dict, kind: str) -> str:
+def _memory_title(plan: engine.Plan, kind: str) -> str:
     """'HBM per rank (GiB)' over a smaller line with the tightest headroom (or how far a rank is over)."""
     h = headroom(plan, kind)
     head = f"{kind.upper()} per rank (GiB)"
@@ -103,12 +105,13 @@ def _memory_title(plan: dict, kind: str) -> str:
     return f"{head}<br><sup>least headroom {engine.human_bytes(h.free_bytes)} (rank {h.rank})</sup>"
 
 
-def cost_stacked(plan: dict) -> go.Figure:
+def cost_stacked(plan: engine.Plan) -> go.Figure:
     """Per-rank estimated cost stacked by component, with the lower bound as a dashed line."""
-    ranks = [r["rank"] for r in plan["ranks"]]
+    ranks = [r.rank for r in plan.ranks]
+    per_rank = [components(r) for r in plan.ranks]
     fig = go.Figure()
     for comp in COMPONENTS:
-        values = [r.get(comp, 0.0) for r in plan["ranks"]]
+        values = [c.get(comp, 0.0) for c in per_rank]
         if not any(values):
             continue
         fig.add_trace(go.Bar(x=ranks, y=values, name=COMPONENT_LABELS[comp], marker_color=COMPONENT_COLORS[comp],

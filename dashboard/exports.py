@@ -67,18 +67,17 @@ plan = ShardingPlan({{MODULE_PATH: EmbeddingModuleShardingPlan({{
 '''
 
 
-def plan_json(plan: dict) -> str:
-    return json.dumps(plan, indent=1) + "\n"
+def plan_json(plan: engine.Plan) -> str:
+    return json.dumps(engine.plan_to_dict(plan), indent=1) + "\n"
 
 
-def config_json(config: dict) -> str:
-    return json.dumps(config, indent=1) + "\n"
+def config_json(config: engine.Config) -> str:
+    return json.dumps(engine.config_to_dict(config), indent=1) + "\n"
 
 
-def _engine_plan(plan: dict, config: dict) -> tuple[engine.Plan, engine.Config]:
-    cfg = engine.parse_config(config)
-    scored = engine.evaluate(cfg, engine.parse_plan(plan, cfg), planner=str(plan.get("planner", "engine")))
-    return scored, cfg
+def _in_config_order(plan: engine.Plan, config: engine.Config) -> list[tuple[str, engine.TablePlan]]:
+    """The plan's tables in the config's order (as engine.parse_plan reads a plan file)."""
+    return [(t.name, plan.tables[t.name]) for t in config.tables if t.name in plan.tables]
 
 
 def _plain(value: Any) -> Any:
@@ -104,28 +103,27 @@ def _literal(value: Any) -> str:
     return text
 
 
-def torchrec_text(plan: dict, config: dict, module_path: str = "") -> str:
+def torchrec_text(plan: engine.Plan, config: engine.Config, module_path: str = "") -> str:
     """The plan as TorchRec prints a ShardingPlan (as in the sharding tutorial); names are Python literals."""
-    scored, cfg = _engine_plan(plan, config)
-    body = ", ".join(f"{_literal(str(name))}: {engine.parameter_sharding_text(tp, cfg)}"
-                     for name, tp in scored.tables.items())
+    body = ", ".join(f"{_literal(str(name))}: {engine.parameter_sharding_text(tp, config)}"
+                     for name, tp in _in_config_order(plan, config))
     return f"{{{_literal(str(module_path))}: {{{body}}}}}\n"
 
 
-def python_snippet(plan: dict, config: dict, module_path: str = "", what: str = "") -> str:
+def python_snippet(plan: engine.Plan, config: engine.Config, module_path: str = "", what: str = "") -> str:
     """Python that builds this plan's ShardingPlan with TorchRec's own classes (no dependency on us)."""
-    cfg = engine.parse_config(config)
-    placed = engine.parse_plan(plan, cfg)
+    cfg = config
+    placed = _in_config_order(plan, config)
     topo = cfg.topology
     lines = []
-    for name, tp in placed.items():
+    for name, tp in placed:
         shards = None if tp.shards is None else tuple(
             (tuple(s.offsets), tuple(s.sizes), s.rank) for s in tp.shards)
         row = (tp.sharding_type.value, tp.compute_kernel.value, list(tp.ranks), shards)
         lines.append(f"    {_literal(str(name))}: {_literal(row)},\n")
     cache = {n: c.cache_load_factor for n, c in cfg.constraints.items() if c.cache_load_factor is not None}
     head = SNIPPET_HEAD.format(what=_literal(str(what or f"{len(placed)} tables")),
-                               planner=_literal(str(plan.get("planner", "engine"))), w=int(topo.world_size),
+                               planner=_literal(str(plan.planner)), w=int(topo.world_size),
                                device=_literal(topo.compute_device.value), module_path=_literal(str(module_path)),
                                lws=int(topo.local_world_size))
     return head + "".join(lines) + SNIPPET_TAIL.format(cache=_literal(cache))

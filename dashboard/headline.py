@@ -1,6 +1,6 @@
 """The workspace's headline, computed: a plan's few numbers (slowest rank, against the lower bound, peak memory
-against capacity, whether it fits) and what changed since the plan before it. Pure: plan-file dicts
-(engine.plan_to_dict) in, numbers and one-line texts out.
+against capacity, whether it fits) and what changed since the plan before it. Pure: engine.Plan in, numbers
+and one-line texts out.
 """
 
 from __future__ import annotations
@@ -46,19 +46,19 @@ class Headline:
         return all(m.fits for m in self.memory)
 
 
-def _memory(plan: dict, kind: str) -> Optional[Memory]:
-    ranks = [r for r in plan["ranks"] if r.get(f"{kind}_cap_bytes")]
+def _memory(plan: engine.Plan, kind: str) -> Optional[Memory]:
+    ranks = [r for r in plan.ranks if analysis.cap_bytes(r, kind)]
     if not ranks:
         return None
-    tight = max(ranks, key=lambda r: analysis.peak_bytes(r, kind) / r[f"{kind}_cap_bytes"])
-    return Memory(kind, int(tight["rank"]), analysis.peak_bytes(tight, kind), int(tight[f"{kind}_cap_bytes"]))
+    tight = max(ranks, key=lambda r: analysis.peak_bytes(r, kind) / analysis.cap_bytes(r, kind))
+    return Memory(kind, int(tight.rank), analysis.peak_bytes(tight, kind), int(analysis.cap_bytes(tight, kind)))
 
 
-def headline(plan: dict) -> Headline:
+def headline(plan: engine.Plan) -> Headline:
     imb = analysis.imbalance(plan)
     kinds = [m for m in (_memory(plan, k) for k in MEMORY_KINDS) if m is not None]
     memory = tuple(m for i, m in enumerate(kinds) if i == 0 or m.peak_bytes > 0)
-    return Headline(len(plan["plan"]), len(plan["ranks"]), imb.max_ms, imb.bottleneck_rank, imb.vs_lower_bound,
+    return Headline(len(plan.tables), len(plan.ranks), imb.max_ms, imb.bottleneck_rank, imb.vs_lower_bound,
                     memory)
 
 
@@ -88,16 +88,16 @@ class Change:
         return self.after_ms / self.before_ms - 1 if self.before_ms > 0 else None
 
 
-def _placement(tp: dict) -> tuple:
-    return tp.get("sharding_type"), tp.get("compute_kernel"), tuple(tp.get("ranks") or ())
+def _placement(tp: engine.TablePlan) -> tuple:
+    return tp.sharding_type, tp.compute_kernel, tuple(tp.ranks)
 
 
-def change(before: dict, after: dict) -> Change:
+def change(before: engine.Plan, after: engine.Plan) -> Change:
     """Placements are compared over the tables both plans have."""
-    old, new = before["plan"], after["plan"]
+    old, new = before.tables, after.tables
     kept = [name for name in new if name in old]
     moved = sum(1 for name in kept if _placement(old[name]) != _placement(new[name]))
-    return Change(float(before["max_rank_cost_ms"]), float(after["max_rank_cost_ms"]), moved,
+    return Change(float(before.max_rank_cost_ms), float(after.max_rank_cost_ms), moved,
                   len(new.keys() - old.keys()), len(old.keys() - new.keys()), headline(before).fits,
                   headline(after).fits, len(kept))
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import pandas as pd
 
@@ -42,25 +43,25 @@ def ratio(measured: float | None, estimated: float | None) -> float | None:
     return measured / estimated
 
 
-def run_frame(plan: dict, metrics: list, kind: str, same_device: bool) -> pd.DataFrame:
+def run_frame(plan: engine.Plan, metrics: list, kind: str, same_device: bool) -> pd.DataFrame:
     """One row per rank of the plan: measured and estimated time (ms) and memory (bytes), measured over
     estimated, and whether the rank held the plan's shards (None: not checked). The estimates are the run's
     own, priced for the device it measured; the plan's stand in only when it was priced for that device
     (same_device), never across devices. A dry-run's time is its kernels' against the estimate's compute."""
     values = per_rank(metrics)
     rows = []
-    for r in plan["ranks"]:
-        v = values.get(r["rank"], {})
+    for r in plan.ranks:
+        v = values.get(r.rank, {})
         est_ms = _first(v, (TIME_ESTIMATE.get(kind, "estimated_ms"), "estimated_ms"))
         est_b = _first(v, ESTIMATED_MEMORY)
         if same_device:
-            compute = r.get("fwd_compute_ms", 0.0) + r.get("bwd_compute_ms", 0.0)
-            est_ms = est_ms if est_ms is not None else (compute if kind == "dryrun" else r.get("cost_ms"))
-            est_b = est_b if est_b is not None else r.get("hbm_bytes", 0) + r.get("ddr_bytes", 0)
+            compute = r.perf.fwd_compute + r.perf.bwd_compute
+            est_ms = est_ms if est_ms is not None else (compute if kind == "dryrun" else r.cost_ms)
+            est_b = est_b if est_b is not None else r.hbm_bytes + r.ddr_bytes
         names = MEASURED_MEMORY.get(kind, ("peak_bytes",))
         meas_ms, meas_b = _first(v, MEASURED_TIME), _first(v, names)
         match = v.get("shards_match")
-        rows.append({"rank": r["rank"], "measured_ms": meas_ms, "estimated_ms": est_ms,
+        rows.append({"rank": r.rank, "measured_ms": meas_ms, "estimated_ms": est_ms,
                      "time_ratio": ratio(meas_ms, est_ms), "measured_bytes": meas_b, "estimated_bytes": est_b,
                      "memory_ratio": ratio(meas_b, est_b), "shards_match": None if match is None else match >= 0.5,
                      "memory_metric": next((n for n in names if n in v), None)})
@@ -163,11 +164,18 @@ def flags(frame: pd.DataFrame, kind: str, device: str) -> list[Flag]:
     return out
 
 
-def profile(config: dict, settings: dict | None = None, device: str | None = None) -> str:
+@lru_cache(maxsize=64)
+def _topology_dict(topology: engine.Topology) -> dict:
+    """A topology as a config file writes it (engine.config_to_dict): the calibration helpers read that form.
+    Shared: callers copy it before changing it."""
+    return engine.config_to_dict(engine.Config(tables=(), constraints={}, topology=topology))["topology"]
+
+
+def profile(config: engine.Config | None, settings: dict | None = None, device: str | None = None) -> str:
     """Which constants price a plan for `device` (default the config's): a calibration (its runs, device and
     R^2) while the config still holds its fit; else TorchRec's default constants or the config's own
     bandwidths, with the config's device profile (engine.profile) when it is for that device."""
-    topology = dict((config or {}).get("topology") or {})
+    topology = dict(_topology_dict(config.topology)) if config is not None else {}
     device = device or str(topology.get("compute_device") or "cuda")
     topology["compute_device"] = device
     cal = calib.of_settings(settings)
@@ -190,9 +198,9 @@ def run_device(run) -> str:
     return str((run.device_info or {}).get("estimated_device") or run.device)
 
 
-def same_device(config: dict, run) -> bool:
+def same_device(config: engine.Config, run) -> bool:
     """Whether the plan's own estimates (priced for its config's device) stand for the run's device."""
-    return str((config or {}).get("topology", {}).get("compute_device") or "cuda") == run_device(run)
+    return config.topology.compute_device.value == run_device(run)
 
 
 def latest_run(runs: list) -> object | None:

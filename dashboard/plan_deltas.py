@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
 
+import dataclasses
+
 import pandas as pd
 
 import engine
@@ -27,24 +29,25 @@ class Headline:
     lower_is_better: bool = True
 
 
-def with_bound(plan: dict, bound_ms: Optional[float]) -> dict:
-    """The plan (a shallow copy) with `bound_ms` as its lower bound when it carries none (TorchRec's plans: the
-    bound depends on the config only, so ours holds for any planner's plan of it)."""
-    if plan.get("lower_bound_ms") or bound_ms is None:
+def with_bound(plan: engine.Plan, bound_ms: Optional[float]) -> engine.Plan:
+    """The plan (a new one: the given one is shared, never changed) with `bound_ms` as its lower bound when it
+    carries none (TorchRec's plans: the bound depends on the config only, so ours holds for any planner's plan
+    of it)."""
+    if plan.lower_bound_ms or bound_ms is None:
         return plan
-    return {**plan, "lower_bound_ms": float(bound_ms)}
+    return dataclasses.replace(plan, lower_bound_ms=float(bound_ms))
 
 
-def memory_kind(plans: dict[str, dict]) -> str:
+def memory_kind(plans: dict[str, engine.Plan]) -> str:
     """'HBM' or 'DDR' when every plan trains from that memory (DDR: CPU plans), else 'device memory'."""
     kinds = {device_memory(p) for p in plans.values()}
     return kinds.pop().upper() if len(kinds) == 1 else "device memory"
 
 
-def memory_frame(plans: dict[str, dict]) -> pd.DataFrame:
+def memory_frame(plans: dict[str, engine.Plan]) -> pd.DataFrame:
     """One row per (plan, rank): the step's peak of the memory the plan's device trains from (HBM; DDR on CPU)."""
-    rows = [{"plan": label, "rank": r["rank"], "memory_bytes": peak_bytes(r, kind), "kind": kind}
-            for label, plan in plans.items() for kind in [device_memory(plan)] for r in plan["ranks"]]
+    rows = [{"plan": label, "rank": r.rank, "memory_bytes": peak_bytes(r, kind), "kind": kind}
+            for label, plan in plans.items() for kind in [device_memory(plan)] for r in plan.ranks]
     return pd.DataFrame(rows, columns=["plan", "rank", "memory_bytes", "kind"])
 
 
@@ -58,7 +61,7 @@ def measured_long(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
 # ---- headlines ----------------------------------------------------------------------------------
 
 
-def headlines(plan: dict, measured: Optional[pd.DataFrame] = None, memory: str = "device memory",
+def headlines(plan: engine.Plan, measured: Optional[pd.DataFrame] = None, memory: str = "device memory",
               device: str = "") -> dict[Headline, Optional[float]]:
     """A plan's headline numbers (`memory` names its device's memory); with its run's frame
     (dashboard.measured.run_frame) on `device`, the measured slowest rank and its ratio to the run's estimate
@@ -72,7 +75,7 @@ def headlines(plan: dict, measured: Optional[pd.DataFrame] = None, memory: str =
         Headline("imbalance (max/mean)", "x"): imb.ratio,
         Headline("vs lower bound", "x"): imb.vs_lower_bound,
         Headline("lower bound", "ms"): imb.lower_bound_ms,
-        Headline(f"peak {memory} of a rank", "bytes"): float(max((peak_bytes(r, kind) for r in plan["ranks"]),
+        Headline(f"peak {memory} of a rank", "bytes"): float(max((peak_bytes(r, kind) for r in plan.ranks),
                                                                 default=0)),
         Headline("least headroom of a rank", "bytes", lower_is_better=False):
             float(room.free_bytes) if room else None,
@@ -129,7 +132,7 @@ def better(h: Headline, a: Optional[float], b: Optional[float]) -> str:
     return ("A" if a < b else "B") if h.lower_is_better else ("A" if a > b else "B")
 
 
-def headline_frame(plan_a: dict, plan_b: dict, measured_a: Optional[pd.DataFrame] = None,
+def headline_frame(plan_a: engine.Plan, plan_b: engine.Plan, measured_a: Optional[pd.DataFrame] = None,
                    measured_b: Optional[pd.DataFrame] = None, devices: tuple[str, str] = ("", "")) -> pd.DataFrame:
     """One row per headline: A, B, B - A, B - A in %, and which plan is better; `devices`: where each plan's
     run measured (measured rows of runs on different devices stay apart)."""
@@ -157,11 +160,11 @@ def verdict(frame: pd.DataFrame) -> str:
 # ---- per rank -----------------------------------------------------------------------------------
 
 
-def _rank_values(plan: dict, measured: Optional[pd.DataFrame], side: str) -> pd.DataFrame:
+def _rank_values(plan: engine.Plan, measured: Optional[pd.DataFrame], side: str) -> pd.DataFrame:
     kind = device_memory(plan)
-    frame = pd.DataFrame({"rank": [int(r["rank"]) for r in plan["ranks"]],
-                          f"{side} ms": [float(r["cost_ms"]) for r in plan["ranks"]],
-                          f"{side} peak MiB": [peak_bytes(r, kind) / MIB for r in plan["ranks"]]})
+    frame = pd.DataFrame({"rank": [int(r.rank) for r in plan.ranks],
+                          f"{side} ms": [float(r.cost_ms) for r in plan.ranks],
+                          f"{side} peak MiB": [peak_bytes(r, kind) / MIB for r in plan.ranks]})
     if measured is not None and measured["measured_ms"].notna().any():
         m = measured[["rank", "measured_ms", "time_ratio"]].rename(
             columns={"measured_ms": f"{side} measured ms", "time_ratio": f"{side} measured / est."})
@@ -169,7 +172,7 @@ def _rank_values(plan: dict, measured: Optional[pd.DataFrame], side: str) -> pd.
     return frame
 
 
-def rank_frame(plan_a: dict, plan_b: dict, measured_a: Optional[pd.DataFrame] = None,
+def rank_frame(plan_a: engine.Plan, plan_b: engine.Plan, measured_a: Optional[pd.DataFrame] = None,
                measured_b: Optional[pd.DataFrame] = None, sigma: Optional[Sequence[int]] = None) -> pd.DataFrame:
     """Rank by rank: estimated time and peak device memory of A's rank and of the B rank it is paired with
     (sigma[a], the renumbering of dashboard.plan_diff; by number without it), B - A absolute and in %, the faster

@@ -33,20 +33,18 @@ class _Side:
     replicas: Optional[np.ndarray] = None
 
 
-def _side(tp: dict) -> _Side:
-    key = (str(tp["sharding_type"]), str(tp["compute_kernel"]))
-    if tp.get("shards") is None:
-        return _Side(key, replicas=np.unique(np.asarray(tp["ranks"], dtype=np.int64)))
-    pieces = sorted((s["offsets"][0], s["offsets"][0] + s["sizes"][0], s["offsets"][1], s["offsets"][1] + s["sizes"][1],
-                     int(s["rank"])) for s in tp["shards"] if s["sizes"][0] * s["sizes"][1])
+def _side(tp: engine.TablePlan) -> _Side:
+    key = (tp.sharding_type.value, tp.compute_kernel.value)
+    if tp.shards is None:
+        return _Side(key, replicas=np.unique(np.asarray(tp.ranks, dtype=np.int64)))
+    pieces = sorted((s.offsets[0], s.offsets[0] + s.sizes[0], s.offsets[1], s.offsets[1] + s.sizes[1], int(s.rank))
+                    for s in tp.shards if s.sizes[0] * s.sizes[1])
     return _Side(key, tuple(p[:4] for p in pieces), tuple(p[4] for p in pieces))
 
 
-def _element_bytes(table: dict, topology: dict) -> float:
+def _element_bytes(table: engine.TableConfig, topology: engine.Topology) -> float:
     """Bytes per element of a table's weights plus its optimizer state (the optimizer's state multiplier)."""
-    dtype = engine.DataType(table.get("data_type") or "fp32")
-    opt = engine.Optimizer(topology.get("optimizer") or "sgd")
-    return dtype.bytes * (1.0 + opt.state_multiplier(int(table["embedding_dim"])))
+    return table.data_type.bytes * (1.0 + topology.optimizer.state_multiplier(int(table.embedding_dim)))
 
 
 @dataclass
@@ -260,34 +258,34 @@ class PlanDiff:
         return f"A's rank {text}{more}"
 
 
-def _shape(name: str, tables_b: dict, tables_a: dict) -> dict:
+def _shape(name: str, tables_b: dict, tables_a: dict) -> engine.TableConfig:
     return tables_b.get(name) or tables_a[name]
 
 
-def _placement_text(tp: dict) -> str:
-    ranks = list(tp["ranks"])
+def _placement_text(tp: engine.TablePlan) -> str:
+    ranks = list(tp.ranks)
     text = ", ".join(map(str, ranks)) if len(ranks) <= 6 else f"{len(ranks)} ranks ({ranks[0]}...{ranks[-1]})"
-    return f"{tp['sharding_type']} {tp['compute_kernel']} [{text}]"
+    return f"{tp.sharding_type.value} {tp.compute_kernel.value} [{text}]"
 
 
-def diff(plan_a: dict, config_a: dict, plan_b: dict, config_b: dict) -> PlanDiff:
+def diff(plan_a: engine.Plan, config_a: engine.Config, plan_b: engine.Plan, config_b: engine.Config) -> PlanDiff:
     """What changes from plan A (on config_a) to plan B (on config_b)."""
-    tables_a = {t["name"]: t for t in config_a["tables"]}
-    tables_b = {t["name"]: t for t in config_b["tables"]}
-    wa, wb = len(plan_a["ranks"]), len(plan_b["ranks"])
+    tables_a = {t.name: t for t in config_a.tables}
+    tables_b = {t.name: t for t in config_b.tables}
+    wa, wb = len(plan_a.ranks), len(plan_b.ranks)
     names, sides, overlaps, only = [], [], [], []
-    for name, tp in plan_a["plan"].items():
-        other = plan_b["plan"].get(name)
+    for name, tp in plan_a.tables.items():
+        other = plan_b.tables.get(name)
         if other is None:
             only.append((name, ONLY_BASE))
             continue
         t = _shape(name, tables_b, tables_a)
-        rows, dim = int(t["num_embeddings"]), int(t["embedding_dim"])
+        rows, dim = int(t.num_embeddings), int(t.embedding_dim)
         a, b = _side(tp), _side(other)
         names.append(name)
         sides.append((a, b))
-        overlaps.append(_overlap(a, b, rows, dim, _element_bytes(t, config_b.get("topology") or {})))
-    only += [(name, ONLY_OTHER) for name in plan_b["plan"] if name not in plan_a["plan"]]
+        overlaps.append(_overlap(a, b, rows, dim, _element_bytes(t, config_b.topology)))
+    only += [(name, ONLY_OTHER) for name in plan_b.tables if name not in plan_a.tables]
     sigma = _assign(*_kept_matrix(overlaps, wa, wb))
     inverse = np.full(wb + 1, -1, dtype=np.int64)
     inverse[sigma[sigma >= 0]] = np.flatnonzero(sigma >= 0)
@@ -296,11 +294,11 @@ def diff(plan_a: dict, config_a: dict, plan_b: dict, config_b: dict) -> PlanDiff
     needed = np.array([o.needed for o in overlaps])
     kept = np.array([_kept(o, sigma, inverse, wa, wb) for o in overlaps])
     kept_id = sum(_kept(o, identity, inv_identity, wa, wb) for o in overlaps)
-    rows = [{"table": n, "change": _status(a, b, sigma), "in A": _placement_text(plan_a["plan"][n]),
-             "in B": _placement_text(plan_b["plan"][n]), "bytes to move": max(float(nd - k), 0.0)}
+    rows = [{"table": n, "change": _status(a, b, sigma), "in A": _placement_text(plan_a.tables[n]),
+             "in B": _placement_text(plan_b.tables[n]), "bytes to move": max(float(nd - k), 0.0)}
             for n, (a, b), nd, k in zip(names, sides, needed, kept)]
-    rows += [{"table": n, "change": s, "in A": _placement_text(plan_a["plan"][n]) if s == ONLY_BASE else "",
-              "in B": _placement_text(plan_b["plan"][n]) if s == ONLY_OTHER else "", "bytes to move": 0.0}
+    rows += [{"table": n, "change": s, "in A": _placement_text(plan_a.tables[n]) if s == ONLY_BASE else "",
+              "in B": _placement_text(plan_b.tables[n]) if s == ONLY_OTHER else "", "bytes to move": 0.0}
              for n, s in only]
     frame = pd.DataFrame(rows, columns=["table", "change", "in A", "in B", "bytes to move"])
     counts = {s: int((frame["change"] == s).sum()) for s in (SAME, RENUMBERED, MOVES, ONLY_BASE, ONLY_OTHER)}

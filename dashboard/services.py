@@ -1,7 +1,11 @@
 """The app's shared resources and cached computations: the Store (one per database URL), planning with
-our engine or TorchRec's planner (cached on the config JSON), TorchRec's planner as a background job, the
-table-by-rank matrix of a plan, and the calibration fitted to the stored validation runs of a device kind
-(cached briefly).
+our engine or TorchRec's planner (cached on the config JSON), TorchRec's planner as a background job, saved
+plans parsed once, the table-by-rank matrix of a plan, and the calibration fitted to the stored validation runs
+of a device kind (cached briefly).
+
+Plans are the engine's typed objects (engine.Plan, engine.Config: frozen dataclasses), parsed once and handed
+out as the same objects on every rerun and to every session (st.cache_resource: no copy per call). Nothing in
+the dashboard mutates them; a changed plan is a new object (dataclasses.replace).
 """
 
 from __future__ import annotations
@@ -12,20 +16,25 @@ import json
 import os
 import sys
 import tempfile
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Optional
 
 import streamlit as st
 
 import engine
-from dashboard import analysis, jobs
+from dashboard import analysis, jobs, plans
 
 OURS, TORCHREC = "ours", "torchrec"
 PLANNERS = {OURS: "Ours (engine)", TORCHREC: "TorchRec's EmbeddingShardingPlanner (baseline)"}
 DEFAULT_EFFORT = 10_000  # the search's work budget here (the CLI's is 50,000): 1,000 tables replan in about a second
 SAFETY_STOP_S = 60.0  # the planner's wall-clock safety stop; a plan it cut says so in its notes
 PLAN_CACHE_ENTRIES = 64
+SAVED_CACHE_ENTRIES = 32  # saved plans parsed into typed objects (Compare, Runs, a shared link)
+MATRIX_ENTRIES = 32  # table-by-rank matrices, by the plan object they were computed for
 CALIBRATION_TTL_S = 15  # fitting reads every stored run; new runs show up within this long (or on "Fit again")
 
 
@@ -81,8 +90,21 @@ def store():
 
 @dataclass(frozen=True)
 class PlanResult:
-    plan: dict
-    config: dict  # the config in full (engine.config_to_dict): every default written out
+    """A plan and the config it was made for, as the engine's typed objects (shared: never mutated). Their dict
+    forms (saving, downloads) are made at that boundary, once per result."""
+
+    plan: engine.Plan
+    config: engine.Config
+
+    @cached_property
+    def plan_dict(self) -> dict:
+        """engine.plan_to_dict(plan), made once (shared: never mutate it)."""
+        return engine.plan_to_dict(self.plan)
+
+    @cached_property
+    def config_dict(self) -> dict:
+        """engine.config_to_dict(config): the config in full, every default written out (shared: never mutate)."""
+        return engine.config_to_dict(self.config)
 
 
 def _torchrec_plan(cfg: engine.Config) -> engine.Plan:
@@ -94,16 +116,17 @@ def _torchrec_plan(cfg: engine.Config) -> engine.Plan:
     return run(cfg)
 
 
-@st.cache_data(max_entries=PLAN_CACHE_ENTRIES, show_spinner=False)
+@st.cache_resource(max_entries=PLAN_CACHE_ENTRIES, show_spinner=False)
 def plan_config(config_json: str, planner: str, effort: int = DEFAULT_EFFORT) -> PlanResult:
-    """Plan the config (a JSON string: the cache key). Raises engine.ConfigError, engine.PlanningError,
-    engine.EngineError or PlannerUnavailable."""
+    """Plan the config (a JSON string: the cache key; parsed once here). Raises engine.ConfigError,
+    engine.PlanningError, engine.EngineError or PlannerUnavailable. Every rerun gets the same PlanResult (no
+    copy): never mutate it."""
     cfg = engine.parse_config(json.loads(config_json))
     if planner == TORCHREC:
         result = _torchrec_plan(cfg)
     else:
         result = engine.plan(cfg, engine.PlannerSettings(search=effort > 0, effort=effort, time_budget_s=SAFETY_STOP_S))
-    return PlanResult(engine.plan_to_dict(result), engine.config_to_dict(cfg))
+    return PlanResult(result, cfg)
 
 
 @dataclass(frozen=True)
@@ -149,10 +172,12 @@ ROOT = Path(__file__).resolve().parent.parent
 JOB_CONFIG, JOB_PLAN = "config.json", "plan.json"
 
 
-def start_torchrec_plan(config: dict) -> jobs.Job:
+def start_torchrec_plan(config: dict | engine.Config) -> jobs.Job:
     """`python -m engine torchrec-plan` on the config (written to a file of the job's own folder) in another
     process; the plan JSON comes back in a file of that folder (torchrec_result)."""
     workdir = Path(tempfile.mkdtemp(prefix="planner-torchrec-"))
+    if isinstance(config, engine.Config):
+        config = engine.config_to_dict(config)
     (workdir / JOB_CONFIG).write_text(json.dumps(config), encoding="utf-8")
     argv = [sys.executable, "-m", "engine", "torchrec-plan", str(workdir / JOB_CONFIG), "--out",
             str(workdir / JOB_PLAN)]
@@ -160,20 +185,73 @@ def start_torchrec_plan(config: dict) -> jobs.Job:
     return jobs.Job(argv, workdir, label=PLANNERS[TORCHREC], cwd=ROOT, env=env)
 
 
-def torchrec_result(job: jobs.Job, config: dict) -> PlanResult:
-    """The finished job's plan with the config in full; raises engine.EngineError with its one-line error."""
+def torchrec_result(job: jobs.Job, config: dict | engine.Config) -> PlanResult:
+    """The finished job's plan, parsed with its config (a dict is parsed here); raises engine.EngineError
+    (engine.ConfigError among them) with its one-line error."""
     if job.state is not jobs.JobState.DONE:
         raise engine.EngineError(job.error_line())
     try:
         plan = json.loads(job.text(JOB_PLAN))
     except ValueError:
         raise engine.EngineError("TorchRec's planner wrote no plan") from None
-    return PlanResult(plan, engine.config_to_dict(engine.parse_config(config)))
+    cfg = config if isinstance(config, engine.Config) else engine.parse_config(config)
+    return PlanResult(plans.plan_from_dict(plan, cfg), cfg)
 
 
-@st.cache_data(max_entries=PLAN_CACHE_ENTRIES, show_spinner=False)
-def table_rank_matrix(plan_json: str, config_json: str) -> analysis.TableRankMatrix:
-    return analysis.table_rank_matrix(json.loads(plan_json), json.loads(config_json))
+# ---- saved plans, parsed once -------------------------------------------------------------------
+
+
+def saved_result(rec) -> PlanResult:
+    """A saved plan (db PlanRecord: dicts) as typed objects, parsed once per plan (its token and save time are
+    the key: a saved plan never changes). Raises engine.ConfigError when it does not parse."""
+    return _saved_result(rec.token, str(rec.created_at), *_where(), _rec=rec)
+
+
+@st.cache_resource(max_entries=SAVED_CACHE_ENTRIES, show_spinner=False)
+def _saved_result(token: str, created_at: str, url: str, data_dir: str, _rec) -> PlanResult:
+    plan, cfg = plans.parse(_rec.plan, _rec.config)
+    return PlanResult(plan, cfg)
+
+
+# ---- the table-by-rank matrix, by plan object ----------------------------------------------------
+
+
+class _ByIdentity:
+    """A small LRU cache keyed by the identity of the objects a value was computed from (typed plans are shared,
+    never mutated, and hashing their content costs as much as the work). It holds those objects, so their ids
+    stay theirs while they are in it."""
+
+    def __init__(self, entries: int) -> None:
+        self.entries = entries
+        self._items: OrderedDict[tuple[int, ...], tuple[tuple, object]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, objs: tuple, compute):
+        key = tuple(id(o) for o in objs)
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is not None and all(a is b for a, b in zip(hit[0], objs)):
+                self._items.move_to_end(key)
+                return hit[1]
+        value = compute()
+        with self._lock:
+            self._items[key] = (objs, value)
+            self._items.move_to_end(key)
+            while len(self._items) > self.entries:
+                self._items.popitem(last=False)
+        return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+_MATRICES = _ByIdentity(MATRIX_ENTRIES)
+
+
+def table_rank_matrix(plan: engine.Plan, config: engine.Config) -> analysis.TableRankMatrix:
+    """analysis.table_rank_matrix, computed once per plan object (shared, read-only arrays)."""
+    return _MATRICES.get((plan, config), lambda: analysis.table_rank_matrix(plan, config))
 
 
 @dataclass(frozen=True)

@@ -38,10 +38,11 @@ TOPOLOGY_PREFIX = "topology_"
 
 @dataclass
 class CurrentPlan:
-    """A plan and the exact config it was made for (the workspace config may have moved on since)."""
+    """A plan and the exact config it was made for (the workspace config may have moved on since), as the
+    engine's typed objects: shared with the caches (dashboard.services), never mutated."""
 
-    plan: dict
-    config: dict
+    plan: engine.Plan
+    config: engine.Config
     planner: str
     settings: dict = field(default_factory=dict)
     token: Optional[str] = None  # set once saved
@@ -49,7 +50,7 @@ class CurrentPlan:
     source_key: str = ""  # config_key of the workspace config it was planned from
 
     def __post_init__(self) -> None:
-        self.source_key = self.source_key or config_key(self.config)
+        self.source_key = self.source_key or config_key(engine.config_to_dict(self.config))
 
     def matches(self, config: dict) -> bool:
         return self.source_key == config_key(config)
@@ -201,8 +202,8 @@ def set_plan(p: Optional[CurrentPlan]) -> None:
 
 def _same_plan(a: CurrentPlan, b: CurrentPlan) -> bool:
     """The same placements by the same planner (a config written out in full plans the same): no change to say."""
-    return a.planner == b.planner and a.plan.get("plan") == b.plan.get("plan") and \
-        a.plan.get("max_rank_cost_ms") == b.plan.get("max_rank_cost_ms")
+    return a.planner == b.planner and a.plan.tables == b.plan.tables and \
+        a.plan.max_rank_cost_ms == b.plan.max_rank_cost_ms
 
 
 def previous_plan() -> Optional[CurrentPlan]:
@@ -277,12 +278,13 @@ def saved_token() -> Optional[str]:
 
 
 def extra_plans() -> dict[str, dict]:
-    """Unsaved plans offered on the Compare page (TorchRec's baseline): label -> {"plan", "config", "settings"}."""
+    """Unsaved plans offered on the Compare page (TorchRec's baseline): label -> {"plan": engine.Plan, "config":
+    engine.Config, "settings"}."""
     return st.session_state.setdefault(EXTRA_PLANS, {})
 
 
-def add_extra_plan(label: str, plan_dict: dict, config_dict: dict, settings: Optional[dict] = None) -> None:
-    extra_plans()[label] = {"plan": plan_dict, "config": config_dict, "settings": dict(settings or {})}
+def add_extra_plan(label: str, plan: engine.Plan, config: engine.Config, settings: Optional[dict] = None) -> None:
+    extra_plans()[label] = {"plan": plan, "config": config, "settings": dict(settings or {})}
 
 
 def my_runs() -> list[int]:

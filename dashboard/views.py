@@ -1,10 +1,10 @@
 """Pieces of UI more than one page draws: a plan (numbers, the slowest rank explained, charts, per-table
-sharding, heatmap) and its downloads. UI only: numbers come from dashboard.analysis, figures from charts.
+sharding, heatmap) and its downloads. UI only: numbers come from dashboard.analysis, figures from charts; plans
+are the engine's typed objects (engine.Plan, engine.Config), never mutated.
 """
 
 from __future__ import annotations
 
-import json
 import re
 
 import streamlit as st
@@ -43,7 +43,7 @@ def show_flash() -> None:
         st.toast(text, icon=":material/check_circle:")
 
 
-def calibrated_note(settings: dict | None, config: dict | None = None) -> None:
+def calibrated_note(settings: dict | None, config: engine.Config | None = None) -> None:
     """Which constants priced a plan: a calibration (fitted to measured validation runs) when its settings
     carry one, else (given its config) TorchRec's default constants or the config's own bandwidths."""
     cal = calib.of_settings(settings)
@@ -55,12 +55,12 @@ def calibrated_note(settings: dict | None, config: dict | None = None) -> None:
                    "validation runs: Topology's Calibration, or a run's flag on Runs).")
 
 
-def plan_metrics(plan: dict) -> None:
+def plan_metrics(plan: engine.Plan) -> None:
     imb = analysis.imbalance(plan)
     kind = analysis.device_memory(plan)
-    peak = max((analysis.peak_bytes(r, kind) for r in plan["ranks"]), default=0)
+    peak = max((analysis.peak_bytes(r, kind) for r in plan.ranks), default=0)
     room = analysis.headroom(plan, kind)
-    secs = plan.get("planning_seconds")
+    secs = plan.planning_seconds
     cols = st.columns(5)
     cols[0].metric("Slowest rank", f"{imb.max_ms:.4g} ms", help=f"rank {imb.bottleneck_rank}, per training step"
                    + (f"; planned in {secs:.2f} s" if secs is not None else ""))
@@ -80,20 +80,20 @@ def plan_metrics(plan: dict) -> None:
                             "estimated peak in a training step")
 
 
-def plan_view(plan: dict, config: dict, prefix: str) -> None:
+def plan_view(plan: engine.Plan, config: engine.Config, prefix: str) -> None:
     """Everything about one plan; `prefix` keeps widget keys unique per page."""
     plan_metrics(plan)  # the headline first: the browser shows it while the rest is computed
     left, right = st.columns(2)
     left.plotly_chart(charts.memory_bars(plan), key=f"{prefix}_memory_chart")
     right.plotly_chart(charts.cost_stacked(plan), key=f"{prefix}_cost_chart")
-    matrix = services.table_rank_matrix(json.dumps(plan, sort_keys=True), json.dumps(config, sort_keys=True))
+    matrix = services.table_rank_matrix(plan, config)
     with st.container(border=True):
         imb = analysis.imbalance(plan)
         st.markdown(f"**What makes rank {imb.bottleneck_rank} the slowest**")
         st.markdown("\n".join(f"- {md(line)}" for line in analysis.bottleneck(plan, matrix)))
-    if plan.get("notes"):
-        with st.expander(f"Planner notes ({len(plan['notes'])})"):
-            st.markdown("\n".join(f"- {md(n)}" for n in plan["notes"]))
+    if plan.notes:
+        with st.expander(f"Planner notes ({len(plan.notes)})"):
+            st.markdown("\n".join(f"- {md(n)}" for n in plan.notes))
     tab_tables, tab_heat = st.tabs(["Per-table sharding", "Table-by-rank heatmap"])
     with tab_tables:
         st.dataframe(analysis.table_frame(plan, config), hide_index=True, height=TABLE_FRAME_HEIGHT_PX,
@@ -114,9 +114,10 @@ def heatmap(matrix: analysis.TableRankMatrix, prefix: str) -> None:
     st.plotly_chart(charts.heatmap(matrix, metric, rows), key=f"{prefix}_heatmap")
 
 
-def downloads(plan: dict, config: dict, prefix: str, label: str = "") -> None:
-    """Plan JSON, config JSON, TorchRec's text form and the ShardingPlan snippet (each built when clicked)."""
-    name = _slug(label or plan.get("planner", "plan"))
+def downloads(plan: engine.Plan, config: engine.Config, prefix: str, label: str = "") -> None:
+    """Plan JSON, config JSON, TorchRec's text form and the ShardingPlan snippet (each built when clicked: the
+    dict forms are made then, engine.plan_to_dict / engine.config_to_dict)."""
+    name = _slug(label or plan.planner or "plan")
     module_path = st.text_input("Module path of the EmbeddingBagCollection in your model", "",
                                 key=f"{prefix}_module_path", placeholder="e.g. sparse_arch.embedding_bag_collection",
                                 help="the key of the ShardingPlan; empty when DMP wraps the EBC itself")

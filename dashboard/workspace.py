@@ -157,7 +157,7 @@ def collect_job() -> None:
     state.set_plan_job(None)
     name, secs = services.PLANNERS[pj.planner], pj.job.elapsed_s
     try:
-        result = services.torchrec_result(pj.job, pj.config)
+        result = services.torchrec_result(pj.job, pj.config)  # parses the config: a typed result
     except Exception as e:  # noqa: BLE001 - whatever went wrong is one line on the page
         state.flash(f"{md(name)} gave no plan: {md(str(e).splitlines()[0] if str(e) else type(e).__name__)}",
                     "error")
@@ -170,7 +170,7 @@ def collect_job() -> None:
         state.set_plan(current)
         state.flash(f"{md(name)} finished in {secs:.0f} s: its plan is the current plan.")
     else:
-        label = f"TorchRec for an earlier config ({len(result.plan['plan']):,} tables)"
+        label = f"TorchRec for an earlier config ({len(result.plan.tables):,} tables)"
         state.add_extra_plan(label, result.plan, result.config, pj.settings)
         state.flash(f"{md(name)} finished in {secs:.0f} s, but for an earlier config: the workspace's config "
                     f"changed since, so it is not the current plan (it is on Compare as '{md(label)}').", "warning")

@@ -37,8 +37,8 @@ def options(saved, current) -> dict[str, str]:
     return out
 
 
-def load(option: str, store) -> tuple[dict, dict, dict]:
-    """(plan, config, settings) of one option."""
+def load(option: str, store) -> tuple[engine.Plan, engine.Config, dict]:
+    """(plan, config, settings) of one option: the engine's typed objects (a saved plan parsed once)."""
     if option == CURRENT:
         cur = state.plan()
         return cur.plan, cur.config, cur.settings
@@ -47,7 +47,8 @@ def load(option: str, store) -> tuple[dict, dict, dict]:
         extra = state.extra_plans()[rest]
         return extra["plan"], extra["config"], extra.get("settings") or {}
     rec = store.get_plan(rest)
-    return rec.plan, rec.config, rec.settings
+    typed = services.saved_result(rec)
+    return typed.plan, typed.config, rec.settings
 
 
 def add_torchrec(option: str, label: str) -> None:
@@ -111,23 +112,29 @@ def default_pick(opts: dict[str, str]) -> list[str]:
     return list(opts)[:2]
 
 
-def bounds(plans: dict[str, tuple[dict, dict, dict]]) -> dict[str, float | None]:
+def bounds(plans: dict[str, tuple[engine.Plan, engine.Config, dict]]) -> dict[str, float | None]:
     """The lower bound of each plan's config: the plan's own, another picked plan's of the same config, or our
     planner's for that config (TorchRec's plans carry none; the bound depends on the config only)."""
-    known = {state.config_key(c): p.get("lower_bound_ms") for p, c, _ in plans.values() if p.get("lower_bound_ms")}
+    known: list[tuple[engine.Config, float | None]] = [(c, p.lower_bound_ms) for p, c, _ in plans.values()
+                                                       if p.lower_bound_ms]
     out = {}
     for label, (plan, config, _) in plans.items():
-        key = state.config_key(config)
-        if plan.get("lower_bound_ms"):
-            out[label] = plan["lower_bound_ms"]
+        if plan.lower_bound_ms:
+            out[label] = plan.lower_bound_ms
             continue
-        if key not in known:
+        same = next((b for c, b in known if c is config or c == config), _UNKNOWN)
+        if same is _UNKNOWN:
+            key = state.config_key(engine.config_to_dict(config))
             try:
-                known[key] = services.plan_config(key, services.OURS, 0).plan.get("lower_bound_ms")
+                same = services.plan_config(key, services.OURS, 0).plan.lower_bound_ms
             except (engine.EngineError, services.PlannerUnavailable):
-                known[key] = None
-        out[label] = known[key]
+                same = None
+            known.append((config, same))
+        out[label] = same
     return out
+
+
+_UNKNOWN = object()
 
 
 def better_cells(frame):
@@ -253,21 +260,21 @@ try:
 except (StoreError, KeyError) as e:
     st.error(f"Cannot load a picked plan: {md(e)}")
     st.stop()
-given = [label for label, (p, _, _) in plans.items() if not p.get("lower_bound_ms")]
+given = [label for label, (p, _, _) in plans.items() if not p.lower_bound_ms]
 plans = {label: (plan_deltas.with_bound(p, bound), c, s)
          for (label, (p, c, s)), bound in zip(plans.items(), bounds(plans).values())}
-plan_dicts = {label: p for label, (p, _, _) in plans.items()}
+typed_plans = {label: p for label, (p, _, _) in plans.items()}
 found = plan_runs(store, picked, opts, plans)
 frames = {label: frame for label, _, frame in found}
 devices = {label: measured.run_device(run) for label, run, _ in found}
 drawn = {label: frame for label, run, frame in found if measured.same_device(plans[label][1], run)}  # same device
 priced_by = {label: measured.profile(config, settings) for label, (_, config, settings) in plans.items()}
-st.dataframe(analysis.summary_frame(plan_dicts, priced_by), hide_index=True, key="compare_summary", placeholder="n/a",
+st.dataframe(analysis.summary_frame(typed_plans, priced_by), hide_index=True, key="compare_summary", placeholder="n/a",
              column_config={"slowest rank ms": st.column_config.NumberColumn(format="%.4g"),
                             "imbalance (max/mean)": st.column_config.NumberColumn(format="%.3f"),
                             "vs lower bound": st.column_config.NumberColumn(format="%.3f")})
 if given:
-    bounded = [label for label in given if plan_dicts[label].get("lower_bound_ms")]
+    bounded = [label for label in given if typed_plans[label].lower_bound_ms]
     if bounded:
         st.caption(f"{md(', '.join(bounded))}: no lower bound of {'its' if len(bounded) == 1 else 'their'} own "
                    "(TorchRec's planner gives none), so vs lower bound uses the config's, from our planner: the bound "
@@ -276,18 +283,18 @@ if given:
     if len(bounded) < len(given):
         st.caption(f"No lower bound for {md(', '.join(g for g in given if g not in bounded))}: our planner found "
                    "no plan of its config.")
-memory = plan_deltas.memory_kind(plan_dicts)
+memory = plan_deltas.memory_kind(typed_plans)
 left, right = st.columns(2)
-left.plotly_chart(charts.compare_ranks(analysis.compare_frame(plan_dicts), "cost_ms", "Estimated cost per rank"
+left.plotly_chart(charts.compare_ranks(analysis.compare_frame(typed_plans), "cost_ms", "Estimated cost per rank"
                                        + (" (diamonds: measured)" if drawn else ""),
                                        plan_deltas.measured_long(drawn) if drawn else None), key="compare_cost")
-right.plotly_chart(charts.compare_ranks(plan_deltas.memory_frame(plan_dicts), "memory_bytes",
+right.plotly_chart(charts.compare_ranks(plan_deltas.memory_frame(typed_plans), "memory_bytes",
                                         f"{memory if memory != 'device memory' else 'Device memory (HBM; DDR on CPU)'}"
                                         " per rank (step's peak)"), key="compare_memory")
 if len(drawn) < len(frames):
     left.caption(f"Not drawn here: {md(', '.join(label for label in frames if label not in drawn))}, measured on "
                  "another device than its estimates were priced for (Measured / estimated, below, compares it with "
                  "estimates for the device it ran on).")
-if len(plan_dicts) > 1:
+if len(typed_plans) > 1:
     differences_section(plans, frames, devices)
 measured_section(found)

@@ -27,7 +27,7 @@ def run_planner(config: dict, effort: int) -> bool:
         else:
             st.error(f"No plan: {md(outcome.problem)}", icon=":material/error:")
         return False
-    secs = outcome.result.plan.get("planning_seconds") or 0.0
+    secs = outcome.result.plan.planning_seconds or 0.0
     bar.progress(100, text=f"Planned {n} tables on {w} ranks in {secs:.2f} s ({label})")
     state.set_plan(workspace.make_current(outcome.result, services.OURS, effort, key))
     return True
@@ -65,17 +65,17 @@ def job_progress() -> None:
 
 def previous(p) -> None:
     """A plan of an earlier config, collapsed and labelled as such: never shown as the current one."""
-    n = len(p.plan["plan"])
+    n = len(p.plan.tables)
     with st.expander(f"The last plan, made for an earlier config ({n:,} tables): not this config's", expanded=False,
                      icon=":material/history:"):
-        st.caption(f"By {md(services.planner_label(p.planner))}: slowest rank {p.plan['max_rank_cost_ms']:.4g} ms. "
+        st.caption(f"By {md(services.planner_label(p.planner))}: slowest rank {p.plan.max_rank_cost_ms:.4g} ms. "
                    "Its tables, topology or constraints differ from the workspace's now.")
         views.plan_metrics(p.plan)
 
 
 def current_view(current) -> None:
     where = f"saved as '{md(current.label)}'" if current.token else "not saved yet"
-    st.caption(f"Plan by {md(services.planner_label(current.planner))} · {len(current.plan['plan'])} tables · "
+    st.caption(f"Plan by {md(services.planner_label(current.planner))} · {len(current.plan.tables)} tables · "
                f"{where}")
     before = state.previous_plan()
     if before is not None:

@@ -128,15 +128,16 @@ def results(store, rec, plan_rec) -> None:
         return
     info = rec.device_info or {}
     device = str(info.get("estimated_device") or rec.device)
-    planned_for = str(plan_rec.config.get("topology", {}).get("compute_device") or "cuda")
-    frame = measured.run_frame(plan_rec.plan, metrics, str(rec.kind), same_device=planned_for == device)
+    typed = services.saved_result(plan_rec)
+    planned_for = typed.config.topology.compute_device.value
+    frame = measured.run_frame(typed.plan, metrics, str(rec.kind), same_device=planned_for == device)
     views.run_verdict(frame, "runs")
     flags = measured.flags(frame, str(rec.kind), device)
     views.run_flags(flags, device, "runs")
     if not flags and measured.span(frame, "time_ratio"):
         st.success("Every ratio is within 0.8x-1.25x: the estimates hold for this run.", icon=":material/verified:")
     st.caption(f"This run's estimates: priced for {md(device)}, the device it measured, by "
-               f"{md(measured.profile(plan_rec.config, plan_rec.settings, device))}.")
+               f"{md(measured.profile(typed.config, plan_rec.settings, device))}.")
     for note in info.get("notes") or []:
         st.caption(f"Note: {md(note)}")
     left, right = st.columns(2)
@@ -153,7 +154,7 @@ views.show_flash()
 store = services.store()
 token = pick_plan(store)
 plan_rec = store.get_plan(token)
-views.calibrated_note(plan_rec.settings, plan_rec.config)
+views.calibrated_note(plan_rec.settings, services.saved_result(plan_rec).config)
 runs = store.runs_for_plan(token)
 start_form(store, token, expanded=not runs)
 if not runs:

@@ -8,6 +8,7 @@ import os
 import pandas as pd
 import streamlit as st
 
+import engine
 from dashboard import exports, services, state, views
 from dashboard.text import md
 from db.bundle import read_bundle_text
@@ -22,7 +23,7 @@ def link_for(token: str) -> str:
 
 
 def save_form(store, current) -> None:
-    n, w = len(current.plan["plan"]), current.config["topology"]["world_size"]
+    n, w = len(current.plan.tables), current.config.topology.world_size
     label = st.text_input("Label", value=current.label or f"{n} tables on {w} ranks", key="save_label", max_chars=200)
     c1, c2 = st.columns(2)
     author = c1.text_input("Author", key="save_author", max_chars=200)
@@ -30,7 +31,8 @@ def save_form(store, current) -> None:
                                 help="saving a changed config under the same name makes a new version of it")
     if st.button("Save plan", type="primary", key="save_run", icon=":material/save:"):
         try:
-            token = store.save_plan(current.config, current.plan, label=label, author=author,
+            token = store.save_plan(engine.config_to_dict(current.config), engine.plan_to_dict(current.plan),
+                                    label=label, author=author,
                                     config_name=config_name or "untitled", settings=current.settings)
         except StoreError as e:
             st.error(f"Not saved: {md(e)}", icon=":material/error:")

@@ -11,12 +11,12 @@ from dashboard.text import md
 from db.store import StoreError
 
 
-def open_in_workspace(rec) -> None:
+def open_in_workspace(rec, typed: services.PlanResult) -> None:
     state.set_config(rec.config)
     state.set_calibration(calib.of_settings(rec.settings))  # kept only while the config holds the fit
-    state.set_plan(CurrentPlan(plan=rec.plan, config=rec.config, planner=services.planner_key(rec.planner),
-                               settings=dict(rec.settings),
-                               token=rec.token, label=rec.label))
+    state.set_plan(CurrentPlan(plan=typed.plan, config=typed.config, planner=services.planner_key(rec.planner),
+                               settings=dict(rec.settings), token=rec.token, label=rec.label,
+                               source_key=state.config_key(rec.config)))
     st.query_params.clear()
     st.rerun()
 
@@ -25,7 +25,7 @@ def _when(t) -> str:
     return t.strftime("%Y-%m-%d %H:%M:%S") if t else ""
 
 
-def runs_section(store, rec) -> None:
+def runs_section(store, rec, typed: services.PlanResult) -> None:
     """The plan's runs, and what its latest finished run measured against the estimates (read-only: the
     calibration it may call for is offered in the workspace, on Runs)."""
     st.subheader("Runs and measured figures", divider="gray")
@@ -43,14 +43,14 @@ def runs_section(store, rec) -> None:
         st.caption("No finished run of this plan reported measurements yet.")
         return
     device = measured.run_device(run)
-    frame = measured.run_frame(rec.plan, metrics, str(run.kind), measured.same_device(rec.config, run))
+    frame = measured.run_frame(typed.plan, metrics, str(run.kind), measured.same_device(typed.config, run))
     st.markdown(f"**Run {run.id}** ({md(run.kind)} on {md(device)}, {md(run.status)}): measured over estimated, "
                 "per rank")
     views.run_verdict(frame, "shared")
     for f in sorted(measured.flags(frame, str(run.kind), device), key=lambda f: f.what != "shards"):
         (st.error if f.what == "shards" else st.warning)(md(f.text), icon=":material/warning:")
     st.caption(f"The run's estimates: priced for {md(device)}, the device it measured, by "
-               f"{md(measured.profile(rec.config, rec.settings, device))}.")
+               f"{md(measured.profile(typed.config, rec.settings, device))}.")
     left, right = st.columns(2)
     left.plotly_chart(charts.ratio_bars(frame), key="shared_ratio_chart")
     right.plotly_chart(charts.measured_vs_estimated(frame), key="shared_measured_chart")
@@ -81,16 +81,17 @@ if record is None:
         leave()
     st.stop()
 
+typed = services.saved_result(record)
 st.title(md(record.label) if record.label else "Shared plan")
 who = f" by {md(record.author)}" if record.author else ""
 st.caption(f"Read-only · planned by {md(services.planner_label(record.planner))} · config "
-           f"'{md(record.config_name)}' v{record.config_version} · {len(record.plan['plan'])} tables on "
-           f"{md(record.config['topology']['world_size'])} ranks · saved {record.created_at:%Y-%m-%d %H:%M} UTC{who}")
-views.calibrated_note(record.settings, record.config)
+           f"'{md(record.config_name)}' v{record.config_version} · {len(typed.plan.tables)} tables on "
+           f"{md(typed.config.topology.world_size)} ranks · saved {record.created_at:%Y-%m-%d %H:%M} UTC{who}")
+views.calibrated_note(record.settings, typed.config)
 if st.button("Open a copy in my workspace", key="shared_open", icon=":material/edit:",
              help="edit the tables, replan and save under a new link; this shared plan stays as it is"):
-    open_in_workspace(record)
-views.plan_view(record.plan, record.config, "shared")
-runs_section(store, record)
+    open_in_workspace(record, typed)
+views.plan_view(typed.plan, typed.config, "shared")
+runs_section(store, record, typed)
 st.subheader("Take it away", divider="gray")
-views.downloads(record.plan, record.config, "shared", record.label)
+views.downloads(typed.plan, typed.config, "shared", record.label)

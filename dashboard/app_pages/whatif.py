@@ -192,8 +192,7 @@ def replan_tab(config: dict) -> None:
         except engine.EngineError as e:
             st.error(f"No re-plan: {md(e)}", icon=":material/error:")
             return
-        st.session_state[REPLAN_RESULT] = {"summary": r.summary(), "plan": engine.plan_to_dict(r.plan),
-                                           "config": engine.config_to_dict(cfg), "from": token,
+        st.session_state[REPLAN_RESULT] = {"summary": r.summary(), "plan": r.plan, "config": cfg, "from": token,
                                            "label": record.label or token[:8], "limit": limit,
                                            "key": state.config_key(config)}
     res = st.session_state.get(REPLAN_RESULT)

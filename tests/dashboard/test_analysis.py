@@ -7,6 +7,7 @@ import pytest
 
 import engine
 from dashboard import analysis, presets
+from tests.dashboard.helpers import typed, typed_config
 from tests.factories import tutorial
 
 
@@ -22,7 +23,7 @@ def synthetic() -> tuple[dict, dict]:
 
 def test_matrix_columns_add_up_to_the_plans_ranks(synthetic):
     cfg, plan = synthetic
-    m = analysis.table_rank_matrix(plan, cfg)
+    m = analysis.table_rank_matrix(typed(plan, cfg), typed_config(cfg))
     assert m.values["cost_ms"].shape == (40, 8) and m.tables == list(plan["plan"])
     for r in plan["ranks"]:
         assert m.values["cost_ms"][:, r["rank"]].sum() == pytest.approx(r["cost_ms"])
@@ -34,12 +35,12 @@ def test_matrix_columns_add_up_to_the_plans_ranks(synthetic):
 
 def test_imbalance_and_bottleneck_story(synthetic):
     cfg, plan = synthetic
-    imb = analysis.imbalance(plan)
+    imb = analysis.imbalance(typed(plan, cfg))
     costs = [r["cost_ms"] for r in plan["ranks"]]
     assert imb.max_ms == max(costs) and imb.ratio == pytest.approx(max(costs) / (sum(costs) / len(costs)))
     assert imb.bottleneck_rank == plan["bottleneck_rank"]
-    m = analysis.table_rank_matrix(plan, cfg)
-    lines = analysis.bottleneck(plan, m)
+    m = analysis.table_rank_matrix(typed(plan, cfg), typed_config(cfg))
+    lines = analysis.bottleneck(typed(plan, cfg), m)
     assert lines[0].startswith(f"Rank {imb.bottleneck_rank} is the slowest")
     top = m.tables[int(m.values["cost_ms"][:, imb.bottleneck_rank].argmax())]
     assert any(top in line for line in lines)
@@ -50,7 +51,7 @@ def test_bottleneck_mentions_a_full_hbm():
     plan = {"plan": {}, "lower_bound_ms": None, "ranks": [
         {"rank": 0, "cost_ms": 2.0, "fwd_compute_ms": 2.0, "hbm_bytes": 95, "hbm_cap_bytes": 100},
         {"rank": 1, "cost_ms": 1.0, "fwd_compute_ms": 1.0, "hbm_bytes": 10, "hbm_cap_bytes": 100}]}
-    lines = analysis.bottleneck(plan)
+    lines = analysis.bottleneck(typed(plan))
     assert lines[0] == "Rank 0 is the slowest at 2 ms per step, 33.3% above the average rank (1.5 ms)."
     assert lines[1] == "Most of its time is forward compute: 2 ms (100%)."
     assert lines[-1].startswith("Its HBM is 95% full")
@@ -60,21 +61,21 @@ def test_moved_tables_between_two_placements():
     tw = engine.load_config("examples/tutorial_table_wise.json")
     rw = engine.load_config("examples/tutorial_row_wise.json")
     a, b = engine.plan_to_dict(engine.plan(tw)), engine.plan_to_dict(engine.plan(rw))
-    moved = analysis.moved_tables(a, b)
+    moved = analysis.moved_tables(typed(a, tw), typed(b, rw))
     assert moved["table"].tolist() == [t.name for t in tw.tables]
     assert moved["after"].str.startswith("row_wise").all()
-    assert analysis.moved_tables(a, a).empty
+    assert analysis.moved_tables(typed(a, tw), typed(a, tw)).empty
 
 
 def test_table_frame_and_compare_frames():
     cfg = tutorial()
     plan = _plan(cfg)
-    frame = analysis.table_frame(plan, cfg)
+    frame = analysis.table_frame(typed(plan, cfg), typed_config(cfg))
     assert frame["table"].tolist() == [t["name"] for t in cfg["tables"]]
     assert frame.loc[0, "shards"] == "1 x [4096, 64]"
-    both = analysis.compare_frame({"a": plan, "b": plan})
+    both = analysis.compare_frame({"a": typed(plan, cfg), "b": typed(plan, cfg)})
     assert len(both) == 4 and set(both["plan"]) == {"a", "b"}
-    summary = analysis.summary_frame({"a": plan})
+    summary = analysis.summary_frame({"a": typed(plan, cfg)})
     assert summary.loc[0, "slowest rank ms"] == pytest.approx(plan["max_rank_cost_ms"])
 
 
@@ -91,17 +92,18 @@ def test_run_metrics_as_a_table_and_progress():
 def test_headroom_is_the_tightest_rank_and_parts_come_from_the_plan():
     plan = {"ranks": [{"rank": 0, "hbm_bytes": 10, "hbm_cap_bytes": 100, "ddr_bytes": 0, "ddr_cap_bytes": 0},
                       {"rank": 1, "hbm_bytes": 70, "hbm_cap_bytes": 100, "ddr_bytes": 0, "ddr_cap_bytes": 0}]}
-    assert analysis.headroom(plan, "hbm") == analysis.Headroom(rank=1, free_bytes=30, cap_bytes=100)
-    assert analysis.headroom(plan, "ddr") is None and analysis.device_memory(plan) == "hbm"
+    assert analysis.headroom(typed(plan), "hbm") == analysis.Headroom(rank=1, free_bytes=30, cap_bytes=100)
+    assert analysis.headroom(typed(plan), "ddr") is None and analysis.device_memory(typed(plan)) == "hbm"
     over = {"ranks": [dict(plan["ranks"][0], hbm_bytes=130)]}
-    assert analysis.headroom(over, "hbm").free_bytes == -30
-    assert analysis.memory_parts(plan) is None  # plans without parts
+    assert analysis.headroom(typed(over), "hbm").free_bytes == -30
+    assert analysis.memory_parts(typed(plan)) is None  # plans without parts
     mem = [{"weights_bytes": 8 * (i + 1), "optimizer_bytes": 2, "output_grad_bytes": 1, "cache_bytes": 0,
             "held_bytes": 10, "peak_bytes": 11 + 8 * i, "peak_hbm_bytes": 80 + i, "peak_ddr_bytes": 0,
             "reserved_bytes": 5} for i in range(2)]  # engine.memory's MemoryParts.as_dict()
     flat = {"ranks": [{**r, **{f"memory_{k}": v for k, v in m.items()}} for r, m in zip(plan["ranks"], mem)]}
     want = {"weights": [8.0, 16.0], "optimizer": [2.0, 2.0], "output grad": [1.0, 1.0]}
-    assert analysis.memory_parts(flat) == want  # as plan_to_dict writes them
-    assert analysis.memory_parts({"ranks": [dict(r, memory=m) for r, m in zip(plan["ranks"], mem)]}) == want
-    assert analysis.peak_bytes(flat["ranks"][1], "hbm") == 81 and analysis.peak_bytes(plan["ranks"][1], "hbm") == 70
-    assert analysis.headroom(flat, "hbm") == analysis.Headroom(rank=1, free_bytes=19, cap_bytes=100)
+    assert analysis.memory_parts(typed(flat)) == want  # as plan_to_dict writes them
+    assert analysis.memory_parts(typed({"ranks": [dict(r, memory=m) for r, m in zip(plan["ranks"], mem)]})) == want
+    assert analysis.peak_bytes(typed(flat).ranks[1], "hbm") == 81
+    assert analysis.peak_bytes(typed(plan).ranks[1], "hbm") == 70
+    assert analysis.headroom(typed(flat), "hbm") == analysis.Headroom(rank=1, free_bytes=19, cap_bytes=100)

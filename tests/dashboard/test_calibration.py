@@ -89,7 +89,7 @@ def test_topology_page_shows_the_fit_beside_the_current_bandwidths(store, app):
 def test_use_this_calibration_and_every_page_says_so(store, app):
     seed_runs(store)
     goto(app, "plan")
-    default_ms = app.session_state["ws_plan"].plan["max_rank_cost_ms"]
+    default_ms = app.session_state["ws_plan"].plan.max_rank_cost_ms
     use_calibration(app)
     topo = workspace(app)["topology"]
     assert topo["hbm_mem_bw"] == pytest.approx(HBM_BW, rel=1e-12)
@@ -106,7 +106,7 @@ def test_use_this_calibration_and_every_page_says_so(store, app):
     goto(app, "plan")  # auto-replan on the calibrated config
     current = app.session_state["ws_plan"]
     assert current.settings["calibration"] == cal
-    assert current.plan["max_rank_cost_ms"] > default_ms + FIXED["step_ms"] / 2  # fixed costs, slower HBM and NVLink
+    assert current.plan.max_rank_cost_ms > default_ms + FIXED["step_ms"] / 2  # fixed costs, slower HBM and NVLink
     assert any(NOTE in i for i in shown(app, "info"))
 
     goto(app, "save_share")

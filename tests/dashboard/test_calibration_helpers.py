@@ -106,7 +106,7 @@ def test_fitted_rows_put_current_and_fitted_in_gibps():
 
 
 def test_summary_frame_adds_the_estimates_column_only_when_asked():
-    plan = engine.plan_to_dict(engine.plan(engine.parse_config(presets.tutorial())))
+    plan = engine.plan(engine.parse_config(presets.tutorial()))
     assert "estimates" not in analysis.summary_frame({"a": plan}).columns
     frame = analysis.summary_frame({"a": plan, "b": plan}, {"a": "calibrated: 4 runs on cpu, R^2 0.981"})
     assert frame["estimates"].tolist() == ["calibrated: 4 runs on cpu, R^2 0.981", ""]

@@ -1,4 +1,5 @@
-"""Chart functions: plan dicts in, plotly figures out; the numbers drawn are the plan's numbers."""
+"""Chart functions: plans (engine.Plan, built here from plan dicts) in, plotly figures out; the numbers drawn are
+the plan's numbers."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import pytest
 
 import engine
 from dashboard import analysis, charts
+from tests.dashboard.helpers import typed, typed_config
 from tests.factories import tutorial, with_changes
 
 GIB = 1024**3
@@ -24,27 +26,27 @@ def _without_parts(plan: dict) -> dict:
 
 def test_memory_bars_show_use_against_capacity():
     plan = _without_parts(_plan(tutorial()))
-    fig = charts.memory_bars(plan)
+    fig = charts.memory_bars(typed(plan))
     used = [t for t in fig.data if t.name == "used"]
     caps = [t for t in fig.data if t.name == "usable capacity"]
     assert len(used) == 2 and len(caps) == 2  # HBM and DDR panels
     assert list(used[0].y) == pytest.approx([r["hbm_bytes"] / GIB for r in plan["ranks"]])
     assert list(caps[0].y) == pytest.approx([r["hbm_cap_bytes"] / GIB for r in plan["ranks"]])
     over = dict(plan, ranks=[dict(r, hbm_bytes=r["hbm_cap_bytes"] * 2) for r in plan["ranks"]])
-    assert set(charts.memory_bars(over).data[1].marker.color) == {charts.OVER_COLOR}
+    assert set(charts.memory_bars(typed(over)).data[1].marker.color) == {charts.OVER_COLOR}
 
 
 def test_cpu_plans_draw_only_ddr():
     plan = _plan(with_changes(tutorial(), compute_device="cpu"))
-    assert [t.name for t in charts.memory_bars(_without_parts(plan)).data] == ["usable capacity", "used"]
-    fig = charts.memory_bars(plan)
+    assert [t.name for t in charts.memory_bars(typed(_without_parts(plan))).data] == ["usable capacity", "used"]
+    fig = charts.memory_bars(typed(plan))
     assert [t.name for t in fig.data][:2] == ["usable capacity", "weights"]  # the step's peak, part by part
     assert fig.layout.annotations[0].text.startswith("DDR per rank (GiB)<br><sup>least headroom")
 
 
 def test_cost_stacks_add_up_to_each_rank_and_mark_the_lower_bound():
     plan = _plan(tutorial())
-    fig = charts.cost_stacked(plan)
+    fig = charts.cost_stacked(typed(plan))
     bars = [t for t in fig.data if t.type == "bar"]
     stacked = [sum(t.y[i] for t in bars) for i in range(len(plan["ranks"]))]
     assert stacked == pytest.approx([r["cost_ms"] for r in plan["ranks"]])
@@ -56,7 +58,7 @@ def test_cost_stacks_add_up_to_each_rank_and_mark_the_lower_bound():
 def test_heatmap_rows_and_empty_cells():
     cfg = tutorial()
     plan = _plan(cfg)
-    m = analysis.table_rank_matrix(plan, cfg)
+    m = analysis.table_rank_matrix(typed(plan, cfg), typed_config(cfg))
     fig = charts.heatmap(m, "cost_ms", [1, 0])
     assert list(fig.data[0].y) == [m.tables[1], m.tables[0]]
     z = fig.data[0].z
@@ -92,10 +94,10 @@ def test_ratio_bars_mark_ranks_outside_the_band():
 
 def test_memory_bars_say_the_headroom_and_stack_the_parts():
     plan = _plan(tutorial())
-    title = charts.memory_bars(plan).layout.annotations[0].text
+    title = charts.memory_bars(typed(plan)).layout.annotations[0].text
     assert title.startswith("HBM per rank (GiB)<br><sup>least headroom ") and "(rank " in title
     assert any(k.startswith("memory_") for k in plan["ranks"][0])  # engine.memory's parts, flat in the plan file
-    fig = charts.memory_bars(plan)
+    fig = charts.memory_bars(typed(plan))
     names = [t.name for t in fig.data]
     assert names[0] == "usable capacity" and names[-2:] == ["usable capacity", "used"] and "weights" in names
     parts = [t for t in fig.data[1:-2]]
@@ -106,7 +108,7 @@ def test_memory_bars_say_the_headroom_and_stack_the_parts():
 
 def test_compare_ranks_puts_measured_times_beside_each_plans_bars():
     a, b = _plan(tutorial()), _plan(tutorial("row_wise"))
-    frame = analysis.compare_frame({"A": a, "B": b})
+    frame = analysis.compare_frame({"A": typed(a), "B": typed(b)})
     measured = pd.DataFrame({"plan": ["B", "B"], "rank": [0, 1], "measured_ms": [0.5, 0.75]})
     fig = charts.compare_ranks(frame, "cost_ms", "cost", measured)
     assert [t.type for t in fig.data] == ["bar", "bar", "scatter"]

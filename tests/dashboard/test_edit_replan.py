@@ -46,7 +46,7 @@ def test_one_edit_of_a_thousand_replans_and_prices_only_that_table(app):
     warm = _misses()
     goto(app, "plan")  # auto-replan is on
     before = app.session_state["ws_plan"]
-    assert before.matches(workspace(app)) and len(before.plan["plan"]) == TABLES
+    assert before.matches(workspace(app)) and len(before.plan.tables) == TABLES
     assert _misses() == warm, "the dashboard's config priced tables again: its keys differ from the engine's"
     shown_before = _heatmap_rows(app)  # the heaviest tables
 
@@ -55,7 +55,7 @@ def test_one_edit_of_a_thousand_replans_and_prices_only_that_table(app):
     assert workspace(app)["constraints"][name]["pooling_factors"] == [NEW_POOLING_FACTOR]
     edited = app.session_state["ws_plan"]  # the Tables page's headline replanned on the edit itself
     assert edited is not before and edited.matches(workspace(app))
-    assert any(f"Slowest rank **{edited.plan['max_rank_cost_ms']:.4g} ms**" in m for m in shown(app, "markdown"))
+    assert any(f"Slowest rank **{edited.plan.max_rank_cost_ms:.4g} ms**" in m for m in shown(app, "markdown"))
     scored = analysis._table_alone.cache_info().misses
     goto(app, "plan")
     after = app.session_state["ws_plan"]
@@ -65,8 +65,8 @@ def test_one_edit_of_a_thousand_replans_and_prices_only_that_table(app):
 
     # The plan shown is the new config's: made for it, its headline on screen, the edited table's cost in it.
     assert after is not before and after.matches(workspace(app))
-    assert after.config["constraints"][name]["pooling_factors"] == [NEW_POOLING_FACTOR]
-    assert app.metric[0].value == f"{after.plan['max_rank_cost_ms']:.4g} ms"
+    assert engine.config_to_dict(after.config)["constraints"][name]["pooling_factors"] == [NEW_POOLING_FACTOR]
+    assert app.metric[0].value == f"{after.plan.max_rank_cost_ms:.4g} ms"
     old = analysis.table_rank_matrix(before.plan, before.config)
     new = analysis.table_rank_matrix(after.plan, after.config)
     i = new.tables.index(name)
@@ -74,12 +74,12 @@ def test_one_edit_of_a_thousand_replans_and_prices_only_that_table(app):
     assert new_cost > 5 * old_cost
     assert name not in shown_before and _heatmap_rows(app)[name] == pytest.approx(new_cost)  # now among them
     # The table-by-rank matrix scored again only the edited table and the tables the new plan placed differently.
-    moved = {n for n, tp in after.plan["plan"].items() if tp != before.plan["plan"][n]}
+    moved = {n for n, tp in after.plan.tables.items() if tp != before.plan.tables[n]}
     assert rescored == len(moved | {name})
 
     # Priced again: the edited table's geometries, each once; every other table's options came from the cache.
     info = enumeration._priced.cache_info()
-    cfg = engine.parse_config(after.config)
+    cfg = after.config  # the config the plan was made for (engine.Config)
     enumeration.table_options(cfg, [t.name for t in cfg.tables].index(name))
     geometries = enumeration._priced.cache_info().hits - info.hits
     assert _misses() == info.misses  # the edited table's options were all priced by the replan

@@ -14,6 +14,7 @@ import pytest
 
 import engine
 from dashboard import exports
+from tests.dashboard.helpers import typed, typed_config
 from tests.factories import ROOT, tutorial
 
 CHECK = """
@@ -43,16 +44,16 @@ def _mixed() -> tuple[dict, dict]:
 
 def test_plan_json_and_torchrec_text():
     cfg, plan = _mixed()
-    parsed = engine.parse_plan(json.loads(exports.plan_json(plan)), engine.parse_config(cfg))
+    parsed = engine.parse_plan(json.loads(exports.plan_json(typed(plan, cfg))), engine.parse_config(cfg))
     assert parsed.keys() == plan["plan"].keys()
-    text = exports.torchrec_text(plan, cfg, "sparse.ebc")
+    text = exports.torchrec_text(typed(plan, cfg), typed_config(cfg), "sparse.ebc")
     assert text.startswith("{'sparse.ebc': {'large_table_0': ParameterSharding(sharding_type='column_wise'")
     assert "sharding_spec=None" in text  # the data-parallel table
 
 
 def test_snippet_builds_the_same_sharding_plan_as_torchrec_compat(tmp_path):
     cfg, plan = _mixed()
-    snippet = exports.python_snippet(plan, cfg, "model.ebc", what="tutorial, mixed")
+    snippet = exports.python_snippet(typed(plan, cfg), typed_config(cfg), "model.ebc", what="tutorial, mixed")
     assert "exec(" not in snippet and "import engine" not in snippet
     (tmp_path / "cfg.json").write_text(json.dumps(cfg))
     (tmp_path / "plan.json").write_text(json.dumps(plan))
@@ -123,13 +124,14 @@ def test_snippet_writes_every_user_value_as_a_literal(tmp_path):
     marker = str(tmp_path / "pwned")
     hostile = _hostile(marker)
     plain_cfg, plain_plan = _hostile_plan(lambda i: f"table_{i}", marker)
-    plain = _shapes(exports.python_snippet(plain_plan, plain_cfg, "model.ebc", what="baseline"))
+    plain = _shapes(exports.python_snippet(typed(plain_plan, plain_cfg), typed_config(plain_cfg), "model.ebc",
+                                           what="baseline"))
     cases, snippets = [], []
     for i, text in enumerate(hostile):
         names = [_engine_safe(text) + f"_{k}" for k in range(4)]
         cfg, plan = _hostile_plan(names.__getitem__, marker)
         plan["planner"] = text
-        snippet = exports.python_snippet(plan, cfg, module_path=text, what=text)
+        snippet = exports.python_snippet(typed(plan, cfg), typed_config(cfg), module_path=text, what=text)
         assert _shapes(snippet) == plain, repr(text)
         cases.append((text, names))
         snippets.append(snippet)
@@ -158,7 +160,8 @@ def test_torchrec_text_quotes_names_and_module_path(tmp_path):
     for text in _hostile(str(tmp_path / "pwned")):
         names = [_engine_safe(text) + f"_{k}" for k in range(4)]
         cfg, plan = _hostile_plan(names.__getitem__, "")
-        printed = re.sub(r"placement=rank:\d+/\w+(:\d+)?", "placement=0", exports.torchrec_text(plan, cfg, text))
+        text_form = exports.torchrec_text(typed(plan, cfg), typed_config(cfg), text)
+        printed = re.sub(r"placement=rank:\d+/\w+(:\d+)?", "placement=0", text_form)
         tree = ast.parse(printed, mode="eval").body  # TorchRec prints placements unquoted
         assert isinstance(tree, ast.Dict) and [k.value for k in tree.keys] == [text]
         inner = tree.values[0]

@@ -131,6 +131,6 @@ def test_the_engines_torchrec_command_as_a_job_plans(tmp_path):
         result = services.torchrec_result(job, cfg)
     finally:
         job.close()
-    assert result.plan["planner"] == "torchrec" and set(result.plan["plan"]) == {t["name"] for t in cfg["tables"]}
-    assert result.config == engine.config_to_dict(engine.parse_config(cfg))
+    assert result.plan.planner == "torchrec" and set(result.plan.tables) == {t["name"] for t in cfg["tables"]}
+    assert result.config_dict == engine.config_to_dict(engine.parse_config(cfg))
     assert not os.path.exists(job.workdir)

@@ -7,12 +7,13 @@ import pytest
 
 import engine
 from dashboard import measured
+from tests.dashboard.helpers import typed, typed_config
 from tests.factories import tutorial, with_changes
 
-PLAN = {"ranks": [{"rank": 0, "cost_ms": 0.25, "fwd_compute_ms": 0.1, "bwd_compute_ms": 0.1, "hbm_bytes": 1_850_000,
-                   "ddr_bytes": 0},
-                  {"rank": 1, "cost_ms": 0.25, "fwd_compute_ms": 0.1, "bwd_compute_ms": 0.1, "hbm_bytes": 1_850_000,
-                   "ddr_bytes": 0}]}
+PLAN = typed({"ranks": [{"rank": 0, "cost_ms": 0.25, "fwd_compute_ms": 0.1, "bwd_compute_ms": 0.1,
+                         "hbm_bytes": 1_850_000, "ddr_bytes": 0},
+                        {"rank": 1, "cost_ms": 0.25, "fwd_compute_ms": 0.1, "bwd_compute_ms": 0.1,
+                         "hbm_bytes": 1_850_000, "ddr_bytes": 0}]})
 
 
 def validation_metrics(step_ms=(10.9, 14.7), est_ms=0.25, peak=17_000_000, est_bytes=1_850_000, match=(1.0, 1.0)):
@@ -59,15 +60,17 @@ def test_flags_outside_the_band_say_what_to_do():
 
 def test_which_constants_priced_a_plan():
     cfg = engine.config_to_dict(engine.parse_config(tutorial()))
-    assert measured.profile(cfg) == "TorchRec's default constants for cuda"
-    assert measured.profile(cfg, None, "cpu") == "TorchRec's default constants for cpu"
+    assert measured.profile(typed_config(cfg)) == "TorchRec's default constants for cuda"
+    assert measured.profile(typed_config(cfg), None, "cpu") == "TorchRec's default constants for cpu"
     fast = with_changes(tutorial(), hbm_mem_bw=2e9)
-    assert measured.profile(fast) == "the config's own bandwidths for cuda (not calibrated)"
+    assert measured.profile(typed_config(fast)) == "the config's own bandwidths for cuda (not calibrated)"
     cal = {"device": "cuda", "device_name": "H100", "patch": {"hbm_mem_bw": 2e9}, "r2": 0.9, "n_runs": 3}
+    fast = typed_config(fast)
     assert measured.profile(fast, {"calibration": cal}) == "a calibration from 3 runs on cuda (H100) (R^2 0.900)"
     assert measured.profile(fast, {"calibration": cal}, "cpu").startswith("the config's own bandwidths for cpu")
     prof = {"device": "cpu", "backend": "gloo", "hosts": 1, "step_ms": 3.0, "source": "measured: 8 runs"}
     with_prof = with_changes(tutorial(), compute_device="cpu", profile=prof)
+    with_prof = typed_config(with_prof)
     assert measured.profile(with_prof) == ("TorchRec's default constants for cpu with the device profile cpu/gloo "
                                            "on 1 host (measured)")
-    assert measured.profile(with_prof, None, "cuda") == "TorchRec's default constants for cuda"
+    assert measured.profile(typed_config(with_prof), None, "cuda") == "TorchRec's default constants for cuda"

@@ -16,10 +16,10 @@ def test_rules_typed_in_the_grid_reach_the_config_and_the_plan(app):
     assert cons["small_table_0"]["colocate"] == ["small_table_1"]
     assert cons["small_table_1"]["apart"] == ["large_table_0"]
     assert app.dataframe[1].value["ranks"].tolist()[0] == "1"
-    plan = app.session_state["ws_plan"].plan["plan"]  # the working view replanned with the rules
-    assert plan["large_table_0"]["ranks"] == [1]
-    assert plan["small_table_0"]["ranks"] == plan["small_table_1"]["ranks"]
-    assert not set(plan["small_table_1"]["ranks"]) & set(plan["large_table_0"]["ranks"])
+    plan = app.session_state["ws_plan"].plan.tables  # the working view replanned with the rules
+    assert plan["large_table_0"].ranks == (1,)
+    assert plan["small_table_0"].ranks == plan["small_table_1"].ranks
+    assert not set(plan["small_table_1"].ranks) & set(plan["large_table_0"].ranks)
     edit(app, "tables_grid", edited={1: {"dim": 32}})  # another edit keeps the rules
     assert workspace(app)["constraints"]["large_table_0"]["ranks"] == [1]
 

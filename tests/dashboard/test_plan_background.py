@@ -38,7 +38,7 @@ def test_a_plan_for_an_earlier_config_is_never_shown_as_current(app):
     app.number_input(key="tables_syn_count").set_value(60).run()
     app.button(key="tables_load_preset").click().run()
     goto(app, "plan")
-    assert len(app.session_state["ws_plan"].plan["plan"]) == 60 and app.dataframe
+    assert len(app.session_state["ws_plan"].plan.tables) == 60 and app.dataframe
     goto(app, "tables")
     app.selectbox(key="tables_preset").set_value("tutorial").run()
     app.button(key="tables_load_preset").click().run()

@@ -13,8 +13,9 @@ import pytest
 
 import engine
 from dashboard import plan_diff
-from dashboard.plan_diff import MOVES, RENUMBERED, SAME, diff
+from dashboard.plan_diff import MOVES, RENUMBERED, SAME
 from dashboard.presets import SyntheticSpec, synthetic
+from tests.dashboard.helpers import typed, typed_config
 from tests.factories import tutorial
 
 FP32 = 4
@@ -29,6 +30,12 @@ def _config(tables: dict[str, tuple[int, int]], world: int, optimizer: str = "sg
 def _plan(placements: dict[str, dict], world: int) -> dict:
     return {"plan": placements, "ranks": [{"rank": r, "cost_ms": 1.0, "hbm_bytes": 0, "ddr_bytes": 0}
                                           for r in range(world)]}
+
+
+def diff(plan_a: dict, config_a, plan_b: dict, config_b) -> plan_diff.PlanDiff:
+    """plan_diff.diff on plan dicts: each parsed against its config first."""
+    return plan_diff.diff(typed(plan_a, config_a), typed_config(config_a), typed(plan_b, config_b),
+                          typed_config(config_b))
 
 
 def _tw(rank: int, rows: int, dim: int) -> dict:

@@ -19,9 +19,9 @@ def test_plan_the_tutorial_and_see_it(app):
     assert app.progress[0].value == 100
     assert app.progress[0].proto.text.startswith("Planned 4 tables on 2 ranks")
     plan = app.session_state["ws_plan"].plan
-    assert set(plan["plan"]) == {"large_table_0", "large_table_1", "small_table_0", "small_table_1"}
+    assert set(plan.tables) == {"large_table_0", "large_table_1", "small_table_0", "small_table_1"}
     frame = app.dataframe[0].value
-    assert frame["sharding"].tolist() == [plan["plan"][t]["sharding_type"] for t in frame["table"]]
+    assert frame["sharding"].tolist() == [plan.tables[t].sharding_type.value for t in frame["table"]]
     specs = plotly_specs(app)
     titles = [str((s["layout"].get("title") or {}).get("text")) for s in specs]
     assert "Estimated cost per rank by component" in titles and any("Tables by rank" in t for t in titles)
@@ -29,9 +29,9 @@ def test_plan_the_tutorial_and_see_it(app):
     parts = analysis.memory_parts(plan)  # the step's peak part by part (engine.memory), stacked in the HBM panel
     assert [t["name"] for t in memory["data"]] == ["usable capacity", *parts, "usable capacity", "used"]
     assert app.metric[4].label == "Tightest headroom"
-    assert app.metric[0].value == f"{plan['max_rank_cost_ms']:.4g} ms"
+    assert app.metric[0].value == f"{plan.max_rank_cost_ms:.4g} ms"
     story = [m for m in shown(app, "markdown") if m.startswith("- Rank")]
-    assert story and f"Rank {plan['bottleneck_rank']}" in story[0]
+    assert story and f"Rank {plan.bottleneck_rank}" in story[0]
     assert len(app.get("download_button")) == 4
 
 
@@ -43,7 +43,7 @@ def test_replans_on_edit_and_shows_config_errors(app):
     goto(app, "plan")  # "Replan on edits" is on: no click needed
     second = app.session_state["ws_plan"]
     assert second is not first and second.matches(workspace(app))
-    assert second.config["tables"][0]["num_embeddings"] == 100000
+    assert second.config.tables[0].num_embeddings == 100000
     goto(app, "tables")
     edit(app, "tables_grid", edited={0: {"dim": 0}})
     goto(app, "plan")
@@ -88,8 +88,8 @@ def test_the_plan_is_the_command_lines_plan_at_the_same_effort(app):
     _plan_now(app)
     current = app.session_state["ws_plan"]
     assert current.settings["effort"] == 3000 and "time_budget_s" not in current.settings
-    again = engine.plan_to_dict(engine.plan(engine.parse_config(current.config), engine.PlannerSettings(effort=3000)))
-    shown_plan = dict(current.plan)
+    again = engine.plan_to_dict(engine.plan(current.config, engine.PlannerSettings(effort=3000)))
+    shown_plan = engine.plan_to_dict(current.plan)
     for d in (again, shown_plan):
         d.pop("planning_seconds")
     assert json.dumps(shown_plan, sort_keys=True) == json.dumps(again, sort_keys=True)

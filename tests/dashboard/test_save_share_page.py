@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from streamlit.testing.v1 import AppTest
 
+import engine
+
 from tests.dashboard.conftest import APP, RUN_TIMEOUT_S
 from tests.dashboard.helpers import goto, plotly_specs, shown, workspace
 from tests.dashboard.test_runs_page import _slow_run
@@ -39,7 +41,7 @@ def test_save_stores_the_plan_and_shows_its_link(app, store):
     token = _save(app, "tutorial, first try", author="ada")
     rec = store.get_plan(token)
     assert rec.label == "tutorial, first try" and rec.author == "ada" and rec.config_name == "tutorial"
-    assert rec.plan["plan"] == app.session_state["ws_plan"].plan["plan"]
+    assert rec.plan["plan"] == engine.plan_to_dict(app.session_state["ws_plan"].plan)["plan"]
     assert [c.value for c in app.code] == [f"?plan={token}"] * 2  # the share box, and the saved plans' link
     assert any("Saved 'tutorial, first try'" in t for t in shown(app, "toast"))
     saved = app.dataframe[0].value

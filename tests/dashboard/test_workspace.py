@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+import engine
 from dashboard import headline, presets
 from tests.dashboard.helpers import edit, goto, plain, shown, workspace
 
@@ -18,8 +19,8 @@ def _strip(at) -> list[str]:
     return texts
 
 
-def _ms(plan: dict) -> str:
-    return f"{plan['max_rank_cost_ms']:.4g} ms"
+def _ms(plan: engine.Plan) -> str:
+    return f"{plan.max_rank_cost_ms:.4g} ms"
 
 
 def test_the_tables_page_carries_the_plan_of_the_config_as_edited(app):
@@ -33,7 +34,7 @@ def test_the_tables_page_carries_the_plan_of_the_config_as_edited(app):
     edit(app, "tables_grid", edited={0: {"pooling_factor": 500.0}})  # large_table_0 now dominates its rank
     second = app.session_state["ws_plan"]
     assert second is not first and second.matches(workspace(app))
-    assert second.config["constraints"]["large_table_0"]["pooling_factors"] == [500.0]
+    assert engine.config_to_dict(second.config)["constraints"]["large_table_0"]["pooling_factors"] == [500.0]
     strip = _strip(app)
     assert _ms(second.plan) in strip[0] and _ms(first.plan) not in strip[0]
     change = headline.change(first.plan, second.plan)
@@ -50,7 +51,7 @@ def test_the_topology_page_carries_it_too(app):
     before = app.session_state["ws_plan"]
     app.number_input(key="topology_world_size").set_value(4).run()
     after = app.session_state["ws_plan"]
-    assert after is not before and len(after.plan["ranks"]) == 4 and after.matches(workspace(app))
+    assert after is not before and len(after.plan.ranks) == 4 and after.matches(workspace(app))
     assert _ms(after.plan) in _strip(app)[0] and "4 tables on 4 ranks" in _strip(app)[1]
 
 
@@ -134,12 +135,14 @@ def test_the_guide_is_for_the_first_view_only(app):
 # ---- the headline's numbers ----------------------------------------------------------------------
 
 
-def _plan(costs: list[float], placements: dict[str, list[int]], hbm: list[int], cap: int = 100) -> dict:
-    return {"max_rank_cost_ms": max(costs), "lower_bound_ms": 1.0,
-            "plan": {t: {"sharding_type": "table_wise", "compute_kernel": "fused", "ranks": r}
-                     for t, r in placements.items()},
-            "ranks": [{"rank": i, "cost_ms": c, "hbm_bytes": h, "hbm_cap_bytes": cap, "ddr_bytes": 0,
-                       "ddr_cap_bytes": 1000} for i, (c, h) in enumerate(zip(costs, hbm))]}
+def _plan(costs: list[float], placements: dict[str, list[int]], hbm: list[int], cap: int = 100) -> engine.Plan:
+    """A hand-made plan: each rank's cost (its max_rank_cost_ms the slowest), each table on its ranks."""
+    return engine.Plan(
+        tables={t: engine.TablePlan(engine.ShardingType.TABLE_WISE, engine.ComputeKernel.FUSED, tuple(r), None)
+                for t, r in placements.items()},
+        ranks=tuple(engine.RankStats(rank=i, hbm_bytes=h, ddr_bytes=0, hbm_cap_bytes=cap, ddr_cap_bytes=1000,
+                                     perf=engine.Perf(fwd_compute=c)) for i, (c, h) in enumerate(zip(costs, hbm))),
+        lower_bound_ms=1.0)
 
 
 def test_headline_numbers_and_what_changed():

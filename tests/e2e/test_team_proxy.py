@@ -316,3 +316,11 @@ def test_the_generated_nginx_config_is_valid(tmp_path):
     t = subprocess.run([nginx, "-p", f"{prefix}/", "-c", str(prefix / "nginx.conf"), "-e",
                         str(prefix / "logs" / "error.log"), "-t"], capture_output=True, text=True, timeout=60)
     assert t.returncode == 0, t.stderr
+
+
+def test_every_team_sh_option_is_in_docs_deploy():
+    from deploy.team import build_parser
+
+    docs = (ROOT / "docs" / "deploy.md").read_text()
+    options = [s for a in build_parser()._actions for s in a.option_strings if s.startswith("--") and s != "--help"]
+    assert len(options) == 7 and [o for o in options if f"`{o}" not in docs] == []

@@ -149,8 +149,9 @@ def _free_port() -> int:
 
 
 @contextmanager
-def serving(root: Path, work: Path):
-    """`streamlit run dashboard/app.py` of `root` on a free port and a fresh SQLite database; yields (url, pid)."""
+def serving(root: Path, work: Path, *flags: str):
+    """`streamlit run dashboard/app.py` of `root` on a free port and a fresh SQLite database; yields (url, pid).
+    `flags`: more `streamlit run` options."""
     port = _free_port()
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{work / 'planner.db'}", "PLANNER_DATA_DIR": str(work)}
     log_path = work / "server.log"
@@ -158,7 +159,7 @@ def serving(root: Path, work: Path):
         proc = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", "dashboard/app.py", "--server.headless", "true",
              "--server.port", str(port), "--server.address", "127.0.0.1", "--server.fileWatcherType", "none",
-             "--browser.gatherUsageStats", "false"], cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
+             "--browser.gatherUsageStats", "false", *flags], cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
             url = f"http://127.0.0.1:{port}"
             deadline = time.monotonic() + START_TIMEOUT_S

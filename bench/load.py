@@ -41,12 +41,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from bench.interactive import (CHROMIUM, CHROMIUM_ARGS, ERROR, METRIC, ROOT, SIDEBAR, VIEWPORT, Runs, Session,
-                               _goto, _plan_shown, _served, describe, serving)
+                               _git, _goto, _plan_shown, _served, describe,
+                               serving)
 
 RESULTS = ROOT / "bench" / "results" / "load.md"
 SESSIONS = [1, 5, 10, 20]
 STEPS = ("open", "load preset", "plan", "change world size", "replan", "save", "open share link")
 FIRST_WORLD_SIZE = 16  # session i sets 16 + i ranks (the synthetic preset has 8)
+WARMUP_TABLES = 10  # the warm-up session's preset: another config than the round's
 HEALTH_EVERY_S = 0.25
 HEALTH_TIMEOUT_S = 10.0
 TARGETS = {"cpu_per_session_s": 1.0, "health_worst_s": 1.0, "rss_back_mb": 50.0}  # issue 14, on this machine
@@ -345,6 +347,28 @@ def _settled_memory(pid: int, start_mb: float, settle_s: float) -> tuple[dict, f
         time.sleep(1.0)
 
 
+def warm_up(url: str, pid: int, chromium: Chromium, args, label: str) -> dict:
+    """One session's flow before the round, on another config (WARMUP_TABLES tables), untimed: the server's
+    imports and first-run work are done before the round's CPU and RSS are read (a team's server has served
+    someone before); then its context closes and the RSS settles."""
+    rss0, cpu0 = rss_mb(pid), tree_cpu_seconds(pid)
+    flow = Flow(-1, label, FIRST_WORLD_SIZE - 1)
+    start, done, close = threading.Barrier(1), threading.Barrier(2), threading.Event()
+    tables = WARMUP_TABLES if args.tables != WARMUP_TABLES else WARMUP_TABLES + 1
+    user = User(flow, url, chromium.endpoint, tables, args.step_timeout, pid, start, done, close)
+    user.start()
+    try:
+        done.wait(timeout=args.step_timeout * (len(STEPS) + 2))
+    except threading.BrokenBarrierError:
+        flow.error = flow.error or "the warm-up session did not end in time"
+    close.set()
+    user.join(timeout=60)
+    cpu = tree_cpu_seconds(pid) - cpu0
+    time.sleep(args.session_ttl + 1)  # its session's state may go
+    return {"tables": tables, "cpu_s": cpu, "rss_start_mb": round(rss0, 1), "rss_after_mb": round(rss_mb(pid), 1),
+            "steps": flow.steps, "error": flow.error}
+
+
 def run_round(root: Path, n: int, args, run_id: str, deadline: float, log=print) -> dict:
     out: dict = {"sessions": n, "tables": args.tables, "uptime_before": uptime()}
     log(f"N = {n}: {out['uptime_before']}")
@@ -353,6 +377,11 @@ def run_round(root: Path, n: int, args, run_id: str, deadline: float, log=print)
         db_url = f"sqlite:///{work / 'planner.db'}"
         url, pid = stack.enter_context(serving(root, work, "--server.disconnectedSessionTTL", str(args.session_ttl)))
         chromium = Chromium(stack)
+        if args.warmup:
+            out["warmup"] = warm_up(url, pid, chromium, args, f"load {run_id} N{n} warm-up")
+            w = out["warmup"]
+            log(f"  warm-up session: {w['cpu_s']:.2f} s server CPU, RSS {w['rss_start_mb']} -> {w['rss_after_mb']} MB"
+                + (f"; {w['error']}" if w["error"] else ""))
         flows = [Flow(i, f"load {run_id} N{n} s{i}", FIRST_WORLD_SIZE + i) for i in range(n)]
         start, done, close = threading.Barrier(n + 1), threading.Barrier(n + 1), threading.Event()
         users = [User(f, url, chromium.endpoint, args.tables, args.step_timeout, pid, start, done, close)
@@ -486,6 +515,15 @@ def markdown(rounds: list[dict], meta: dict) -> str:
         cells = [f"{_s(f.get('median_s'))} / {_s(f.get('worst_s'))}" if (f := r["steps"].get(step)) else "-"
                  for r in rounds]
         lines.append(f"| {step} | " + " | ".join(cells) + " |")
+    warm = [r for r in rounds if r.get("warmup")]
+    if warm:
+        lines += ["", ("Before each round, untimed, one warm-up session went through the same flow on another config "
+                       f"({warm[0]['warmup']['tables']} tables): the server's imports and first runs are not in the "
+                       "round's figures. Its server CPU (a fresh server's first session) and the server's RSS from its "
+                       "start to before the round: "
+                       + "; ".join(f"N = {r['sessions']}: {r['warmup']['cpu_s']:.2f} s, "
+                                   f"{r['warmup']['rss_start_mb']:.0f} -> {r['rss_before']['server_mb']:.0f} MB"
+                                   for r in warm) + ".")]
     one = next((r for r in rounds if r["sessions"] == 1 and r["flows"] and r["flows"][0]["step_server_cpu_s"]), None)
     if one:
         cpu = one["flows"][0]["step_server_cpu_s"]
@@ -505,6 +543,14 @@ def markdown(rounds: list[dict], meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def archive(stack: ExitStack, root: Path, rev: str) -> Path:
+    """The files of git revision `rev` of `root`, in a temporary folder."""
+    into = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-load-tree-")))
+    tar = subprocess.run(["git", "archive", rev], cwd=root, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=tar, check=True)
+    return into
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.load", description=__doc__.splitlines()[0])
     p.add_argument("--sessions", type=int, nargs="+", default=SESSIONS,
@@ -516,6 +562,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-minutes", type=float, default=45.0, help="the whole run's cap (a safety stop)")
     p.add_argument("--session-ttl", type=int, default=5,
                    help="streamlit's server.disconnectedSessionTTL for the bench (seconds; its default is 120)")
+    p.add_argument("--no-warmup", dest="warmup", action="store_false",
+                   help="measure from a cold server (its imports and first runs in the round's figures)")
+    p.add_argument("--rev", help="serve git revision REV of --root (git archive) instead of its working tree")
     p.add_argument("--settle", type=float, default=30.0, help="seconds to wait for the RSS after the contexts close")
     args = p.parse_args(argv)
     from playwright.sync_api import sync_playwright  # noqa: F401 - fail early without Playwright
@@ -530,7 +579,12 @@ def main(argv: list[str] | None = None) -> int:
     run_id = time.strftime("%H%M%S")
     rounds = []
     with ExitStack() as stack:
-        served = _served(stack, root)  # a copy: edits to the tree while the bench runs change nothing served
+        if args.rev:
+            served = archive(stack, root, args.rev)
+            meta["checkout"] = f"git revision {args.rev} ({_git(root, 'rev-parse', '--short', args.rev).strip()}) " \
+                               "of the checkout, served from `git archive` (no working-tree changes)"
+        else:  # a copy: edits to the tree while the bench runs change nothing served
+            served = _served(stack, root)
         for n in args.sessions:
             if time.monotonic() > deadline:
                 meta["safety_stop"] = (f"the whole-run cap ({args.max_minutes} min) was reached: N = "

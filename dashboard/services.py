@@ -1,7 +1,7 @@
-"""The app's shared resources and cached computations: the Store (one per database URL), planning with
-our engine or TorchRec's planner (cached on the config JSON), TorchRec's planner as a background job, saved
-plans parsed once, the table-by-rank matrix of a plan, and the calibration fitted to the stored validation runs
-of a device kind (cached briefly).
+"""The app's shared resources and cached computations: the Store (one per database URL), planning with our
+engine in the server's worker processes (dashboard.planpool; remembered by config JSON), TorchRec's planner as a
+background job, saved plans parsed once, the table-by-rank matrix of a plan, and the calibration fitted to the
+stored validation runs of a device kind (cached briefly).
 
 Plans are the engine's typed objects (engine.Plan, engine.Config: frozen dataclasses), parsed once and handed
 out as the same objects on every rerun and to every session (st.cache_resource: no copy per call). Nothing in
@@ -19,20 +19,20 @@ import tempfile
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
 from typing import Optional
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 import engine
-from dashboard import analysis, jobs, plans
+from dashboard import analysis, jobs, plans, planpool, planwork
 
 OURS, TORCHREC = "ours", "torchrec"
 PLANNERS = {OURS: "Ours (engine)", TORCHREC: "TorchRec's EmbeddingShardingPlanner (baseline)"}
 DEFAULT_EFFORT = 10_000  # the search's work budget here (the CLI's is 50,000): 1,000 tables replan in about a second
 SAFETY_STOP_S = 60.0  # the planner's wall-clock safety stop; a plan it cut says so in its notes
-PLAN_CACHE_ENTRIES = 64
+PLAN_CACHE_ENTRIES = 16  # plans (and refusals) kept by this server: a 1,000-table plan is a few MB
 SAVED_CACHE_ENTRIES = 32  # saved plans parsed into typed objects (Compare, Runs, a shared link)
 MATRIX_ENTRIES = 32  # table-by-rank matrices, by the plan object they were computed for
 CALIBRATION_TTL_S = 15  # fitting reads every stored run; new runs show up within this long (or on "Fit again")
@@ -88,82 +88,120 @@ def store():
     return _store(*_where())
 
 
-@dataclass(frozen=True)
-class PlanResult:
-    """A plan and the config it was made for, as the engine's typed objects (shared: never mutated). Their dict
-    forms (saving, downloads) are made at that boundary, once per result."""
+PlanResult, PlanOutcome, ReplanOutcome = planwork.PlanResult, planwork.PlanOutcome, planwork.ReplanOutcome
 
-    plan: engine.Plan
-    config: engine.Config
+# ---- planning in the worker processes (dashboard.planpool), never in a page's thread ----------------------
 
-    @cached_property
-    def plan_dict(self) -> dict:
-        """engine.plan_to_dict(plan), made once (shared: never mutate it)."""
-        return engine.plan_to_dict(self.plan)
-
-    @cached_property
-    def config_dict(self) -> dict:
-        """engine.config_to_dict(config): the config in full, every default written out (shared: never mutate)."""
-        return engine.config_to_dict(self.config)
+SHOW_WAIT_AFTER_S = 0.3  # a plan that takes longer shows its elapsed time where the page waits for it
+WAIT_POLL_S = 0.1
 
 
-def _torchrec_plan(cfg: engine.Config) -> engine.Plan:
-    try:
-        run = engine.torchrec_planner()
-    except Exception as e:  # torch/torchrec missing or broken: say so instead of a traceback
-        raise PlannerUnavailable(f"TorchRec's planner is not available here ({type(e).__name__}: {e}); "
-                                 "install the packages in requirements.txt (torch, torchrec, fbgemm-gpu)") from None
-    return run(cfg)
+@st.cache_resource(show_spinner=False)
+def pool() -> planpool.Pool:
+    """The server's worker processes (one per core), shared by every session; one is started at once."""
+    p = planpool.Pool()
+    p.prestart(1)
+    return p
 
 
-@st.cache_resource(max_entries=PLAN_CACHE_ENTRIES, show_spinner=False)
-def plan_config(config_json: str, planner: str, effort: int = DEFAULT_EFFORT) -> PlanResult:
-    """Plan the config (a JSON string: the cache key; parsed once here). Raises engine.ConfigError,
-    engine.PlanningError, engine.EngineError or PlannerUnavailable. Every rerun gets the same PlanResult (no
-    copy): never mutate it."""
-    cfg = engine.parse_config(json.loads(config_json))
-    if planner == TORCHREC:
-        result = _torchrec_plan(cfg)
-    else:
-        result = engine.plan(cfg, engine.PlannerSettings(search=effort > 0, effort=effort, time_budget_s=SAFETY_STOP_S))
-    return PlanResult(result, cfg)
+class _Recent:
+    """A small LRU of finished outcomes (successes and refusals alike), shared by the sessions of this server."""
+
+    def __init__(self, entries: int) -> None:
+        self.entries = entries
+        self._items: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key):
+        with self._lock:
+            value = self._items.get(key)
+            if value is not None:
+                self._items.move_to_end(key)
+            return value
+
+    def put(self, key, value) -> None:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self.entries:
+                self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
 
 
-@dataclass(frozen=True)
-class PlanOutcome:
-    """Our planner's plan of a config, or why there is none (one line): the config has a problem (config_error)
-    or no plan fits (refused: engine.PlanningError), or another engine error."""
-
-    result: Optional[PlanResult] = None
-    problem: str = ""  # with what would help, when the engine says
-    config_error: bool = False
-    refused: bool = False
-    reason: str = ""  # a refusal's reason alone, without what would help
+_OUTCOMES = _Recent(PLAN_CACHE_ENTRIES)
 
 
-_FAILURES: dict[tuple[str, int], PlanOutcome] = {}  # by config digest: plan_config caches only plans
-FAILURE_ENTRIES = 32
+def _owner() -> str:
+    """This browser session (each has at most one plan and one re-plan in the works)."""
+    ctx = get_script_run_ctx()
+    return ctx.session_id if ctx is not None else f"thread-{threading.get_ident()}"
+
+
+def in_pool(name: str, args: tuple, key, kind: str, what: str, on_done=None):
+    """Run a named task (planwork.TASKS) in the pool and wait for it here, showing its elapsed time once it takes
+    longer than SHOW_WAIT_AFTER_S. A new run of this session's page (the user edited again) stops the wait where it
+    redraws the time; the task goes on, and is cancelled when this session asks for another of its kind
+    (superseded) or joined when it asks for the same. Raises planpool.TaskFailed or TaskCancelled."""
+    task = pool().submit(name, args, key, kind, _owner(), on_done)
+    if not task.wait(SHOW_WAIT_AFTER_S):
+        box = st.empty()
+        while not task.wait(WAIT_POLL_S):
+            box.caption(f":material/hourglass_top: {what}: {task.elapsed_s:.1f} s")
+        box.empty()
+    return task.result()
 
 
 def plan_outcome(config_json: str, effort: int = DEFAULT_EFFORT) -> PlanOutcome:
-    """plan_config with our planner, its errors returned instead of raised, and remembered (a refusal is not
-    planned again on every run)."""
+    """Our planner's plan of the config (JSON text), or why there is none, made in a worker process and remembered
+    (the same key gives the same objects: never mutate them)."""
     key = (hashlib.sha256(config_json.encode()).hexdigest(), effort)
-    if key in _FAILURES:
-        return _FAILURES[key]
+    hit = _OUTCOMES.get(key)
+    if hit is not None:
+        return hit
+    n = _count_tables(config_json)
     try:
-        return PlanOutcome(plan_config(config_json, OURS, effort))
-    except engine.ConfigError as e:
-        out = PlanOutcome(problem=str(e), config_error=True)
-    except engine.PlanningError as e:
-        out = PlanOutcome(problem=engine.one_line(str(e)), refused=True,
-                          reason=engine.one_line(e.message))
-    except engine.EngineError as e:
-        out = PlanOutcome(problem=engine.one_line(str(e)))
-    if len(_FAILURES) >= FAILURE_ENTRIES:
-        _FAILURES.pop(next(iter(_FAILURES)))
-    _FAILURES[key] = out
-    return out
+        return in_pool("plan", (config_json, effort, SAFETY_STOP_S), ("plan", *key), "plan",
+                       f"Planning {n} tables with our planner", lambda out: _OUTCOMES.put(key, out))
+    except planpool.TaskFailed as e:
+        return PlanOutcome(problem=f"the planner failed: {e}")
+    except planpool.TaskCancelled:
+        return PlanOutcome(problem="the plan was cancelled (a newer edit asked for another)")
+
+
+def _count_tables(config_json: str) -> str:
+    try:
+        return f"{len(json.loads(config_json).get('tables') or []):,}"
+    except (ValueError, AttributeError, TypeError):
+        return "the"
+
+
+def plan_config(config_json: str, planner: str = OURS, effort: int = DEFAULT_EFFORT) -> PlanResult:
+    """plan_outcome's plan; raises engine.EngineError (its one line) when there is none. Our planner only:
+    TorchRec's runs as a background job (start_torchrec_plan)."""
+    if planner != OURS:
+        raise ValueError(f"plan_config plans with our planner only, not {planner!r}")
+    outcome = plan_outcome(config_json, effort)
+    if outcome.result is None:
+        raise engine.EngineError(outcome.problem)
+    return outcome.result
+
+
+def replan_outcome(config: dict, old_plan: dict, from_token: str, max_move_bytes: Optional[int],
+                   effort: int = DEFAULT_EFFORT) -> ReplanOutcome:
+    """A re-plan of the config from a saved plan, in a worker process (this session's next re-plan supersedes
+    it)."""
+    config_json = json.dumps(config, sort_keys=True)
+    key = ("replan", hashlib.sha256(config_json.encode()).hexdigest(), from_token, max_move_bytes, effort)
+    try:
+        return in_pool("replan", (config_json, old_plan, max_move_bytes, effort, SAFETY_STOP_S), key, "replan",
+                       f"Re-planning {len(config.get('tables') or []):,} tables")
+    except planpool.TaskFailed as e:
+        return ReplanOutcome(problem=f"the re-planner failed: {e}")
+    except planpool.TaskCancelled:
+        return ReplanOutcome(problem="the re-plan was cancelled (a newer request asked for another)")
 
 
 # ---- TorchRec's planner in the background (it can take a minute on 1,000 tables) ----------------

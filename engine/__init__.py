@@ -37,7 +37,9 @@ from engine.config import CONSTRAINT_FIELDS, PROFILE_FIELD, TABLE_FIELDS, TOPOLO
 from engine.constants import DATA_TYPE_BYTES
 from engine.errors import human_bytes, one_line
 from engine.jsonsafe import JsonError
+from engine.enumerate import pricing_cache_info
 from engine.jsonsafe import loads as json_loads
+from engine.memory import OUT_OF_MEMORY
 from engine.profile import FIXED_COSTS, parse_profile
 from engine.replan import read_old_plan
 from engine.replan import replan as replan_plan  # (not `replan`: that name is the submodule engine.replan)
@@ -63,8 +65,10 @@ __all__ = [
     "load_plan", "parse_config", "parse_plan", "plan", "plan_to_dict", "summary", "torchrec_format",
     # for the dashboard
     "ACCELERATORS", "BANDWIDTH_FIELDS", "CONSTRAINT_FIELDS", "CRITEO_1TB_EMBEDDING_DIM", "CRITEO_1TB_MULTI_HOT",
-    "CRITEO_1TB_ROWS", "DATA_TYPE_BYTES", "FIXED_COSTS", "JsonError", "PROFILE_FIELD", "RunStatus", "TABLE_FIELDS",
+    "CRITEO_1TB_ROWS", "DATA_TYPE_BYTES", "FIXED_COSTS", "JsonError", "OUT_OF_MEMORY", "PROFILE_FIELD", "RunStatus",
+    "TABLE_FIELDS",
     "TOPOLOGY_FIELDS", "WORLD_SIZES", "apply_calibration", "fit_calibration", "human_bytes", "json_loads",
-    "one_line", "parameter_sharding_text", "parse_profile", "point_config", "read_old_plan", "replan_plan",
+    "one_line", "parameter_sharding_text", "parse_profile", "point_config", "pricing_cache_info", "read_old_plan",
+    "replan_plan",
     "torchrec_planner",
 ]

@@ -299,6 +299,11 @@ _CacheInfo = namedtuple("_CacheInfo", "hits misses maxsize currsize")
 _priced = _PriceCache(maxsize=120_000)
 
 
+def pricing_cache_info() -> _CacheInfo:
+    """This process's pricing cache: hits, misses (tables priced), maxsize, currsize."""
+    return _priced.cache_info()
+
+
 def _geometries(cfg: Config, i: int) -> list[Geometry]:
     """The table's geometries to price, each with the kernels allowed for it."""
     table = cfg.tables[i]

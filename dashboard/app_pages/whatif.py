@@ -181,18 +181,12 @@ def replan_tab(config: dict) -> None:
             st.error("That saved plan is gone from the database; pick another.", icon=":material/error:")
             return
         limit = int(limit_gib * 2**30) if limit_gib > 0 else None
-        try:
-            cfg = engine.parse_config(config)
-            with st.spinner("Re-planning"):
-                r = engine.replan_plan(cfg, engine.read_old_plan(record.plan, "saved plan"), limit,
-                           engine.PlannerSettings(effort=services.DEFAULT_EFFORT, time_budget_s=services.SAFETY_STOP_S))
-        except engine.ConfigError as e:
-            st.error(f"The config has a problem: {md(e)}", icon=":material/error:")
+        r = services.replan_outcome(config, record.plan, token, limit)
+        if r.summary is None:
+            st.error(f"The config has a problem: {md(r.problem)}" if r.config_error else f"No re-plan: {md(r.problem)}",
+                     icon=":material/error:")
             return
-        except engine.EngineError as e:
-            st.error(f"No re-plan: {md(e)}", icon=":material/error:")
-            return
-        st.session_state[REPLAN_RESULT] = {"summary": r.summary(), "plan": r.plan, "config": cfg, "from": token,
+        st.session_state[REPLAN_RESULT] = {"summary": r.summary, "plan": r.plan, "config": r.config, "from": token,
                                            "label": record.label or token[:8], "limit": limit,
                                            "key": state.config_key(config)}
     res = st.session_state.get(REPLAN_RESULT)

@@ -21,7 +21,9 @@ class Memory:
     kind: str  # "hbm" or "ddr"
     rank: int
     peak_bytes: int
-    cap_bytes: int
+    cap_bytes: int  # usable: the device's memory less the reservation kept for the dense model
+    step_peak: bool = True  # the step's estimated peak (engine.memory); False: the stored bytes only
+
 
     @property
     def share(self) -> float:
@@ -41,9 +43,19 @@ class Headline:
     vs_lower_bound: Optional[float]  # slowest rank over the bound (None: the plan carries none, TorchRec's)
     memory: tuple[Memory, ...]  # the device's memory, and DDR too when a GPU plan puts anything there
 
+    out_of_memory: bool = False  # the engine's verdict: a rank's step outgrows its device (engine.OUT_OF_MEMORY)
+
+    @property
+    def into_reservation(self) -> bool:
+        """The step's peak passes the usable memory but the device holds it: its transient buffers use part of the
+        memory kept for the dense model."""
+        return not self.out_of_memory and any(not m.fits for m in self.memory)
+
     @property
     def fits(self) -> bool:
-        return all(m.fits for m in self.memory)
+        """No rank outgrows its device: the engine's out-of-memory note, or stored bytes over the usable memory
+        where the plan carries no step estimate (a plan file from elsewhere)."""
+        return not self.out_of_memory
 
 
 def _memory(plan: engine.Plan, kind: str) -> Optional[Memory]:
@@ -51,15 +63,18 @@ def _memory(plan: engine.Plan, kind: str) -> Optional[Memory]:
     if not ranks:
         return None
     tight = max(ranks, key=lambda r: analysis.peak_bytes(r, kind) / analysis.cap_bytes(r, kind))
-    return Memory(kind, int(tight.rank), analysis.peak_bytes(tight, kind), int(analysis.cap_bytes(tight, kind)))
+    return Memory(kind, int(tight.rank), analysis.peak_bytes(tight, kind), int(analysis.cap_bytes(tight, kind)),
+                  tight.memory is not None)
 
 
 def headline(plan: engine.Plan) -> Headline:
     imb = analysis.imbalance(plan)
     kinds = [m for m in (_memory(plan, k) for k in MEMORY_KINDS) if m is not None]
     memory = tuple(m for i, m in enumerate(kinds) if i == 0 or m.peak_bytes > 0)
+    oom = any(n.startswith(engine.OUT_OF_MEMORY) for n in plan.notes) or any(
+        not m.fits and not m.step_peak for m in memory)
     return Headline(len(plan.tables), len(plan.ranks), imb.max_ms, imb.bottleneck_rank, imb.vs_lower_bound,
-                    memory)
+                    memory, oom)
 
 
 def memory_text(m: Memory) -> str:

@@ -93,7 +93,13 @@ def strip(config: dict) -> None:
                 st.markdown(f":red-badge[:material/error: No plan] {md(outcome.problem)}")
             return
         h = headline.headline(current.plan)
-        fits = ":green-badge[:material/check: Fits]" if h.fits else ":red-badge[:material/block: Over capacity]"
+        if not h.fits:
+            fits = ":red-badge[:material/block: Over capacity]"
+        elif h.into_reservation:
+            fits = (":orange-badge[:material/warning: Tight] the step's peak reaches into the memory kept for the "
+                    "dense model ·")
+        else:
+            fits = ":green-badge[:material/check: Fits]"
         vs = f"**{h.vs_lower_bound:.3f}x** the lower bound" if h.vs_lower_bound else "no lower bound"
         memory = " · ".join(headline.memory_text(m) for m in h.memory)
         st.markdown(f"{fits} Slowest rank **{h.slowest_ms:.4g} ms** (rank {h.slowest_rank}) · {vs} · {memory}")

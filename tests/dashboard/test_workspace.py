@@ -4,6 +4,8 @@ view says what to do next. The headline's numbers themselves: dashboard.headline
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 import engine
@@ -143,6 +145,22 @@ def _plan(costs: list[float], placements: dict[str, list[int]], hbm: list[int], 
         ranks=tuple(engine.RankStats(rank=i, hbm_bytes=h, ddr_bytes=0, hbm_cap_bytes=cap, ddr_cap_bytes=1000,
                                      perf=engine.Perf(fwd_compute=c)) for i, (c, h) in enumerate(zip(costs, hbm))),
         lower_bound_ms=1.0)
+
+
+def test_the_headline_says_fits_tight_or_over_as_the_engine_does():
+    """The step's peak against the usable memory (the device less the dense model's reservation): under it fits;
+    over it but within the device is tight (no out-of-memory note from the engine); the engine's note is over."""
+    def with_peak(peak: int, notes=()) -> engine.Plan:
+        plan = _plan([1.0, 1.0], {"a": [0]}, [40, 40])
+        ranks = tuple(dataclasses.replace(r, memory=engine.MemoryParts(peak_hbm_bytes=peak if r.rank == 0 else 10))
+                      for r in plan.ranks)
+        return dataclasses.replace(plan, ranks=ranks, notes=tuple(notes))
+
+    fits, tight = headline.headline(with_peak(90)), headline.headline(with_peak(110))
+    over = headline.headline(with_peak(130, [engine.OUT_OF_MEMORY + " on 1 of 2 ranks: ..."]))
+    assert (fits.fits, fits.into_reservation) == (True, False)
+    assert (tight.fits, tight.into_reservation) == (True, True) and not tight.memory[0].fits
+    assert (over.fits, over.into_reservation) == (False, False)
 
 
 def test_headline_numbers_and_what_changed():

@@ -76,6 +76,7 @@ def sidebar(store) -> None:
 def main() -> None:
     st.set_page_config(page_title="Sharding planner", page_icon=str(FAVICON), layout="wide", menu_items=MENU_ITEMS)
     services.freeze_startup_objects()
+    services.start_housekeeping()
     try:
         store = services.store()
     except StoreError as e:

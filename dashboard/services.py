@@ -26,7 +26,7 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 import engine
-from dashboard import analysis, jobs, plans, planpool, planwork
+from dashboard import analysis, housekeeping, jobs, plans, planpool, planwork
 
 OURS, TORCHREC = "ours", "torchrec"
 PLANNERS = {OURS: "Ours (engine)", TORCHREC: "TorchRec's EmbeddingShardingPlanner (baseline)"}
@@ -77,6 +77,12 @@ def freeze_startup_objects() -> None:
         _frozen = True
         gc.collect()
         gc.freeze()
+
+
+@st.cache_resource(show_spinner=False)
+def start_housekeeping() -> housekeeping.Janitor:
+    """Once per server: the thread that gives a closed session's memory back to the system."""
+    return housekeeping.Janitor().start()
 
 
 def _where() -> tuple[str, str]:

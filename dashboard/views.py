@@ -10,7 +10,7 @@ import re
 import streamlit as st
 
 import engine
-from dashboard import analysis, charts, exports, measured, services, state, workspace
+from dashboard import analysis, exports, figures, measured, services, state, workspace
 from dashboard import calibration as calib
 from dashboard.text import md
 
@@ -83,9 +83,9 @@ def plan_metrics(plan: engine.Plan) -> None:
 def plan_view(plan: engine.Plan, config: engine.Config, prefix: str) -> None:
     """Everything about one plan; `prefix` keeps widget keys unique per page."""
     plan_metrics(plan)  # the headline first: the browser shows it while the rest is computed
-    left, right = st.columns(2)
-    left.plotly_chart(charts.memory_bars(plan), key=f"{prefix}_memory_chart")
-    right.plotly_chart(charts.cost_stacked(plan), key=f"{prefix}_cost_chart")
+    left, right = st.columns(2)  # figures and frames built once per plan (dashboard.figures), not per rerun
+    left.plotly_chart(figures.memory_bars(plan), key=f"{prefix}_memory_chart")
+    right.plotly_chart(figures.cost_stacked(plan), key=f"{prefix}_cost_chart")
     matrix = services.table_rank_matrix(plan, config)
     with st.container(border=True):
         imb = analysis.imbalance(plan)
@@ -96,13 +96,16 @@ def plan_view(plan: engine.Plan, config: engine.Config, prefix: str) -> None:
             st.markdown("\n".join(f"- {md(n)}" for n in plan.notes))
     tab_tables, tab_heat = st.tabs(["Per-table sharding", "Table-by-rank heatmap"])
     with tab_tables:
-        st.dataframe(analysis.table_frame(plan, config), hide_index=True, height=TABLE_FRAME_HEIGHT_PX,
+        st.dataframe(figures.table_frame(plan, config), hide_index=True, height=TABLE_FRAME_HEIGHT_PX,
                      key=f"{prefix}_tables_frame")
     with tab_heat:
         heatmap(matrix, prefix)
 
 
+@st.fragment
 def heatmap(matrix: analysis.TableRankMatrix, prefix: str) -> None:
+    """The heatmap and its two inputs, a fragment: changing the metric or the rows shown redraws this part only,
+    not the page's other charts, frames and downloads."""
     n = len(matrix.tables)
     c1, c2 = st.columns([2, 1])
     metric = c1.radio("Heatmap of", list(analysis.MATRIX_METRICS), horizontal=True, key=f"{prefix}_heat_metric",
@@ -111,7 +114,7 @@ def heatmap(matrix: analysis.TableRankMatrix, prefix: str) -> None:
     if n > HEATMAP_DEFAULT_ROWS:
         shown = int(c2.number_input("Heaviest tables shown", 1, n, HEATMAP_DEFAULT_ROWS, key=f"{prefix}_heat_rows"))
     rows = analysis.heaviest_tables(matrix, metric, shown)
-    st.plotly_chart(charts.heatmap(matrix, metric, rows), key=f"{prefix}_heatmap")
+    st.plotly_chart(figures.heatmap(matrix, metric, rows), key=f"{prefix}_heatmap")
 
 
 def downloads(plan: engine.Plan, config: engine.Config, prefix: str, label: str = "") -> None:

@@ -50,9 +50,8 @@ def share_box(current) -> None:
     st.link_button("Open the share link", url, icon=":material/open_in_new:")
 
 
-def saved_list(store, current) -> None:
+def saved_list(plans: list, current) -> None:
     st.subheader("Saved plans", divider="gray")
-    plans = store.list_plans()
     if not plans:
         st.caption("Nothing saved yet.")
         return
@@ -75,9 +74,8 @@ def saved_list(store, current) -> None:
                "read-only from it.")
 
 
-def bundles(store) -> None:
+def bundles(store, plans: list) -> None:
     with st.expander("Move a plan to another database (bundle)"):
-        plans = store.list_plans()
         if plans:
             token = st.selectbox("Plan", [p.token for p in plans], key="save_bundle_pick",  # options: plain text
                                  format_func=lambda t: next(p.label or t for p in plans if p.token == t))
@@ -109,5 +107,6 @@ else:
     save_form(store, current)
     if current.token:
         share_box(current)
-saved_list(store, current)
-bundles(store)
+saved = store.list_plans()  # once per run: it reads every listed plan's row
+saved_list(saved, current)
+bundles(store, saved)

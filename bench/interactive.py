@@ -287,7 +287,9 @@ class Session:
         tables.press("Enter")
         self.runs.settle()
         page.get_by_role("button", name="Load preset").click()
-        page.get_by_text(re.compile(r"^Loaded preset")).first.wait_for()
+        # the toast (shown a few seconds: a starved browser can miss it) or the Tables tab of the new count
+        page.get_by_text(re.compile(r"^Loaded preset")).or_(
+            page.get_by_role("tab", name=f"Tables ({count})")).first.wait_for()
         page.keyboard.press("Escape")
         body.wait_for(state="hidden")
         page.get_by_role("tab", name=f"Tables ({count})").wait_for()

@@ -214,6 +214,7 @@ class User(threading.Thread):
         self.flow, self.url, self.endpoint, self.tables = flow, url, endpoint, tables
         self.timeout_ms, self.server_pid = step_timeout_s * 1000, server_pid
         self.start_line, self.done_line, self.close_now = start, done, close
+        self.shots: Path | None = None  # a folder for the screen of a step that failed
 
     def run(self) -> None:
         from playwright.sync_api import sync_playwright
@@ -252,7 +253,13 @@ class User(threading.Thread):
         """Time `action` (which waits for its result on screen) until the runs it caused have ended."""
         runs = runs or self.runs
         cpu0, t0 = tree_cpu_seconds(self.server_pid), time.perf_counter()
-        action()
+        try:
+            action()
+        except Exception as e:
+            if self.shots is not None:
+                self.shots.mkdir(parents=True, exist_ok=True)
+                runs.page.screenshot(path=str(self.shots / f"{self.flow.label.replace(' ', '-')}.png"))
+            raise RuntimeError(f"{name}, after {time.perf_counter() - t0:.0f} s: {_one_line(e)}") from e
         t1 = time.perf_counter()
         runs.settle()
         ended = [e for e in runs.finished if e > t0]
@@ -335,6 +342,29 @@ def saved_labels(db_url: str, labels: list[str]) -> int:
     return sum(label in found for label in labels)
 
 
+def visit(endpoint: str, url: str, timeout_s: float) -> str:
+    """One more visitor: open the app in a new context, wait for its first run to end, close it. Streamlit drops
+    expired disconnected sessions only on its next write to the session storage (streamlit's TTLCache: "only
+    actually removed by a write, by expire(), or by eviction"): this disconnect is that write, as the next user
+    of a team's server would make. Returns an error, or ''."""
+    from playwright.sync_api import sync_playwright
+
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.connect_over_cdp(endpoint, timeout=timeout_s * 1000)
+            context = browser.new_context(viewport=VIEWPORT)
+            page = context.new_page()
+            page.set_default_timeout(timeout_s * 1000)
+            runs = Runs(page)
+            page.goto(url)
+            runs.first_end_after(0.0)
+            context.close()
+            browser.close()
+    except Exception as e:  # noqa: BLE001 - reported beside the RSS
+        return _one_line(e)
+    return ""
+
+
 def _settled_memory(pid: int, start_mb: float, settle_s: float) -> tuple[dict, float]:
     """Poll the server's RSS every second for up to `settle_s` after the contexts closed: stop early once back
     within the target of its start; returns the last reading and the seconds waited."""
@@ -387,6 +417,8 @@ def run_round(root: Path, n: int, args, run_id: str, deadline: float, log=print)
         users = [User(f, url, chromium.endpoint, args.tables, args.step_timeout, pid, start, done, close)
                  for f in flows]
         for u in users:
+            u.shots = args.screenshots
+        for u in users:
             u.start()
         time.sleep(2.0)  # the server idle after its start
         try:
@@ -394,6 +426,7 @@ def run_round(root: Path, n: int, args, run_id: str, deadline: float, log=print)
         except threading.BrokenBarrierError:
             pass
         out["rss_before"], cpu0, browser_cpu0 = memory(pid), tree_cpu_seconds(pid), tree_cpu_seconds(chromium.proc.pid)
+        own0 = tree_cpu_seconds(os.getpid())  # this process, its Playwright drivers, the server and the Chromium
         t0 = time.monotonic()
         health = Health(url)
         health.start()
@@ -407,6 +440,7 @@ def run_round(root: Path, n: int, args, run_id: str, deadline: float, log=print)
         health.join()
         out["cpu_s"] = tree_cpu_seconds(pid) - cpu0
         out["browser_cpu_s"] = tree_cpu_seconds(chromium.proc.pid) - browser_cpu0
+        out["driver_cpu_s"] = tree_cpu_seconds(os.getpid()) - own0 - out["cpu_s"] - out["browser_cpu_s"]
         out["rss_open"], out["uptime_after"] = memory(pid), uptime()
         out["health"] = health.figures()
         if stopped:
@@ -417,6 +451,9 @@ def run_round(root: Path, n: int, args, run_id: str, deadline: float, log=print)
         close.set()
         for u in users:
             u.join(timeout=60)
+        time.sleep(args.session_ttl + 1)
+        out["rss_closed"] = memory(pid)  # the closed sessions' state past its TTL, not yet dropped (see visit)
+        out["visit"] = "" if stopped else visit(chromium.endpoint, url, args.step_timeout)
         chromium.stop()
         out["rss_after"], out["settle_s"] = _settled_memory(pid, out["rss_before"]["server_mb"], args.settle)
         out["cpu_with_close_s"] = tree_cpu_seconds(pid) - cpu0
@@ -425,6 +462,8 @@ def run_round(root: Path, n: int, args, run_id: str, deadline: float, log=print)
     out["cpu_per_session_s"] = out["cpu_s"] / n
     out["shares_ok"] = sum(f.share_ok for f in flows)
     out["errors"] = [f"session {f.index}: {f.error}" for f in flows if f.error]
+    if out["visit"]:
+        out["errors"].append(f"the visit after the sessions closed: {out['visit']}")
     out["flows"] = [asdict(f) for f in flows]
     out["steps"] = step_figures(flows)
     log(f"  {out['wall_s']:.1f} s; server CPU {out['cpu_s']:.2f} s ({out['cpu_per_session_s']:.2f} s per session), "
@@ -491,19 +530,20 @@ def markdown(rounds: list[dict], meta: dict) -> str:
     if meta.get("safety_stop"):
         lines += [f"**Safety stop:** {meta['safety_stop']}", ""]
     lines += [
-        ("| N | wall s | server CPU s | per session | with close | Chromium CPU s | health median / worst s "
-         "(polls, failed) | server RSS MB before / open / after close (waited s) | children RSS MB | saves found / "
-         "expected | share links ok | errors | load average before / after |"),
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ("| N | wall s | server CPU s | per session | with close | Chromium CPU s | Playwright CPU s | health median / "
+         "worst s (polls, failed) | server RSS MB before / open / closed / after a visit (waited s) | "
+         "children RSS MB | saves found / expected | share links ok | errors | load average before / after |"),
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rounds:
         h = r["health"]
         load = [u.split("load average:")[-1].strip() for u in (r["uptime_before"], r["uptime_after"])]
         lines.append(
             f"| {r['sessions']} | {r['wall_s']:.1f} | {r['cpu_s']:.2f} | {r['cpu_per_session_s']:.2f} | "
-            f"{r['cpu_with_close_s']:.2f} | {r['browser_cpu_s']:.1f} | {_s(h['median_s'], 3)} / {_s(h['worst_s'])} "
+            f"{r['cpu_with_close_s']:.2f} | {r['browser_cpu_s']:.1f} | {r['driver_cpu_s']:.1f} | "
+            f"{_s(h['median_s'], 3)} / {_s(h['worst_s'])} "
             f"({h['polls']}, {h['failures']}) | {r['rss_before']['server_mb']:.0f} / "
-            f"{r['rss_open']['server_mb']:.0f} / "
+            f"{r['rss_open']['server_mb']:.0f} / {r['rss_closed']['server_mb']:.0f} / "
             f"{r['rss_after']['server_mb']:.0f} ({r['settle_s']:.0f}) | {r['rss_before']['descendants_mb']:.0f} / "
             f"{r['rss_open']['descendants_mb']:.0f} / {r['rss_after']['descendants_mb']:.0f} | "
             f"{r['saves_found']} / {r['saves_expected']} | {r['shares_ok']} / {r['sessions']} | {len(r['errors'])} | "
@@ -538,8 +578,13 @@ def markdown(rounds: list[dict], meta: dict) -> str:
                    "('with close': until after the contexts closed and the RSS settled). A step ends when its "
                    "result is on screen and the browser received the end (script_finished) of the runs it caused "
                    "(then no run for 0.3 s). 'load preset' includes the preset popover's two quiet waits (0.3 s "
-                   "each). Health: GET /_stcore/health every 0.25 s during the flows. RSS after close: polled every "
-                   "second until back within 50 MB of the start or the wait ran out.")]
+                   "each). Chromium CPU: its processes'; Playwright CPU: this bench's process and its Playwright "
+                   "drivers (one per session). Health: GET /_stcore/health every 0.25 s during the flows. RSS: "
+                   "'before' after the warm-up "
+                   "session, 'open' when all flows ended, 'closed' the session TTL + 1 s after the contexts closed, "
+                   "'after a visit' once one more visitor opened the app and left (Streamlit drops expired "
+                   "disconnected sessions only at its next write to the session storage, such as that visitor's "
+                   "disconnect), polled every second until back within 50 MB of 'before' or the wait ran out.")]
     return "\n".join(lines) + "\n"
 
 
@@ -564,6 +609,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="streamlit's server.disconnectedSessionTTL for the bench (seconds; its default is 120)")
     p.add_argument("--no-warmup", dest="warmup", action="store_false",
                    help="measure from a cold server (its imports and first runs in the round's figures)")
+    p.add_argument("--screenshots", type=Path, help="a folder for the screen of each step that failed")
     p.add_argument("--rev", help="serve git revision REV of --root (git archive) instead of its working tree")
     p.add_argument("--settle", type=float, default=30.0, help="seconds to wait for the RSS after the contexts close")
     args = p.parse_args(argv)

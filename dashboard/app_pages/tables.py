@@ -97,14 +97,32 @@ def hosts_text(topo: dict) -> str:
     return ""
 
 
+# The toolbar's tools are fragments: their inputs (a preset's table count and seed, an import's format and text, a
+# bulk edit's pattern and value) rerun the tool only, not the page's two grids and its headline; a tool that
+# changes the workspace reruns the whole app (st.rerun in dashboard.table_tools).
+@st.fragment
+def preset_tool() -> None:
+    table_tools.preset_tool()
+
+
+@st.fragment
+def import_tool() -> None:
+    table_tools.import_tool()
+
+
+@st.fragment
+def bulk_tool(rows: list[dict]) -> None:  # rows of the page's last full run: every grid edit is one
+    table_tools.bulk_tool(rows)
+
+
 def toolbar(rows: list[dict]) -> None:
     bar = st.container(horizontal=True)
     with bar.popover("Presets", icon=":material/library_books:"):
-        table_tools.preset_tool()
+        preset_tool()
     with bar.popover("Import", icon=":material/upload:"):
-        table_tools.import_tool()
+        import_tool()
     with bar.popover("Bulk edit", icon=":material/edit_note:"):
-        table_tools.bulk_tool(rows)
+        bulk_tool(rows)
     if bar.button("Add table", key="tables_add", icon=":material/add:"):
         table_tools.add_table(rows)
 

@@ -12,7 +12,8 @@ is); the first session of each server is reported apart (cold: imports, first fi
 second checkout too; --baseline-dashboard REV serves this checkout's working tree with dashboard/ as of git
 revision REV; the sessions alternate between the two servers (A B, B A, ...). Each
 step ends when the app is idle (no script run for a while, none running), so a step's CPU is all the reruns it
-caused. The planner's own seconds (the Plan page's progress line) are reported beside.
+caused. --returning keeps one browser context per server for all its sessions (the app's scripts cached, as for a
+returning user); by default each session is a first visit, and its "open" includes serving those scripts.
 """
 
 from __future__ import annotations
@@ -40,14 +41,20 @@ from bench.interactive import (
     _goto,
     _plan_shown,
     _served,
-    cpu_seconds,
     describe,
     serving,
 )
 
 
+def _process_cpu(pid: int) -> float:
+    """User + system CPU seconds of a process and of its children it has waited for (/proc/PID/stat 14-17)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
 def tree_cpu_seconds(pid: int) -> float:
-    """CPU seconds of a process and of its live descendants (a planning worker pool counts as the server's)."""
+    """CPU seconds of a process and of its descendants, live or ended (a pool of planning workers counts as the
+    server's: an ended worker's time is in its parent's children's time once waited for, in its own until then)."""
     children: dict[int, list[int]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -59,11 +66,12 @@ def tree_cpu_seconds(pid: int) -> float:
     while todo:
         p = todo.pop()
         try:
-            total += cpu_seconds(p)
+            total += _process_cpu(p)
         except OSError:
             continue
         todo += children.get(p, [])
     return total
+
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "session_cpu.md"
@@ -99,13 +107,17 @@ def _wait_new_metric(page, before: str) -> str:
     return _plan_shown(page)
 
 
-def session(browser, url: str, pid: int, tables: int, seed: int, world_size: int, label: str) -> dict:
+def session(browser, url: str, pid: int, tables: int, seed: int, world_size: int, label: str,
+            context=None) -> dict:
     """One user's session (the synthetic preset with this seed: its own config, planned afresh); returns CPU
     seconds per step, the planner's seconds, and the script runs per step."""
     out: dict = {"cpu": {}, "runs": {}, "planning_seconds": []}
-    context = browser.new_context(viewport=VIEWPORT)
+    own = context is None  # a fresh browser (a first visit: it fetches the app's scripts), else a returning one
+    context = context or browser.new_context(viewport=VIEWPORT)
+    pages = []
     try:
         page = context.new_page()
+        pages.append(page)
         page.set_default_timeout(UI_TIMEOUT_MS)
         runs = Runs(page)
         mark = {"cpu": tree_cpu_seconds(pid), "t": time.perf_counter()}
@@ -146,6 +158,7 @@ def session(browser, url: str, pid: int, tables: int, seed: int, world_size: int
         share_url = link.inner_text().strip()
         step("save")
         shared = context.new_page()  # the link button opens a new tab: another Streamlit session
+        pages.append(shared)
         shared.set_default_timeout(UI_TIMEOUT_MS)
         shared_runs = Runs(shared)
         shared.goto(share_url)
@@ -153,7 +166,11 @@ def session(browser, url: str, pid: int, tables: int, seed: int, world_size: int
         _plan_shown(shared)
         step("share link", shared, shared_runs)
     finally:
-        context.close()
+        if own:
+            context.close()
+        else:
+            for p in pages:
+                p.close()
     out["total"] = round(sum(out["cpu"].values()), 3)
     return out
 
@@ -168,7 +185,8 @@ def markdown(results: dict[str, list[dict]], command: str, meta: dict) -> str:
              f"{meta['load_before']} before, {meta['load_after']} after; headless Chromium on the same cores).", "",
              f"This checkout: {meta['checkout']}." + (f" Baseline: {meta['baseline']}." if meta.get("baseline")
                                                       else ""), "",
-             (f"Server CPU seconds (the `streamlit run` process, user + system) per step of one session with "
+             (f"Server CPU seconds (the `streamlit run` process and its planning workers, user + system) per "
+              f"step of one {'returning user' if meta.get('returning') else 'first-visit'} session with "
               f"{meta['tables']} tables (world size changed to {meta['world_size']}); median (min-max) over the "
               f"warm sessions (each server's first session, cold, is the last column). Target: the session "
               f"<= {TARGET_S} s."), "",
@@ -185,9 +203,7 @@ def markdown(results: dict[str, list[dict]], command: str, meta: dict) -> str:
             v = (first["total"] if name == "total" else first["cpu"].get(name)) if first else None
             row.append(f"{v:.2f}" if v is not None else "-")
         lines.append(f"| {'**session**' if name == 'total' else name} | " + " | ".join(row) + " |")
-    plans = [p for lb in labels for r in results[lb] for p in r["planning_seconds"] if p is not None]
-    lines += ["", f"The planner's own seconds per plan (Plan page's progress line): {_median(plans)}. Script runs "
-              "per step (warm sessions, first one): " + "; ".join(
+    lines += ["", "Script runs per step (the first warm session): " + "; ".join(
                   f"{lb}: " + ", ".join(f"{k} {v}" for k, v in (results[lb][1:] or results[lb])[0]["runs"].items())
                   for lb in labels if results[lb])]
     return "\n".join(lines) + "\n"
@@ -195,9 +211,11 @@ def markdown(results: dict[str, list[dict]], command: str, meta: dict) -> str:
 
 def _sessions(browser, servers: list, results: dict, args) -> None:
     """Session i uses seed i on every server (the same work on each), alternating which server goes first."""
+    contexts = {label: browser.new_context(viewport=VIEWPORT) for label, _, _ in servers} if args.returning else {}
     for i in range(args.sessions):
         for label, url, pid in (servers if i % 2 == 0 else servers[::-1]):
-            r = session(browser, url, pid, args.tables, i + 1, args.world_size, f"bench session {i + 1}")
+            r = session(browser, url, pid, args.tables, i + 1, args.world_size, f"bench session {i + 1}",
+                        contexts.get(label))
             r["load1"] = os.getloadavg()[0]
             results[label].append(r)
             print(f"{label} session {i + 1}: {r['total']:.2f} s CPU " + json.dumps(r["cpu"]), flush=True)
@@ -208,6 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tables", type=int, default=200)
     p.add_argument("--world-size", type=int, default=16, help="the world size the session changes to")
     p.add_argument("--sessions", type=int, default=3, help="sessions per server (the first one is cold)")
+    p.add_argument("--returning", action="store_true",
+                   help="every session in one browser context per server (a returning user: the app's scripts "
+                        "come from the browser's cache); default: a fresh context each (a first visit)")
     p.add_argument("--root", type=Path, default=ROOT)
     base = p.add_mutually_exclusive_group()
     base.add_argument("--baseline", type=Path, help="a second checkout, served too, its sessions alternating")
@@ -219,7 +240,8 @@ def main(argv: list[str] | None = None) -> int:
 
     command = " ".join(["python -m bench.session_cpu", *(shlex.quote(a) for a in (argv or sys.argv[1:]))])
     meta = {"date": time.strftime("%Y-%m-%d %H:%M"), "cpus": os.cpu_count(), "tables": args.tables,
-            "world_size": args.world_size, "load_before": " ".join(f"{x:.2f}" for x in os.getloadavg())}
+            "world_size": args.world_size, "returning": args.returning,
+            "load_before": " ".join(f"{x:.2f}" for x in os.getloadavg())}
     root = args.root.resolve()
     meta["checkout"] = describe(root)
     results: dict[str, list[dict]] = {}

@@ -12,6 +12,7 @@ import ctypes
 import ctypes.util
 import gc
 import os
+import sys
 import threading
 from typing import Callable, Optional
 
@@ -48,11 +49,22 @@ def sweep() -> int:
 
 
 def streamlit_sessions() -> Optional[int]:
-    """Sessions this Streamlit server holds (connected or not yet forgotten); None outside a server."""
+    """Sessions this Streamlit server holds (connected or not yet forgotten); None outside a server.
+
+    Streamlit forgets a disconnected session once its TTL passed, but only when it next writes its session
+    storage (a visitor comes or goes): this asks its event loop to drop the expired ones now, so a server that
+    everyone left gives their memory back too. (Streamlit 1.x has no public API for either: without these
+    internals the count is None and nothing is swept.)"""
     try:
         from streamlit.runtime import Runtime
 
-        return Runtime.instance()._session_mgr.num_sessions()  # no public count in Streamlit 1.x
+        runtime = Runtime.instance()
+        mgr = runtime._session_mgr
+        cache = getattr(getattr(mgr, "_session_storage", None), "_cache", None)
+        loop = runtime._async_objs.eventloop if runtime._async_objs is not None else None
+        if cache is not None and hasattr(cache, "expire") and loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(cache.expire)  # the storage is the event loop's: never touched from here
+        return mgr.num_sessions()
     except Exception:  # noqa: BLE001 - no runtime (tests, scripts) or another Streamlit: no count
         return None
 
@@ -79,13 +91,17 @@ class Janitor:
     def look(self) -> bool:
         """One look: sweep when fewer sessions are counted than at the last look. True when it swept."""
         n = self.count()
-        fell = n is not None and self._last is not None and n < self._last
-        self._last = n
+        last, self._last = self._last, n
+        fell = n is not None and last is not None and n < last
         if fell:
-            self.freed_bytes += sweep()
+            freed = sweep()
+            self.freed_bytes += freed
             self.sweeps += 1
+            print(f"housekeeping: sessions {last} -> {n}; collected garbage and gave {freed / 2**20:.0f} MB back "
+                  f"(resident set now {rss_bytes() / 2**20:.0f} MB)", file=sys.stderr, flush=True)
         return fell
 
     def _loop(self) -> None:
+        self.look()  # at once: the first page's session is counted while it runs
         while not self._stop.wait(self.interval_s):
             self.look()

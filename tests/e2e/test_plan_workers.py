@@ -1,6 +1,7 @@
 """Issue 14 in a real browser on `streamlit run`: planning runs in the server's worker processes. While one user's
 long plan of 1,000 tables runs (its elapsed time on the page), another user's page opens and plans at once; the
-first user's newer request supersedes the long plan, whose worker process is killed, and its plan shows."""
+first user's newer request supersedes the long plan, whose worker process is killed, and its plan shows. A closed
+session's memory goes back to the system (the janitor's sweep, in the server's log)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.conftest import need_browser, serving
 from tests.e2e.test_working_view import HEADLINE, VIEWPORT, _goto, _idle, _load_synthetic, app_url, page  # noqa: F401
 
 pytestmark = pytest.mark.timeout(420)
@@ -89,3 +91,27 @@ def test_a_long_plan_runs_in_a_worker_stalls_no_one_and_a_newer_request_supersed
     gone = busy - _workers(port)
     assert len(gone) == 1, (busy, _workers(port))  # the long plan's worker, and only it
     assert WAITING.search(page.locator('[data-testid="stMain"]').inner_text()) is None
+
+
+def test_a_closed_sessions_memory_is_given_back(tmp_path, browser):
+    """The server forgets a closed browser's session after its TTL (2 s here) and the janitor sweeps then, even
+    with no visitor after it (Streamlit alone would forget it at the next visitor only)."""
+    need_browser()
+    with serving(tmp_path, f"sqlite:///{tmp_path / 'planner.db'}", "--server.disconnectedSessionTTL", "2") as url:
+        context = browser.new_context(viewport=VIEWPORT)
+        p = context.new_page()
+        p.set_default_timeout(120_000)
+        p.goto(url)
+        _load_synthetic(p, 1000)
+        p.wait_for_function("([sel]) => { const e = document.querySelector(sel); return e !== null &&"
+                            " e.innerText.includes('1,000 tables on 8 ranks'); }", arg=[HEADLINE])
+        _idle(p)
+        log = tmp_path / "server.log"
+        assert "housekeeping:" not in log.read_text()
+        context.close()
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and "housekeeping: sessions 1 -> 0" not in log.read_text():
+            time.sleep(0.5)
+        swept = [ln for ln in log.read_text().splitlines() if ln.startswith("housekeeping:")]
+        assert swept and re.match(r"housekeeping: sessions 1 -> 0; collected garbage and gave \d+ MB back "
+                                  r"\(resident set now \d+ MB\)$", swept[0]), swept

@@ -170,11 +170,12 @@ class Chromium:
     """Debian's headless Chromium with its DevTools on a free port of 127.0.0.1 (each session's thread connects
     its own Playwright to it: Playwright's sync API is one thread's)."""
 
-    def __init__(self, stack: ExitStack):
+    def __init__(self, stack: ExitStack, nice: int = 0):
         profile = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-load-chromium-")))
         self.proc = subprocess.Popen([CHROMIUM, *CHROMIUM_ARGS, "--remote-debugging-address=127.0.0.1",
                                       "--remote-debugging-port=0", f"--user-data-dir={profile}", "about:blank"],
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     preexec_fn=(lambda: os.nice(nice)) if nice else None)  # its renderers inherit it
         stack.callback(self.stop)
         port_file, deadline = profile / "DevToolsActivePort", time.monotonic() + 60
         while not (port_file.exists() and port_file.read_text().strip()):
@@ -215,9 +216,13 @@ class User(threading.Thread):
         self.timeout_ms, self.server_pid = step_timeout_s * 1000, server_pid
         self.start_line, self.done_line, self.close_now = start, done, close
         self.shots: Path | None = None  # a folder for the screen of a step that failed
+        self.nice = 0  # this thread's and its Playwright driver's niceness (a client, not the server)
 
     def run(self) -> None:
         from playwright.sync_api import sync_playwright
+
+        if self.nice:  # Linux: a thread's own; the driver process it starts inherits it
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), self.nice)
 
         with sync_playwright() as pw:
             try:
@@ -406,7 +411,7 @@ def run_round(root: Path, n: int, args, run_id: str, deadline: float, log=print)
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=f"bench-load-{n}-")))
         db_url = f"sqlite:///{work / 'planner.db'}"
         url, pid = stack.enter_context(serving(root, work, "--server.disconnectedSessionTTL", str(args.session_ttl)))
-        chromium = Chromium(stack)
+        chromium = Chromium(stack, args.client_nice)
         if args.warmup:
             out["warmup"] = warm_up(url, pid, chromium, args, f"load {run_id} N{n} warm-up")
             w = out["warmup"]
@@ -417,7 +422,7 @@ def run_round(root: Path, n: int, args, run_id: str, deadline: float, log=print)
         users = [User(f, url, chromium.endpoint, args.tables, args.step_timeout, pid, start, done, close)
                  for f in flows]
         for u in users:
-            u.shots = args.screenshots
+            u.shots, u.nice = args.screenshots, args.client_nice
         for u in users:
             u.start()
         time.sleep(2.0)  # the server idle after its start
@@ -519,7 +524,10 @@ def markdown(rounds: list[dict], meta: dict) -> str:
         (f"Each N: a fresh `streamlit run dashboard/app.py` (SQLite, `--server.disconnectedSessionTTL "
          f"{meta['session_ttl']}`: a closed session's state may go after {meta['session_ttl']} s instead of the "
          "default 120 s) and one headless Chromium with N browser contexts, all on this machine, all traffic to "
-         "127.0.0.1; the browsers shared the cores with the server. Each session at once: open, load the "
+         "127.0.0.1; the browsers shared the cores with the server"
+         + (f" (Chromium and the Playwright drivers at nice {meta['client_nice']}, the server at 0: they stand in for "
+            "browsers on other machines, but still take the cores the server leaves)" if meta.get("client_nice")
+            else "") + ". Each session at once: open, load the "
          f"synthetic preset ({meta['tables']} tables, 8 ranks), Plan, world size to 16 + i ranks on Topology, Plan "
          "(the replan), save with a label, open the share link in a new page. The working view plans the config "
          "as soon as it changes (the strip above the grid), so the planning is in 'load preset' and 'change "
@@ -611,6 +619,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="measure from a cold server (its imports and first runs in the round's figures)")
     p.add_argument("--screenshots", type=Path, help="a folder for the screen of each step that failed")
     p.add_argument("--rev", help="serve git revision REV of --root (git archive) instead of its working tree")
+    p.add_argument("--client-nice", type=int, default=10, choices=range(0, 20), metavar="0-19",
+                   help="niceness of Chromium and the Playwright drivers (default 10; 0: the same as the server)")
     p.add_argument("--settle", type=float, default=30.0, help="seconds to wait for the RSS after the contexts close")
     args = p.parse_args(argv)
     from playwright.sync_api import sync_playwright  # noqa: F401 - fail early without Playwright
@@ -620,6 +630,7 @@ def main(argv: list[str] | None = None) -> int:
     root = args.root.resolve()
     meta = {"command": command, "date": time.strftime("%Y-%m-%d %H:%M %Z"), "machine": machine(),
             "checkout": describe(root), "tables": args.tables, "session_ttl": args.session_ttl,
+            "client_nice": args.client_nice,
             "targets": TARGETS}
     print(f"{meta['machine']}; {meta['checkout']}")
     run_id = time.strftime("%H%M%S")

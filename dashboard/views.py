@@ -10,7 +10,7 @@ import re
 import streamlit as st
 
 import engine
-from dashboard import analysis, exports, figures, measured, services, state, workspace
+from dashboard import analysis, exports, figures, headline, measured, services, state, workspace
 from dashboard import calibration as calib
 from dashboard.text import md
 
@@ -73,11 +73,15 @@ def plan_metrics(plan: engine.Plan) -> None:
         cols[4].metric("Tightest headroom", "n/a")
     else:
         over = room.free_bytes < 0  # said under the figure: "698.11 MiB over" does not fit a fifth of the row
+        fits = headline.headline(plan).fits  # the engine's verdict: the device holds every rank's step
         cols[4].metric("Tightest headroom", engine.human_bytes(room.free_bytes) if not over else
-                       f"-{engine.human_bytes(-room.free_bytes)}", delta="over capacity" if over else None,
-                       delta_color="inverse", delta_arrow="off",
+                       f"-{engine.human_bytes(-room.free_bytes)}",
+                       delta=None if not over else "into the reservation" if fits else "over capacity",
+                       delta_color="orange" if fits else "red", delta_arrow="off",
                        help=f"rank {room.rank}: usable {kind.upper()} {engine.human_bytes(room.cap_bytes)} less its "
-                            "estimated peak in a training step")
+                            "estimated peak in a training step"
+                            + ("; below zero the step's buffers use part of the memory kept for the dense model, "
+                               "which the device still holds" if over and fits else ""))
 
 
 def plan_view(plan: engine.Plan, config: engine.Config, prefix: str) -> None:

@@ -230,24 +230,30 @@ class _TableScores:
 
 def _batches(keys: list[_Key]) -> list[list[_Key]]:
     """Keys in groups whose tables may be scored together: one topology without a profile, distinct names, no
-    rank shared (first fit); each key alone otherwise."""
-    groups: list[tuple[set, set, list[_Key]]] = []  # (ranks taken, names, keys)
-    alone: list[list[_Key]] = []
+    rank shared (first fit over the groups with a free rank); each key alone otherwise."""
+    groups: list[list[_Key]] = []
+    open_groups: dict[engine.Topology, list[tuple[set, set, list[_Key]]]] = {}  # (ranks taken, names, keys)
     for key in keys:
         table, _, topology, table_plan = key
         if getattr(topology, "profile", None) is not None:
-            alone.append([key])
+            groups.append([key])
             continue
         ranks = set(table_plan.ranks)
-        for taken, names, group in groups:
-            if group[0][2] == topology and not (ranks & taken) and table.name not in names:
+        candidates = open_groups.setdefault(topology, [])
+        for i, (taken, names, group) in enumerate(candidates):
+            if not (ranks & taken) and table.name not in names:
                 taken |= ranks
                 names.add(table.name)
                 group.append(key)
+                if len(taken) >= topology.world_size:  # full: no table fits any more
+                    del candidates[i]
                 break
         else:
-            groups.append((ranks, {table.name}, [key]))
-    return [g for _, _, g in groups] + alone
+            group = [key]
+            groups.append(group)
+            if len(ranks) < topology.world_size:
+                candidates.append((ranks, {table.name}, group))
+    return groups
 
 
 def _score_together(keys: list[_Key]) -> dict[_Key, tuple[np.ndarray, np.ndarray]]:

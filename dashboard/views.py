@@ -121,9 +121,11 @@ def heatmap(matrix: analysis.TableRankMatrix, prefix: str) -> None:
     st.plotly_chart(figures.heatmap(matrix, metric, rows), key=f"{prefix}_heatmap")
 
 
+@st.fragment
 def downloads(plan: engine.Plan, config: engine.Config, prefix: str, label: str = "") -> None:
     """Plan JSON, config JSON, TorchRec's text form and the ShardingPlan snippet (each built when clicked: the
-    dict forms are made then, engine.plan_to_dict / engine.config_to_dict)."""
+    dict forms are made then, engine.plan_to_dict / engine.config_to_dict). A fragment: typing the module path
+    reruns the downloads only, not the plan's charts and tables above."""
     name = _slug(label or plan.planner or "plan")
     module_path = st.text_input("Module path of the EmbeddingBagCollection in your model", "",
                                 key=f"{prefix}_module_path", placeholder="e.g. sparse_arch.embedding_bag_collection",

@@ -4,8 +4,9 @@ plan configs (dashboard.planwork's named tasks) while the server's threads keep 
 - A task is asked for by name with plain arguments and a key (what it computes); a second request for a key that
   is queued or running joins it instead of planning the same thing twice.
 - An owner (a browser session) has at most one live task of a kind: asking for another key of that kind
-  supersedes the first, which is cancelled when no other owner waits for it; a running task is cancelled by
-  killing its worker (a fresh one replaces it on demand).
+  supersedes the first, which is cancelled when no other owner waits for it: dropped if queued; if running, it
+  may finish within SUPERSEDED_GRACE_S of its start (a new worker's imports cost more than a short plan), else
+  its worker is killed (a fresh one replaces it on demand).
 - At most `size` tasks run at once; the rest wait in order. A worker is replaced after `max_tasks` tasks or once
   its resident memory passes `max_rss_bytes`, so what planning leaves in memory is given back to the system.
 - Workers are `python -m dashboard.planpool` processes fed length-prefixed pickles on stdin/stdout by this server
@@ -30,6 +31,7 @@ from typing import Any, Callable, Hashable, Optional, Sequence
 ROOT = Path(__file__).resolve().parent.parent
 MAX_TASKS = 200  # tasks a worker runs before it is replaced
 MAX_RSS_BYTES = 1536 * 2**20  # a worker that grew past this after a task is replaced
+SUPERSEDED_GRACE_S = 1.0  # a superseded task may finish within this of its start: a new worker costs more
 _HEADER = struct.Struct(">Q")
 
 
@@ -86,6 +88,7 @@ class Task:
         self.started: Optional[float] = None
         self.ended: Optional[float] = None
         self.worker: Optional[_Worker] = None
+        self.worker_pid: Optional[int] = None  # the process that ran it (kept after it ended)
         self._event = threading.Event()
 
     @property
@@ -185,9 +188,9 @@ class Pool:
     submits to the one pool of the server."""
 
     def __init__(self, size: Optional[int] = None, max_tasks: int = MAX_TASKS, max_rss_bytes: int = MAX_RSS_BYTES,
-                 argv: Optional[Sequence[str]] = None):
+                 argv: Optional[Sequence[str]] = None, grace_s: float = SUPERSEDED_GRACE_S):
         self.size = size or default_size()
-        self.max_tasks, self.max_rss_bytes = max_tasks, max_rss_bytes
+        self.max_tasks, self.max_rss_bytes, self.grace_s = max_tasks, max_rss_bytes, grace_s
         self.argv = list(argv or [sys.executable, "-m", "dashboard.planpool"])
         path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
         self.env = {**os.environ, "PYTHONPATH": path}
@@ -197,7 +200,8 @@ class Pool:
         self._idle: list[_Worker] = []
         self._running = 0
         self._closed = False
-        self.counts = {"submitted": 0, "joined": 0, "done": 0, "failed": 0, "cancelled": 0, "workers_started": 0,
+        self.counts = {"submitted": 0, "joined": 0, "superseded": 0, "done": 0, "failed": 0, "cancelled": 0,
+                       "workers_started": 0,
                        "workers_retired": 0, "workers_killed": 0}
 
     # ---- asking ----
@@ -217,7 +221,7 @@ class Pool:
                 elif t.kind == kind and owner in t.owners:
                     t.owners.discard(owner)
                     if not t.owners:
-                        self._cancel_locked(t)
+                        self._supersede_locked(t)
             if joined is not None:
                 joined.owners.add(owner)
                 self.counts["joined"] += 1
@@ -232,6 +236,24 @@ class Pool:
         """Cancel it for everyone: dropped if queued, its worker killed if running."""
         with self._lock:
             self._cancel_locked(task)
+
+    def _supersede_locked(self, task: Task) -> None:
+        """No one waits for it any more: dropped if queued; if running, it may go on until `grace_s` after its start
+        (a short plan's worker then serves the next task, and its value is still remembered), and its worker is
+        killed then if it has not finished and no one asked for it again."""
+        self.counts["superseded"] += 1
+        left = (task.started or 0.0) + self.grace_s - time.monotonic()
+        if task.state is not TaskState.RUNNING or left <= 0:
+            self._cancel_locked(task)
+            return
+        timer = threading.Timer(left, self._expire, args=(task,))
+        timer.daemon = True
+        timer.start()
+
+    def _expire(self, task: Task) -> None:
+        with self._lock:
+            if task.live and not task.owners:
+                self._cancel_locked(task)
 
     def _cancel_locked(self, task: Task) -> None:
         if not task.live:
@@ -272,7 +294,7 @@ class Pool:
                 if not task.live:  # cancelled while its worker started
                     self._idle.append(worker)
                     return
-                task.worker = worker
+                task.worker, task.worker_pid = worker, worker.pid
             try:
                 ok, value = worker.call(task.name, task.args)
             except (EOFError, OSError, pickle.UnpicklingError) as e:

@@ -102,12 +102,35 @@ def test_the_same_key_is_joined_and_a_sessions_next_request_supersedes_its_last(
     assert slow.live and slow.owners == {"bob"}  # bob still waits: alice's new request does not cancel it
     assert quick.result(120).result is not None
     pool.submit("plan", (_json(tutorial()), 0, STOP_S), "quick-0", "plan", "bob")  # bob moves on too
-    assert slow.state is planpool.TaskState.CANCELLED and _gone(pid)  # no one waits: its worker is killed
+    assert slow.wait(pool.grace_s + 5)  # no one waits: its worker is killed (at once, or once its grace is over)
+    assert slow.state is planpool.TaskState.CANCELLED and _gone(pid)
     with pytest.raises(planpool.TaskCancelled):
         slow.result(1)
     assert pool.stats()["workers_killed"] == 1
     other_kind = pool.submit("replan", ("{}", {}, None, 0, STOP_S), "replan", "replan", "bob")
     assert other_kind.result(120).problem  # another kind never supersedes a plan (and a bad config is one line)
+
+
+def test_a_superseded_task_within_its_grace_finishes_and_keeps_its_worker(big):
+    """Superseded less than grace_s after it started, a task may finish (its value still handed to on_done); one
+    that does not finish in its grace is killed."""
+    pool = planpool.Pool(size=2, grace_s=30.0)
+    try:
+        done = []
+        short = pool.submit("plan", (_json(tutorial()), EFFORT, STOP_S), "short", "plan", "alice", done.append)
+        pool.submit("plan", (_json(tutorial()), 0, STOP_S), "newer", "plan", "alice").result(120)
+        assert short.result(120).result is not None and done == [short.value]  # it finished: not cancelled
+        assert pool.stats()["workers_killed"] == 0 and pool.stats()["superseded"] == 1
+        tight = planpool.Pool(size=1, grace_s=0.5)
+        try:
+            slow = tight.submit("plan", (big, *SLOW), "slow", "plan", "alice")
+            pid = _running(slow)
+            tight.submit("plan", (_json(tutorial()), 0, STOP_S), "newer", "plan", "alice")
+            assert slow.wait(30) and slow.state is planpool.TaskState.CANCELLED and _gone(pid)
+        finally:
+            tight.shutdown()
+    finally:
+        pool.shutdown()
 
 
 def test_at_most_size_tasks_run_first_asked_first_run(big):
@@ -133,8 +156,8 @@ def test_workers_are_replaced_after_their_task_count_and_end_with_the_pool():
     pids = []
     for effort in (0, 1, 2):
         task = pool.submit("plan", (cfg, effort, STOP_S), effort, "plan", "alice")
-        pids.append(_running(task))
         task.result(120)
+        pids.append(task.worker_pid)
     assert pids[0] == pids[1] != pids[2]
     assert _gone(pids[0]) and pool.stats()["workers_retired"] == 1
     idle = pool.stats()["worker_pids"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from sqlalchemy import Select, select
+
 from db.models import ConfigRow, MetricRow, PlanRow, RunKind, RunRow, RunStatus
 
 
@@ -39,6 +41,15 @@ class PlanSummary:
         c = row.config_row
         return cls(row.token, row.label, row.author, row.created_at, row.planner, c.name, c.version,
                    row.num_tables, row.world_size, row.max_rank_cost_ms)
+
+    @staticmethod
+    def query() -> Select:
+        """The summaries' columns alone, in the fields' order, the config's name and version joined in: one
+        query, no plan or config JSON read (the figures are columns of `plans`, filled on save)."""
+        return (select(PlanRow.token, PlanRow.label, PlanRow.author, PlanRow.created_at, PlanRow.planner,
+                       ConfigRow.name, ConfigRow.version, PlanRow.num_tables, PlanRow.world_size,
+                       PlanRow.max_rank_cost_ms)
+                .join(ConfigRow, ConfigRow.id == PlanRow.config_id))
 
 
 @dataclass(frozen=True)

@@ -139,10 +139,11 @@ class Store:
         return self._read(read)
 
     def list_plans(self, limit: int = 200) -> list[PlanSummary]:
-        """Saved plans, newest first."""
+        """Saved plans, newest first: one SELECT of the summary columns (no plan or config JSON is read), so
+        the dashboard can list them on every page run; get_plan(token) reads one plan in full."""
         limit = min(check_int(limit, "limit", 1), MAX_LIST_LIMIT)
-        q = select(PlanRow).order_by(PlanRow.created_at.desc(), PlanRow.id.desc()).limit(limit)
-        return self._read(lambda s: [PlanSummary.of(r) for r in s.scalars(q)])
+        q = PlanSummary.query().order_by(PlanRow.created_at.desc(), PlanRow.id.desc()).limit(limit)
+        return self._read(lambda s: [PlanSummary(*r) for r in s.execute(q)])
 
     # ---- runs and metrics ---------------------------------------------------------------------------
 

@@ -37,6 +37,9 @@ def test_database_at_first_revision_is_upgraded_keeping_its_data(db_url: str) ->
     assert store.schema_revision() == migrate.head_revision()
     rec = store.get_plan(token)
     assert rec is not None and rec.label == "made on the first schema"
+    (listed,) = store.list_plans()  # listable from the summary columns, with its figures
+    assert (listed.token, listed.num_tables, listed.world_size, listed.max_rank_cost_ms) == \
+        (token, len(rec.config["tables"]), len(rec.plan["ranks"]), rec.max_rank_cost_ms)
     store.close()
 
 

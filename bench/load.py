@@ -619,8 +619,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="measure from a cold server (its imports and first runs in the round's figures)")
     p.add_argument("--screenshots", type=Path, help="a folder for the screen of each step that failed")
     p.add_argument("--rev", help="serve git revision REV of --root (git archive) instead of its working tree")
-    p.add_argument("--client-nice", type=int, default=10, choices=range(0, 20), metavar="0-19",
-                   help="niceness of Chromium and the Playwright drivers (default 10; 0: the same as the server)")
+    p.add_argument("--client-nice", type=int, default=19, choices=range(0, 20), metavar="0-19",
+                   help="niceness of Chromium and the Playwright drivers (default 19; 0: the same as the server)")
     p.add_argument("--settle", type=float, default=30.0, help="seconds to wait for the RSS after the contexts close")
     args = p.parse_args(argv)
     from playwright.sync_api import sync_playwright  # noqa: F401 - fail early without Playwright

@@ -420,3 +420,8 @@ def run_progress(log: str) -> Optional[float]:
         if m and 0 < int(m.group(2)) and int(m.group(1)) <= int(m.group(2)):
             return int(m.group(1)) / int(m.group(2))
     return None
+
+
+def clear_table_scores() -> None:
+    """Forget the tables scored alone (the server's last session went)."""
+    _table_alone.cache_clear()

@@ -486,3 +486,8 @@ def weight_bytes(rows: list[dict]) -> int:
         if isinstance(n, int) and isinstance(d, int) and n > 0 and d > 0:
             total += n * d * engine.DATA_TYPE_BYTES.get(str(r.get("data_type") or "fp32"), 4)
     return int(total)
+
+
+def clear_row_checks() -> None:
+    """Forget the rows checked alone (the server's last session went)."""
+    _row_problems.cache_clear()

@@ -2,8 +2,9 @@
 while after its browser went away (`server.disconnectedSessionTTL`); its objects are freed then, but the C
 allocator keeps the freed pages for reuse, so the server's resident set stays at its high-water mark. A thread
 checks the number of sessions every INTERVAL_S seconds; when it fell, it collects garbage (reference cycles of the
-freed session) and hands free pages back (glibc's malloc_trim). The work is a tenth of a second or so, at most once
-per interval, and only after sessions ended.
+freed session) and hands free pages back (glibc's malloc_trim); when no session is left, it first empties the
+caches the app keeps for its sessions (plans, figures, matrices: bounded, but no one is there to use them). The
+work is a tenth of a second or so, at most once per interval, and only after sessions ended.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import gc
 import os
 import sys
 import threading
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 INTERVAL_S = 10.0
 
@@ -72,8 +73,10 @@ def streamlit_sessions() -> Optional[int]:
 class Janitor:
     """Sweeps when `count()` fell since its last look (sessions ended), every `interval_s`."""
 
-    def __init__(self, count: Callable[[], Optional[int]] = streamlit_sessions, interval_s: float = INTERVAL_S):
+    def __init__(self, count: Callable[[], Optional[int]] = streamlit_sessions, interval_s: float = INTERVAL_S,
+                 when_empty: Sequence[Callable[[], None]] = ()):
         self.count, self.interval_s = count, interval_s
+        self.when_empty = tuple(when_empty)  # run when the last session went: the caches kept for sessions
         self.sweeps = 0
         self.freed_bytes = 0
         self._last: Optional[int] = None
@@ -94,6 +97,9 @@ class Janitor:
         last, self._last = self._last, n
         fell = n is not None and last is not None and n < last
         if fell:
+            if n == 0:
+                for clear in self.when_empty:
+                    clear()
             freed = sweep()
             self.freed_bytes += freed
             self.sweeps += 1

@@ -26,7 +26,7 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 import engine
-from dashboard import analysis, housekeeping, jobs, plans, planpool, planwork
+from dashboard import analysis, figures, grid, housekeeping, jobs, plans, planpool, planwork
 
 OURS, TORCHREC = "ours", "torchrec"
 PLANNERS = {OURS: "Ours (engine)", TORCHREC: "TorchRec's EmbeddingShardingPlanner (baseline)"}
@@ -82,7 +82,8 @@ def freeze_startup_objects() -> None:
 @st.cache_resource(show_spinner=False)
 def start_housekeeping() -> housekeeping.Janitor:
     """Once per server: the thread that gives a closed session's memory back to the system."""
-    return housekeeping.Janitor().start()
+    return housekeeping.Janitor(when_empty=(_OUTCOMES.clear, _MATRICES.clear, figures.clear,
+                                            analysis.clear_table_scores, grid.clear_row_checks)).start()
 
 
 def _where() -> tuple[str, str]:

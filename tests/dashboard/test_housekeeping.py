@@ -18,6 +18,14 @@ def test_the_janitor_sweeps_only_when_sessions_ended():
     assert janitor.sweeps == 1
 
 
+def test_the_last_session_gone_empties_the_sessions_caches():
+    emptied = []
+    counts = iter([2, 1, 0, 0, 1, 0])
+    janitor = housekeeping.Janitor(count=lambda: next(counts), when_empty=[lambda: emptied.append(1)])
+    assert [janitor.look() for _ in range(6)] == [False, True, True, False, False, True]
+    assert len(emptied) == 2  # at 1 -> 0, twice; not at 2 -> 1
+
+
 def test_outside_a_server_there_is_no_session_count():
     assert housekeeping.streamlit_sessions() is None
 

@@ -107,6 +107,6 @@ else:
     save_form(store, current)
     if current.token:
         share_box(current)
-saved = store.list_plans()  # once per run: it reads every listed plan's row
+saved = store.list_plans()  # once per run: one SELECT of the summary columns, no plan JSON
 saved_list(saved, current)
 bundles(store, saved)

@@ -142,6 +142,19 @@ def _served(stack: ExitStack, root: Path, dashboard_rev: str | None = None) -> P
     return snapshot(root, tmp, dashboard_rev)
 
 
+def served_roots(stack: ExitStack, root: Path, args, meta: dict) -> list[tuple[str, Path]]:
+    """This checkout and, with --baseline-dashboard REV or --baseline DIR, the baseline, each copied now (later
+    edits to the tree change nothing served); the baseline is described in meta["baseline"]."""
+    roots = [("this checkout", _served(stack, root))]
+    if args.baseline_dashboard:
+        roots.append(("baseline", _served(stack, root, args.baseline_dashboard)))
+        meta["baseline"] = f"this checkout with dashboard/ as of {args.baseline_dashboard}"
+    elif args.baseline:
+        roots.append(("baseline", _served(stack, args.baseline.resolve())))
+        meta["baseline"] = f"{args.baseline} ({describe(args.baseline.resolve())})"
+    return roots
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -246,6 +259,28 @@ def _plan_shown(page) -> str:
     return _headline(page)
 
 
+def load_synthetic(page, runs: "Runs", count: int, seed: int | None = None) -> None:
+    """Load the seeded synthetic preset with `count` tables (and `seed`, when given) from the Tables page."""
+    page.get_by_role("button", name="Presets").click()
+    body = page.locator('[data-testid="stPopoverBody"]')
+    body.locator('[data-testid="stSelectbox"]').click()
+    page.get_by_role("option", name=re.compile(r"^Synthetic")).click()
+    for key, value in (("tables_syn_count", count), ("tables_syn_seed", seed)):
+        if value is None:
+            continue
+        box = page.locator(f".st-key-{key} input")
+        box.fill(str(value))
+        box.press("Enter")
+        runs.settle()
+    page.get_by_role("button", name="Load preset").click()
+    # the toast (shown a few seconds: a starved browser can miss it) or the Tables tab of the new count
+    page.get_by_text(re.compile(r"^Loaded preset")).or_(
+        page.get_by_role("tab", name=f"Tables ({count})")).first.wait_for()
+    page.keyboard.press("Escape")
+    body.wait_for(state="hidden")
+    page.get_by_role("tab", name=f"Tables ({count})").wait_for()
+
+
 class Session:
     """One checkout's app under `streamlit run`, one browser page on it, the synthetic preset with N tables."""
 
@@ -277,22 +312,7 @@ class Session:
         case.ranks = int(m.group(2)) if m else 0
 
     def _load_synthetic(self, count: int) -> None:
-        page = self.page
-        page.get_by_role("button", name="Presets").click()
-        body = page.locator('[data-testid="stPopoverBody"]')
-        body.locator('[data-testid="stSelectbox"]').click()
-        page.get_by_role("option", name=re.compile(r"^Synthetic")).click()
-        tables = page.locator(".st-key-tables_syn_count input")
-        tables.fill(str(count))
-        tables.press("Enter")
-        self.runs.settle()
-        page.get_by_role("button", name="Load preset").click()
-        # the toast (shown a few seconds: a starved browser can miss it) or the Tables tab of the new count
-        page.get_by_text(re.compile(r"^Loaded preset")).or_(
-            page.get_by_role("tab", name=f"Tables ({count})")).first.wait_for()
-        page.keyboard.press("Escape")
-        body.wait_for(state="hidden")
-        page.get_by_role("tab", name=f"Tables ({count})").wait_for()
+        load_synthetic(self.page, self.runs, count)
         self.runs.settle()
 
     def _set_plan_inputs(self, inputs: dict[str, str]) -> None:
@@ -492,13 +512,7 @@ def main(argv: list[str] | None = None) -> int:
     stack = ExitStack()
     root = args.root.resolve()
     meta["checkout"] = describe(root)
-    roots = [("this checkout", _served(stack, root))]  # copied now: later edits to the tree change nothing served
-    if args.baseline_dashboard:
-        roots.append(("baseline", _served(stack, root, args.baseline_dashboard)))
-        meta["baseline"] = f"this checkout with dashboard/ as of {args.baseline_dashboard}"
-    elif args.baseline:
-        roots.append(("baseline", _served(stack, args.baseline.resolve())))
-        meta["baseline"] = f"{args.baseline} ({describe(args.baseline.resolve())})"
+    roots = served_roots(stack, root, args, meta)
     cases = []
     with stack, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shlex
 import statistics
 import sys
@@ -40,8 +39,9 @@ from bench.interactive import (
     Runs,
     _goto,
     _plan_shown,
-    _served,
     describe,
+    load_synthetic,
+    served_roots,
     serving,
 )
 
@@ -80,23 +80,7 @@ TARGET_S = 1.0  # issue 14: server CPU for the whole session
 
 
 def _load_synthetic(page, runs: Runs, count: int, seed: int) -> None:
-    page.get_by_role("button", name="Presets").click()
-    body = page.locator('[data-testid="stPopoverBody"]')
-    body.locator('[data-testid="stSelectbox"]').click()
-    page.get_by_role("option", name=re.compile(r"^Synthetic")).click()
-    tables = page.locator(".st-key-tables_syn_count input")
-    tables.fill(str(count))
-    tables.press("Enter")
-    runs.settle()
-    box = page.locator(".st-key-tables_syn_seed input")
-    box.fill(str(seed))
-    box.press("Enter")
-    runs.settle()
-    page.get_by_role("button", name="Load preset").click()
-    page.get_by_text(re.compile(r"^Loaded preset")).first.wait_for()
-    page.keyboard.press("Escape")
-    body.wait_for(state="hidden")
-    page.get_by_role("tab", name=f"Tables ({count})").wait_for()
+    load_synthetic(page, runs, count, seed)
 
 
 def _wait_new_metric(page, before: str) -> str:
@@ -246,13 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     meta["checkout"] = describe(root)
     results: dict[str, list[dict]] = {}
     with ExitStack() as stack, sync_playwright() as pw:
-        roots = [("this checkout", _served(stack, root))]
-        if args.baseline_dashboard:
-            roots.append(("baseline", _served(stack, root, args.baseline_dashboard)))
-            meta["baseline"] = f"this checkout with dashboard/ as of {args.baseline_dashboard}"
-        elif args.baseline:
-            roots.append(("baseline", _served(stack, args.baseline.resolve())))
-            meta["baseline"] = f"{args.baseline} ({describe(args.baseline.resolve())})"
+        roots = served_roots(stack, root, args, meta)
         servers = []
         for label, served in roots:
             work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-session-")))

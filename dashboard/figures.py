@@ -11,15 +11,13 @@ st.plotly_chart and st.dataframe only read them).
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from typing import Callable, Hashable, TypeVar
 
 import pandas as pd
 import plotly.graph_objects as go
 
 import engine
-from dashboard import analysis, charts
+from dashboard import analysis, charts, lru
 
 ENTRIES = 64  # figures and frames kept (a few per plan)
 
@@ -30,30 +28,27 @@ class ContentCache:
     """A small thread-safe LRU cache keyed by hashable content (every session's script thread uses it)."""
 
     def __init__(self, entries: int = ENTRIES) -> None:
-        self.entries = entries
-        self._items: OrderedDict[Hashable, object] = OrderedDict()
-        self._lock = threading.Lock()
+        self._lru = lru.Lru(entries)
         self.hits = self.misses = 0
 
+    @property
+    def entries(self) -> int:
+        return self._lru.entries
+
     def get(self, key: Hashable, compute: Callable[[], T]) -> T:
-        with self._lock:
-            if key in self._items:
-                self._items.move_to_end(key)
-                self.hits += 1
-                return self._items[key]  # type: ignore[return-value]
+        missing = object()
+        value = self._lru.get(key, missing)
+        if value is not missing:
+            self.hits += 1
+            return value  # type: ignore[return-value]
         value = compute()  # outside the lock: two sessions may build the same figure once each, never wait
-        with self._lock:
-            self.misses += 1
-            self._items[key] = value
-            self._items.move_to_end(key)
-            while len(self._items) > self.entries:
-                self._items.popitem(last=False)
+        self.misses += 1
+        self._lru.put(key, value)
         return value
 
     def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-            self.hits = self.misses = 0
+        self._lru.clear()
+        self.hits = self.misses = 0
 
 
 _CACHE = ContentCache()

@@ -28,6 +28,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Callable, Hashable, Optional, Sequence
 
+from dashboard import housekeeping
+
 ROOT = Path(__file__).resolve().parent.parent
 MAX_TASKS = 200  # tasks a worker runs before it is replaced
 MAX_RSS_BYTES = 1536 * 2**20  # a worker that grew past this after a task is replaced
@@ -365,14 +367,6 @@ class Pool:
             w.retire()
 
 
-def _rss_bytes() -> int:
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
 def worker_main() -> int:
     """A worker: answer (name, args) frames on stdin with (ok, value or error line, rss) frames on stdout, until
     stdin closes. What the tasks print goes to stderr (stdout is the pipe)."""
@@ -390,9 +384,9 @@ def worker_main() -> int:
         except Exception as e:  # noqa: BLE001 - one line back to the page, never a dead worker
             reply = (False, f"{type(e).__name__}: {e}".splitlines()[0])
         try:
-            data = pickle.dumps((*reply, _rss_bytes()), protocol=pickle.HIGHEST_PROTOCOL)
+            data = pickle.dumps((*reply, housekeeping.rss_bytes()), protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as e:  # noqa: BLE001 - a value that does not pickle is the task's error
-            data = pickle.dumps((False, f"the {name} task's result does not pickle ({e})", _rss_bytes()))
+            data = pickle.dumps((False, f"the {name} task's result does not pickle ({e})", housekeeping.rss_bytes()))
         _write_frame(out, data)
 
 

@@ -17,7 +17,6 @@ import os
 import sys
 import tempfile
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -26,7 +25,7 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 import engine
-from dashboard import analysis, figures, grid, housekeeping, jobs, plans, planpool, planwork
+from dashboard import analysis, figures, grid, housekeeping, jobs, lru, plans, planpool, planwork
 
 OURS, TORCHREC = "ours", "torchrec"
 PLANNERS = {OURS: "Ours (engine)", TORCHREC: "TorchRec's EmbeddingShardingPlanner (baseline)"}
@@ -111,34 +110,7 @@ def pool() -> planpool.Pool:
     return p
 
 
-class _Recent:
-    """A small LRU of finished outcomes (successes and refusals alike), shared by the sessions of this server."""
-
-    def __init__(self, entries: int) -> None:
-        self.entries = entries
-        self._items: OrderedDict = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key):
-        with self._lock:
-            value = self._items.get(key)
-            if value is not None:
-                self._items.move_to_end(key)
-            return value
-
-    def put(self, key, value) -> None:
-        with self._lock:
-            self._items[key] = value
-            self._items.move_to_end(key)
-            while len(self._items) > self.entries:
-                self._items.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-
-
-_OUTCOMES = _Recent(PLAN_CACHE_ENTRIES)
+_OUTCOMES = lru.Lru(PLAN_CACHE_ENTRIES)  # finished outcomes, successes and refusals alike, of every session
 
 
 def _owner() -> str:
@@ -267,28 +239,19 @@ class _ByIdentity:
     stay theirs while they are in it."""
 
     def __init__(self, entries: int) -> None:
-        self.entries = entries
-        self._items: OrderedDict[tuple[int, ...], tuple[tuple, object]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._lru = lru.Lru(entries)
 
     def get(self, objs: tuple, compute):
         key = tuple(id(o) for o in objs)
-        with self._lock:
-            hit = self._items.get(key)
-            if hit is not None and all(a is b for a, b in zip(hit[0], objs)):
-                self._items.move_to_end(key)
-                return hit[1]
+        hit = self._lru.get(key)
+        if hit is not None and all(a is b for a, b in zip(hit[0], objs)):
+            return hit[1]
         value = compute()
-        with self._lock:
-            self._items[key] = (objs, value)
-            self._items.move_to_end(key)
-            while len(self._items) > self.entries:
-                self._items.popitem(last=False)
+        self._lru.put(key, (objs, value))
         return value
 
     def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
+        self._lru.clear()
 
 
 _MATRICES = _ByIdentity(MATRIX_ENTRIES)

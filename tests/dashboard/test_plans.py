@@ -53,6 +53,6 @@ def test_the_identity_cache_is_bounded():
     calls = []
     for o in objs + objs[-1:]:
         cache.get((o,), lambda o=o: calls.append(o) or len(calls))
-    assert calls == objs and len(cache._items) == 2
+    assert calls == objs and len(cache._lru) == 2
     cache.get((objs[0],), lambda: calls.append("again"))
     assert calls[-1] == "again"  # the oldest was dropped

@@ -19,7 +19,7 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
@@ -119,16 +119,16 @@ def _owner() -> str:
     return ctx.session_id if ctx is not None else f"thread-{threading.get_ident()}"
 
 
-def in_pool(name: str, args: tuple, key, kind: str, what: str, on_done=None):
+def in_pool(name: str, args: tuple, key, kind: str, what: Callable[[], str], on_done=None):
     """Run a named task (planwork.TASKS) in the pool and wait for it here, showing its elapsed time once it takes
     longer than SHOW_WAIT_AFTER_S. A new run of this session's page (the user edited again) stops the wait where it
     redraws the time; the task goes on, and is cancelled when this session asks for another of its kind
     (superseded) or joined when it asks for the same. Raises planpool.TaskFailed or TaskCancelled."""
     task = pool().submit(name, args, key, kind, _owner(), on_done)
     if not task.wait(SHOW_WAIT_AFTER_S):
-        box = st.empty()
+        box, text = st.empty(), what()  # made only for a wait that shows (a count may parse the config)
         while not task.wait(WAIT_POLL_S):
-            box.caption(f":material/hourglass_top: {what}: {task.elapsed_s:.1f} s")
+            box.caption(f":material/hourglass_top: {text}: {task.elapsed_s:.1f} s")
         box.empty()
     return task.result()
 
@@ -140,10 +140,10 @@ def plan_outcome(config_json: str, effort: int = DEFAULT_EFFORT) -> PlanOutcome:
     hit = _OUTCOMES.get(key)
     if hit is not None:
         return hit
-    n = _count_tables(config_json)
     try:
         return in_pool("plan", (config_json, effort, SAFETY_STOP_S), ("plan", *key), "plan",
-                       f"Planning {n} tables with our planner", lambda out: _OUTCOMES.put(key, out))
+                       lambda: f"Planning {_count_tables(config_json)} tables with our planner",
+                       lambda out: _OUTCOMES.put(key, out))
     except planpool.TaskFailed as e:
         return PlanOutcome(problem=f"the planner failed: {e}")
     except planpool.TaskCancelled:
@@ -176,7 +176,7 @@ def replan_outcome(config: dict, old_plan: dict, from_token: str, max_move_bytes
     key = ("replan", hashlib.sha256(config_json.encode()).hexdigest(), from_token, max_move_bytes, effort)
     try:
         return in_pool("replan", (config_json, old_plan, max_move_bytes, effort, SAFETY_STOP_S), key, "replan",
-                       f"Re-planning {len(config.get('tables') or []):,} tables")
+                       lambda: f"Re-planning {len(config.get('tables') or []):,} tables")
     except planpool.TaskFailed as e:
         return ReplanOutcome(problem=f"the re-planner failed: {e}")
     except planpool.TaskCancelled:

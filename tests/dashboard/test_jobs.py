@@ -134,3 +134,174 @@ def test_the_engines_torchrec_command_as_a_job_plans(tmp_path):
     assert result.plan.planner == "torchrec" and set(result.plan.tables) == {t["name"] for t in cfg["tables"]}
     assert result.config_dict == engine.config_to_dict(engine.parse_config(cfg))
     assert not os.path.exists(job.workdir)
+
+
+# ---- a gate of slots: at most `size` heavy jobs run at once, the rest wait first come, first served -------------
+
+
+def _held(tmp_path: Path, name: str) -> tuple[list[str], Path, Path]:
+    """A command that writes its `started` marker, then runs until its `release` file exists (at most 60 s)."""
+    started, release = tmp_path / f"{name}.started", tmp_path / f"{name}.release"
+    script = (f"import os, time; open({str(started)!r}, 'w').write(str(time.monotonic())); t = time.monotonic()\n"
+              f"while not os.path.exists({str(release)!r}) and time.monotonic() - t < 60: time.sleep(0.02)")
+    return [PY, "-c", script], started, release
+
+
+def _until(cond, timeout_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+@pytest.mark.timeout(30)
+def test_a_gate_of_one_runs_the_second_job_when_the_first_ends(tmp_path):
+    gate = jobs.Slots(1)
+    argv_a, started_a, release_a = _held(tmp_path, "a")
+    argv_b, started_b, release_b = _held(tmp_path, "b")
+    a = jobs.Job(argv_a, tmp_path / "ja", slots=gate)
+    b = jobs.Job(argv_b, tmp_path / "jb", slots=gate)
+    try:
+        assert a.state is jobs.JobState.RUNNING and a.live and a.ahead == 0 and a.pid is not None
+        assert b.state is jobs.JobState.QUEUED and b.live and not b.running
+        assert b.ahead == 0  # no job queued before it (a runs)
+        assert b.pid is None and b.started is None and b.elapsed_s == 0.0
+        assert _until(started_a.exists)
+        assert b.wait(0.3) is jobs.JobState.QUEUED and not started_b.exists()  # a holds the only slot
+        assert b.queued_s >= 0.3 and gate.busy == 1 and gate.waiting == 1
+        release_a.touch()
+        assert a.wait(10) is jobs.JobState.DONE
+        assert b.state is jobs.JobState.RUNNING and b.pid is not None  # the slot passed on as a's process ended
+        waited = b.queued_s
+        assert _until(started_b.exists)
+        assert float(started_b.read_text()) >= a.ended  # b's process started only after a's ended
+        release_b.touch()
+        assert b.wait(10) is jobs.JobState.DONE and b.queued_s == waited and b.elapsed_s > 0
+        assert gate.busy == 0 and gate.waiting == 0 and _gone(b.pid)
+    finally:
+        a.close()
+        b.close()
+
+
+@pytest.mark.timeout(30)
+def test_a_cancelled_queued_job_never_starts_and_the_next_one_runs(tmp_path):
+    gate = jobs.Slots(1)
+    argv_a, _, release_a = _held(tmp_path, "a")
+    argv_b, started_b, _ = _held(tmp_path, "b")
+    argv_c, started_c, release_c = _held(tmp_path, "c")
+    a = jobs.Job(argv_a, tmp_path / "ja", slots=gate)
+    b = jobs.Job(argv_b, tmp_path / "jb", slots=gate)
+    c = jobs.Job(argv_c, tmp_path / "jc", slots=gate)
+    try:
+        assert (b.ahead, c.ahead) == (0, 1)
+        b.cancel()
+        assert b.state is jobs.JobState.CANCELLED and not b.live and b.wait(1) is jobs.JobState.CANCELLED
+        assert c.ahead == 0 and c.state is jobs.JobState.QUEUED and gate.waiting == 1
+        release_a.touch()
+        assert a.wait(10) is jobs.JobState.DONE and c.state is jobs.JobState.RUNNING
+        assert _until(started_c.exists)
+        release_c.touch()
+        assert c.wait(10) is jobs.JobState.DONE
+        assert b.pid is None and b.elapsed_s == 0.0 and not started_b.exists()  # it never ran
+        assert b.state is jobs.JobState.CANCELLED and gate.busy == 0
+    finally:
+        for j in (a, b, c):
+            j.close()
+
+
+@pytest.mark.timeout(30)
+def test_a_running_job_cancelled_frees_its_slot_for_the_queued_one(tmp_path):
+    gate = jobs.Slots(1)
+    argv_a, started_a, _ = _held(tmp_path, "a")
+    argv_b, started_b, release_b = _held(tmp_path, "b")
+    a = jobs.Job(argv_a, tmp_path / "ja", slots=gate)
+    b = jobs.Job(argv_b, tmp_path / "jb", slots=gate)
+    try:
+        assert _until(started_a.exists) and b.state is jobs.JobState.QUEUED
+        a.close()
+        assert a.state is jobs.JobState.CANCELLED and _gone(a.pid)
+        assert b.state is jobs.JobState.RUNNING and _until(started_b.exists)
+        release_b.touch()
+        assert b.wait(10) is jobs.JobState.DONE
+    finally:
+        b.close()
+
+
+@pytest.mark.timeout(30)
+def test_queued_jobs_start_first_come_first_served(tmp_path):
+    gate = jobs.Slots(1)
+    order = tmp_path / "order.txt"
+    argv_a, _, release_a = _held(tmp_path, "a")
+    a = jobs.Job(argv_a, tmp_path / "ja", slots=gate)
+    queued = [jobs.Job([PY, "-c", f"open({str(order)!r}, 'a').write('{name}')"], tmp_path / f"j{name}", slots=gate)
+              for name in "xyz"]
+    try:
+        assert [j.ahead for j in queued] == [0, 1, 2]
+        assert all(j.state is jobs.JobState.QUEUED for j in queued)
+        release_a.touch()
+        assert all(j.wait(10) is jobs.JobState.DONE for j in queued)
+        assert order.read_text() == "xyz"
+        starts = [j.started for j in queued]
+        assert starts == sorted(starts) and all(s >= queued[i - 1].ended for i, s in enumerate(starts) if i)
+    finally:
+        for j in (a, *queued):
+            j.close()
+
+
+@pytest.mark.timeout(30)
+def test_a_queued_job_dropped_gives_up_its_place(tmp_path):
+    import gc
+
+    gate = jobs.Slots(1)
+    argv_a, _, release_a = _held(tmp_path, "a")
+    argv_b, started_b, _ = _held(tmp_path, "b")
+    a = jobs.Job(argv_a, tmp_path / "ja", slots=gate)
+    b = jobs.Job(argv_b, tmp_path / "jb", slots=gate)
+    c = jobs.Job([PY, "-c", "pass"], tmp_path / "jc", slots=gate)
+    try:
+        assert c.ahead == 1
+        del b
+        gc.collect()
+        assert c.ahead == 0 and gate.waiting == 1
+        release_a.touch()
+        assert c.wait(10) is jobs.JobState.DONE and not started_b.exists()
+        assert gate.busy == 0 and gate.waiting == 0
+    finally:
+        a.close()
+        c.close()
+
+
+def test_a_running_gated_job_dropped_is_ended_and_its_slot_passes_on(tmp_path):
+    import gc
+
+    gate = jobs.Slots(1)
+    argv_a, started_a, _ = _held(tmp_path, "a")
+    a = jobs.Job(argv_a, tmp_path / "ja", slots=gate)
+    b = jobs.Job([PY, "-c", "pass"], tmp_path / "jb", slots=gate)
+    assert _until(started_a.exists)
+    pid = a.pid
+    del a
+    gc.collect()
+    try:
+        assert b.wait(10) is jobs.JobState.DONE
+        assert _gone(pid) or _proc_state(pid) == "Z"
+    finally:
+        b.close()
+
+
+def test_the_heavy_gate_is_sized_by_planner_jobs_else_the_pool(monkeypatch):
+    from dashboard import planpool
+
+    monkeypatch.setenv("PLANNER_JOBS", "3")
+    assert jobs.heavy_size() == 3
+    monkeypatch.delenv("PLANNER_JOBS")
+    monkeypatch.setenv("PLANNER_WORKERS", "5")
+    assert jobs.heavy_size() == 5 == planpool.default_size()
+    monkeypatch.setenv("PLANNER_JOBS", "0")
+    with pytest.raises(ValueError, match="PLANNER_JOBS='0'"):
+        jobs.heavy_size()
+    with pytest.raises(ValueError):
+        jobs.Slots(0)
+    assert jobs.HEAVY.size >= 1

@@ -191,7 +191,8 @@ JOB_CONFIG, JOB_PLAN = "config.json", "plan.json"
 
 def start_torchrec_plan(config: dict | engine.Config) -> jobs.Job:
     """`python -m engine torchrec-plan` on the config (written to a file of the job's own folder) in another
-    process; the plan JSON comes back in a file of that folder (torchrec_result)."""
+    process; the plan JSON comes back in a file of that folder (torchrec_result). A heavy job: it waits for a slot
+    of jobs.HEAVY (QUEUED) while the server runs as many as it has cores for."""
     workdir = Path(tempfile.mkdtemp(prefix="planner-torchrec-"))
     if isinstance(config, engine.Config):
         config = engine.config_to_dict(config)
@@ -199,7 +200,7 @@ def start_torchrec_plan(config: dict | engine.Config) -> jobs.Job:
     argv = [sys.executable, "-m", "engine", "torchrec-plan", str(workdir / JOB_CONFIG), "--out",
             str(workdir / JOB_PLAN)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
-    return jobs.Job(argv, workdir, label=PLANNERS[TORCHREC], cwd=ROOT, env=env)
+    return jobs.Job(argv, workdir, label=PLANNERS[TORCHREC], cwd=ROOT, env=env, slots=jobs.HEAVY)
 
 
 def torchrec_result(job: jobs.Job, config: dict | engine.Config) -> PlanResult:

@@ -219,7 +219,8 @@ def current_plan() -> Optional[CurrentPlan]:
 
 @dataclass
 class PlanJob:
-    """A planner running in the background (dashboard.jobs.Job) for the config whose key is source_key."""
+    """A planner running in the background, or waiting for a slot to (dashboard.jobs.Job), for the config whose
+    key is source_key."""
 
     job: Any  # dashboard.jobs.Job
     planner: str

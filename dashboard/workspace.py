@@ -9,7 +9,7 @@ import threading
 
 import streamlit as st
 
-from dashboard import grid, headline, services, state
+from dashboard import grid, headline, jobs, services, state
 from dashboard.state import CurrentPlan, PlanJob
 from dashboard.text import md
 
@@ -151,14 +151,16 @@ def cancel_job() -> None:
         return
     pj.job.close()
     state.set_plan_job(None)
-    state.flash(f"Cancelled {md(services.PLANNERS[pj.planner])} after {pj.job.elapsed_s:.0f} s.")
+    name = md(services.PLANNERS[pj.planner])
+    state.flash(f"Cancelled {name} before it started (it waited {pj.job.queued_s:.0f} s for a free worker)."
+                if pj.job.started is None else f"Cancelled {name} after {pj.job.elapsed_s:.0f} s.")
 
 
 def collect_job() -> None:
     """A background plan that ended: its plan becomes the current one when made for the config as it is now;
     one for an earlier config is offered on Compare only; an error is said in one line."""
     pj = state.plan_job()
-    if pj is None or pj.job.running:
+    if pj is None or pj.job.live:
         return
     state.set_plan_job(None)
     name, secs = services.PLANNERS[pj.planner], pj.job.elapsed_s
@@ -183,8 +185,19 @@ def collect_job() -> None:
 
 
 def job_running_text(pj: PlanJob) -> str:
-    n = len(pj.config.get("tables") or [])
-    return f"{md(services.PLANNERS[pj.planner])} is planning {n:,} tables in the background: {pj.job.elapsed_s:.0f} s"
+    n, name = len(pj.config.get("tables") or []), md(services.PLANNERS[pj.planner])
+    return job_line(pj.job, f"{name} is planning {n:,} tables in the background", name)
+
+
+def job_line(job: jobs.Job, doing: str, who: str) -> str:
+    """A background job's first sentence (markdown): `doing` and its elapsed time while it runs; while it waits
+    for a slot of the server's heavy jobs (jobs.HEAVY, other sessions' planners and sweeps hold them), `who` waits
+    and how many wait before it."""
+    if job.state is jobs.JobState.QUEUED:
+        n = job.ahead
+        place = "next in line" if not n else f"{n:,} ahead"
+        return f"{who} is waiting for a free worker: {place} (waited {job.queued_s:.0f} s)"
+    return f"{doing}: {job.elapsed_s:.0f} s so far"
 
 
 

@@ -67,7 +67,7 @@ def add_torchrec(option: str, label: str) -> None:
 def collect_torchrec() -> None:
     """A finished baseline joins the picked plans (or its one-line error is shown)."""
     pending = st.session_state.get(TORCHREC_JOB)
-    if pending is None or pending["job"].running:
+    if pending is None or pending["job"].live:
         return
     st.session_state.pop(TORCHREC_JOB, None)
     job = pending["job"]
@@ -94,12 +94,14 @@ def torchrec_progress() -> None:
     pending = st.session_state.get(TORCHREC_JOB)
     if pending is None:
         return
-    if not pending["job"].running:
+    if not pending["job"].live:
         st.rerun()
+    label = md(pending["label"])
+    line = workspace.job_line(pending["job"], f"TorchRec's planner on the config of '{label}'",
+                              f"TorchRec's planner for '{label}'")
     if workspace.job_box("compare_torchrec_job", "compare_torchrec_cancel",
-                         f"TorchRec's planner on the config of '{md(pending['label'])}': "
-                         f"{pending['job'].elapsed_s:.0f} s so far. The rest of the app stays usable; its plan joins "
-                         "the comparison when it finishes."):
+                         f"{line}. The rest of the app stays usable; its plan joins the comparison when it "
+                         "finishes."):
         pending["job"].close()
         st.session_state.pop(TORCHREC_JOB, None)
         st.rerun()

@@ -54,10 +54,10 @@ def job_progress() -> None:
     pj = state.plan_job()
     if pj is None:
         return
-    if not pj.job.running:
+    if not pj.job.live:
         st.rerun()
     if workspace.job_box("plan_job", "plan_job_cancel",
-                         f"{workspace.job_running_text(pj)} so far. The rest of the app stays usable; its plan "
+                         f"{workspace.job_running_text(pj)}. The rest of the app stays usable; its plan "
                          "becomes the current one when it finishes (if the config is still the same)."):
         workspace.cancel_job()
         st.rerun()

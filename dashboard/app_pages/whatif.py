@@ -25,14 +25,15 @@ DEFAULT_DEVICES = ["a100_40gb", "a100_80gb", "h100_80gb", "h200_141gb"]
 
 
 def start_sweep(config: dict, devices: list[str], sizes: list[int], batches: list[int], effort: int) -> jobs.Job:
-    """`python -m engine sweep` on the config (a file of the job's own folder) in another process."""
+    """`python -m engine sweep` on the config (a file of the job's own folder) in another process, once a slot of
+    the server's heavy jobs (jobs.HEAVY) is free."""
     workdir = Path(tempfile.mkdtemp(prefix="planner-sweep-"))
     (workdir / "config.json").write_text(json.dumps(config), encoding="utf-8")
     argv = [sys.executable, "-m", "engine", "sweep", str(workdir / "config.json"), "--devices", ",".join(devices),
             "--world-sizes", ",".join(map(str, sizes)), "--batch-sizes", ",".join(map(str, batches)),
             "--effort", str(effort), "--json"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
-    return jobs.Job(argv, workdir, label="capacity sweep", cwd=ROOT, env=env)
+    return jobs.Job(argv, workdir, label="capacity sweep", cwd=ROOT, env=env, slots=jobs.HEAVY)
 
 
 def parse_batches(text: str) -> list[int] | None:
@@ -58,11 +59,11 @@ def sweep_progress() -> None:
     job = st.session_state.get(SWEEP_JOB)
     if job is None:
         return
-    if not job["job"].running:
+    if not job["job"].live:
         st.rerun()
+    line = workspace.job_line(job["job"], f"Sweeping {job['points']} points", f"The sweep of {job['points']} points")
     if workspace.job_box("whatif_sweep_running", "whatif_sweep_cancel",
-                         f"Sweeping {job['points']} points: {job['job'].elapsed_s:.0f} s so far. The rest of the app "
-                         "stays usable."):
+                         f"{line}. The rest of the app stays usable."):
         job["job"].close()
         st.session_state.pop(SWEEP_JOB, None)
         st.rerun()
@@ -71,7 +72,7 @@ def sweep_progress() -> None:
 def collect_sweep() -> None:
     """A finished sweep's points become the result (or its one-line error is shown)."""
     job = st.session_state.get(SWEEP_JOB)
-    if job is None or job["job"].running:
+    if job is None or job["job"].live:
         return
     st.session_state.pop(SWEEP_JOB, None)
     j = job["job"]

@@ -13,6 +13,7 @@ if ROOT not in sys.path:  # `streamlit run` puts only dashboard/ on the path; en
 import streamlit as st  # noqa: E402
 
 from dashboard import calibration as calib  # noqa: E402
+from dashboard import jobs  # noqa: E402
 from dashboard import services, state, views, workspace  # noqa: E402, F401 - views: the pages' imports, before freezing
 from dashboard.text import code, md  # noqa: E402
 from db.store import StoreError  # noqa: E402
@@ -67,7 +68,8 @@ def sidebar(store) -> None:
                 st.caption(f"Saved as '{md(p.label or p.token[:8])}'")
         job = state.plan_job()
         if job is not None:
-            st.caption(f"{md(services.PLANNERS[job.planner])} is planning in the background (the Plan page shows "
+            doing = "is waiting for a free worker" if job.job.state is jobs.JobState.QUEUED else "is planning"
+            st.caption(f"{md(services.PLANNERS[job.planner])} {doing} in the background (the Plan page shows "
                        "its time and a Cancel)")
         st.divider()
         st.caption(f"Database: {code(store.where)}")
@@ -75,6 +77,11 @@ def sidebar(store) -> None:
 
 def main() -> None:
     st.set_page_config(page_title="Sharding planner", page_icon=str(FAVICON), layout="wide", menu_items=MENU_ITEMS)
+    problems = services.settings_problems()  # before anything starts a worker or a job
+    for problem in problems:
+        st.error(f"The server's settings: {md(problem)}", icon=":material/settings:")
+    if problems:
+        st.stop()
     services.freeze_startup_objects()
     services.start_housekeeping()
     try:

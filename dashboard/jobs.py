@@ -134,7 +134,16 @@ def heavy_size() -> int:
     return n
 
 
-HEAVY = Slots(heavy_size())  # the server's gate for heavy jobs, shared by every session
+def _server_gate() -> Slots:
+    """The server's gate; with a bad PLANNER_JOBS or PLANNER_WORKERS, one per core (the app refuses to start with
+    the setting's message: dashboard.services.settings_problems), so importing this module never fails."""
+    try:
+        return Slots(heavy_size())
+    except ValueError:
+        return Slots(planpool.machine_cores())
+
+
+HEAVY = _server_gate()  # the server's gate for heavy jobs, shared by every session
 
 
 class _Run:

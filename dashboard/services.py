@@ -102,6 +102,18 @@ SHOW_WAIT_AFTER_S = 0.3  # a plan that takes longer shows its elapsed time where
 WAIT_POLL_S = 0.1
 
 
+def settings_problems() -> list[str]:
+    """What is wrong with the server's settings from the environment (PLANNER_WORKERS, PLANNER_JOBS), each a line
+    that names the variable and the fix; empty when they are fine. The app shows them and starts nothing."""
+    problems = []
+    for check in (planpool.default_size, jobs.heavy_size):
+        try:
+            check()
+        except ValueError as e:
+            problems.append(str(e))
+    return problems
+
+
 @st.cache_resource(show_spinner=False)
 def pool() -> planpool.Pool:
     """The server's worker processes (one per core), shared by every session; one is started at once."""

@@ -29,3 +29,15 @@ def test_a_bad_database_url_is_one_line(monkeypatch):
     assert not at.exception
     errors = shown(at, "error")
     assert len(errors) == 1 and errors[0].startswith("Cannot open the database: ") and "\n" not in errors[0]
+
+
+def test_bad_worker_settings_name_the_variable_and_start_nothing(monkeypatch):
+    monkeypatch.setenv("PLANNER_WORKERS", "two")
+    monkeypatch.setenv("PLANNER_JOBS", "0")
+    at = AppTest.from_file(str(APP), default_timeout=RUN_TIMEOUT_S).run()
+    assert not at.exception
+    errors = shown(at, "error")
+    assert len(errors) == 2
+    assert errors[0].startswith("The server's settings: PLANNER_WORKERS='two': give a positive whole number")
+    assert errors[1].startswith("The server's settings: PLANNER_JOBS='0': give a positive whole number")
+    assert not at.sidebar.caption  # the app stopped before its pages and sidebar

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from dashboard import jobs
-from tests.dashboard.helpers import goto, shown
+from tests.dashboard.helpers import goto, plain, shown
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -54,6 +54,8 @@ def test_a_queued_torchrec_baseline_says_it_waits_and_its_cancel_ends_it_unstart
     assert line.endswith(" s). The rest of the app stays usable; its plan becomes the current one when it finishes "
                          "(if the config is still the same)."), line
     assert app.session_state["ws_plan"].planner == "ours"  # the current plan stays as it was meanwhile
+    assert ("TorchRec's EmbeddingShardingPlanner (baseline) is waiting for a free worker in the background (the Plan "
+            "page shows its time and a Cancel)") in [plain(c.value) for c in app.sidebar.caption]
     app.button(key="plan_job_cancel").click().run()
     assert not app.exception, app.exception
     assert job.state is jobs.JobState.CANCELLED and job.pid is None and gate.waiting == 0
@@ -75,6 +77,8 @@ def test_a_queued_baseline_runs_when_the_slot_frees(app, busy_gate):
     [line] = _boxed(app)
     assert line.startswith(":material/hourglass_top: TorchRec's EmbeddingShardingPlanner (baseline) is planning 4 "
                            "tables in the background: "), line
+    assert ("TorchRec's EmbeddingShardingPlanner (baseline) is planning in the background (the Plan page shows its "
+            "time and a Cancel)") in [plain(c.value) for c in app.sidebar.caption]
     app.button(key="plan_job_cancel").click().run()
     assert job.state is jobs.JobState.CANCELLED and gate.busy == 0
     assert any(t.startswith("Cancelled TorchRec's EmbeddingShardingPlanner (baseline) after ")

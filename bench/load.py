@@ -13,9 +13,9 @@ open the share link in a new page of its context and check it shows the saved pl
 
 Reported per N: each step's latency (median and worst over the sessions; a step ends when its result is on screen
 and the app's runs it caused have ended), the server's CPU seconds per session, the health endpoint's latency
-(polled every 0.25 s during the flows), the server's RSS before, at the end with the sessions open, and after the
-contexts close, the plans found saved in the database under the round's labels, and the load average. Every
-request goes to 127.0.0.1. The browsers share the machine's cores with the server.
+(polled every 0.25 s during the flows by a process of its own), the server's RSS before, at the end with the
+sessions open, and after the contexts close, the plans found saved in the database under the round's labels, and
+the load average. Every request goes to 127.0.0.1. The browsers share the machine's cores with the server.
 
 Bounded in time: each browser action has --step-timeout; the whole run stops at --max-minutes (it kills the
 Chromium, says so in the report, and skips the rounds left).
@@ -35,7 +35,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -136,31 +135,59 @@ def machine() -> str:
 # ---- the health endpoint ------------------------------------------------------------------------
 
 
-class Health(threading.Thread):
-    """GET /_stcore/health every HEALTH_EVERY_S until stopped; each answer's latency (a failure or timeout counts
-    as HEALTH_TIMEOUT_S, and is counted apart)."""
+_PROBE = """
+import sys, time, urllib.request
+url, every, timeout = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+t_start = time.monotonic()
+while True:
+    t0 = time.monotonic()
+    try:
+        ok = urllib.request.urlopen(url, timeout=timeout).read() == b"ok"
+    except OSError:
+        ok = False
+    dt = time.monotonic() - t0
+    print(f"{t0 - t_start:.3f} {dt:.4f} {int(ok)}", flush=True)
+    time.sleep(max(0.0, every - dt))
+"""
+
+
+class Health:
+    """GET /_stcore/health every HEALTH_EVERY_S until stopped, from a process of its own (at nice 0, one thread):
+    the bench's own process runs a Playwright thread per session, and a probe among them would wait for that
+    process's GIL (held by a nice-19 thread the kernel has put aside) and count the wait as the server's. Each
+    answer's latency; a failure or timeout counts as HEALTH_TIMEOUT_S, and is counted apart."""
 
     def __init__(self, url: str):
-        super().__init__(daemon=True)
-        self.url, self.latencies, self.failures = f"{url}/_stcore/health", [], 0
-        self.stop = threading.Event()
+        self.url, self.samples, self.failures = f"{url}/_stcore/health", [], 0
+        self.proc: subprocess.Popen | None = None
 
-    def run(self) -> None:
-        while not self.stop.is_set():
-            t0 = time.perf_counter()
-            try:
-                ok = urllib.request.urlopen(self.url, timeout=HEALTH_TIMEOUT_S).read() == b"ok"
-            except OSError:
-                ok = False
-            dt = time.perf_counter() - t0
-            self.latencies.append(dt if ok else HEALTH_TIMEOUT_S)
+    def start(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-c", _PROBE, self.url, str(HEALTH_EVERY_S),
+                                      str(HEALTH_TIMEOUT_S)], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                     text=True, preexec_fn=lambda: os.setpriority(os.PRIO_PROCESS, 0, 0))
+
+    def finish(self) -> None:
+        """Stop the probe and read its answers (a line cut short by the stop is dropped)."""
+        self.proc.terminate()
+        out, _ = self.proc.communicate(timeout=30)
+        for line in out.splitlines():
+            parts = line.split()
+            if len(parts) != 3:
+                continue
+            at, dt, ok = float(parts[0]), float(parts[1]), parts[2] == "1"
+            self.samples.append((at, dt if ok else HEALTH_TIMEOUT_S))
             self.failures += not ok
-            self.stop.wait(max(0.0, HEALTH_EVERY_S - dt))
+
+    @property
+    def latencies(self) -> list[float]:
+        return [dt for _, dt in self.samples]
 
     def figures(self) -> dict:
         xs = self.latencies
+        worst = max(self.samples, key=lambda s: s[1]) if self.samples else None
         return {"polls": len(xs), "failures": self.failures, "median_s": statistics.median(xs) if xs else None,
-                "worst_s": max(xs) if xs else None}
+                "p99_s": sorted(xs)[int(0.99 * (len(xs) - 1))] if xs else None,
+                "worst_s": worst[1] if worst else None, "worst_at_s": worst[0] if worst else None}
 
 
 # ---- one Chromium, a thread per browser context ---------------------------------------------------
@@ -441,8 +468,7 @@ def run_round(root: Path, n: int, args, run_id: str, deadline: float, log=print)
         except threading.BrokenBarrierError:
             stopped = True
         out["wall_s"] = time.monotonic() - t0
-        health.stop.set()
-        health.join()
+        health.finish()
         out["cpu_s"] = tree_cpu_seconds(pid) - cpu0
         out["browser_cpu_s"] = tree_cpu_seconds(chromium.proc.pid) - browser_cpu0
         out["driver_cpu_s"] = tree_cpu_seconds(os.getpid()) - own0 - out["cpu_s"] - out["browser_cpu_s"]
@@ -539,7 +565,7 @@ def markdown(rounds: list[dict], meta: dict) -> str:
         lines += [f"**Safety stop:** {meta['safety_stop']}", ""]
     lines += [
         ("| N | wall s | server CPU s | per session | with close | Chromium CPU s | Playwright CPU s | health median / "
-         "worst s (polls, failed) | server RSS MB before / open / closed / after a visit (waited s) | "
+         "p99 / worst s (polls, failed) | server RSS MB before / open / closed / after a visit (waited s) | "
          "children RSS MB | saves found / expected | share links ok | errors | load average before / after |"),
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -549,7 +575,7 @@ def markdown(rounds: list[dict], meta: dict) -> str:
         lines.append(
             f"| {r['sessions']} | {r['wall_s']:.1f} | {r['cpu_s']:.2f} | {r['cpu_per_session_s']:.2f} | "
             f"{r['cpu_with_close_s']:.2f} | {r['browser_cpu_s']:.1f} | {r['driver_cpu_s']:.1f} | "
-            f"{_s(h['median_s'], 3)} / {_s(h['worst_s'])} "
+            f"{_s(h['median_s'], 3)} / {_s(h.get('p99_s'))} / {_s(h['worst_s'])} "
             f"({h['polls']}, {h['failures']}) | {r['rss_before']['server_mb']:.0f} / "
             f"{r['rss_open']['server_mb']:.0f} / {r['rss_closed']['server_mb']:.0f} / "
             f"{r['rss_after']['server_mb']:.0f} ({r['settle_s']:.0f}) | {r['rss_before']['descendants_mb']:.0f} / "
@@ -587,7 +613,9 @@ def markdown(rounds: list[dict], meta: dict) -> str:
                    "result is on screen and the browser received the end (script_finished) of the runs it caused "
                    "(then no run for 0.3 s). 'load preset' includes the preset popover's two quiet waits (0.3 s "
                    "each). Chromium CPU: its processes'; Playwright CPU: this bench's process and its Playwright "
-                   "drivers (one per session). Health: GET /_stcore/health every 0.25 s during the flows. RSS: "
+                   "drivers (one per session). Health: GET /_stcore/health every 0.25 s during the flows, from a "
+                   "process of its own at nice 0 (not a thread of this bench's process, whose GIL the sessions' "
+                   "Playwright threads hold). RSS: "
                    "'before' after the warm-up "
                    "session, 'open' when all flows ended, 'closed' the session TTL + 1 s after the contexts closed, "
                    "'after a visit' once one more visitor opened the app and left (Streamlit drops expired "

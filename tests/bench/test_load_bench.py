@@ -35,7 +35,8 @@ def test_two_small_rounds_save_every_plan_and_report_each_figure(tmp_path):
         assert r["saves_expected"] == r["saves_found"] == n
         assert r["shares_ok"] == n
         assert r["cpu_s"] > 0 and r["cpu_per_session_s"] == pytest.approx(r["cpu_s"] / n)
-        assert r["health"]["polls"] > 0 and r["health"]["failures"] == 0
+        h = r["health"]  # polled from a process of its own
+        assert h["polls"] > 0 and h["failures"] == 0 and h["median_s"] <= h["p99_s"] <= h["worst_s"]
         for key in ("rss_before", "rss_open", "rss_after"):
             assert r[key]["server_mb"] > 0 and r[key]["descendants_mb"] >= 0
         assert list(r["steps"]) == list(STEPS)

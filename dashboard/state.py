@@ -66,8 +66,22 @@ def config_key(config: dict) -> str:
 
 def config() -> dict:
     if CONFIG not in st.session_state:
-        st.session_state[CONFIG] = presets.tutorial()
+        st.session_state[CONFIG] = _full_topology(presets.tutorial())
     return st.session_state[CONFIG]
+
+
+def _full_topology(cfg: dict) -> dict:
+    """The config with its topology's defaults written out, as the Topology page's inputs write them when it
+    opens: opening that page then leaves the config (its key, its plan) as it was. A device profile stays in the
+    form it was given; a topology that does not parse stays as given (the Topology page says what is wrong)."""
+    topo = cfg.get("topology")
+    try:
+        full = engine.complete_topology(topo)
+    except engine.ConfigError:
+        return cfg
+    if engine.PROFILE_FIELD in topo:  # as the user gave it (a name such as "published", or the figures)
+        full[engine.PROFILE_FIELD] = topo[engine.PROFILE_FIELD]
+    return cfg if full == topo else {**cfg, "topology": full}
 
 
 def topology() -> dict:
@@ -76,7 +90,7 @@ def topology() -> dict:
 
 def set_config(cfg: dict, reset_widgets: bool = True) -> None:
     """Replace the workspace config; the grid and topology widgets start again from it."""
-    st.session_state[CONFIG] = copy.deepcopy(cfg)
+    st.session_state[CONFIG] = _full_topology(copy.deepcopy(cfg))
     if reset_widgets:
         st.session_state.pop(GRID_BASE, None)
         st.session_state.pop(GRID_ISSUES, None)

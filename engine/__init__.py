@@ -5,7 +5,7 @@ Nothing here imports torch; engine.torchrec_compat and engine.dryrun do, when as
 imports it when called).
 """
 
-from engine.config import config_to_dict, load_config, parse_config
+from engine.config import complete_topology, config_to_dict, load_config, parse_config
 from engine.errors import ConfigError, EngineError, PlanningError
 from engine.evaluate import evaluate
 from engine.planfile import load_plan, parse_plan, plan_to_dict
@@ -61,8 +61,8 @@ __all__ = [
     # the core
     "ComputeKernel", "Config", "ConfigError", "Constraints", "DataType", "Device", "EngineError", "MemoryParts",
     "Optimizer", "Perf", "Plan", "PlannerSettings", "PlanningError", "PoolingType", "RankStats", "Shard",
-    "ShardingType", "TableConfig", "TablePlan", "Topology", "config_to_dict", "evaluate", "load_config",
-    "load_plan", "parse_config", "parse_plan", "plan", "plan_to_dict", "summary", "torchrec_format",
+    "ShardingType", "TableConfig", "TablePlan", "Topology", "complete_topology", "config_to_dict", "evaluate",
+    "load_config", "load_plan", "parse_config", "parse_plan", "plan", "plan_to_dict", "summary", "torchrec_format",
     # for the dashboard
     "ACCELERATORS", "BANDWIDTH_FIELDS", "CONSTRAINT_FIELDS", "CRITEO_1TB_EMBEDDING_DIM", "CRITEO_1TB_MULTI_HOT",
     "CRITEO_1TB_ROWS", "DATA_TYPE_BYTES", "FIXED_COSTS", "JsonError", "OUT_OF_MEMORY", "PROFILE_FIELD", "RunStatus",

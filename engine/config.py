@@ -570,10 +570,21 @@ def config_to_dict(cfg: Config) -> dict:
                 continue
             out[f] = [x.value if isinstance(x, enum.Enum) else x for x in v] if isinstance(v, tuple) else v
         constraints[name] = out
+    return {"tables": tables, "constraints": constraints, "topology": topology_to_dict(cfg.topology)}
+
+
+def topology_to_dict(topology: Topology) -> dict:
+    """The topology as JSON-ready data, every default written out (as config_to_dict writes it)."""
     topo = {}
     for f in TOPOLOGY_FIELDS:
-        v = getattr(cfg.topology, f)
+        v = getattr(topology, f)
         topo[f] = v.value if isinstance(v, enum.Enum) else v
-    if cfg.topology.profile is not None:  # configs without one keep their exact form
-        topo[PROFILE_FIELD] = cfg.topology.profile.as_dict()
-    return {"tables": tables, "constraints": constraints, "topology": topo}
+    if topology.profile is not None:  # topologies without one keep their exact form
+        topo[PROFILE_FIELD] = topology.profile.as_dict()
+    return topo
+
+
+def complete_topology(raw: Any) -> dict:
+    """A config's `topology` object with every default written out, as config_to_dict writes it; raises
+    ConfigError (naming the field) when it does not parse."""
+    return topology_to_dict(_topology(raw))

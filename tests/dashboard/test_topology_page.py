@@ -114,3 +114,19 @@ def test_topology_survives_a_trip_to_another_page(app):
     goto(app, "topology")
     assert app.number_input(key="topology_batch_size").value == 4096
     assert workspace(app)["topology"]["batch_size"] == 4096
+
+
+def test_opening_topology_leaves_a_loaded_preset_and_its_plan_as_they_were(app):
+    """Issue 14: a loaded config's topology is kept with its defaults written out, as the Topology page's inputs
+    write them, so opening that page changes neither the config nor its plan. It used to change the config's key:
+    every user's first visit there planned the same config again."""
+    app.selectbox(key="tables_preset").set_value("synthetic").run()
+    app.number_input(key="tables_syn_count").set_value(30).run()
+    app.button(key="tables_load_preset").click().run()
+    assert not app.exception, app.exception
+    before, plan = workspace(app), app.session_state["ws_plan"]
+    assert plan.matches(before) and len(before["tables"]) == 30
+    goto(app, "topology")
+    assert not app.exception, app.exception
+    assert workspace(app) == before
+    assert app.session_state["ws_plan"] is plan

@@ -4,6 +4,7 @@ import copy
 
 import pytest
 
+import engine
 from engine import ConfigError, config_to_dict, parse_config
 from engine import constants as C
 from engine.types import ComputeKernel, Device, ShardingType
@@ -137,3 +138,14 @@ def test_numbers_and_names_outside_their_range_name_field_and_range(where, value
         parse_config(broken((where, value)))
     assert e.value.field == field and "\n" not in str(e.value)
     assert "from" in str(e.value) or "at most" in str(e.value) or "printable" in str(e.value)
+
+
+def test_complete_topology_writes_every_default_as_config_to_dict_does():
+    raw = {"world_size": 4, "local_world_size": 2, "hbm_cap": 80 * 2**30}
+    full = engine.complete_topology(raw)
+    assert full == engine.config_to_dict(engine.parse_config(
+        {"tables": [{"name": "t", "num_embeddings": 10, "embedding_dim": 8}], "topology": raw}))["topology"]
+    assert set(full) == set(engine.TOPOLOGY_FIELDS) and full["hbm_cap"] == 80 * 2**30
+    assert engine.complete_topology(full) == full
+    with pytest.raises(engine.ConfigError, match="topology.local_world_size"):
+        engine.complete_topology({"world_size": 4, "local_world_size": 3})

@@ -211,8 +211,8 @@ class Pool:
     def submit(self, name: str, args: tuple, key: Hashable, kind: str, owner: Hashable,
                on_done: Optional[Callable[[Any], None]] = None) -> Task:
         """The live task for `key` (joined), or a new one queued. The owner's other live task of this kind is
-        superseded: cancelled unless another owner waits for it. `on_done(value)` runs once it is DONE, in the
-        pool's thread, whether or not anyone still waits (e.g. to cache the value)."""
+        superseded: cancelled unless another owner waits for it. `on_done(value)` runs when it succeeded, just
+        before it is DONE, in the pool's thread, whether or not anyone still waits (e.g. to cache the value)."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("the pool is shut down")
@@ -309,6 +309,8 @@ class Pool:
                                                           f"{worker.proc.poll()})")
                         self.counts["failed"] += 1
                 return
+            if ok and task.on_done is not None:  # before the task ends: whoever asks next finds the value there
+                task.on_done(value)
             with self._lock:
                 keep = task.live and worker.tasks < self.max_tasks and worker.rss_bytes < self.max_rss_bytes
                 if keep and not self._closed:
@@ -325,8 +327,6 @@ class Pool:
                 else:
                     task._end(TaskState.FAILED, error=value)
                     self.counts["failed"] += 1
-            if ok and task.on_done is not None:
-                task.on_done(value)
         finally:
             with self._lock:
                 self._running -= 1

@@ -80,6 +80,20 @@ def test_a_worker_plans_as_the_engine_does_in_process(pool):
     assert pool.stats()["done"] == 1 and pool.stats()["idle_workers"] == 1  # the worker went back to the pool
 
 
+def test_on_done_has_run_when_the_task_is_done(pool):
+    """Whoever the finished task wakes (or whoever asks for its key next) finds the value where on_done put it: a
+    task no longer live with its value not yet cached would be planned again."""
+    cache = {}
+
+    def slow_put(value):
+        time.sleep(0.3)  # the pool's thread put aside right there: the task must not be done yet
+        cache["k"] = value
+
+    task = pool.submit("plan", (_json(tutorial()), EFFORT, STOP_S), "k", "plan", "alice", slow_put)
+    out = task.result(120)
+    assert cache.get("k") is out and task.state is planpool.TaskState.DONE
+
+
 def test_config_errors_and_refusals_come_back_as_one_line(pool):
     bad = tutorial()
     bad["tables"][1]["embedding_dim"] = -4

@@ -53,13 +53,16 @@ def _white_template() -> go.layout.Template:
 
 TEMPLATE = _white_template()
 _TEMPLATE_SPEC = TEMPLATE.to_plotly_json()  # validated once, here
+LEGEND = dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0)
+_PANELS = {1: [[0.0, 1.0]], 2: [[0.0, 0.44], [0.56, 1.0]]}  # make_subplots' x domains, horizontal spacing 0.12
+_BLUES = go.Heatmap(colorscale="Blues").colorscale  # the named scale as validation spells it out
 
 
 def _layout(fig: go.Figure, title: Optional[str], height: int = 360) -> go.Figure:
     """Title top left, legend in a row under the plot (never over the title); the template put in last, as the
     validated spec it already is (assigning it to a figure validates and copies it again: 5-10 ms a figure)."""
     fig.update_layout(title=dict(text=title, x=0, font=dict(size=15)) if title else None, height=height,
-                      margin=MARGIN, legend=dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0))
+                      margin=MARGIN, legend=LEGEND)
     layout = fig.layout
     layout._validate = False  # plotly's own switch (BaseFigure(_validate=False)), for this one assignment
     try:
@@ -73,46 +76,67 @@ def _rank_axis(fig: go.Figure, n: int, **kw) -> None:
     fig.update_xaxes(title_text="rank", type="category", tickmode="auto" if n > 32 else "linear", **kw)
 
 
+def _rank_axis_spec(n: int) -> dict:
+    """_rank_axis as the axis' spec."""
+    return {"title": {"text": "rank"}, "type": "category", "tickmode": "auto" if n > 32 else "linear"}
+
+
+def _spec_figure(data: list[dict], layout: dict, title: Optional[str], height: int = 360) -> go.Figure:
+    """A figure from its plotly spec, finished as _layout finishes one, built without plotly's validation: the
+    plan pages' figures are written out here from numbers and escaped text (plotly_text), in plotly's own
+    property names, and validating them was nine tenths of their cost (10-20 ms a figure, for every plan shown,
+    in the server's one interpreter). tests/dashboard/test_charts.py checks each against plotly's validation."""
+    layout = {**layout, "height": height, "margin": dict(MARGIN), "legend": dict(LEGEND), "template": _TEMPLATE_SPEC}
+    if title:
+        layout["title"] = {"text": title, "x": 0, "font": {"size": 15}}
+    return go.Figure({"data": data, "layout": layout}, _validate=False)
+
+
 def memory_bars(plan: engine.Plan) -> go.Figure:
     """Per-rank HBM and DDR peak estimates (GiB; the step's peak where the plan has engine.memory's parts, else
     the stored bytes) in front of each rank's usable capacity (grey), each panel titled with its least
-    headroom; the first panel (the device's memory) stacked by part when the plan carries the parts."""
+    headroom; the first panel (the device's memory) stacked by part when the plan carries the parts. Panels side
+    by side as plotly's make_subplots lays them out (horizontal spacing 0.12), written out (_spec_figure)."""
     ranks = [r.rank for r in plan.ranks]
     kinds = [k for k in ("hbm", "ddr") if any(cap_bytes(r, k) for r in plan.ranks)] or ["ddr"]
     parts = memory_parts(plan)
-    titles = [_memory_title(plan, k) for k in kinds]
-    fig = make_subplots(rows=1, cols=len(kinds), horizontal_spacing=0.12, subplot_titles=titles)
+    layout: dict = {"barmode": "overlay", "bargap": 0.25, "annotations": []}
+    data: list[dict] = []
     for col, kind in enumerate(kinds, start=1):
+        ax = "" if col == 1 else str(col)
+        axes = {"xaxis": f"x{ax}", "yaxis": f"y{ax}"}
+        layout[f"xaxis{ax}"] = {"anchor": f"y{ax}", "domain": _PANELS[len(kinds)][col - 1],
+                                **_rank_axis_spec(len(ranks))}
+        layout[f"yaxis{ax}"] = {"anchor": f"x{ax}", "domain": [0.0, 1.0]}
+        layout["annotations"].append({"font": {"size": 14 if col == 1 else 16}, "showarrow": False,
+                                      "text": _memory_title(plan, kind), "x": 0.0 if col == 1 else 0.56,
+                                      "xanchor": "left", "xref": "paper", "y": 1.0, "yanchor": "bottom",
+                                      "yref": "paper"})
         used = [peak_bytes(r, kind) / GIB for r in plan.ranks]
         cap = [cap_bytes(r, kind) / GIB for r in plan.ranks]
-        fig.add_trace(go.Bar(x=ranks, y=cap, name="usable capacity", marker_color=CAP_COLOR,
-                             showlegend=col == 1, hovertemplate="rank %{x}: %{y:.2f} GiB usable<extra></extra>"),
-                      row=1, col=col)
+        data.append({"type": "bar", "x": ranks, "y": cap, "name": "usable capacity", "marker": {"color": CAP_COLOR},
+                     "showlegend": col == 1, "hovertemplate": "rank %{x}: %{y:.2f} GiB usable<extra></extra>", **axes})
         if parts and col == 1:
-            _stacked_parts(fig, ranks, parts)
+            data += _stacked_parts(ranks, parts)
             continue
-        colors = [OVER_COLOR if u > c else USED_COLOR for u, c in zip(used, cap)]
-        fig.add_trace(go.Bar(x=ranks, y=used, name="used", marker_color=colors, showlegend=col == 1,
-                             customdata=[u / c * 100 if c else 0 for u, c in zip(used, cap)],
-                             hovertemplate="rank %{x}: %{y:.3f} GiB used (%{customdata:.1f}%)<extra></extra>"),
-                      row=1, col=col)
-    fig.update_layout(barmode="overlay", bargap=0.25)
-    _rank_axis(fig, len(ranks))
-    fig.update_annotations(font_size=14, x=0, xanchor="left", selector=dict(text=titles[0]))
-    if len(kinds) > 1:
-        fig.update_annotations(x=0.56, xanchor="left", selector=dict(text=titles[1]))
-    return _layout(fig, None)
+        data.append({"type": "bar", "x": ranks, "y": used, "name": "used",
+                     "marker": {"color": [OVER_COLOR if u > c else USED_COLOR for u, c in zip(used, cap)]},
+                     "showlegend": col == 1, "customdata": [u / c * 100 if c else 0 for u, c in zip(used, cap)],
+                     "hovertemplate": "rank %{x}: %{y:.3f} GiB used (%{customdata:.1f}%)<extra></extra>", **axes})
+    return _spec_figure(data, layout, None)
 
 
-def _stacked_parts(fig: go.Figure, ranks: list[int], parts: dict[str, list[float]]) -> None:
-    """One bar per part, each starting where the previous ended (overlay mode: explicit bases)."""
-    base = [0.0] * len(ranks)
+def _stacked_parts(ranks: list[int], parts: dict[str, list[float]]) -> list[dict]:
+    """One bar per part on the first panel, each starting where the previous ended (overlay mode: explicit
+    bases)."""
+    base, bars = [0.0] * len(ranks), []
     for i, (name, values) in enumerate(parts.items()):
         y = [v / GIB for v in values]
-        fig.add_trace(go.Bar(x=ranks, y=y, base=base, name=plotly_text(name), marker_color=PART_COLORS[i % 7],
-                             hovertemplate=f"rank %{{x}}: %{{y:.4g}} GiB {plotly_text(name)}<extra></extra>"),
-                      row=1, col=1)
+        bars.append({"type": "bar", "x": ranks, "y": y, "base": base, "name": plotly_text(name),
+                     "marker": {"color": PART_COLORS[i % 7]}, "xaxis": "x", "yaxis": "y",
+                     "hovertemplate": f"rank %{{x}}: %{{y:.4g}} GiB {plotly_text(name)}<extra></extra>"})
         base = [b + v for b, v in zip(base, y)]
+    return bars
 
 
 def _memory_title(plan: engine.Plan, kind: str) -> str:
@@ -130,24 +154,26 @@ def cost_stacked(plan: engine.Plan) -> go.Figure:
     """Per-rank estimated cost stacked by component, with the lower bound as a dashed line."""
     ranks = [r.rank for r in plan.ranks]
     per_rank = [components(r) for r in plan.ranks]
-    fig = go.Figure()
+    data: list[dict] = []
     for comp in COMPONENTS:
         values = [c.get(comp, 0.0) for c in per_rank]
         if not any(values):
             continue
-        fig.add_trace(go.Bar(x=ranks, y=values, name=COMPONENT_LABELS[comp], marker_color=COMPONENT_COLORS[comp],
-                             hovertemplate=f"rank %{{x}}: %{{y:.4g}} ms {COMPONENT_LABELS[comp]}<extra></extra>"))
+        data.append({"type": "bar", "x": ranks, "y": values, "name": COMPONENT_LABELS[comp],
+                     "marker": {"color": COMPONENT_COLORS[comp]},
+                     "hovertemplate": f"rank %{{x}}: %{{y:.4g}} ms {COMPONENT_LABELS[comp]}<extra></extra>"})
+    layout: dict = {"barmode": "stack", "bargap": 0.25, "xaxis": _rank_axis_spec(len(ranks)),
+                    "yaxis": {"title": {"text": "ms per step"}}}
     imb = imbalance(plan)
     if imb.lower_bound_ms:
-        fig.add_hline(y=imb.lower_bound_ms, line_dash="dash", line_color="#333")
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=dict(dash="dash", color="#333"),
-                                 name=f"lower bound {imb.lower_bound_ms:.4g} ms"))
+        layout["shapes"] = [{"type": "line", "line": {"color": "#333", "dash": "dash"}, "x0": 0, "x1": 1,
+                             "xref": "x domain", "y0": imb.lower_bound_ms, "y1": imb.lower_bound_ms, "yref": "y"}]
+        data.append({"type": "scatter", "x": [None], "y": [None], "mode": "lines",
+                     "line": {"dash": "dash", "color": "#333"}, "name": f"lower bound {imb.lower_bound_ms:.4g} ms"})
     if len(ranks) > 1:
-        fig.add_annotation(x=imb.bottleneck_rank, y=imb.max_ms, text="slowest", showarrow=True, arrowhead=2, ay=-28)
-    fig.update_layout(barmode="stack", bargap=0.25)
-    fig.update_yaxes(title_text="ms per step")
-    _rank_axis(fig, len(ranks))
-    return _layout(fig, "Estimated cost per rank by component")
+        layout["annotations"] = [{"x": imb.bottleneck_rank, "y": imb.max_ms, "text": "slowest", "showarrow": True,
+                                  "arrowhead": 2, "ay": -28}]
+    return _spec_figure(data, layout, "Estimated cost per rank by component")
 
 
 def heatmap(m: TableRankMatrix, metric: str = "cost_ms", rows: Optional[list[int]] = None) -> go.Figure:
@@ -157,14 +183,14 @@ def heatmap(m: TableRankMatrix, metric: str = "cost_ms", rows: Optional[list[int
     scale = GIB if metric.endswith("_bytes") else 1.0
     unit = "GiB" if scale == GIB else "ms"
     names = [plotly_text(m.tables[i]) for i in rows]
-    z = [[v / scale if v else None for v in row] for row in values]
-    fig = go.Figure(go.Heatmap(z=z, x=[str(r) for r in m.ranks], y=names, colorscale="Blues", hoverongaps=False,
-                               colorbar=dict(title=unit, thickness=12),
-                               hovertemplate="%{y} on rank %{x}: %{z:.4g} " + unit + "<extra></extra>"))
-    fig.update_yaxes(autorange="reversed", type="category", tickfont=dict(size=10))
-    fig.update_xaxes(title_text="rank", type="category", side="top")
+    z = [[v / scale if v else None for v in row] for row in values.tolist()]
+    data = [{"type": "heatmap", "z": z, "x": [str(r) for r in m.ranks], "y": names, "colorscale": _BLUES,
+             "hoverongaps": False, "colorbar": {"title": {"text": unit}, "thickness": 12},
+             "hovertemplate": "%{y} on rank %{x}: %{z:.4g} " + unit + "<extra></extra>"}]
+    layout = {"yaxis": {"autorange": "reversed", "type": "category", "tickfont": {"size": 10}},
+              "xaxis": {"title": {"text": "rank"}, "type": "category", "side": "top"}}
     height = min(max(260, HEATMAP_ROW_PX * len(names) + 110), 4000)
-    return _layout(fig, f"Tables by rank: {MATRIX_METRICS[metric]}", height=height)
+    return _spec_figure(data, layout, f"Tables by rank: {MATRIX_METRICS[metric]}", height=height)
 
 
 def compare_ranks(frame: pd.DataFrame, column: str, title: str, measured: Optional[pd.DataFrame] = None) -> go.Figure:

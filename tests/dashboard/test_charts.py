@@ -136,3 +136,25 @@ def test_rank_deltas_name_the_b_rank_each_a_rank_became():
     fig = charts.rank_deltas(frame, "t")
     assert list(fig.data[0].x) == ["0", "1", "B 2"]
     assert [c[1] for c in fig.data[0].customdata] == ["A 0 / B 1", "A 1 / B 0", "B 2"]
+
+
+@pytest.mark.parametrize("cfg", [tutorial(), with_changes(tutorial(), compute_device="cpu"),
+                                 with_changes(tutorial(), world_size=1, local_world_size=1),
+                                 with_changes(tutorial(), hbm_cap=4 * MIB)],
+                         ids=["gpu", "cpu", "one rank", "tight hbm"])
+def test_the_plan_figures_written_as_specs_pass_plotly_validation_unchanged(cfg):
+    """memory_bars, cost_stacked and heatmap are built from their specs without plotly's validation (the cost of
+    building them). Validated here: plotly raises on a property it does not know or a value it refuses, and would
+    change (coerce) nothing."""
+    import json
+
+    import plotly.graph_objects as go
+
+    raw = _plan(cfg)
+    plan = typed(raw, cfg)
+    matrix = analysis.table_rank_matrix(plan, typed_config(cfg))
+    figures = [charts.memory_bars(plan), charts.memory_bars(typed(_without_parts(raw))), charts.cost_stacked(plan)]
+    figures += [charts.heatmap(matrix, metric, [0, 2]) for metric in analysis.MATRIX_METRICS]
+    for fig in figures:
+        spec = json.loads(fig.to_json())
+        assert json.loads(go.Figure(spec).to_json()) == spec

@@ -16,7 +16,7 @@ def open_in_workspace(rec, typed: services.PlanResult) -> None:
     state.set_calibration(calib.of_settings(rec.settings))  # kept only while the config holds the fit
     state.set_plan(CurrentPlan(plan=typed.plan, config=typed.config, planner=services.planner_key(rec.planner),
                                settings=dict(rec.settings), token=rec.token, label=rec.label,
-                               source_key=state.config_key(rec.config)))
+                               source_key=state.config_key(state.config())))  # as set_config keeps it
     st.query_params.clear()
     st.rerun()
 

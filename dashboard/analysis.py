@@ -72,7 +72,8 @@ class Headroom:
 
 
 # A rank's memory fields (engine.MemoryParts) that are totals or outside the step's peak, not parts of it
-NOT_PARTS = ("total", "held_bytes", "peak_bytes", "peak_hbm_bytes", "peak_ddr_bytes", "reserved_bytes")
+NOT_PARTS = ("total", "held_bytes", "peak_bytes", "peak_hbm_bytes", "peak_ddr_bytes", "reserved_bytes",
+             "ddr_weights_bytes")
 
 
 def cap_bytes(rank: engine.RankStats, kind: str) -> int:
@@ -103,19 +104,33 @@ def device_memory(plan: engine.Plan) -> str:
     return "hbm" if any(r.hbm_cap_bytes for r in plan.ranks) else "ddr"
 
 
-def memory_parts(plan: engine.Plan) -> Optional[dict[str, list[float]]]:
+def memory_parts(plan: engine.Plan, kind: str = "all") -> Optional[dict[str, list[float]]]:
     """{part: bytes per rank} of the step's peak-memory estimate (weights, optimizer, cache, grad, input,
-    output, output grad, a2a: they add up to the peak), when the plan's ranks carry them (engine.memory's
-    MemoryParts); None for plans without them. Parts that are zero on every rank are left out."""
+    output, output grad, a2a), when the plan's ranks carry them (engine.memory's MemoryParts); None for plans
+    without them. Parts that are zero on every rank are left out. `kind`: "all" (they add up to the peak), "hbm"
+    (what a GPU rank holds in its own memory: the weights and optimizer state that UVM kernels keep in host memory
+    taken out; they add up to the HBM peak) or "ddr" (a GPU rank's host memory: those weights and that state; a CPU
+    rank's is all of it)."""
     parts: dict[str, list[float]] = {}
     ranks = plan.ranks
     for i, r in enumerate(ranks):
-        if r.memory is None:
+        m = r.memory
+        if m is None:
             return None
-        for name, value in r.memory.as_dict().items():
-            if name not in NOT_PARTS:
-                label = str(name).removesuffix("_bytes").replace("_", " ")
-                parts.setdefault(label, [0.0] * len(ranks))[i] = float(value)
+        values = {str(name).removesuffix("_bytes").replace("_", " "): float(v)
+                  for name, v in m.as_dict().items() if name not in NOT_PARTS}
+        if r.hbm_cap_bytes or kind == "hbm":  # a GPU rank: part of its weights and state may be in host memory
+            ddr_weights = m.ddr_weights_bytes
+            ddr_state = max(m.peak_ddr_bytes - ddr_weights, 0)
+            if ddr_state > m.optimizer_bytes:  # a plan file from before the split was written: the rest is weights
+                ddr_weights, ddr_state = ddr_weights + ddr_state - m.optimizer_bytes, m.optimizer_bytes
+            in_ddr = {"weights": float(ddr_weights), "optimizer": float(ddr_state)}
+            if kind == "hbm":
+                values = {k: v - in_ddr.get(k, 0.0) for k, v in values.items()}
+            elif kind == "ddr":
+                values = {k: in_ddr.get(k, 0.0) for k in values}
+        for label, value in values.items():
+            parts.setdefault(label, [0.0] * len(ranks))[i] = value
     return {k: v for k, v in parts.items() if any(v)} or None
 
 

@@ -99,7 +99,7 @@ def memory_bars(plan: engine.Plan) -> go.Figure:
     by side as plotly's make_subplots lays them out (horizontal spacing 0.12), written out (_spec_figure)."""
     ranks = [r.rank for r in plan.ranks]
     kinds = [k for k in ("hbm", "ddr") if any(cap_bytes(r, k) for r in plan.ranks)] or ["ddr"]
-    parts = memory_parts(plan)
+    parts = memory_parts(plan, kinds[0])  # the device's own memory, part by part
     layout: dict = {"barmode": "overlay", "bargap": 0.25, "annotations": []}
     data: list[dict] = []
     for col, kind in enumerate(kinds, start=1):

@@ -97,6 +97,7 @@ class StepMemory:
         self.stride = max((max(b) for b in self.bags.values()), default=1)
         self.held = {p: np.zeros(self.w) for p in (WEIGHTS, OPTIMIZER, CACHE, GRAD)}
         self.ddr_held = np.zeros(self.w)
+        self.ddr_weights = np.zeros(self.w)  # of ddr_held, the weights
         self.dp_params: list[tuple[np.ndarray, float, float]] = []  # (ranks, weight bytes, rows x dtype bytes)
         self.groups: dict[ShardingType, _Group] = {}
         self.mean_divisor = False  # TorchRec divides row-split mean-pooled outputs after the all-to-all
@@ -128,6 +129,7 @@ class StepMemory:
         np.add.at(self.held[OPTIMIZER], ranks, state)
         if kernel.weights_in_ddr and not self.cpu:
             np.add.at(self.ddr_held, ranks, weights + state)
+            np.add.at(self.ddr_weights, ranks, weights)
         if kernel is ComputeKernel.FUSED_UVM_CACHING and not self.cpu:
             np.add.at(self.held[CACHE], ranks, _cache_bytes(self.cfg, name, rows, weights))
         held = rows * cols > 0
@@ -360,7 +362,8 @@ class StepMemory:
         cap = topo.ddr_cap if self.cpu else topo.hbm_cap
         reserved = cap - (topo.usable_ddr_bytes if self.cpu else topo.usable_hbm_bytes)
         columns = {**{p: v.tolist() for p, v in values.items()}, "held_bytes": np.ceil(held).astype(np.int64).tolist(),
-                   "peak_bytes": peak.tolist(), "peak_hbm_bytes": (peak - ddr).tolist(), "peak_ddr_bytes": ddr.tolist()}
+                   "peak_bytes": peak.tolist(), "peak_hbm_bytes": (peak - ddr).tolist(), "peak_ddr_bytes": ddr.tolist(),
+                   "ddr_weights_bytes": np.ceil(self.ddr_weights).astype(np.int64).tolist()}
         names = list(columns)
         return tuple(MemoryParts(**dict(zip(names, row)), reserved_bytes=int(reserved))
                      for row in zip(*columns.values()))

@@ -272,6 +272,9 @@ class MemoryParts:
     peak_bytes: int = 0
     peak_hbm_bytes: int = 0
     peak_ddr_bytes: int = 0
+    # Of weights_bytes, what UVM kernels (fused_uvm, fused_uvm_caching) keep in host memory on a GPU rank; with the
+    # optimizer state they keep there it makes peak_ddr_bytes. 0 on CPU ranks (all their memory is host memory).
+    ddr_weights_bytes: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}

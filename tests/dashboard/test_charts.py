@@ -158,3 +158,31 @@ def test_the_plan_figures_written_as_specs_pass_plotly_validation_unchanged(cfg)
     for fig in figures:
         spec = json.loads(fig.to_json())
         assert json.loads(go.Figure(spec).to_json()) == spec
+
+
+def test_the_hbm_panel_stacks_only_what_the_gpu_holds():
+    """A table on a UVM kernel keeps its weights and optimizer state in host memory: the HBM panel's parts add up
+    to each rank's HBM peak (they used to add up to HBM and DDR together, far above the capacity), the host-memory
+    panel's bar is the DDR peak; a plan file written before the split keeps its sums and no part goes negative."""
+    cfg = with_changes(tutorial(), optimizer="rowwise_adagrad")
+    cfg["constraints"] = {t["name"]: {"sharding_types": ["table_wise"],
+                                      "compute_kernels": ["fused_uvm"] if i % 2 else ["fused"]}
+                          for i, t in enumerate(cfg["tables"])}
+    raw = _plan(cfg)
+    plan = typed(raw, cfg)
+    assert any(r.memory.peak_ddr_bytes for r in plan.ranks)  # some weights live in host memory
+    hbm, ddr = analysis.memory_parts(plan, "hbm"), analysis.memory_parts(plan, "ddr")
+    for i, r in enumerate(plan.ranks):
+        assert sum(v[i] for v in hbm.values()) == pytest.approx(r.memory.peak_hbm_bytes)
+        assert sum(v[i] for v in ddr.values()) == pytest.approx(r.memory.peak_ddr_bytes)
+    fig = charts.memory_bars(plan)
+    stacked = [t for t in fig.data if t.xaxis == "x" and t.name != "usable capacity"]
+    tops = [sum(t.y[i] for t in stacked) for i in range(len(plan.ranks))]
+    assert tops == pytest.approx([r.memory.peak_hbm_bytes / GIB for r in plan.ranks])
+    assert list(next(t for t in fig.data if t.name == "used").y) == pytest.approx(
+        [r.memory.peak_ddr_bytes / GIB for r in plan.ranks])
+    old = dict(raw, ranks=[{k: v for k, v in r.items() if k != "memory_ddr_weights_bytes"} for r in raw["ranks"]])
+    old_hbm = analysis.memory_parts(typed(old, cfg), "hbm")
+    assert all(v >= 0 for vs in old_hbm.values() for v in vs)
+    for i, r in enumerate(plan.ranks):
+        assert sum(v[i] for v in old_hbm.values()) == pytest.approx(r.memory.peak_hbm_bytes)

@@ -108,8 +108,10 @@ def test_cuda_places_parts_by_kernel():
     assert fused.reserved_bytes == 32 * 2**30 - int(32 * 2**30 * 0.85)
     uvm = memory(cfg, {"t": TablePlan(S.TABLE_WISE, K.FUSED_UVM, (0,), one["t"].shards)})[0]
     assert uvm.peak_ddr_bytes == 1000 * 8 * 4 + 1000 * 4 and uvm.peak_bytes == fused.peak_bytes
+    assert uvm.ddr_weights_bytes == 1000 * 8 * 4 and fused.ddr_weights_bytes == 0  # the weights of peak_ddr_bytes
     cached = memory(cfg, {"t": TablePlan(S.TABLE_WISE, K.FUSED_UVM_CACHING, (0,), one["t"].shards)})[0]
     assert cached.cache_bytes == 1000 * 8 * 4 // 2 + 1000 * (4 + 8)
+    assert cached.ddr_weights_bytes == 1000 * 8 * 4 and cached.peak_ddr_bytes == uvm.peak_ddr_bytes
     assert cached.peak_bytes == fused.peak_bytes + cached.cache_bytes
 
 

@@ -344,9 +344,11 @@ def bottleneck(plan: engine.Plan, m: Optional[TableRankMatrix] = None, top: int 
             out.append(f"It is {(vs - 1) * 100:.1f}% above the lower bound ({imb.lower_bound_ms:.4g} ms).")
     cap = worst.hbm_cap_bytes or 0
     if cap and worst.hbm_bytes / cap > 0.9:
-        out.append(f"Its HBM is {worst.hbm_bytes / cap * 100:.0f}% full "
-                   f"({engine.human_bytes(worst.hbm_bytes)} of {engine.human_bytes(cap)}), which limits what can "
-                   "move to it.")
+        peak = (f"; at the step's peak it needs {engine.human_bytes(worst.memory.peak_hbm_bytes)}"
+                if worst.memory is not None else "")
+        out.append(f"Its HBM is {worst.hbm_bytes / cap * 100:.0f}% full with what it stores "
+                   f"({engine.human_bytes(worst.hbm_bytes)} of {engine.human_bytes(cap)} usable), which limits what "
+                   f"can move to it{peak}.")
     return out
 
 

@@ -54,7 +54,10 @@ def test_bottleneck_mentions_a_full_hbm():
     lines = analysis.bottleneck(typed(plan))
     assert lines[0] == "Rank 0 is the slowest at 2 ms per step, 33.3% above the average rank (1.5 ms)."
     assert lines[1] == "Most of its time is forward compute: 2 ms (100%)."
-    assert lines[-1].startswith("Its HBM is 95% full")
+    assert lines[-1] == ("Its HBM is 95% full with what it stores (95 B of 100 B usable), which limits what can move "
+                         "to it.")
+    peaked = dict(plan, ranks=[dict(r, memory_peak_hbm_bytes=98) for r in plan["ranks"]])
+    assert analysis.bottleneck(typed(peaked))[-1].endswith("can move to it; at the step's peak it needs 98 B.")
 
 
 def test_moved_tables_between_two_placements():

@@ -121,17 +121,8 @@ class Slots:
 def heavy_size() -> int:
     """PLANNER_JOBS when set (a positive integer), else the planning pool's size (one per core, or
     PLANNER_WORKERS)."""
-    raw = os.environ.get("PLANNER_JOBS", "").strip()
-    if not raw:
-        return planpool.default_size()
-    try:
-        n = int(raw)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise ValueError(f"PLANNER_JOBS={raw!r}: give a positive whole number of heavy background jobs (TorchRec's "
-                         "planner, capacity sweeps) that may run at once (or leave it unset: one per core)")
-    return n
+    return (planpool.env_count("PLANNER_JOBS", "heavy background jobs (TorchRec's planner, capacity sweeps) that "
+                               "may run at once", "one per core") or planpool.default_size())
 
 
 def _server_gate() -> Slots:

@@ -39,17 +39,22 @@ _HEADER = struct.Struct(">Q")
 
 def default_size() -> int:
     """PLANNER_WORKERS when set (a positive integer), else one worker per core of this machine."""
-    raw = os.environ.get("PLANNER_WORKERS", "").strip()
-    if raw:
-        try:
-            n = int(raw)
-        except ValueError:
-            n = 0
-        if n < 1:
-            raise ValueError(f"PLANNER_WORKERS={raw!r}: give a positive whole number of planning worker processes "
-                             "(or leave it unset: one per core)")
-        return n
-    return machine_cores()
+    return env_count("PLANNER_WORKERS", "planning worker processes", "one per core") or machine_cores()
+
+
+def env_count(name: str, what: str, unset: str) -> Optional[int]:
+    """The positive whole number in environment variable `name`, None when it is unset; raises ValueError naming
+    the variable, `what` it counts and what leaving it `unset` gives."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    try:
+        n = int(raw)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ValueError(f"{name}={raw!r}: give a positive whole number of {what} (or leave it unset: {unset})")
+    return n
 
 
 def machine_cores() -> int:

@@ -5,7 +5,6 @@ for how long; its Cancel ends it before it ever starts; once the slot frees it r
 from __future__ import annotations
 
 import sys
-import time
 
 import pytest
 
@@ -29,15 +28,6 @@ def busy_gate(tmp_path, monkeypatch):
 
 def _boxed(at) -> list[str]:
     return [m for m in shown(at, "markdown") if m.startswith(":material/hourglass_top:")]
-
-
-def _until(cond, timeout_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 def test_a_queued_torchrec_baseline_says_it_waits_and_its_cancel_ends_it_unstarted(app, busy_gate):

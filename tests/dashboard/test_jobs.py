@@ -12,6 +12,7 @@ import pytest
 
 import engine
 from dashboard import jobs, presets, services
+from tests.dashboard.helpers import until
 
 PY = sys.executable
 
@@ -147,15 +148,6 @@ def _held(tmp_path: Path, name: str) -> tuple[list[str], Path, Path]:
     return [PY, "-c", script], started, release
 
 
-def _until(cond, timeout_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
-
-
 @pytest.mark.timeout(30)
 def test_a_gate_of_one_runs_the_second_job_when_the_first_ends(tmp_path):
     gate = jobs.Slots(1)
@@ -168,14 +160,14 @@ def test_a_gate_of_one_runs_the_second_job_when_the_first_ends(tmp_path):
         assert b.state is jobs.JobState.QUEUED and b.live and not b.running
         assert b.ahead == 0  # no job queued before it (a runs)
         assert b.pid is None and b.started is None and b.elapsed_s == 0.0
-        assert _until(started_a.exists)
+        assert until(started_a.exists)
         assert b.wait(0.3) is jobs.JobState.QUEUED and not started_b.exists()  # a holds the only slot
         assert b.queued_s >= 0.3 and gate.busy == 1 and gate.waiting == 1
         release_a.touch()
         assert a.wait(10) is jobs.JobState.DONE
         assert b.state is jobs.JobState.RUNNING and b.pid is not None  # the slot passed on as a's process ended
         waited = b.queued_s
-        assert _until(started_b.exists)
+        assert until(started_b.exists)
         assert float(started_b.read_text()) >= a.ended  # b's process started only after a's ended
         release_b.touch()
         assert b.wait(10) is jobs.JobState.DONE and b.queued_s == waited and b.elapsed_s > 0
@@ -201,7 +193,7 @@ def test_a_cancelled_queued_job_never_starts_and_the_next_one_runs(tmp_path):
         assert c.ahead == 0 and c.state is jobs.JobState.QUEUED and gate.waiting == 1
         release_a.touch()
         assert a.wait(10) is jobs.JobState.DONE and c.state is jobs.JobState.RUNNING
-        assert _until(started_c.exists)
+        assert until(started_c.exists)
         release_c.touch()
         assert c.wait(10) is jobs.JobState.DONE
         assert b.pid is None and b.elapsed_s == 0.0 and not started_b.exists()  # it never ran
@@ -219,10 +211,10 @@ def test_a_running_job_cancelled_frees_its_slot_for_the_queued_one(tmp_path):
     a = jobs.Job(argv_a, tmp_path / "ja", slots=gate)
     b = jobs.Job(argv_b, tmp_path / "jb", slots=gate)
     try:
-        assert _until(started_a.exists) and b.state is jobs.JobState.QUEUED
+        assert until(started_a.exists) and b.state is jobs.JobState.QUEUED
         a.close()
         assert a.state is jobs.JobState.CANCELLED and _gone(a.pid)
-        assert b.state is jobs.JobState.RUNNING and _until(started_b.exists)
+        assert b.state is jobs.JobState.RUNNING and until(started_b.exists)
         release_b.touch()
         assert b.wait(10) is jobs.JobState.DONE
     finally:
@@ -280,7 +272,7 @@ def test_a_running_gated_job_dropped_is_ended_and_its_slot_passes_on(tmp_path):
     argv_a, started_a, _ = _held(tmp_path, "a")
     a = jobs.Job(argv_a, tmp_path / "ja", slots=gate)
     b = jobs.Job([PY, "-c", "pass"], tmp_path / "jb", slots=gate)
-    assert _until(started_a.exists)
+    assert until(started_a.exists)
     pid = a.pid
     del a
     gc.collect()

@@ -200,7 +200,6 @@ def job_line(job: jobs.Job, doing: str, who: str) -> str:
     return f"{doing}: {job.elapsed_s:.0f} s so far"
 
 
-
 def job_box(key: str, cancel_key: str, text: str) -> bool:
     """A running background job's line (markdown `text`: its elapsed time, what happens when it ends) and its
     Cancel button, in a bordered box; True when Cancel was clicked. Pages draw it in a polling fragment."""

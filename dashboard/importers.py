@@ -244,7 +244,8 @@ def read(fmt: str, data: str | bytes) -> Imported:
         raise ImportFormatError(f"unknown format {shown(fmt)}; use one of: {', '.join(IMPORTERS)}")
     text = decode(data)
     if not text.strip():
-        raise ImportFormatError("nothing to import: paste text or choose a file")
+        raise ImportFormatError('nothing to import: paste text or choose a file (a chosen file is in once '
+                                '"Ready to import" names it)')
     try:
         got = IMPORTERS[fmt](text)
     except (RecursionError, MemoryError):

@@ -56,7 +56,10 @@ def _import_data(fmt: str) -> str | bytes:
     upload = st.file_uploader("File", type=["json", "csv", "py", "txt"], key="tables_import_file")
     text = st.text_area("...or paste", key="tables_import_text", height=160, help=IMPORT_HELP[fmt])
     if upload is not None:
-        return upload.getvalue()  # bytes: import_apply checks the size and that it is UTF-8
+        data = upload.getvalue()  # bytes: import_apply checks the size and that it is UTF-8
+        # drawn only once the server holds the whole file: the uploader shows a name while it still uploads
+        st.caption(f"Ready to import: {md(upload.name)} ({engine.human_bytes(len(data))}).")
+        return data
     return text or ""
 
 

@@ -93,6 +93,20 @@ def test_import_torchrec_snippet_json_and_csv(app):
     assert len(workspace(app)["tables"]) == 4 and workspace(app)["topology"]["world_size"] == 4
 
 
+def test_an_uploaded_file_is_named_once_the_server_holds_it_then_imported(app):
+    app.button(key="tables_import_run").click().run()  # clicked before any file is in (still uploading)
+    assert shown(app, "error") == ['Cannot import: nothing to import: paste text or choose a file (a chosen file '
+                                   'is in once "Ready to import" names it) (nothing was changed)']
+    cfg = tutorial()
+    cfg["tables"].pop()
+    body = json.dumps(cfg).encode()
+    app.file_uploader(key="tables_import_file").upload("**three** [x](y).json", body, "application/json").run()
+    assert f"Ready to import: **three** [x](y).json ({len(body)} B)." in shown(app, "caption")  # as typed
+    app.button(key="tables_import_run").click().run()
+    assert not app.exception and not shown(app, "error")
+    assert [t["name"] for t in workspace(app)["tables"]] == [t["name"] for t in cfg["tables"]]
+
+
 def test_bad_import_says_why_and_changes_nothing(app):
     before = json.dumps(workspace(app))
     _import(app, "torchrec", "EmbeddingBagConfig(name=input(), num_embeddings=1, embedding_dim=1)")

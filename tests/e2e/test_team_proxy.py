@@ -181,7 +181,8 @@ def _upload_plan_and_save(page, url: str, config: Path) -> str:
     page.wait_for_selector('[data-testid="stDataFrame"]')
     page.get_by_role("button", name="Import", exact=True).click()
     page.locator('[data-testid="stPopoverBody"] input[type="file"]').set_input_files(str(config))
-    page.locator('[data-testid="stPopoverBody"]').get_by_text(config.name).wait_for()  # the upload is in
+    # the server holds the whole file (the uploader shows the name while it still uploads)
+    page.locator('[data-testid="stPopoverBody"]').get_by_text(f"Ready to import: {config.name} (").wait_for()
     page.locator('[data-testid="stPopoverBody"]').get_by_role("button", name="Import", exact=True).click()
     page.get_by_role("tab", name="Tables (3)").wait_for()
     page.keyboard.press("Escape")

@@ -62,7 +62,11 @@ class Slots:
     """A gate of `size` slots: at most `size` jobs that pass it run at once; the others wait in a queue, first
     come, first served. A slot passes to the next queued job as soon as its job's process ends or a job is
     cancelled, closed or garbage-collected, from whichever thread freed it. The gate's lock is never held while a
-    process starts (each job's own lock is)."""
+    process starts (each job's own lock is).
+
+    A waiter is anything with `launch() -> bool`, called once when its turn comes: True means it took the slot
+    and calls `release()` when it is done with it; False gives the slot straight back (it was cancelled meanwhile,
+    or could not start). Jobs (below) and the dashboard's measuring runs (dashboard.runner) wait this way."""
 
     def __init__(self, size: int):
         if not isinstance(size, int) or size < 1:
@@ -80,19 +84,20 @@ class Slots:
     def waiting(self) -> int:
         return len(self._queue)
 
-    def _enter(self, run: _Run) -> None:
+    def enter(self, run: _Run) -> None:
+        """Queue a waiter; it launches at once if a slot is free."""
         with self._lock:
             self._queue.append(run)
         self._pump()
 
-    def _ahead(self, run: _Run) -> int:
+    def ahead(self, run: _Run) -> int:
         with self._lock:
             try:
                 return self._queue.index(run)
             except ValueError:
                 return 0
 
-    def _withdraw(self, run: _Run) -> None:
+    def withdraw(self, run: _Run) -> None:
         """A queued job leaves the queue (cancelled or dropped); one popped already is stopped by its own lock."""
         with self._lock:
             try:
@@ -100,7 +105,7 @@ class Slots:
             except ValueError:
                 pass
 
-    def _release(self) -> None:
+    def release(self) -> None:
         with self._lock:
             self._busy -= 1
         self._pump()
@@ -183,7 +188,7 @@ class _Run:
         self.proc.wait()
         self.ended = time.monotonic()
         if self.slots is not None:
-            self.slots._release()  # before `done`: once a job's wait returns, the next one has started
+            self.slots.release()  # before `done`: once a job's wait returns, the next one has started
         self.done.set()
 
     def withdraw(self) -> bool:
@@ -193,7 +198,7 @@ class _Run:
                 return False
             self.cancelled = True
             if self.slots is not None:
-                self.slots._withdraw(self)
+                self.slots.withdraw(self)
             self.done.set()
             return True
 
@@ -224,7 +229,7 @@ class Job:
         if slots is None:
             self._run.popen()
         else:
-            slots._enter(self._run)
+            slots.enter(self._run)
 
     @property
     def pid(self) -> Optional[int]:
@@ -273,7 +278,7 @@ class Job:
     def ahead(self) -> int:
         """How many jobs wait before it in its gate's queue (0 when it is not queued)."""
         run = self._run
-        return run.slots._ahead(run) if run.slots is not None and run.proc is None else 0
+        return run.slots.ahead(run) if run.slots is not None and run.proc is None else 0
 
     @property
     def queued_s(self) -> float:

@@ -3,6 +3,10 @@
 own process group on this app's database. The command records the run (db.runsink.record_result); this module
 streams its stderr into the run's log, cancels it, and records the end only when the command could not (it
 died, or the database stopped taking its updates), through the same function.
+
+Runs pass a gate (`RUNS`, jobs.Slots): one at a time per server unless PLANNER_RUNS says more, so two users'
+runs never measure each other on the same cores. A run that waits stays `queued` in the database, its place in
+line known here (`ahead`); cancelled then, it never starts.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from pathlib import Path
 from typing import Optional
 
 import engine
+from dashboard import jobs, planpool
 from db.runsink import record_result
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,7 +38,26 @@ EXIT_CANCELLED = 130  # what the commands exit with when interrupted
 RESULT_LOG_CHARS = 20_000
 
 _LOCK = threading.Lock()
-_ACTIVE: dict[int, "Active"] = {}
+_ACTIVE: dict[int, "Active"] = {}  # started by this server, not yet recorded as ended
+_WAITING: dict[int, "Waiting"] = {}  # queued at RUNS
+
+
+def runs_size() -> int:
+    """PLANNER_RUNS when set (a positive integer), else 1: measuring runs that may run at once on this server."""
+    return planpool.env_count("PLANNER_RUNS", "measuring runs (dry-runs, validation runs) that may run at once",
+                              "one at a time, so runs do not measure each other") or 1
+
+
+def _server_gate() -> jobs.Slots:
+    """The server's gate for runs; with a bad PLANNER_RUNS, one (the app refuses to start with the setting's
+    message: dashboard.services.settings_problems), so importing this module never fails."""
+    try:
+        return jobs.Slots(runs_size())
+    except ValueError:
+        return jobs.Slots(1)
+
+
+RUNS = _server_gate()
 
 
 @dataclass
@@ -49,7 +73,33 @@ class Options:
 class Active:
     proc: subprocess.Popen
     workdir: Path
+    gate: Optional[jobs.Slots] = None  # released once the run's end is recorded
     cancelled: bool = False
+
+
+class Waiting:
+    """A run queued at its gate: launched (its process started) when its turn comes, unless cancelled first."""
+
+    def __init__(self, store, run_id: int, argv: list[str], workdir: Path, gate: jobs.Slots):
+        self.store, self.run_id, self.argv, self.workdir, self.gate = store, run_id, argv, workdir, gate
+        self.lock = threading.Lock()
+        self.cancelled = False
+
+    def launch(self) -> bool:
+        """The gate's call when a slot is free: start the command (True: its watcher releases the slot when
+        the run is recorded); False when it was cancelled meanwhile or could not start (recorded failed)."""
+        with self.lock:
+            with _LOCK:
+                _WAITING.pop(self.run_id, None)
+            if self.cancelled:
+                return False
+            try:
+                _popen(self.store, self.run_id, self.argv, self.workdir, self.gate)
+            except Exception as e:  # noqa: BLE001 - any failure to start is the run's error, never the server's
+                _record_unstarted(self.store, self.run_id, engine.RunStatus.FAILED,
+                                  f"the run could not start: {type(e).__name__}: {e}")
+                return False
+            return True
 
 
 @lru_cache(maxsize=None)
@@ -117,16 +167,40 @@ def child_env(store) -> dict[str, str]:
             "DATABASE_URL": url.render_as_string(hide_password=False)}
 
 
-def launch(store, run_id: int, argv: list[str], workdir: Path) -> None:
-    """Start argv in its own process group; a thread streams its stderr into the run's log."""
-    stdout = open(workdir / "stdout.txt", "wb")
-    proc = subprocess.Popen(argv, cwd=ROOT, stdout=stdout, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                            start_new_session=True, env=child_env(store))
-    stdout.close()
+def launch(store, run_id: int, argv: list[str], workdir: Path, gate: Optional[jobs.Slots] = None) -> None:
+    """Queue run `run_id` at `gate` (the server's RUNS by default); when its turn comes, argv starts in its own
+    process group and a thread streams its stderr into the run's log."""
+    gate = RUNS if gate is None else gate
+    waiting = Waiting(store, run_id, argv, workdir, gate)
     with _LOCK:
-        _ACTIVE[run_id] = Active(proc, workdir)
-    store.update_run(run_id, status="running", log_append=f"$ {' '.join(argv[1:])}\n")
-    threading.Thread(target=_watch, args=(store, run_id), daemon=True, name=f"run-{run_id}").start()
+        _WAITING[run_id] = waiting
+    if gate.busy >= gate.size:
+        store.update_run(run_id, log_append=f"waiting for a free run slot ({gate.size} on this server, "
+                                            f"PLANNER_RUNS)\n")
+    gate.enter(waiting)
+
+
+def _popen(store, run_id: int, argv: list[str], workdir: Path, gate: jobs.Slots) -> None:
+    stdout = open(workdir / "stdout.txt", "wb")
+    try:
+        proc = subprocess.Popen(argv, cwd=ROOT, stdout=stdout, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                start_new_session=True, env=child_env(store))
+    finally:
+        stdout.close()
+    with _LOCK:
+        _ACTIVE[run_id] = Active(proc, workdir, gate)
+    try:
+        store.update_run(run_id, status="running", log_append=f"$ {' '.join(argv[1:])}\n")
+    finally:  # the watcher records the end and frees the slot, whatever the database does
+        threading.Thread(target=_watch, args=(store, run_id), daemon=True, name=f"run-{run_id}").start()
+
+
+def _record_unstarted(store, run_id: int, status: engine.RunStatus, why: str) -> None:
+    try:
+        record_result(store, run_id, {}, status, why)
+        store.update_run(run_id, log_append=why + "\n")
+    except Exception:  # noqa: BLE001 - the database went away: nothing more can be recorded
+        pass
 
 
 def _read_lines(pipe, sink: list[str], lock: threading.Lock) -> None:
@@ -163,6 +237,8 @@ def _watch(store, run_id: int) -> None:
     finally:
         with _LOCK:
             _ACTIVE.pop(run_id, None)
+        if active.gate is not None:
+            active.gate.release()  # after the end is recorded: the next run starts on a quiet machine
 
 
 def _printed_result(workdir: Path) -> dict:
@@ -196,7 +272,21 @@ def _finish(store, run_id: int, active: Active, rc: int, err_lines: list[str]) -
 def cancel(store, run_id: int) -> bool:
     """Stop a run: its process group is terminated (SIGTERM) if this server started it; a run no process
     of this server holds (the server restarted, or a command line started it) is marked cancelled, which a
-    `python -m db validate` following it notices. False if it had already ended."""
+    `python -m db validate` following it notices; one waiting for its turn here leaves the line and never
+    starts. False if it had already ended."""
+    with _LOCK:
+        waiting = _WAITING.get(run_id)
+    if waiting is not None:
+        with waiting.lock:
+            unstarted = not waiting.cancelled and run_id in _WAITING
+            if unstarted:
+                waiting.cancelled = True
+                waiting.gate.withdraw(waiting)
+                with _LOCK:
+                    _WAITING.pop(run_id, None)
+        if unstarted:
+            _record_unstarted(store, run_id, engine.RunStatus.CANCELLED, "cancelled by the user before it started")
+            return True
     with _LOCK:
         active = _ACTIVE.get(run_id)
     if active is not None:
@@ -214,8 +304,16 @@ def cancel(store, run_id: int) -> bool:
 
 
 def is_active(run_id: int) -> bool:
+    """Whether this server holds the run: waiting for its turn, or running."""
     with _LOCK:
-        return run_id in _ACTIVE
+        return run_id in _ACTIVE or run_id in _WAITING
+
+
+def ahead(run_id: int) -> Optional[int]:
+    """How many runs wait before it at its gate; None when this server holds no waiting run of that id."""
+    with _LOCK:
+        waiting = _WAITING.get(run_id)
+    return None if waiting is None else waiting.gate.ahead(waiting)
 
 
 def wait(run_id: int, timeout_s: float) -> bool:

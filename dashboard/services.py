@@ -25,7 +25,7 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 import engine
-from dashboard import analysis, figures, grid, housekeeping, jobs, lru, plans, planpool, planwork
+from dashboard import analysis, figures, grid, housekeeping, jobs, lru, plans, planpool, planwork, runner
 
 OURS, TORCHREC = "ours", "torchrec"
 PLANNERS = {OURS: "Ours (engine)", TORCHREC: "TorchRec's EmbeddingShardingPlanner (baseline)"}
@@ -103,10 +103,11 @@ WAIT_POLL_S = 0.1
 
 
 def settings_problems() -> list[str]:
-    """What is wrong with the server's settings from the environment (PLANNER_WORKERS, PLANNER_JOBS), each a line
-    that names the variable and the fix; empty when they are fine. The app shows them and starts nothing."""
+    """What is wrong with the server's settings from the environment (PLANNER_WORKERS, PLANNER_JOBS, PLANNER_RUNS),
+    each a line that names the variable and the fix; empty when they are fine. The app shows them and starts
+    nothing."""
     problems = []
-    for check in (planpool.default_size, jobs.heavy_size):
+    for check in (planpool.default_size, jobs.heavy_size, runner.runs_size):
         try:
             check()
         except ValueError as e:

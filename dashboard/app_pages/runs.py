@@ -53,7 +53,9 @@ def start_form(store, token: str, expanded: bool) -> None:
                 return
             state.add_run(run_id)
             state.set_widget("runs_pick", run_id)
-            state.flash(f"Started run {run_id}.")
+            ahead = runner.ahead(run_id)
+            state.flash(f"Started run {run_id}." if ahead is None else
+                        f"Queued run {run_id}: it starts when a run slot is free ({_place(ahead)}).")
             st.rerun()
 
 
@@ -104,9 +106,23 @@ def log_box(rec) -> None:
             height=260, wrap_lines=True)
 
 
+def _place(ahead: int) -> str:
+    return "next in line" if ahead == 0 else f"{ahead} run{'s' if ahead != 1 else ''} ahead"
+
+
+def _waiting(rec) -> str:
+    """A queued run's place in this server's line for runs ('' when this server does not hold it)."""
+    ahead = runner.ahead(rec.id) if str(rec.status) == "queued" else None
+    if ahead is None:
+        return ""
+    n = runner.RUNS.size
+    return (f" · waiting for a free run slot, {_place(ahead)} (this server measures {n} run{'s' if n != 1 else ''} at a "
+            f"time, so runs do not measure each other)")
+
+
 def status_line(rec) -> None:
     text = (f"Run {rec.id} ({md(rec.kind)}, {md(rec.backend)} on {md(rec.device)}): **{md(rec.status)}** · "
-            f"{_elapsed(rec)}")
+            f"{_elapsed(rec)}{_waiting(rec)}")
     if not rec.status.finished:
         frac = analysis.run_progress(rec.log)
         if frac is None:

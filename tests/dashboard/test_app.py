@@ -34,10 +34,14 @@ def test_a_bad_database_url_is_one_line(monkeypatch):
 def test_bad_worker_settings_name_the_variable_and_start_nothing(monkeypatch):
     monkeypatch.setenv("PLANNER_WORKERS", "two")
     monkeypatch.setenv("PLANNER_JOBS", "0")
+    monkeypatch.setenv("PLANNER_RUNS", "lots")
     at = AppTest.from_file(str(APP), default_timeout=RUN_TIMEOUT_S).run()
     assert not at.exception
     errors = shown(at, "error")
-    assert len(errors) == 2
+    assert len(errors) == 3
     assert errors[0].startswith("The server's settings: PLANNER_WORKERS='two': give a positive whole number")
     assert errors[1].startswith("The server's settings: PLANNER_JOBS='0': give a positive whole number")
+    assert errors[2] == ("The server's settings: PLANNER_RUNS='lots': give a positive whole number of measuring runs "
+                         "(dry-runs, validation runs) that may run at once (or leave it unset: one at a time, so runs "
+                         "do not measure each other)")
     assert not at.sidebar.caption  # the app stopped before its pages and sidebar

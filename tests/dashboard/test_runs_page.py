@@ -4,6 +4,7 @@ estimated; a failing run shows its one-line error; a running one can be cancelle
 from __future__ import annotations
 
 import sys
+import time
 
 import pytest
 
@@ -83,6 +84,53 @@ def test_cancel_a_running_run(app, store, tmp_path):
     assert str(store.get_run(run_id).status) == "cancelled"
     app.run()
     assert any("cancelled" in w for w in shown(app, "warning"))
+
+
+def _held_run(store, token: str, tmp_path, name: str) -> int:
+    """A run whose command writes `name`.started, then waits until `name`.go exists."""
+    run_id = store.create_run(token, "dryrun", "torch", "cpu")
+    code = (f"import pathlib, time; d = pathlib.Path({str(tmp_path)!r}); (d / '{name}.started').touch()\n"
+            f"while not (d / '{name}.go').exists(): time.sleep(0.05)")
+    workdir = tmp_path / name
+    workdir.mkdir()
+    runner.launch(store, run_id, [sys.executable, "-c", code], workdir)
+    return run_id
+
+
+def _until(check, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_runs_take_turns_and_a_waiting_run_is_cancelled_before_it_starts(app, store, tmp_path):
+    """The server's gate lets one run measure at a time (PLANNER_RUNS unset): the others stay queued, first come
+    first served, their place shown on the page; Cancel takes a queued run out of line and it never starts."""
+    assert runner.RUNS.size == 1
+    token = _save(store, tutorial(), "tutorial")
+    first, second, third = (_held_run(store, token, tmp_path, n) for n in ("first", "second", "third"))
+    _until(lambda: (tmp_path / "first.started").exists())
+    assert [str(store.get_run(r).status) for r in (first, second, third)] == ["running", "queued", "queued"]
+    assert (runner.ahead(first), runner.ahead(second), runner.ahead(third)) == (None, 0, 1)
+    assert "waiting for a free run slot" in store.get_run(third).log
+
+    goto(app, "runs")
+    app.selectbox(key="runs_pick").set_value(third).run()
+    assert any(f"Run {third} (" in i and "waiting for a free run slot, 1 run ahead" in i for i in shown(app, "info"))
+    app.button(key="runs_cancel").click().run()
+    rec = store.get_run(third)
+    assert str(rec.status) == "cancelled" and "cancelled by the user before it started" in rec.log
+    assert not runner.is_active(third) and runner.ahead(second) == 0
+
+    (tmp_path / "first.go").touch()  # the first ends: the second starts, the third never does
+    _until(lambda: (tmp_path / "second.started").exists())
+    assert runner.wait(first, 30) and str(store.get_run(second).status) == "running"
+    (tmp_path / "second.go").touch()
+    assert runner.wait(second, 30)
+    time.sleep(0.3)
+    assert not (tmp_path / "third.started").exists() and runner.RUNS.busy == 0 and runner.RUNS.waiting == 0
+    assert str(store.get_run(third).status) == "cancelled"
 
 
 @pytest.mark.timeout(600)

@@ -73,7 +73,7 @@ def runs_table(runs) -> None:
 
 def _elapsed(rec) -> str:
     if not rec.started_at:
-        return "queued"
+        return "not started"
     end = rec.ended_at or datetime.now(timezone.utc)
     return f"{max((end - rec.started_at).total_seconds(), 0):.0f} s"  # the store hands out aware UTC times
 
@@ -116,13 +116,13 @@ def _waiting(rec) -> str:
     if ahead is None:
         return ""
     n = runner.RUNS.size
-    return (f" · waiting for a free run slot, {_place(ahead)} (this server measures {n} run{'s' if n != 1 else ''} at a "
+    return (f"waiting for a free run slot, {_place(ahead)} (this server measures {n} run{'s' if n != 1 else ''} at a "
             f"time, so runs do not measure each other)")
 
 
 def status_line(rec) -> None:
     text = (f"Run {rec.id} ({md(rec.kind)}, {md(rec.backend)} on {md(rec.device)}): **{md(rec.status)}** · "
-            f"{_elapsed(rec)}{_waiting(rec)}")
+            f"{_waiting(rec) or _elapsed(rec)}")
     if not rec.status.finished:
         frac = analysis.run_progress(rec.log)
         if frac is None:

@@ -235,10 +235,14 @@ def _watch(store, run_id: int) -> None:
         except Exception:
             pass
     finally:
-        with _LOCK:
-            _ACTIVE.pop(run_id, None)
-        if active.gate is not None:
-            active.gate.release()  # after the end is recorded: the next run starts on a quiet machine
+        try:
+            if active.gate is not None:
+                # after the end is recorded (the next run starts on a quiet machine) and before the run stops
+                # being active (once a run's wait returns, the next one has started)
+                active.gate.release()
+        finally:
+            with _LOCK:
+                _ACTIVE.pop(run_id, None)
 
 
 def _printed_result(workdir: Path) -> dict:

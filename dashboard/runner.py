@@ -191,8 +191,9 @@ def _popen(store, run_id: int, argv: list[str], workdir: Path, gate: jobs.Slots)
         _ACTIVE[run_id] = Active(proc, workdir, gate)
     try:
         store.update_run(run_id, status="running", log_append=f"$ {' '.join(argv[1:])}\n")
-    finally:  # the watcher records the end and frees the slot, whatever the database does
-        threading.Thread(target=_watch, args=(store, run_id), daemon=True, name=f"run-{run_id}").start()
+    except Exception:  # noqa: BLE001 - the process runs: its watcher records what the database takes, and frees
+        pass  # the slot (raising here would free it a second time)
+    threading.Thread(target=_watch, args=(store, run_id), daemon=True, name=f"run-{run_id}").start()
 
 
 def _record_unstarted(store, run_id: int, status: engine.RunStatus, why: str) -> None:

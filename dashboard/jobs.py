@@ -19,7 +19,7 @@ import weakref
 from collections import deque
 from enum import Enum
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional, Protocol, Sequence
 
 from dashboard import planpool
 
@@ -58,6 +58,10 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
+class Waiter(Protocol):
+    def launch(self) -> bool: ...
+
+
 class Slots:
     """A gate of `size` slots: at most `size` jobs that pass it run at once; the others wait in a queue, first
     come, first served. A slot passes to the next queued job as soon as its job's process ends or a job is
@@ -74,7 +78,7 @@ class Slots:
         self.size = size
         self._lock = threading.Lock()
         self._busy = 0  # slots taken: running jobs, and jobs being started
-        self._queue: deque[_Run] = deque()
+        self._queue: deque[Waiter] = deque()
 
     @property
     def busy(self) -> int:
@@ -84,21 +88,22 @@ class Slots:
     def waiting(self) -> int:
         return len(self._queue)
 
-    def enter(self, run: _Run) -> None:
+    def enter(self, run: Waiter) -> None:
         """Queue a waiter; it launches at once if a slot is free."""
         with self._lock:
             self._queue.append(run)
         self._pump()
 
-    def ahead(self, run: _Run) -> int:
+    def ahead(self, run: Waiter) -> int:
         with self._lock:
             try:
                 return self._queue.index(run)
             except ValueError:
                 return 0
 
-    def withdraw(self, run: _Run) -> None:
-        """A queued job leaves the queue (cancelled or dropped); one popped already is stopped by its own lock."""
+    def withdraw(self, run: Waiter) -> None:
+        """A queued waiter leaves the queue (cancelled or dropped); one popped already is stopped by its own
+        lock (its launch returns False)."""
         with self._lock:
             try:
                 self._queue.remove(run)

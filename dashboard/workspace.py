@@ -189,14 +189,21 @@ def job_running_text(pj: PlanJob) -> str:
     return job_line(pj.job, f"{name} is planning {n:,} tables in the background", name)
 
 
+def place_in_line(ahead: int, noun: str = "") -> str:
+    """'next in line', or how many wait before it ('3 ahead', '1 run ahead' with noun 'run')."""
+    if not ahead:
+        return "next in line"
+    if noun and ahead != 1:
+        noun += "s"
+    return f"{ahead:,} {noun} ahead" if noun else f"{ahead:,} ahead"
+
+
 def job_line(job: jobs.Job, doing: str, who: str) -> str:
     """A background job's first sentence (markdown): `doing` and its elapsed time while it runs; while it waits
     for a slot of the server's heavy jobs (jobs.HEAVY, other sessions' planners and sweeps hold them), `who` waits
     and how many wait before it."""
     if job.state is jobs.JobState.QUEUED:
-        n = job.ahead
-        place = "next in line" if not n else f"{n:,} ahead"
-        return f"{who} is waiting for a free worker: {place} (waited {job.queued_s:.0f} s)"
+        return f"{who} is waiting for a free worker: {place_in_line(job.ahead)} (waited {job.queued_s:.0f} s)"
     return f"{doing}: {job.elapsed_s:.0f} s so far"
 
 

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 import pandas as pd
 import streamlit as st
 
-from dashboard import analysis, charts, measured, runner, services, state, views
+from dashboard import analysis, charts, measured, runner, services, state, views, workspace
 from dashboard.text import md
 from db.store import StoreError
 
@@ -54,8 +54,8 @@ def start_form(store, token: str, expanded: bool) -> None:
             state.add_run(run_id)
             state.set_widget("runs_pick", run_id)
             ahead = runner.ahead(run_id)
-            state.flash(f"Started run {run_id}." if ahead is None else
-                        f"Queued run {run_id}: it starts when a run slot is free ({_place(ahead)}).")
+            state.flash(f"Started run {run_id}." if ahead is None else f"Queued run {run_id}: it starts when a "
+                        f"run slot is free ({workspace.place_in_line(ahead, 'run')}).")
             st.rerun()
 
 
@@ -106,18 +106,14 @@ def log_box(rec) -> None:
             height=260, wrap_lines=True)
 
 
-def _place(ahead: int) -> str:
-    return "next in line" if ahead == 0 else f"{ahead} run{'s' if ahead != 1 else ''} ahead"
-
-
 def _waiting(rec) -> str:
     """A queued run's place in this server's line for runs ('' when this server does not hold it)."""
     ahead = runner.ahead(rec.id) if str(rec.status) == "queued" else None
     if ahead is None:
         return ""
     n = runner.RUNS.size
-    return (f"waiting for a free run slot, {_place(ahead)} (this server measures {n} run{'s' if n != 1 else ''} at a "
-            f"time, so runs do not measure each other)")
+    return (f"waiting for a free run slot, {workspace.place_in_line(ahead, 'run')} (this server measures "
+            f"{n} run{'s' if n != 1 else ''} at a time, so runs do not measure each other)")
 
 
 def status_line(rec) -> None:

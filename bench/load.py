@@ -29,6 +29,7 @@ import os
 import platform
 import re
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -197,9 +198,14 @@ class Chromium:
     """Debian's headless Chromium with its DevTools on a free port of 127.0.0.1 (each session's thread connects
     its own Playwright to it: Playwright's sync API is one thread's)."""
 
-    def __init__(self, stack: ExitStack, nice: int = 0):
+    def __init__(self, stack: ExitStack, nice: int = 0, may_renice: bool = False):
         profile = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-load-chromium-")))
-        self.proc = subprocess.Popen([CHROMIUM, *CHROMIUM_ARGS, "--remote-debugging-address=127.0.0.1",
+        # Chromium sets its own threads' priorities (its compositor and IO threads to nice -8, others to 0): as root
+        # (CAP_SYS_NICE) it can, and those threads then outrank the server they stand in as remote browsers for.
+        # Without that capability it cannot go below the nice it was started at.
+        self.locked = bool(nice) and not may_renice and os.geteuid() == 0 and shutil.which("setpriv") is not None
+        lock = ["setpriv", "--bounding-set=-sys_nice", "--"] if self.locked else []
+        self.proc = subprocess.Popen([*lock, CHROMIUM, *CHROMIUM_ARGS, "--remote-debugging-address=127.0.0.1",
                                       "--remote-debugging-port=0", f"--user-data-dir={profile}", "about:blank"],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                      preexec_fn=(lambda: os.nice(nice)) if nice else None)  # its renderers inherit it
@@ -210,6 +216,21 @@ class Chromium:
                 raise RuntimeError("chromium did not open its DevTools port")
             time.sleep(0.1)
         self.endpoint = f"http://127.0.0.1:{port_file.read_text().split()[0]}"
+
+    def lowest_nice(self) -> int | None:
+        """The lowest nice (highest priority) among the threads of Chromium's processes now."""
+        nices = []
+        for pid in [self.proc.pid, *descendants(self.proc.pid)]:
+            try:
+                tasks = list(Path(f"/proc/{pid}/task").iterdir())
+            except OSError:
+                continue
+            for task in tasks:
+                try:
+                    nices.append(int(Path(task, "stat").read_text().rsplit(")", 1)[1].split()[16]))
+                except (OSError, IndexError, ValueError):
+                    continue  # gone meanwhile
+        return min(nices) if nices else None
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -438,7 +459,7 @@ def run_round(root: Path, n: int, args, run_id: str, deadline: float, log=print)
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=f"bench-load-{n}-")))
         db_url = f"sqlite:///{work / 'planner.db'}"
         url, pid = stack.enter_context(serving(root, work, "--server.disconnectedSessionTTL", str(args.session_ttl)))
-        chromium = Chromium(stack, args.client_nice)
+        chromium = Chromium(stack, args.client_nice, args.let_chromium_renice)
         if args.warmup:
             out["warmup"] = warm_up(url, pid, chromium, args, f"load {run_id} N{n} warm-up")
             w = out["warmup"]
@@ -473,6 +494,7 @@ def run_round(root: Path, n: int, args, run_id: str, deadline: float, log=print)
         out["browser_cpu_s"] = tree_cpu_seconds(chromium.proc.pid) - browser_cpu0
         out["driver_cpu_s"] = tree_cpu_seconds(os.getpid()) - own0 - out["cpu_s"] - out["browser_cpu_s"]
         out["rss_open"], out["uptime_after"] = memory(pid), uptime()
+        out["chromium_lowest_nice"] = chromium.lowest_nice()
         out["health"] = health.figures()
         if stopped:
             out["safety_stop"] = (f"the whole-run cap ({args.max_minutes} min) was reached during this round: "
@@ -501,7 +523,7 @@ def run_round(root: Path, n: int, args, run_id: str, deadline: float, log=print)
         f"Chromium CPU {out['browser_cpu_s']:.1f} s; health worst {out['health']['worst_s']} s over "
         f"{out['health']['polls']} polls; RSS {out['rss_before']['server_mb']} -> {out['rss_open']['server_mb']} -> "
         f"{out['rss_after']['server_mb']} MB; saves {out['saves_found']}/{n}; share links {out['shares_ok']}/{n}; "
-        f"{out['uptime_after']}")
+        f"Chromium's threads' lowest nice {out['chromium_lowest_nice']}; {out['uptime_after']}")
     for e in out["errors"]:
         log(f"  {e}")
     return out
@@ -552,7 +574,11 @@ def markdown(rounds: list[dict], meta: dict) -> str:
          "default 120 s) and one headless Chromium with N browser contexts, all on this machine, all traffic to "
          "127.0.0.1; the browsers shared the cores with the server"
          + (f" (Chromium and the Playwright drivers at nice {meta['client_nice']}, the server at 0: they stand in for "
-            "browsers on other machines, but still take the cores the server leaves)" if meta.get("client_nice")
+            "browsers on other machines, but still take the cores the server leaves; "
+            + ("Chromium started with CAP_SYS_NICE where this runs as root (--let-chromium-renice): its compositor and "
+               "IO threads raise themselves to nice -8 and outrank the server)" if meta.get("chromium_may_renice") else
+               "Chromium started without CAP_SYS_NICE where this runs as root, else its compositor and IO threads "
+               "raise themselves to nice -8 and outrank the server)") if meta.get("client_nice")
             else "") + ". Each session at once: open, load the "
          f"synthetic preset ({meta['tables']} tables, 8 ranks), Plan, world size to 16 + i ranks on Topology, Plan "
          "(the replan), save with a label, open the share link in a new page. The working view plans the config "
@@ -589,6 +615,10 @@ def markdown(rounds: list[dict], meta: dict) -> str:
         cells = [f"{_s(f.get('median_s'))} / {_s(f.get('worst_s'))}" if (f := r["steps"].get(step)) else "-"
                  for r in rounds]
         lines.append(f"| {step} | " + " | ".join(cells) + " |")
+    nices = [r for r in rounds if r.get("chromium_lowest_nice") is not None]
+    if nices:
+        lines += ["", "The lowest nice among Chromium's threads when the flows ended: "
+                  + "; ".join(f"N = {r['sessions']}: {r['chromium_lowest_nice']}" for r in nices) + "."]
     warm = [r for r in rounds if r.get("warmup")]
     if warm:
         lines += ["", ("Before each round, untimed, one warm-up session went through the same flow on another config "
@@ -649,6 +679,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rev", help="serve git revision REV of --root (git archive) instead of its working tree")
     p.add_argument("--client-nice", type=int, default=19, choices=range(0, 20), metavar="0-19",
                    help="niceness of Chromium and the Playwright drivers (default 19; 0: the same as the server)")
+    p.add_argument("--let-chromium-renice", action="store_true",
+                   help="start Chromium with CAP_SYS_NICE when this runs as root (as before 2026-11-26): its threads "
+                        "then raise their own priority above the server's")
     p.add_argument("--settle", type=float, default=30.0, help="seconds to wait for the RSS after the contexts close")
     args = p.parse_args(argv)
     from playwright.sync_api import sync_playwright  # noqa: F401 - fail early without Playwright
@@ -658,7 +691,7 @@ def main(argv: list[str] | None = None) -> int:
     root = args.root.resolve()
     meta = {"command": command, "date": time.strftime("%Y-%m-%d %H:%M %Z"), "machine": machine(),
             "checkout": describe(root), "tables": args.tables, "session_ttl": args.session_ttl,
-            "client_nice": args.client_nice,
+            "client_nice": args.client_nice, "chromium_may_renice": args.let_chromium_renice,
             "targets": TARGETS}
     print(f"{meta['machine']}; {meta['checkout']}")
     run_id = time.strftime("%H%M%S")

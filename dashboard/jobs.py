@@ -4,7 +4,8 @@ The command is an argument list, never a shell string: what the user typed is da
 
 Heavy jobs (TorchRec's planner, the capacity sweep) pass a gate of slots (`Slots`; the server's is `HEAVY`): at
 most `size` of them run at once, the others wait first come, first served, so 20 sessions do not start 20 heavy
-processes on a 2-core machine.
+processes on a 2-core machine. They run `nice` levels below the server (Job(nice=...); the server passes
+PLANNER_WORKER_NICE, as for its planning workers), their session's autogroup too.
 """
 
 from __future__ import annotations
@@ -153,8 +154,8 @@ class _Run:
     or its place in the queue given up)."""
 
     def __init__(self, argv: tuple, workdir: Path, cwd: Optional[Path], env: Optional[dict],
-                 slots: Optional[Slots]):
-        self.argv, self.workdir, self.cwd, self.env, self.slots = argv, workdir, cwd, env, slots
+                 slots: Optional[Slots], nice: int = 0):
+        self.argv, self.workdir, self.cwd, self.env, self.slots, self.nice = argv, workdir, cwd, env, slots, nice
         self.lock = threading.RLock()  # re-entrant: a finalizer may run in the thread that is starting it
         self.asked = time.monotonic()
         self.started: Optional[float] = None  # when the process started (monotonic seconds)
@@ -190,6 +191,8 @@ class _Run:
         return True
 
     def reap(self) -> None:
+        if self.nice:  # here, not in the starting thread: the kernel may ask it to retry the autogroup's nice
+            planpool.lower_priority(self.proc.pid, self.nice)
         self.proc.wait()
         self.ended = time.monotonic()
         if self.slots is not None:
@@ -222,14 +225,14 @@ class Job:
     before it; cancelled then, it never starts."""
 
     def __init__(self, argv: Sequence[str], workdir: Path, label: str = "", cwd: Optional[Path] = None,
-                 env: Optional[dict] = None, slots: Optional[Slots] = None):
+                 env: Optional[dict] = None, slots: Optional[Slots] = None, nice: int = 0):
         if isinstance(argv, (str, bytes)) or not argv or not all(isinstance(a, str) for a in argv):
             raise TypeError("a job's command is a non-empty list of strings (never a shell string)")
         self.argv = tuple(argv)
         self.workdir = Path(workdir)
         self.label = label
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self._run = _Run(self.argv, self.workdir, cwd, env, slots)
+        self._run = _Run(self.argv, self.workdir, cwd, env, slots, nice)
         self._finalizer = weakref.finalize(self, _drop, self._run)
         if slots is None:
             self._run.popen()

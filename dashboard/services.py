@@ -103,11 +103,11 @@ WAIT_POLL_S = 0.1
 
 
 def settings_problems() -> list[str]:
-    """What is wrong with the server's settings from the environment (PLANNER_WORKERS, PLANNER_JOBS, PLANNER_RUNS),
-    each a line that names the variable and the fix; empty when they are fine. The app shows them and starts
-    nothing."""
+    """What is wrong with the server's settings from the environment (PLANNER_WORKERS, PLANNER_JOBS, PLANNER_RUNS,
+    PLANNER_WORKER_NICE), each a line that names the variable and the fix; empty when they are fine. The app shows
+    them and starts nothing."""
     problems = []
-    for check in (planpool.default_size, jobs.heavy_size, runner.runs_size):
+    for check in (planpool.default_size, jobs.heavy_size, runner.runs_size, planpool.worker_nice):
         try:
             check()
         except ValueError as e:
@@ -213,7 +213,8 @@ def start_torchrec_plan(config: dict | engine.Config) -> jobs.Job:
     argv = [sys.executable, "-m", "engine", "torchrec-plan", str(workdir / JOB_CONFIG), "--out",
             str(workdir / JOB_PLAN)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
-    return jobs.Job(argv, workdir, label=PLANNERS[TORCHREC], cwd=ROOT, env=env, slots=jobs.HEAVY)
+    return jobs.Job(argv, workdir, label=PLANNERS[TORCHREC], cwd=ROOT, env=env, slots=jobs.HEAVY,
+                    nice=planpool.worker_nice())
 
 
 def torchrec_result(job: jobs.Job, config: dict | engine.Config) -> PlanResult:

@@ -13,7 +13,7 @@ from pathlib import Path
 import streamlit as st
 
 import engine
-from dashboard import jobs, services, state, views, whatif, workspace
+from dashboard import jobs, planpool, services, state, views, whatif, workspace
 from dashboard.state import CurrentPlan
 from dashboard.text import md
 
@@ -33,7 +33,8 @@ def start_sweep(config: dict, devices: list[str], sizes: list[int], batches: lis
             "--world-sizes", ",".join(map(str, sizes)), "--batch-sizes", ",".join(map(str, batches)),
             "--effort", str(effort), "--json"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
-    return jobs.Job(argv, workdir, label="capacity sweep", cwd=ROOT, env=env, slots=jobs.HEAVY)
+    return jobs.Job(argv, workdir, label="capacity sweep", cwd=ROOT, env=env, slots=jobs.HEAVY,
+                    nice=planpool.worker_nice())
 
 
 def parse_batches(text: str) -> list[int] | None:

@@ -35,13 +35,16 @@ def test_bad_worker_settings_name_the_variable_and_start_nothing(monkeypatch):
     monkeypatch.setenv("PLANNER_WORKERS", "two")
     monkeypatch.setenv("PLANNER_JOBS", "0")
     monkeypatch.setenv("PLANNER_RUNS", "lots")
+    monkeypatch.setenv("PLANNER_WORKER_NICE", "-5")
     at = AppTest.from_file(str(APP), default_timeout=RUN_TIMEOUT_S).run()
     assert not at.exception
     errors = shown(at, "error")
-    assert len(errors) == 3
+    assert len(errors) == 4
     assert errors[0].startswith("The server's settings: PLANNER_WORKERS='two': give a positive whole number")
     assert errors[1].startswith("The server's settings: PLANNER_JOBS='0': give a positive whole number")
     assert errors[2] == ("The server's settings: PLANNER_RUNS='lots': give a positive whole number of measuring runs "
                          "(dry-runs, validation runs) that may run at once (or leave it unset: one at a time, so runs "
                          "do not measure each other)")
+    assert errors[3] == ("The server's settings: PLANNER_WORKER_NICE='-5': give a whole number from 0 (the server's "
+                         "priority) to 19 (the lowest), how far below the server planning runs (or leave it unset: 10)")
     assert not at.sidebar.caption  # the app stopped before its pages and sidebar

@@ -297,3 +297,25 @@ def test_the_heavy_gate_is_sized_by_planner_jobs_else_the_pool(monkeypatch):
     with pytest.raises(ValueError):
         jobs.Slots(0)
     assert jobs.HEAVY.size >= 1
+
+
+def test_a_job_given_a_nice_runs_below_the_server_its_autogroup_too(tmp_path):
+    """The job's process leads its own session (its own autogroup on Linux): both are lowered once it started."""
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    code = ("import os, time\n"
+            "deadline = time.monotonic() + 20\n"
+            f"while os.getpriority(os.PRIO_PROCESS, 0) == {base} and time.monotonic() < deadline:\n"
+            "    time.sleep(0.02)\n"
+            "time.sleep(0.3)  # the autogroup's nice comes right after the thread's\n"
+            "try:\n"
+            "    group = open('/proc/self/autogroup').read().strip()\n"
+            "except OSError:\n"
+            "    group = 'none'\n"
+            "print(os.getpriority(os.PRIO_PROCESS, 0), group, sep=';')\n")
+    job = jobs.Job([PY, "-c", code], tmp_path / "j", nice=6)
+    assert job.wait(60) is jobs.JobState.DONE, job.text(jobs.STDERR)
+    nice, group = job.text(jobs.STDOUT).strip().split(";")
+    assert int(nice) == min(19, base + 6)
+    assert group == "none" or group.endswith(f" nice {min(19, base + 6)}")
+    plain = jobs.Job([PY, "-c", "import os; print(os.getpriority(os.PRIO_PROCESS, 0))"], tmp_path / "k")
+    assert plain.wait(60) is jobs.JobState.DONE and int(plain.text(jobs.STDOUT)) == base

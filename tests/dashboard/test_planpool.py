@@ -200,3 +200,53 @@ def test_what_the_page_shows_is_planned_in_a_worker():
     out = services.plan_outcome(_json(cfg), 0)
     assert out.result is not None and services.pool().stats()["done"] == before + 1
     assert services.plan_outcome(_json(cfg), 0) is out  # remembered: the same objects
+
+
+def _nice(pid: int) -> int:
+    return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[16])
+
+
+def _autogroup(pid: int | str) -> str | None:
+    """/proc/PID/autogroup ("/autogroup-N nice K"), None where the kernel has no autogroups."""
+    try:
+        return open(f"/proc/{pid}/autogroup").read().strip()
+    except OSError:
+        return None
+
+
+def test_workers_run_below_the_server_and_so_does_their_autogroup():
+    """Each worker leads a session of its own, and Linux gives each session's autogroup the same CPU share as the
+    server's whole one: the pool lowers both, the worker's thread and its autogroup, and never the server's."""
+    server_nice, server_group = _nice(os.getpid()), _autogroup("self")
+    pool = planpool.Pool(size=1, nice=7)
+    try:
+        task = pool.submit("plan", (_json(tutorial()), EFFORT, STOP_S), "k", "plan", "alice")
+        task.result(120)
+        pid = task.worker_pid
+        assert _nice(pid) == min(19, server_nice + 7)
+        group = _autogroup(pid)
+        if group is not None:  # this kernel has autogroups: the worker's own, at the same nice
+            assert group.endswith(f" nice {min(19, server_nice + 7)}") and group != server_group
+        assert _nice(os.getpid()) == server_nice and _autogroup("self") == server_group
+    finally:
+        pool.shutdown()
+    even = planpool.Pool(size=1, nice=0)
+    try:
+        task = even.submit("plan", (_json(tutorial()), 0, STOP_S), "k0", "plan", "alice")
+        task.result(120)
+        assert _nice(task.worker_pid) == server_nice
+    finally:
+        even.shutdown()
+
+
+def test_the_workers_nice_comes_from_planner_worker_nice(monkeypatch):
+    monkeypatch.delenv("PLANNER_WORKER_NICE", raising=False)
+    assert planpool.worker_nice() == planpool.WORKER_NICE == 10
+    monkeypatch.setenv("PLANNER_WORKER_NICE", " 0 ")
+    assert planpool.worker_nice() == 0
+    for bad in ("20", "-1", "low", "2.5"):
+        monkeypatch.setenv("PLANNER_WORKER_NICE", bad)
+        with pytest.raises(ValueError, match=rf"PLANNER_WORKER_NICE='{bad}': give a whole number from 0"):
+            planpool.worker_nice()
+        with pytest.raises(ValueError, match="PLANNER_WORKER_NICE"):
+            planpool.Pool(size=1)

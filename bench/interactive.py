@@ -162,9 +162,10 @@ def _free_port() -> int:
 
 
 @contextmanager
-def serving(root: Path, work: Path, *flags: str):
+def serving(root: Path, work: Path, *flags: str, own_session: bool = False):
     """`streamlit run dashboard/app.py` of `root` on a free port and a fresh SQLite database; yields (url, pid).
-    `flags`: more `streamlit run` options."""
+    `flags`: more `streamlit run` options. `own_session`: the server leads a session of its own (on Linux, an
+    autogroup of its own: the CPU share of the caller's session is not its)."""
     port = _free_port()
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{work / 'planner.db'}", "PLANNER_DATA_DIR": str(work)}
     log_path = work / "server.log"
@@ -172,7 +173,8 @@ def serving(root: Path, work: Path, *flags: str):
         proc = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", "dashboard/app.py", "--server.headless", "true",
              "--server.port", str(port), "--server.address", "127.0.0.1", "--server.fileWatcherType", "none",
-             "--browser.gatherUsageStats", "false", *flags], cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
+             "--browser.gatherUsageStats", "false", *flags], cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=own_session)
         try:
             url = f"http://127.0.0.1:{port}"
             deadline = time.monotonic() + START_TIMEOUT_S

@@ -165,7 +165,8 @@ class Health:
     def start(self) -> None:
         self.proc = subprocess.Popen([sys.executable, "-c", _PROBE, self.url, str(HEALTH_EVERY_S),
                                       str(HEALTH_TIMEOUT_S)], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                     text=True, preexec_fn=lambda: os.setpriority(os.PRIO_PROCESS, 0, 0))
+                                     text=True, preexec_fn=lambda: os.setpriority(os.PRIO_PROCESS, 0, 0),
+                                     start_new_session=True)  # its own autogroup, not the clients' (clients_apart)
 
     def finish(self) -> None:
         """Stop the probe and read its answers (a line cut short by the stop is dropped)."""
@@ -189,6 +190,32 @@ class Health:
         return {"polls": len(xs), "failures": self.failures, "median_s": statistics.median(xs) if xs else None,
                 "p99_s": sorted(xs)[int(0.99 * (len(xs) - 1))] if xs else None,
                 "worst_s": worst[1] if worst else None, "worst_at_s": worst[0] if worst else None}
+
+
+def clients_apart(nice: int, stack: ExitStack) -> str:
+    """This process, its Playwright drivers and Chromium stand in for browsers on other machines. On Linux every
+    session is an autogroup with the same CPU share, whatever its threads' nice: the clients' session would weigh
+    as much as the server's, and outweigh the server's planning workers (which run in autogroups below the
+    server's). So this process leads a session of its own whose autogroup gets `nice`; the server and the health
+    probe start in sessions of their own. When this process cannot start a session (a terminal's foreground job),
+    the session it is in is lowered until it ends. Returns what was done, for the report."""
+    if not nice:
+        return ""
+    group = Path("/proc/self/autogroup")
+    if os.getsid(0) != os.getpid():
+        try:
+            os.setsid()
+        except PermissionError:  # a process-group leader: lower the terminal's session, and restore it after
+            try:
+                before = group.read_text().split()[-1]
+                stack.callback(group.write_text, before)
+            except (OSError, IndexError):
+                pass
+    try:
+        group.write_text(str(nice))
+        return f"the clients' autogroup at nice {group.read_text().split()[-1]}"
+    except (OSError, IndexError) as e:
+        return f"the clients' autogroup not lowered ({e})"
 
 
 # ---- one Chromium, a thread per browser context ---------------------------------------------------
@@ -458,7 +485,8 @@ def run_round(root: Path, n: int, args, run_id: str, deadline: float, log=print)
     with ExitStack() as stack:
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=f"bench-load-{n}-")))
         db_url = f"sqlite:///{work / 'planner.db'}"
-        url, pid = stack.enter_context(serving(root, work, "--server.disconnectedSessionTTL", str(args.session_ttl)))
+        url, pid = stack.enter_context(serving(root, work, "--server.disconnectedSessionTTL", str(args.session_ttl),
+                                               own_session=True))
         chromium = Chromium(stack, args.client_nice, args.let_chromium_renice)
         if args.warmup:
             out["warmup"] = warm_up(url, pid, chromium, args, f"load {run_id} N{n} warm-up")
@@ -576,9 +604,12 @@ def markdown(rounds: list[dict], meta: dict) -> str:
          + (f" (Chromium and the Playwright drivers at nice {meta['client_nice']}, the server at 0: they stand in for "
             "browsers on other machines, but still take the cores the server leaves; "
             + ("Chromium started with CAP_SYS_NICE where this runs as root (--let-chromium-renice): its compositor and "
-               "IO threads raise themselves to nice -8 and outrank the server)" if meta.get("chromium_may_renice") else
+               "IO threads raise themselves to nice -8 and outrank the server" if meta.get("chromium_may_renice") else
                "Chromium started without CAP_SYS_NICE where this runs as root, else its compositor and IO threads "
-               "raise themselves to nice -8 and outrank the server)") if meta.get("client_nice")
+               "raise themselves to nice -8 and outrank the server")
+            + (f"; {meta['clients_autogroup']}, the server and the health probe in sessions (autogroups) of their "
+               "own, as are the server's planning workers" if meta.get("clients_autogroup") else "")
+            + ")" if meta.get("client_nice")
             else "") + ". Each session at once: open, load the "
          f"synthetic preset ({meta['tables']} tables, 8 ranks), Plan, world size to 16 + i ranks on Topology, Plan "
          "(the replan), save with a label, open the share link in a new page. The working view plans the config "
@@ -697,6 +728,7 @@ def main(argv: list[str] | None = None) -> int:
     run_id = time.strftime("%H%M%S")
     rounds = []
     with ExitStack() as stack:
+        meta["clients_autogroup"] = clients_apart(args.client_nice, stack)
         if args.rev:
             served = archive(stack, root, args.rev)
             meta["checkout"] = f"git revision {args.rev} ({_git(root, 'rev-parse', '--short', args.rev).strip()}) " \

@@ -28,6 +28,8 @@ def test_two_small_rounds_save_every_plan_and_report_each_figure(tmp_path):
     report = json.loads(out.with_suffix(".json").read_text())
     assert report["command"].startswith("python -m bench.load --sessions 1 2 --tables 20")
     assert "safety_stop" not in report
+    if os.path.exists("/proc/self/autogroup"):  # the clients in a session below the server's (bench.load.clients_apart)
+        assert report["clients_autogroup"] == "the clients' autogroup at nice 19"
     assert [r["sessions"] for r in report["rounds"]] == [1, 2]
     for r in report["rounds"]:
         n = r["sessions"]
@@ -43,9 +45,11 @@ def test_two_small_rounds_save_every_plan_and_report_each_figure(tmp_path):
         assert all(f["sessions"] == n and 0 < f["median_s"] <= f["worst_s"] for f in r["steps"].values())
         assert len({f["share_url"] for f in r["flows"]}) == n
         assert "load average" in r["uptime_before"] and r["warmup"]["error"] == ""
+        assert r["chromium_lowest_nice"] == 19  # the clients' nice held: Chromium could not raise its threads
     text = out.read_text()
     assert text.startswith("Made by `python -m bench.load --sessions 1 2 --tables 20")
     assert "shared the cores" in text and "| 1 | " in text and "| 2 | " in text
     for step in STEPS:
         assert f"| {step} | " in text
     assert "saves 2/2: met" in text
+    assert "The lowest nice among Chromium's threads when the flows ended: N = 1: 19; N = 2: 19." in text

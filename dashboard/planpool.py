@@ -94,7 +94,11 @@ def lower_priority(pid: int, steps: int) -> int:
     except OSError:
         pass
     real = pid or os.getpid()
-    if os.getsid(real) == real:  # its own session's autogroup, never the server's
+    try:
+        leader = os.getsid(real) == real
+    except OSError:  # gone meanwhile
+        return target
+    if leader:  # its own session's autogroup, never the server's
         for _ in range(_AUTOGROUP_TRIES):
             try:
                 with open(f"/proc/{real}/autogroup", "w") as f:

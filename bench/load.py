@@ -43,6 +43,7 @@ from pathlib import Path
 from bench.interactive import (CHROMIUM, CHROMIUM_ARGS, ERROR, METRIC, ROOT, SIDEBAR, VIEWPORT, Runs, Session,
                                _git, _goto, _plan_shown, _served, describe,
                                serving)
+from dashboard import planpool
 
 RESULTS = ROOT / "bench" / "results" / "load.md"
 SESSIONS = [1, 5, 10, 20]
@@ -201,21 +202,18 @@ def clients_apart(nice: int, stack: ExitStack) -> str:
     the session it is in is lowered until it ends. Returns what was done, for the report."""
     if not nice:
         return ""
-    group = Path("/proc/self/autogroup")
-    if os.getsid(0) != os.getpid():
+    me = os.getpid()
+    if os.getsid(0) != me:
         try:
             os.setsid()
         except PermissionError:  # a process-group leader: lower the terminal's session, and restore it after
             try:
-                before = group.read_text().split()[-1]
-                stack.callback(group.write_text, before)
-            except (OSError, IndexError):
+                before = int(Path(f"/proc/{me}/autogroup").read_text().split()[-1])
+                stack.callback(planpool.set_autogroup_nice, me, before)
+            except (OSError, IndexError, ValueError):
                 pass
-    try:
-        group.write_text(str(nice))
-        return f"the clients' autogroup at nice {group.read_text().split()[-1]}"
-    except (OSError, IndexError) as e:
-        return f"the clients' autogroup not lowered ({e})"
+    got = planpool.set_autogroup_nice(me, nice)
+    return f"the clients' autogroup at nice {got}" if got is not None else "the clients' autogroup not lowered"
 
 
 # ---- one Chromium, a thread per browser context ---------------------------------------------------
@@ -254,7 +252,7 @@ class Chromium:
                 continue
             for task in tasks:
                 try:
-                    nices.append(int(Path(task, "stat").read_text().rsplit(")", 1)[1].split()[16]))
+                    nices.append(int(_stat(int(task.name))[16]))  # /proc/TID/stat: a thread's own
                 except (OSError, IndexError, ValueError):
                     continue  # gone meanwhile
         return min(nices) if nices else None

@@ -28,6 +28,7 @@ import threading
 import time
 from pathlib import Path
 
+from bench.load import _stat, descendants
 from dashboard import planpool, presets
 
 _PROBE = r"""
@@ -98,7 +99,7 @@ def phase(nice: int, config: str, effort: int, seconds: float, port: int) -> dic
                                preexec_fn=lambda: os.setpriority(os.PRIO_PROCESS, 0, 0))
         elapsed = time.monotonic() - t0
         pieces = work[0] - w0
-        nices = sorted({_nice(pid) for pid in _children()})  # the workers, busy
+        nices = sorted({int(_stat(pid)[16]) for pid in descendants(os.getpid())})  # the workers, busy
         stop.set()
         feeder.join(30)
         page.join(30)
@@ -111,24 +112,6 @@ def phase(nice: int, config: str, effort: int, seconds: float, port: int) -> dic
             "median_s": statistics.median(xs), "p99_s": xs[int(0.99 * (len(xs) - 1))], "worst_s": xs[-1],
             "page_pieces_per_s": pieces / elapsed, "plans": plans[0], "seconds": elapsed,
             "load": os.getloadavg()}
-
-
-def _children() -> list[int]:
-    out = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == os.getpid():
-                out.append(int(entry.name))
-        except (OSError, IndexError, ValueError):
-            continue
-    return out
-
-
-def _nice(pid: int) -> int:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
-    except (OSError, IndexError, ValueError):
-        return -99
 
 
 def main() -> None:

@@ -99,16 +99,28 @@ def lower_priority(pid: int, steps: int) -> int:
     except OSError:  # gone meanwhile
         return target
     if leader:  # its own session's autogroup, never the server's
-        for _ in range(_AUTOGROUP_TRIES):
-            try:
-                with open(f"/proc/{real}/autogroup", "w") as f:
-                    f.write(str(target))
-                break
-            except BlockingIOError:  # EAGAIN: another autogroup changed within the last 0.1 s
-                time.sleep(_AUTOGROUP_RETRY_S)
-            except OSError:  # no autogroups here, or not ours to change
-                break
+        set_autogroup_nice(real, target)
     return target
+
+
+def set_autogroup_nice(pid: int, nice: int) -> Optional[int]:
+    """Set the nice of the autogroup (Linux: the session) that process `pid` is in; returns the nice it has now,
+    None where the kernel has no autogroups or refuses. Every process of that session shares it."""
+    path = f"/proc/{pid}/autogroup"
+    for _ in range(_AUTOGROUP_TRIES):
+        try:
+            with open(path, "w") as f:
+                f.write(str(nice))
+            break
+        except BlockingIOError:  # EAGAIN: another autogroup changed within the last 0.1 s
+            time.sleep(_AUTOGROUP_RETRY_S)
+        except OSError:  # no autogroups here, or not ours to change
+            return None
+    try:
+        with open(path) as f:
+            return int(f.read().split()[-1])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def machine_cores() -> int:

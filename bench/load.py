@@ -276,6 +276,7 @@ class Flow:
     headline: str = ""
     share_url: str = ""
     share_ok: bool = False
+    share_problem: str = ""
     error: str = ""
 
 
@@ -398,8 +399,24 @@ class User(threading.Thread):
             shared.locator(f"{METRIC}, {ERROR}").first.wait_for()
 
         self._step("open share link", open_share, shared_runs)
-        flow.share_ok = (shared.get_by_text("Read-only").count() > 0 and shared.locator(ERROR).count() == 0
-                         and shared.locator(METRIC).first.inner_text() == flow.headline)
+        flow.share_problem = _share_problem(shared, flow.headline)
+        flow.share_ok = not flow.share_problem
+
+
+def _share_problem(shared, headline: str, within_s: float = 15.0) -> str:
+    """'' once the shared page shows 'Read-only', no error and the saved plan's headline (a page still drawing gets
+    `within_s`); else what it shows instead."""
+    deadline = time.monotonic() + within_s
+    while True:
+        if shared.locator(ERROR).count():
+            return f"an error: {_one_line(Exception(shared.locator(ERROR).first.inner_text()))}"
+        shown = shared.locator(METRIC).first.inner_text()
+        read_only = shared.get_by_text("Read-only").count() > 0
+        if read_only and shown == headline:
+            return ""
+        if time.monotonic() > deadline:
+            return f"headline {shown!r} (saved {headline!r}); 'Read-only' {'shown' if read_only else 'missing'}"
+        shared.wait_for_timeout(250)
 
 
 def _one_line(e: BaseException) -> str:

@@ -24,6 +24,7 @@ MAX_CAP_BYTES: int = 2**50  # hbm_cap, ddr_cap per rank
 MIN_BW: float = 1e3  # bytes/ms (1 MB/s)
 MAX_BW: float = 1e12  # bytes/ms (1 PB/s)
 MAX_SHARDS_PER_TABLE: int = 65_536
+MAX_MOVE_BYTES: int = 2**63 - 1  # replan's byte limit: an int64, above any plan's bytes (weights below 2**56)
 MAX_TABLE_IDS_PER_STEP: int = 2**40  # one table's ids in one step over all ranks (batch x pooling x ranks)
 MAX_TABLE_OUTPUTS_PER_STEP: int = 2**44  # one table's pooled output elements in one step over all ranks
 MAX_IDS_PER_STEP: int = 2**44  # all tables together

@@ -76,15 +76,14 @@ def _ranks(raw: Any, path: str, world: int) -> tuple[int, ...]:
     return ranks
 
 
-def _shard(raw: Any, path: str, table: TableConfig, world: int) -> Shard:
+def _shard(raw: Any, path: str, dims: tuple[int, int], world: int) -> Shard:
     sd = _object(raw, path, SHARD_FIELDS)
     for req in SHARD_FIELDS:
         if req not in sd:
             raise ConfigError(f"{path}.{req}", "is required")
-    dims = (table.num_embeddings, table.embedding_dim)
     rank = _int(sd["rank"], f"{path}.rank", 0)
     if rank >= world:
-        raise ConfigError(f"{path}.rank", f"rank {rank} is outside world_size {world}")
+        raise ConfigError(f"{path}.rank", f"rank {rank:,} is outside the world: ranks 0 to {world - 1:,}")
     return Shard(_pair(sd["offsets"], f"{path}.offsets", 0, dims), _pair(sd["sizes"], f"{path}.sizes", 0, dims),
                  rank)
 
@@ -109,17 +108,17 @@ def _check_shape(st: ShardingType, shards: list[Shard], table: TableConfig, path
                               f"{rows} rows, got row {s.offsets[0]} and {s.sizes[0]} rows")
 
 
-def _table_plan(raw: Any, path: str, cfg: Config, name: str) -> TablePlan:
+def _read_table_plan(raw: Any, path: str, dims: tuple[int, int], world: int) -> TablePlan:
+    """One table's plan with every number inside `dims` (rows, columns) and ranks below `world`; a sharded
+    table's ranks are its shards' (a file's "ranks" list for it is not read)."""
     d = _object(raw, path, TABLE_PLAN_FIELDS)
     for req in ("sharding_type", "compute_kernel"):
         if req not in d:
             raise ConfigError(f"{path}.{req}", "is required")
     st = _enum(d["sharding_type"], f"{path}.sharding_type", ShardingType)
     kernel = _enum(d["compute_kernel"], f"{path}.compute_kernel", ComputeKernel, KERNEL_ALIASES)
-    w = cfg.topology.world_size
-    table = cfg.table(name)
     if st is ShardingType.DATA_PARALLEL:
-        ranks = _ranks(d.get("ranks", list(range(w))), f"{path}.ranks", w)
+        ranks = _ranks(d.get("ranks", list(range(world))), f"{path}.ranks", world)
         if d.get("shards") is not None:
             raise ConfigError(f"{path}.shards", "must be null for data_parallel (every rank holds the whole table)")
         return TablePlan(st, kernel, ranks, None)
@@ -128,14 +127,24 @@ def _table_plan(raw: Any, path: str, cfg: Config, name: str) -> TablePlan:
         raise ConfigError(f"{path}.shards", f"must be a non-empty list of shards for {st.value}")
     if len(raw_shards) > L.MAX_SHARDS_PER_TABLE:
         raise ConfigError(f"{path}.shards", f"has {len(raw_shards):,} shards; at most {L.MAX_SHARDS_PER_TABLE:,}")
-    shards = [_shard(s, f"{path}.shards[{i}]", table, w) for i, s in enumerate(raw_shards)]
+    shards = tuple(_shard(s, f"{path}.shards[{i}]", dims, world) for i, s in enumerate(raw_shards))
+    return TablePlan(st, kernel, tuple(s.rank for s in shards), shards)
+
+
+def _table_plan(raw: Any, path: str, cfg: Config, name: str) -> TablePlan:
+    table = cfg.table(name)
+    tp = _read_table_plan(raw, path, (table.num_embeddings, table.embedding_dim), cfg.topology.world_size)
+    if tp.shards is None:
+        return tp
+    shards = list(tp.shards)
+    st = tp.sharding_type
     _check_shape(st, shards, table, path)
     problem = tiling_problem(np.array([s.offsets for s in shards], dtype=np.int64),
                              np.array([s.sizes for s in shards], dtype=np.int64),
                              table.num_embeddings, table.embedding_dim)
     if problem:
         raise ConfigError(f"{path}.shards", f"do not tile the table exactly: {problem}")
-    return TablePlan(st, kernel, tuple(s.rank for s in shards), tuple(shards))
+    return tp
 
 
 def parse_plan(data: Any, cfg: Config) -> dict[str, TablePlan]:
@@ -160,6 +169,26 @@ def parse_plan(data: Any, cfg: Config) -> dict[str, TablePlan]:
 
 def load_plan(path: str, cfg: Config) -> dict[str, TablePlan]:
     return parse_plan(_read_json(path, "plan"), cfg)
+
+
+def parse_earlier_plan(data: Any, source: str) -> dict[str, TablePlan]:
+    """Table plans from an earlier plan, read without its config (re-plan's --from, a saved plan): the whole
+    file, its "plan" object or a saved plan's bundle (python -m db export). Every number is bounded as a
+    config's would be (ranks below MAX_WORLD_SIZE, offsets and sizes within MAX_NUM_EMBEDDINGS and
+    MAX_EMBEDDING_DIM); how the shards fit the new config is the re-plan's to judge."""
+    if isinstance(data, dict) and "tables" in data and "topology" in data:
+        raise ConfigError(source, "is a config, not a plan: give the earlier plan (python -m engine plan --json)")
+    if isinstance(data, dict) and "bundle_version" in data and isinstance(data.get("plan"), dict):
+        data = data["plan"]  # a saved plan's bundle holds its plan file
+    if isinstance(data, dict) and isinstance(data.get("plan"), dict):
+        data = data["plan"]
+    if not isinstance(data, dict) or not data:
+        raise ConfigError(source, "must be a plan file (python -m engine plan --json) with a \"plan\" object")
+    if len(data) > L.MAX_TABLES:
+        raise ConfigError(f"{source}.plan", f"has {len(data):,} tables; at most {L.MAX_TABLES:,}")
+    dims = (L.MAX_NUM_EMBEDDINGS, L.MAX_EMBEDDING_DIM)
+    return {name: _read_table_plan(raw, f"{source}.plan.{name}", dims, L.MAX_WORLD_SIZE)
+            for name, raw in data.items()}
 
 
 def placement_problem(cfg: Config, tables: dict[str, TablePlan]) -> tuple[str, str] | None:

@@ -19,12 +19,13 @@ from typing import Any, Optional
 
 import numpy as np
 
+from engine import limits as L
 from engine.config import _read_json
 from engine.enumerate import Option, all_table_options
 from engine.errors import ConfigError, PlanningError
 from engine.evaluate import evaluate
 from engine.partition import FREE_PLACEMENT, FreeShards, Placement, Work, _best_move, _best_swap
-from engine.planfile import placement_problem
+from engine.planfile import parse_earlier_plan, placement_problem
 from engine.planner import PlannerSettings, plan, rules_of, to_table_plan
 from engine.types import ComputeKernel, Config, Plan, ShardingType, TablePlan
 
@@ -45,53 +46,10 @@ class OldTable:
     shards: Optional[tuple[tuple[int, int, int, int, int], ...]]  # (row offset, col offset, rows, cols, rank)
 
 
-def _int(v: Any, path: str, lo: int = 0) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-        raise ConfigError(path, f"must be a whole number >= {lo}, got {v!r}")
-    return v
-
-
 def read_old_plan(data: Any, source: str = "--from") -> dict[str, OldTable]:
-    """The earlier plan's tables from plan JSON (the whole file, its "plan" object, or a saved plan's bundle)."""
-    if isinstance(data, dict) and "tables" in data and "topology" in data:
-        raise ConfigError(source, "is a config, not a plan: give the earlier plan (python -m engine plan --json)")
-    if isinstance(data, dict) and "bundle_version" in data and isinstance(data.get("plan"), dict):
-        data = data["plan"]  # a saved plan's bundle (python -m db export TOKEN) holds its plan file
-    if isinstance(data, dict) and isinstance(data.get("plan"), dict):
-        data = data["plan"]  # a plan file: its tables are under "plan"
-    if not isinstance(data, dict) or not data:
-        raise ConfigError(source, "must be a plan file (python -m engine plan --json) with a \"plan\" object")
-    out = {}
-    for name, raw in data.items():
-        path = f"{source}.plan.{name}"
-        if not isinstance(raw, dict):
-            raise ConfigError(path, "must be an object with sharding_type, compute_kernel, ranks and shards")
-        try:
-            st, kernel = ShardingType(raw.get("sharding_type")), ComputeKernel(raw.get("compute_kernel"))
-        except ValueError:
-            raise ConfigError(path, "has an unknown sharding_type or compute_kernel") from None
-        ranks = raw.get("ranks")
-        if not isinstance(ranks, list) or not ranks:
-            raise ConfigError(f"{path}.ranks", "must be a non-empty list of ranks")
-        ranks_t = tuple(_int(r, f"{path}.ranks") for r in ranks)
-        shards = raw.get("shards")
-        if shards is None:
-            if st is not ShardingType.DATA_PARALLEL:
-                raise ConfigError(f"{path}.shards", "must list the shards (only data_parallel has none)")
-            out[name] = OldTable(st, kernel, ranks_t, None)
-            continue
-        if not isinstance(shards, list) or not shards:
-            raise ConfigError(f"{path}.shards", "must be a non-empty list of shards")
-        parsed = []
-        for j, s in enumerate(shards):
-            sp = f"{path}.shards[{j}]"
-            if not isinstance(s, dict) or not isinstance(s.get("offsets"), list) or not isinstance(
-                    s.get("sizes"), list) or len(s["offsets"]) != 2 or len(s["sizes"]) != 2:
-                raise ConfigError(sp, "must be {\"offsets\": [row, col], \"sizes\": [rows, cols], \"rank\": r}")
-            parsed.append((_int(s["offsets"][0], sp), _int(s["offsets"][1], sp), _int(s["sizes"][0], sp, 1),
-                           _int(s["sizes"][1], sp, 1), _int(s.get("rank"), f"{sp}.rank")))
-        out[name] = OldTable(st, kernel, ranks_t, tuple(parsed))
-    return out
+    """The earlier plan's tables from plan JSON (the whole file, its "plan" object, or a saved plan's bundle),
+    read by the plan file reader (engine.planfile), the one door every plan comes in by."""
+    return {name: _as_old(tp) for name, tp in parse_earlier_plan(data, source).items()}
 
 
 def load_old_plan(path: str) -> dict[str, OldTable]:
@@ -500,6 +458,9 @@ def replan(cfg: Config, old: dict[str, OldTable], max_move_bytes: Optional[int] 
     that fits stays where it was; and the same with grown or re-shaped tables placed last, near their earlier
     ranks, so a grown table re-splits around its old shards instead of pushing others off theirs. The attempt
     that moves fewer bytes at a slowest rank within 5% of a plan from scratch wins (else the faster one)."""
+    if max_move_bytes is not None and not 0 <= max_move_bytes <= L.MAX_MOVE_BYTES:
+        raise ConfigError("max_move_bytes", f"must be from 0 to {L.MAX_MOVE_BYTES:,} bytes (None: no limit), got "
+                          f"{'less' if max_move_bytes < 0 else 'more'}")
     start = time.perf_counter()
     scratch = plan(cfg, settings)
     scratch_tables = scratch.tables

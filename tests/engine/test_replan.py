@@ -166,3 +166,74 @@ def test_bad_earlier_plans_get_one_line(tmp_path: Path, make, message: str) -> N
     out = cli("replan", str(TUTORIAL), "--from", str(path))
     assert out.returncode == 2 and out.stdout == ""
     assert len(out.stderr.strip().splitlines()) == 1 and message in out.stderr, out.stderr
+
+
+def _tutorial_plan_with(tmp_path: Path, change) -> Path:
+    """The tutorial's own plan file with one table's entry changed by `change`, written to old.json."""
+    data = json.loads(cli("plan", str(TUTORIAL), "--json").stdout)
+    change(data["plan"]["large_table_0"])
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def _shard0(key: str, value):
+    return lambda t: t["shards"][0].__setitem__(key, value)
+
+
+@pytest.mark.parametrize("change, field", [
+    (_shard0("rank", 2**62), "--from.plan.large_table_0.shards[0].rank: rank 4,611,686,018,427,387,904 is outside"),
+    (_shard0("offsets", [2**63, 0]), "--from.plan.large_table_0.shards[0].offsets[0]: must be from 0 to"),
+    (_shard0("sizes", [2**63, 64]), "--from.plan.large_table_0.shards[0].sizes[0]: must be from 0 to"),
+    (lambda t: t.update(sharding_type="data_parallel", compute_kernel="dense", shards=None, ranks=[2**62]),
+     "--from.plan.large_table_0.ranks[0]: must be from 0 to 16,383"),
+])
+def test_earlier_plans_with_numbers_out_of_bounds_get_one_line(tmp_path: Path, change, field: str) -> None:
+    """Ranks >= 2**62 and offsets or sizes >= 2**63 crashed the re-plan (IndexError, OverflowError): the plan
+    file reader bounds them as it bounds every plan's."""
+    out = cli("replan", str(TUTORIAL), "--from", str(_tutorial_plan_with(tmp_path, change)))
+    assert out.returncode == 2 and out.stdout == "", out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and f"error: {field}" in out.stderr, out.stderr
+
+
+def test_a_shard_outside_the_world_is_placed_again_whatever_the_ranks_list_says(tmp_path: Path) -> None:
+    """A shard's rank, not the file's `ranks` list, says where it was (as `estimate` reads plans): a shard on rank
+    5 of a 2-rank world, listed as on rank 0, is placed again inside the world (it raised IndexError)."""
+    def moved_out(t: dict) -> None:
+        t["shards"][0]["rank"], t["ranks"] = 5, [0]
+
+    out = cli("replan", str(TUTORIAL), "--from", str(_tutorial_plan_with(tmp_path, moved_out)), "--json")
+    assert out.returncode == 0, out.stderr
+    placed = json.loads(out.stdout)["plan"]["plan"]["large_table_0"]
+    assert placed["shards"][0]["rank"] in (0, 1)
+
+
+def test_a_plan_with_empty_row_split_shards_is_an_earlier_plan(tmp_path: Path) -> None:
+    """The planner's own plan of a row split with more ranks than rows ends in empty shards ([0, cols]); --from
+    refused it ("must be a whole number >= 1"), the plan file reader takes it as `estimate` does."""
+    cfg = {"tables": [{"name": "tiny", "num_embeddings": 2, "embedding_dim": 8},
+                      {"name": "big", "num_embeddings": 100_000, "embedding_dim": 64}],
+           "constraints": {"tiny": {"sharding_types": ["row_wise"]}}, "topology": {"world_size": 4}}
+    (tmp_path / "cfg.json").write_text(json.dumps(cfg))
+    assert cli("plan", str(tmp_path / "cfg.json"), "--out", str(tmp_path / "plan.json")).returncode == 0
+    assert [0, 8] in [s["sizes"] for s in json.loads((tmp_path / "plan.json").read_text())["plan"]["tiny"]["shards"]]
+    out = cli("replan", str(tmp_path / "cfg.json"), "--from", str(tmp_path / "plan.json"), "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["replan"]["moved_bytes"] == 0
+
+
+@pytest.mark.parametrize("value, shown", [("1" + "0" * 400, "'100000000000'... (401 characters)"), ("-1", "'-1'"),
+                                          (str(2**63), repr(str(2**63)))])
+def test_max_move_bytes_is_bounded(tmp_path: Path, value: str, shown: str) -> None:
+    """--max-move-bytes 1 followed by 400 zeros raised OverflowError; it is bounded like every other number."""
+    old = _tutorial_plan_with(tmp_path, lambda t: None)
+    out = cli("replan", str(TUTORIAL), "--from", str(old), "--max-move-bytes", value)
+    assert out.returncode == 2 and out.stdout == ""
+    assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "--max-move-bytes: must be from 0 to 9,223,372,036,854,775,807 bytes, got " + shown in out.stderr
+
+
+def test_replan_refuses_a_byte_limit_out_of_bounds() -> None:
+    """The engine's own door (the What-if page calls it) bounds the limit too, naming it."""
+    with pytest.raises(engine.ConfigError, match="max_move_bytes: must be from 0 to"):
+        replan(one_table(), old_of(tw(0)), 10**400)

@@ -160,6 +160,11 @@ def _check_grid(devices: list[str], world_sizes: list[int], batch_sizes: list[in
     for w in world_sizes:
         if not 1 <= w <= L.MAX_WORLD_SIZE:
             raise ConfigError("--world-sizes", f"{w:,} is out of range: 1 to {L.MAX_WORLD_SIZE:,} ranks")
+        if w > GPUS_PER_HOST and w % GPUS_PER_HOST:
+            raise ConfigError("--world-sizes", f"{w:,} GPUs do not fill whole hosts of {GPUS_PER_HOST} (a config's "
+                              "local_world_size must divide its world_size: table_row_wise shards and hosts pins "
+                              f"take a whole host); give {GPUS_PER_HOST} or fewer, or a multiple of {GPUS_PER_HOST} "
+                              f"({w // GPUS_PER_HOST * GPUS_PER_HOST:,} or {-(-w // GPUS_PER_HOST) * GPUS_PER_HOST:,})")
         try:
             check_pairs(len(cfg.tables), w)
         except ConfigError as e:

@@ -102,6 +102,10 @@ def test_out_of_memory_step_is_a_note_of_the_plan() -> None:
     (["--batch-sizes", "-5"], "--batch-sizes: must be from 1 to 16,777,216"),
     (["--world-sizes", ",".join(str(i) for i in range(1, 1200)), "--batch-sizes", "1,2,3,4"],
      "--world-sizes: 23,980 points; at most 4,096 are swept"),
+    *[(["--world-sizes", f"8,{w}", "--devices", "h100_80gb"],  # ValueError in find_ranks (issue 23, item 3)
+       f"--world-sizes: {w:,} GPUs do not fill whole hosts of 8 (a config's local_world_size must divide its "
+       f"world_size") for w in (9, 10, 12, 100, 12289)],
+    (["--world-sizes", "12", "--devices", "h100_80gb"], "give 8 or fewer, or a multiple of 8 (8 or 16)"),
 ])
 def test_bad_flags_get_one_line(flags: list[str], message: str) -> None:
     out = cli("sweep", str(TUTORIAL), *flags)

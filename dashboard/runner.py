@@ -147,8 +147,8 @@ def start(store, token: str, kind: str, opts: Options) -> int:
     if rec is None:
         raise RuntimeError(f"no saved plan with token {token!r}")
     workdir = Path(tempfile.mkdtemp(prefix="planner-run-"))
-    (workdir / "config.json").write_text(json.dumps(rec.config), encoding="utf-8")
-    (workdir / "plan.json").write_text(json.dumps(rec.plan), encoding="utf-8")
+    engine.write_json_file(workdir / "config.json", rec.config, indent=None)
+    engine.write_json_file(workdir / "plan.json", rec.plan, indent=None)
     default_backend = "auto" if kind == "dryrun" else ("nccl" if opts.device == "cuda" else "gloo")
     backend = str(opts.extra.get("backend", default_backend))
     run_id = store.create_run(token, kind, backend, opts.device)

@@ -209,7 +209,7 @@ def start_torchrec_plan(config: dict | engine.Config) -> jobs.Job:
     workdir = Path(tempfile.mkdtemp(prefix="planner-torchrec-"))
     if isinstance(config, engine.Config):
         config = engine.config_to_dict(config)
-    (workdir / JOB_CONFIG).write_text(json.dumps(config), encoding="utf-8")
+    engine.write_json_file(workdir / JOB_CONFIG, config, indent=None)
     argv = [sys.executable, "-m", "engine", "torchrec-plan", str(workdir / JOB_CONFIG), "--out",
             str(workdir / JOB_PLAN)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}

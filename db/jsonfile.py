@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from db.errors import StoreError
+from engine import atomicfile
 from engine.errors import EngineError
 from engine.jsonsafe import JsonError, loads
 
@@ -24,6 +24,6 @@ def read_json_object(path: str, flag: str) -> dict:
 
 def write_json(path: Path, data: dict, flag: str) -> None:
     try:
-        path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+        atomicfile.write_json(path, data)
     except OSError as e:
         raise EngineError(f"{flag} {str(path)!r}: cannot write there ({e.strerror or e})") from None

@@ -20,6 +20,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine import atomicfile
+
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "deploy" / "nginx.conf.template"
 DEFAULT_PORT = 8501
@@ -150,7 +152,7 @@ def write_config(team: Team) -> Path:
     for sub in ("logs", "tmp"):
         (team.prefix / sub).mkdir(parents=True, exist_ok=True)
     conf = team.prefix / "nginx.conf"
-    conf.write_text(render(team, nginx_user()), encoding="utf-8")
+    atomicfile.write_text(conf, render(team, nginx_user()))
     return conf
 
 

@@ -31,6 +31,7 @@ from engine.types import (
 )
 
 # ---- what the dashboard uses besides the core (it imports `engine` only, never a submodule) ------
+from engine.atomicfile import write_json as write_json_file  # whole or not at all: temp file, fsync, rename
 from engine.calibrate import BANDWIDTH_FIELDS, apply_calibration
 from engine.calibrate import fit as fit_calibration
 from engine.config import CONSTRAINT_FIELDS, PROFILE_FIELD, TABLE_FIELDS, TOPOLOGY_FIELDS
@@ -70,5 +71,5 @@ __all__ = [
     "TOPOLOGY_FIELDS", "WORLD_SIZES", "apply_calibration", "fit_calibration", "human_bytes", "json_loads",
     "one_line", "parameter_sharding_text", "parse_profile", "point_config", "pricing_cache_info", "read_old_plan",
     "replan_plan",
-    "torchrec_planner",
+    "torchrec_planner", "write_json_file",
 ]

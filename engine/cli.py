@@ -9,9 +9,9 @@ import argparse
 import importlib
 import json
 import sys
-from pathlib import Path
 from typing import Optional
 
+from engine import atomicfile
 from engine import limits as L
 from engine.cliutil import one_line_errors
 from engine.config import load_config
@@ -52,13 +52,18 @@ def _budget(text: str) -> float:
     return value
 
 
+def _write_out(path: str, data: dict) -> None:
+    """--out written whole or not at all: on a full disk the earlier file stays as it was."""
+    try:
+        atomicfile.write_json(path, data)
+    except OSError as e:
+        raise EngineError(f"cannot write --out {path!r}: {e.strerror or e}") from None
+
+
 def _emit(p: Plan, cfg: Config, args: argparse.Namespace) -> None:
     data = plan_to_dict(p)
     if getattr(args, "out", None):
-        try:
-            Path(args.out).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-        except OSError as e:
-            raise EngineError(f"cannot write --out {args.out!r}: {e.strerror or e}") from None
+        _write_out(args.out, data)
     if args.json:
         print(json.dumps(data, indent=1))
     elif getattr(args, "torchrec_format", False):
@@ -155,10 +160,7 @@ def cmd_replan(args: argparse.Namespace) -> int:
         old = load_old_plan(args.from_plan)
         result = replan(cfg, old, args.max_move_bytes, settings)
     if args.out:
-        try:
-            Path(args.out).write_text(json.dumps(plan_to_dict(result.plan), indent=1) + "\n", encoding="utf-8")
-        except OSError as e:
-            raise EngineError(f"cannot write --out {args.out!r}: {e.strerror or e}") from None
+        _write_out(args.out, plan_to_dict(result.plan))
     s = result.summary()
     if args.json:
         print(json.dumps({"replan": s, "plan": plan_to_dict(result.plan)}, indent=1))

@@ -28,7 +28,7 @@ def start_sweep(config: dict, devices: list[str], sizes: list[int], batches: lis
     """`python -m engine sweep` on the config (a file of the job's own folder) in another process, once a slot of
     the server's heavy jobs (jobs.HEAVY) is free."""
     workdir = Path(tempfile.mkdtemp(prefix="planner-sweep-"))
-    (workdir / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    engine.write_json_file(workdir / "config.json", config, indent=None)
     argv = [sys.executable, "-m", "engine", "sweep", str(workdir / "config.json"), "--devices", ",".join(devices),
             "--world-sizes", ",".join(map(str, sizes)), "--batch-sizes", ",".join(map(str, batches)),
             "--effort", str(effort), "--json"]

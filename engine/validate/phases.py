@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import statistics
 import sys
 import time
 from dataclasses import replace
 from pathlib import Path
+
+from engine import atomicfile
+
 
 PHASES = ("wall", "cpu", "forward", "lookup", "backward", "optimizer")
 
@@ -87,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     rank = int(os.environ["RANK"])
     median = {k: statistics.median(r[k] for r in rows) for k in PHASES}
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    (args.out_dir / f"phases{rank}.json").write_text(json.dumps({"rank": rank, "median": median, "iterations": rows}))
+    atomicfile.write_json(args.out_dir / f"phases{rank}.json", {"rank": rank, "median": median, "iterations": rows},
+                          indent=None)
     return 0
 
 

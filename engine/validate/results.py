@@ -15,6 +15,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine import atomicfile
 from engine.config import load_config
 from engine.errors import EngineError, human_bytes
 from engine.estimate import comms_bw, device_bw
@@ -183,9 +184,7 @@ def gather(job: Job, launcher: LauncherKind, end: Ending) -> ValidationResult:
 
 def write_result(result: ValidationResult, path: Path) -> None:
     try:
-        tmp = Path(str(path) + ".tmp")
-        tmp.write_text(json.dumps(result.as_dict(), indent=1) + "\n", encoding="utf-8")
-        tmp.replace(path)
+        atomicfile.write_json(path, result.as_dict())
     except OSError as e:
         raise EngineError(f"cannot write the results file {str(path)!r}: {e.strerror or e}") from None
 

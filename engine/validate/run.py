@@ -5,7 +5,6 @@ caller, a signal, or the sink: db's polls the database), and gather what the ran
 from __future__ import annotations
 
 import codecs
-import json
 import signal
 import threading
 import time
@@ -14,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
 
+from engine import atomicfile
 from engine.config import config_to_dict, load_config
 from engine.errors import EngineError
 from engine.evaluate import evaluate
@@ -89,9 +89,8 @@ def stage(job: Job, config_path: str, plan_path: str) -> None:
         for old in job.ranks_dir.glob("rank*.json"):
             old.unlink()
         job.log_path.write_bytes(b"")  # a run in a used out-dir starts a fresh log
-        job.config_path.write_text(json.dumps(config_to_dict(cfg), indent=1) + "\n", encoding="utf-8")
-        job.plan_path.write_text(json.dumps(plan_to_dict(evaluate(cfg, tables, planner="file")), indent=1) + "\n",
-                                 encoding="utf-8")
+        atomicfile.write_json(job.config_path, config_to_dict(cfg))
+        atomicfile.write_json(job.plan_path, plan_to_dict(evaluate(cfg, tables, planner="file")))
         job.write_spec()
     except OSError as e:
         raise EngineError(f"--out-dir {str(job.out_dir)!r}: cannot write there ({e.strerror or e})") from None

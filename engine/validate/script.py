@@ -11,6 +11,7 @@ import shlex
 import stat
 from pathlib import Path
 
+from engine import atomicfile
 from engine.errors import EngineError
 from engine.validate.launch import ROOT, JobState, Phase
 from engine.validate.types import Job, LauncherKind
@@ -70,7 +71,7 @@ def portable_script(job: Job) -> str:
 def write_script(path: Path, text: str) -> Path:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        atomicfile.write_text(path, text)
         path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP)
     except OSError as e:
         raise EngineError(f"cannot write the launch script {str(path)!r}: {e.strerror or e}") from None

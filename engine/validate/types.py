@@ -11,6 +11,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from engine import atomicfile
 from engine.types import Device
 
 DEFAULT_ITERS = 10
@@ -129,7 +130,7 @@ class Job:
                    results_file=Path(d["results_file"]) if d.get("results_file") else None)
 
     def write_spec(self) -> None:
-        self.spec_path.write_text(json.dumps(self.to_dict(), indent=1) + "\n", encoding="utf-8")
+        atomicfile.write_json(self.spec_path, self.to_dict())
 
     @classmethod
     def read_spec(cls, out_dir: Path) -> Job:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import platform
 import socket
@@ -21,6 +20,7 @@ import traceback
 from dataclasses import replace
 from pathlib import Path
 
+from engine import atomicfile
 from engine.errors import EngineError
 from engine.validate.types import LEARNING_RATE, Backend
 
@@ -106,9 +106,7 @@ def run(args: argparse.Namespace, rank: int, world_size: int) -> dict:
 
 
 def _write(path: Path, data: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data), encoding="utf-8")
-    tmp.replace(path)  # the gatherer never reads half a file
+    atomicfile.write_json(path, data, indent=None)  # the gatherer never reads half a file
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -133,15 +133,24 @@ def place_greedy(cfg: Config, options: list[list[Option]], chosen: list[Option],
             if rules is not None and t in rules.fixed:
                 name = cfg.tables[t].name
                 raise PlanningError(
-                    f"Table {name!r} cannot be placed within its placement rules (constraints.{name}: "
-                    f"{', '.join(f for f in PLACEMENT_FIELDS if getattr(cfg.constraint(name), f))}, or those of "
-                    "the tables co-located with it): no rank they allow has room for any of its options.",
+                    f"Table {name!r} cannot be placed within the placement rules that bind it "
+                    f"({', '.join(_rules_naming(cfg, name))}, or those of the tables co-located with it): no rank "
+                    "they allow has room for any of its options.",
                     tables=(name,), fixes=(f"allow more ranks or hosts in constraints.{name}",
-                                           "co-locate fewer tables with it", "raise topology.hbm_cap"))
+                                           "co-locate fewer tables with it or keep it apart from fewer (a table "
+                                           "that is data_parallel or row_wise holds a piece on every rank)",
+                                           "raise topology.hbm_cap"))
             raise _no_room(cfg, options, t, pl)
         pl.add(opt, ranks)
     pl.balance_memory = False
     return pl, fallbacks
+
+
+def _rules_naming(cfg: Config, name: str) -> list[str]:
+    """The placement rules that bind table `name`: its own, and other tables' colocate and apart that name it."""
+    own = [f"constraints.{name}.{f}" for f in PLACEMENT_FIELDS if getattr(cfg.constraint(name), f)]
+    return own + [f"constraints.{other}.{f}" for other, c in cfg.constraints.items() if other != name
+                  for f in ("colocate", "apart") if name in (getattr(c, f) or ())]
 
 
 _RULES: tuple = (None, None)  # (config, its PlacementRules): the last config's, reused by every greedy pass

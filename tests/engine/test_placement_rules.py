@@ -104,9 +104,22 @@ def test_a_pin_without_room_names_the_table() -> None:
     pinned = {"ranks": [1], "sharding_types": ["table_wise"]}  # three 51 MB tables where two fit
     cfg = config({"t1": pinned, "t2": pinned, "t3": pinned}, n=4, world=2, local=2, hbm_cap=150_000_000,
                  ddr_cap=0)
-    with pytest.raises(engine.PlanningError, match=r"'(t[123])' cannot be placed within its placement rules "
-                                                   r"\(constraints\.\1: ranks"):
+    with pytest.raises(engine.PlanningError, match=r"'(t[123])' cannot be placed within the placement rules "
+                                                   r"that bind it \(constraints\.\1\.ranks"):
         engine.plan(engine.parse_config(cfg))
+
+
+@pytest.mark.parametrize("kind", ["data_parallel", "row_wise"])
+def test_a_table_kept_apart_by_another_names_the_other_tables_rule(tmp_path: Path, kind: str) -> None:
+    """t1 kept apart from t0 may only be data_parallel or row_wise (a piece on every rank): t0 has no rank left.
+    The refusal named t0's own rules, which it has none of (`constraints.t0: , or ...`); it names t1's apart."""
+    (tmp_path / "cfg.json").write_text(json.dumps(config({"t1": {"apart": ["t0"], "sharding_types": [kind]}},
+                                                         n=2, world=2, local=2)))
+    out = subprocess.run([sys.executable, "-m", "engine", "plan", str(tmp_path / "cfg.json")], capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 2 and out.stdout == "", out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "'t0' cannot be placed within the placement rules that bind it (constraints.t1.apart, or" in out.stderr
 
 
 def test_a_plan_file_that_breaks_a_rule_is_refused(tmp_path: Path) -> None:

@@ -392,10 +392,11 @@ def all_table_options(cfg: Config, deadline: float = float("inf"), budget_s: flo
     topo = cfg.topology
     geoms, entries, todo = [], [], []
     for i, table in enumerate(cfg.tables):
-        if i % 256 == 255 and time.perf_counter() > deadline:
+        if i % 256 == 255 and (now := time.perf_counter()) > deadline:
             raise PlanningError(
                 f"Planning stopped at the time budget ({budget_s:g} s) while pricing the tables' options "
-                f"({i} of {len(cfg.tables)} done).", fixes=("raise the time budget (--time-budget)",))
+                f"({i} of {len(cfg.tables)} done; the budget was found passed {now - deadline + budget_s:.3g} s into "
+                "planning).", fixes=("raise the time budget (--time-budget)",))
         g = _geometries(cfg, i)
         geoms.append(g)
         entry = _priced.get((table, cfg.constraint(table.name), topo))

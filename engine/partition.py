@@ -23,12 +23,13 @@ FREE_PLACEMENT = (ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE, ShardingTyp
 
 @dataclass(frozen=True)
 class PlacementRules:
-    """The config's placement rules by table index: the ranks a pin allows, the co-located tables (symmetric:
-    a group), the tables kept apart (symmetric). Tables with a rule are `fixed`: placed by the greedy pass
-    within their rules and left where they are by the local search."""
+    """The config's placement rules by table index: the ranks a pin allows, the co-located groups (symmetric and
+    transitive: every member holds exactly the same ranks), the tables kept apart (symmetric). Tables with a rule
+    are `fixed`: placed by the greedy pass within their rules and left where they are by the local search."""
 
-    mask: dict[int, np.ndarray]  # table -> allowed ranks (bool per rank)
-    colocate: dict[int, tuple[int, ...]]  # table -> the other tables of its group
+    mask: dict[int, np.ndarray]  # table -> allowed ranks (bool per rank; a group's members share one array)
+    group: dict[int, int]  # table -> its co-located group (the group's smallest table index)
+    members: dict[int, tuple[int, ...]]  # group -> its tables, ascending
     apart: dict[int, tuple[int, ...]]
     fixed: frozenset[int]
 
@@ -38,7 +39,7 @@ class PlacementRules:
             return None
         index = {t.name: i for i, t in enumerate(cfg.tables)}
         w = cfg.topology.world_size
-        mask, groups, apart = {}, {}, {}
+        mask, parent, apart = {}, {}, {}
         for name, c in cfg.constraints.items():
             if not c.places:
                 continue
@@ -49,38 +50,49 @@ class PlacementRules:
                 m[sorted(ranks)] = True
                 mask[i] = m
             for other in c.colocate or ():
-                j = index[other]
-                group = groups.get(i, {i}) | groups.get(j, {j})
-                for k in group:
-                    groups[k] = group
+                a, b = _root(parent, i), _root(parent, index[other])
+                parent[max(a, b)] = parent[a] = parent[b] = min(a, b)
             for other in c.apart or ():
                 j = index[other]
                 apart.setdefault(i, set()).add(j)
                 apart.setdefault(j, set()).add(i)
-        for i, group in groups.items():  # a group's pins bind every member
-            for k in group:
-                if k in mask and i != k:
-                    mask[i] = mask[i] & mask[k] if i in mask else mask[k].copy()
-        colocate = {i: tuple(sorted(g - {i})) for i, g in groups.items()}
-        fixed = frozenset(mask) | frozenset(colocate) | frozenset(apart)
-        return PlacementRules(mask, colocate, {i: tuple(sorted(v)) for i, v in apart.items()}, fixed)
+        group = {t: _root(parent, t) for t in sorted(parent)}
+        members: dict[int, list[int]] = {}
+        for t, g in group.items():
+            members.setdefault(g, []).append(t)
+        for g, ts in members.items():  # a group's pins bind every member
+            pins = [mask[t] for t in ts if t in mask]
+            if pins:
+                both = np.logical_and.reduce(pins)
+                mask.update((t, both) for t in ts)
+        fixed = frozenset(mask) | frozenset(group) | frozenset(apart)
+        return PlacementRules(mask, group, {g: tuple(ts) for g, ts in members.items()},
+                              {i: tuple(sorted(v)) for i, v in apart.items()}, fixed)
 
     def allowed(self, pl: Placement, table: int) -> np.ndarray | None:
-        """The ranks `table` may use now: its pins, the ranks of its placed co-located tables, none of the
-        ranks of its placed apart tables. None: any rank."""
+        """The ranks `table` may use now: its pins, within the ranks its placed co-located tables hold, none of
+        the ranks of its placed apart tables. None: any rank."""
         if table not in self.fixed:
             return None
         out = self.mask.get(table)
         out = np.ones(pl.topo.world_size, dtype=bool) if out is None else out.copy()
-        for k in self.colocate.get(table, ()):
-            if k in pl.ranks:
-                on = np.zeros(len(out), dtype=bool)
-                on[pl.ranks[k]] = True
-                out &= on
+        need = pl.group_ranks(table)
+        if need is not None:
+            out &= need
         for k in self.apart.get(table, ()):
             if k in pl.ranks:
                 out[pl.ranks[k]] = False
         return out
+
+
+def _root(parent: dict[int, int], x: int) -> int:
+    """x's co-located group in the union-find `parent`, shortening the path it walked (near-constant time)."""
+    root = x
+    while parent.get(root, root) != root:
+        root = parent[root]
+    while x != root:
+        parent[x], x = root, parent[x]
+    return root
 
 
 @dataclass
@@ -90,18 +102,26 @@ class Work:
     weighted by the number of ranks it scans (1 + world_size / 256). So the same config and settings always
     search the same way and give the same plan, on a quiet machine or a busy one.
 
-    deadline (perf_counter seconds) is only a safety stop against a runaway search: when it fires, `cut` says
-    so and the plan's notes tell the user that this plan depended on the machine's speed."""
+    deadline (perf_counter seconds) is only a safety stop against a runaway search, read where the search checks
+    its work (never inside a greedy placement or a step): when it finds the deadline passed, `cut` says so,
+    `cut_s` when (seconds after `start`) and `step_s` how long the work since the clock's previous read took; the
+    plan's notes tell the user, in those figures, that this plan depended on the machine's speed."""
 
     budget: float = float("inf")
     world_size: int = 1
     deadline: float = float("inf")
+    start: float | None = None  # perf_counter seconds when planning began (default: when the Work is made)
     used: float = 0.0
     cut: bool = False
+    cut_s: float = 0.0
+    step_s: float = 0.0
     unit: float = field(init=False, default=1.0)
+    _read: float = field(init=False, default=0.0)
 
     def __post_init__(self) -> None:
         self.unit = 1.0 + self.world_size / 256
+        self.start = time.perf_counter() if self.start is None else self.start
+        self._read = self.start
 
     def spend(self, evaluations: int = 1) -> None:
         self.used += evaluations * self.unit
@@ -113,8 +133,11 @@ class Work:
         """Whether the budget (or `limit`, a lower mark on `used`) is spent, or the safety stop fired."""
         if self.used >= (self.budget if limit is None else min(limit, self.budget)):
             return True
-        if not self.cut and self.deadline < float("inf") and time.perf_counter() > self.deadline:
-            self.cut = True
+        if not self.cut and self.deadline < float("inf"):
+            now = time.perf_counter()
+            if now > self.deadline:
+                self.cut, self.cut_s, self.step_s = True, now - self.start, now - self._read
+            self._read = now
         return self.cut
 
 
@@ -133,11 +156,12 @@ class Placement:
         self.ddr_cap = float(topo.usable_ddr_bytes)
         self.choice: dict[int, Option] = {}
         self.ranks: dict[int, np.ndarray] = {}
+        self.held: dict[int, tuple[int, np.ndarray]] = {}  # co-located group -> (members placed, their ranks)
 
     def clone(self) -> Placement:
         out = Placement(self.topo, self.balance_memory, self.rules)
         out.load, out.hbm, out.ddr = self.load.copy(), self.hbm.copy(), self.ddr.copy()
-        out.choice, out.ranks = dict(self.choice), dict(self.ranks)
+        out.choice, out.ranks, out.held = dict(self.choice), dict(self.ranks), dict(self.held)
         return out
 
     # -- bookkeeping --------------------------------------------------------------------------
@@ -150,11 +174,31 @@ class Placement:
         self._apply(opt, ranks, 1.0)
         self.choice[opt.table] = opt
         self.ranks[opt.table] = ranks
+        g = self.rules.group.get(opt.table) if self.rules is not None else None
+        if g is not None:
+            n, on = self.held.get(g, (0, None))
+            if on is None:
+                on = np.zeros(self.topo.world_size, dtype=bool)
+                on[ranks] = True
+            self.held[g] = (n + 1, on)
 
     def remove(self, table: int) -> tuple[Option, np.ndarray]:
         opt, ranks = self.choice.pop(table), self.ranks.pop(table)
         self._apply(opt, ranks, -1.0)
+        g = self.rules.group.get(table) if self.rules is not None else None
+        if g is not None:
+            n, on = self.held[g]
+            if n > 1:
+                self.held[g] = (n - 1, on)
+            else:
+                del self.held[g]
         return opt, ranks
+
+    def group_ranks(self, table: int) -> np.ndarray | None:
+        """The ranks the placed members of `table`'s co-located group hold (bool per rank; never to be changed),
+        which it must hold exactly too; None where none is placed or it has no group."""
+        g = self.rules.group.get(table) if self.rules is not None else None
+        return None if g is None else self.held.get(g, (0, None))[1]
 
     def fits(self, opt: Option, ranks: np.ndarray) -> bool:
         hbm, ddr = self.hbm.copy(), self.ddr.copy()
@@ -164,6 +208,15 @@ class Placement:
 
     # -- where an option's shards can go ----------------------------------------------------------
     def find_ranks(self, opt: Option) -> np.ndarray | None:
+        """Where the option's shards go (see _find_ranks); None where they fit nowhere, or where they would not
+        hold exactly the ranks that the placed members of its co-located group hold."""
+        ranks = self._find_ranks(opt)
+        need = self.group_ranks(opt.table) if ranks is not None else None
+        if need is not None and not (len(np.unique(ranks)) == need.sum() and need[ranks].all()):
+            return None
+        return ranks
+
+    def _find_ranks(self, opt: Option) -> np.ndarray | None:
         w, lw = self.topo.world_size, self.topo.local_world_size
         st = opt.sharding_type
         allowed = self.rules.allowed(self, opt.table) if self.rules is not None else None

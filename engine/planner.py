@@ -20,6 +20,7 @@ from engine.planfile import placement_problem
 from engine.refuse import refuse_too_big, too_big
 from engine.profile import active
 from engine.profile import notes as profile_notes
+from engine.groups import place_group, place_past_apart
 from engine.partition import Placement, PlacementRules, Work, better, improve, perturb
 from engine.strategy import OptionArrays, Recipe, candidates, option_arrays, relaxed_bound_ms
 from engine.types import PLACEMENT_FIELDS, ComputeKernel, Config, Plan, Shard, ShardingType, TablePlan
@@ -116,10 +117,19 @@ def place_greedy(cfg: Config, options: list[list[Option]], chosen: list[Option],
     if work is not None:
         work.spend(len(chosen))
     order = _order(chosen, pl)
-    if rules is not None:  # tables with placement rules have fewer ranks to choose from: they go first
-        order = np.concatenate([[t for t in order if t in rules.fixed], [t for t in order if t not in rules.fixed]])
-        order = order.astype(np.int64)
+    if rules is not None:  # tables on every rank (they go there anyway), then those with placement rules (fewer
+        spread = (ShardingType.DATA_PARALLEL, ShardingType.ROW_WISE)  # ranks to choose from), then the rest
+        key = [1 if t in rules.fixed else 0 if chosen[t].sharding_type in spread else 2 for t in order]
+        order = order[np.argsort(key, kind="stable")].astype(np.int64)
     for t in order:
+        if t in pl.choice:
+            continue  # placed with its co-located group
+        group = rules.members.get(rules.group.get(t, -1), ()) if rules is not None else ()
+        if len(group) > 1:
+            used = place_group(pl, options, chosen, list(group), work)
+            if used is not None:
+                fallbacks += [f"{cfg.tables[k].name} -> {o.label}" for k, o in used.items() if o is not chosen[k]]
+                continue
         opt = chosen[t]
         ranks = pl.find_ranks(opt)
         if ranks is None:
@@ -131,6 +141,10 @@ def place_greedy(cfg: Config, options: list[list[Option]], chosen: list[Option],
                     break
         if ranks is None:
             if rules is not None and t in rules.fixed:
+                opt = place_past_apart(pl, options, chosen, t, work)
+                if opt is not None:
+                    fallbacks += [f"{cfg.tables[t].name} -> {opt.label}"] if opt is not chosen[t] else []
+                    continue
                 name = cfg.tables[t].name
                 raise PlanningError(
                     f"Table {name!r} cannot be placed within the placement rules that bind it "
@@ -247,9 +261,11 @@ def _notes(cfg: Config, arr: OptionArrays, found: _Found, steps: int, gains: int
            settings: PlannerSettings) -> list[str]:
     notes = []
     if work.cut:
-        notes.append(f"the search stopped at the wall-clock safety stop ({settings.time_budget_s:g} s) after "
-                     f"{work.used:,.0f} of {work.budget:,.0f} work units: this plan depends on the machine's speed "
-                     "and load; raise the time budget or lower the effort to get the same plan every time")
+        notes.append(f"the search stopped at the wall-clock safety stop ({settings.time_budget_s:g} s), found passed "
+                     f"{work.cut_s:.3g} s into planning after a step of {work.step_s:.3g} s that it does not interrupt "
+                     f"(pricing, a greedy placement, a search step), with {work.used:,.0f} of {work.budget:,.0f} "
+                     "work units done: this plan depends on the machine's speed and load; raise the time budget or "
+                     "lower the effort to get the same plan every time")
     cheapest = arr.argmin(arr.cost_ms)
     cap = found.pl.hbm_cap * cfg.topology.world_size
     if arr.hbm_bytes[cheapest].sum() > FILL_TARGET * cap:
@@ -299,7 +315,7 @@ def _plan(cfg: Config, settings: PlannerSettings) -> Plan:
     w = cfg.topology.world_size
     probe = Placement(cfg.topology)
     bound = relaxed_bound_ms(arr, w, probe.hbm_cap * w, probe.ddr_cap * w)
-    work = Work(budget=float(settings.effort), world_size=w, deadline=deadline)
+    work = Work(budget=float(settings.effort), world_size=w, deadline=deadline, start=start)
     found = _search(cfg, placeable, arr, bound, work, settings)
     steps = gains = 0
     if settings.search:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 
 import pytest
 
@@ -60,6 +61,10 @@ def test_the_safety_stop_says_when_it_cut_the_search(monkeypatch):
     monkeypatch.setattr(partition.time, "perf_counter", _Clock(1.0))  # the search's clock runs out at once
     p = engine.plan(cfg, engine.PlannerSettings(effort=1_000_000, time_budget_s=5))
     assert any("wall-clock safety stop (5 s)" in n and "depends on the machine" in n for n in p.notes)
+    cut = next(n for n in p.notes if "safety stop" in n)
+    # the clock advances 1 s a read: the note gives the time the stop was found passed, never the budget alone
+    assert re.search(r"found passed (\d+) s into planning after a step of 1 s", cut), cut
+    assert int(re.search(r"found passed (\d+) s", cut).group(1)) > 5
     monkeypatch.undo()
     assert not any("safety stop" in n for n in engine.plan(cfg, engine.PlannerSettings(effort=2_000)).notes)
 
@@ -68,5 +73,6 @@ def test_the_safety_stop_bounds_pricing_too(monkeypatch):
     cfg = engine.parse_config(synthetic(600, 8, seed=1))
     monkeypatch.setattr(planner_module.time, "perf_counter", _Clock(60.0))  # the clock is read every 256 tables
     with pytest.raises(engine.PlanningError, match=r"stopped at the time budget \(100 s\) while pricing .*"
-                                                   r"\(511 of 600 done\).*--time-budget"):
+                                                   r"\(511 of 600 done; the budget was found passed 120 s into "
+                                                   r"planning\).*--time-budget"):
         engine.plan(cfg, engine.PlannerSettings(time_budget_s=100))

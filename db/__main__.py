@@ -21,7 +21,7 @@ from db.errors import StoreError
 from db.records import PlanRecord
 from db.store import Store
 from engine import atomicfile
-from engine.errors import EngineError, human_bytes
+from engine.errors import EngineError, human_bytes, one_line
 
 EXIT_ERROR = 2  # bad input or a database that cannot do it: the engine's code for input a user can fix
 EXIT_USAGE = 2
@@ -75,31 +75,32 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(json.dumps([_jsonable(vars(p)) for p in plans], indent=1))
         return 0
     print(f"{'token':24} {'created (UTC)':16} {'config':24} {'tables':>6} {'world':>5} {'max ms':>10}  label")
-    for p in plans:
-        cfg = f"{p.config_name} v{p.config_version}"
+    for p in plans:  # names and labels arrive in other people's bundles: each one printable line
+        cfg = f"{one_line(p.config_name)} v{p.config_version}"
         print(f"{p.token:24} {p.created_at:%Y-%m-%d %H:%M} {cfg[:24]:24} {p.num_tables:6d} {p.world_size:5d} "
-              f"{p.max_rank_cost_ms:10.4f}  {p.label}")
+              f"{p.max_rank_cost_ms:10.4f}  {one_line(p.label)}")
     if not plans:
         print("(no plans saved yet)")
     return 0
 
 
 def _show_text(store: Store, rec: PlanRecord) -> None:
-    print(f"token        {rec.token}\nlabel        {rec.label}\nauthor       {rec.author}")
-    print(f"created      {rec.created_at:%Y-%m-%d %H:%M:%S} UTC\nplanner      {rec.planner} "
-          f"({rec.planning_seconds:.2f} s)\nconfig       {rec.config_name} v{rec.config_version}")
+    """The record as text; every string from the database (a bundle's, perhaps) escaped to one printable line."""
+    print(f"token        {rec.token}\nlabel        {one_line(rec.label)}\nauthor       {one_line(rec.author)}")
+    print(f"created      {rec.created_at:%Y-%m-%d %H:%M:%S} UTC\nplanner      {one_line(rec.planner)} "
+          f"({rec.planning_seconds:.2f} s)\nconfig       {one_line(rec.config_name)} v{rec.config_version}")
     print(f"max cost     {rec.max_rank_cost_ms:.4f} ms per step\n\nrank       hbm        ddr    cost ms")
     for r in rec.plan.get("ranks", []):
         print(f"{r['rank']:4d} {human_bytes(r['hbm_bytes']):>10} {human_bytes(r['ddr_bytes']):>10} "
               f"{r['cost_ms']:10.4f}")
     print("\ntable placements")
     for name, tp in rec.plan.get("plan", {}).items():
-        print(f"  {name}: {placement(tp)}")
+        print(f"  {one_line(name)}: {one_line(str(placement(tp)))}")
     runs = store.runs_for_plan(rec.token)
     print(f"\nruns ({len(runs)})")
     for run in runs:
-        print(f"  #{run.id} {run.kind} on {run.backend}/{run.device}: {run.status}"
-              + (f" - {run.error.splitlines()[0]}" if run.error else ""))
+        print(one_line(f"  #{run.id} {run.kind} on {run.backend}/{run.device}: {run.status}"
+                       + (f" - {run.error.splitlines()[0]}" if run.error else "")))
 
 
 def cmd_show(args: argparse.Namespace) -> int:

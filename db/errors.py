@@ -5,6 +5,9 @@ from __future__ import annotations
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL
 
+from db.urls import scrub, url_for_people
+from engine.errors import one_line
+
 
 class StoreError(Exception):
     """Anything the store cannot do, as one line naming what went wrong and what would help."""
@@ -23,9 +26,10 @@ def is_locked(exc: BaseException) -> bool:
 
 
 def translate(exc: BaseException, url: URL) -> StoreError:
-    """A StoreError for a driver or SQLAlchemy error, naming the database without its password."""
-    where = url.render_as_string(hide_password=True)
-    msg = _first_line(exc)
+    """A StoreError for a driver or SQLAlchemy error, naming the database without its password (which is
+    scrubbed from the driver's message too)."""
+    where = url_for_people(url)
+    msg = one_line(scrub(_first_line(exc), url))
     low = msg.lower()
     if "readonly database" in low or "read-only" in low or "read only" in low:
         return StoreError(f"the database {where} is read-only; nothing was changed "

@@ -7,7 +7,6 @@ read-only (even by root), so writes fail cleanly instead of changing a file its 
 from __future__ import annotations
 
 import os
-import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,8 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, Engine, create_engine, make_url
 
 from db.errors import StoreError
+from db.urls import NOT_SHOWN, scrub, url_for_people
+from engine.errors import one_line
 
 DATABASE_URL_ENV = "DATABASE_URL"
 DATA_DIR_ENV = "PLANNER_DATA_DIR"
@@ -28,6 +29,22 @@ CONNECT_TIMEOUT_S = 3  # an unreachable server fails fast instead of hanging the
 # Execution option naming how a SQLite transaction begins: IMMEDIATE takes the write lock up front, so two
 # writers queue on busy_timeout instead of failing on a read-to-write lock upgrade.
 SQLITE_BEGIN = "sqlite_begin"
+# Query keys the pysqlite driver takes; without uri=true it drops any other (mode=ro) with a warning.
+SQLITE_DRIVER_KEYS = ("uri", "timeout", "isolation_level", "detect_types", "check_same_thread", "cached_statements")
+URL_EXAMPLES = "examples: sqlite:///data/planner.db, postgresql+psycopg://user@host:5432/db"
+
+
+def parse_url(text: str) -> URL:
+    """DATABASE_URL's text as a URL; raises StoreError naming what is wrong, never echoing a password."""
+    shown = url_for_people(text)
+    try:
+        return make_url(text)
+    except sa_exc.ArgumentError:
+        problem = "" if shown == NOT_SHOWN else f": {shown}"
+    except ValueError:  # SQLAlchemy's int() of the port: h:abc, or [::1 without its ]
+        problem = (f": the port in {shown} is not a number, or an IPv6 host lacks its closing ] "
+                   "(postgresql+psycopg://user@[::1]:5432/db)")
+    raise StoreError(f"{DATABASE_URL_ENV} is not a database URL{problem} ({URL_EXAMPLES})")
 
 
 def resolve_url(url: str | None = None) -> URL:
@@ -36,12 +53,7 @@ def resolve_url(url: str | None = None) -> URL:
     if not text:
         data_dir = Path(os.environ.get(DATA_DIR_ENV, "").strip() or DEFAULT_DATA_DIR)
         return URL.create("sqlite", database=str((data_dir / SQLITE_FILE).absolute()))
-    try:
-        parsed = make_url(text)
-    except sa_exc.ArgumentError:
-        shown = re.sub(r"(?<=:)[^:@/]*(?=@)", "***", text)  # never echo a password
-        raise StoreError(f"{DATABASE_URL_ENV}: {shown!r} is not a database URL "
-                         "(examples: sqlite:///data/planner.db, postgresql+psycopg://user@host/db)") from None
+    parsed = parse_url(text)
     if parsed.drivername == "postgresql" or parsed.drivername == "postgres":
         parsed = parsed.set(drivername="postgresql+psycopg")  # psycopg 3 is the driver we ship
     return parsed
@@ -68,7 +80,22 @@ def _read_only(path: Path) -> bool:
     return not (mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)) or not os.access(path, os.W_OK)
 
 
+def _check_sqlite_url(url: URL) -> None:
+    """A SQLite URL names a file only: no user, host or port (they would be dropped and the path opened here),
+    and SQLite's own URI arguments (mode=ro) only with uri=true (the driver drops them with a warning)."""
+    if url.username or url.password or url.host or url.port:
+        raise StoreError(f"{DATABASE_URL_ENV}: {url_for_people(url)}: a SQLite URL names a file on this machine, "
+                         "with no user, password, host or port (sqlite:///relative/path.db, "
+                         "sqlite:////absolute/path.db)")
+    ignored = sorted(set(url.query) - set(SQLITE_DRIVER_KEYS))
+    if ignored and not url.query.get("uri"):
+        raise StoreError(f"{DATABASE_URL_ENV}: {url_for_people(url)}: SQLite takes ?{'&'.join(ignored)} only with "
+                         "uri=true (sqlite:///file:data/planner.db?mode=ro&uri=true); a file without write "
+                         "permission is opened read-only without it")
+
+
 def _sqlite_engine(url: URL, path: Path | None) -> Engine:
+    _check_sqlite_url(url)
     connect_args: dict[str, Any] = {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}
     read_only = path is not None and _read_only(path)
     if path is not None:
@@ -113,5 +140,6 @@ def make_engine(url: URL) -> Engine:
             connect_args["connect_timeout"] = CONNECT_TIMEOUT_S
         return create_engine(url, connect_args=connect_args, pool_pre_ping=True)
     except (sa_exc.ArgumentError, sa_exc.NoSuchModuleError, ImportError) as e:
-        where = url.render_as_string(hide_password=True)
-        raise StoreError(f"{DATABASE_URL_ENV}: cannot use {where}: {e}") from None
+        why = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise StoreError(f"{DATABASE_URL_ENV}: cannot use {url_for_people(url)}: {one_line(scrub(why, url))}") \
+            from None

@@ -34,6 +34,7 @@ from db.estimates import prepare_plan
 from db.models import NAME_LEN, SHORT_LEN, ConfigRow, MetricRow, PlanRow, RunKind, RunRow, RunStatus, utcnow
 from db.records import ConfigVersion, MetricRecord, PlanRecord, PlanSummary, RunRecord
 from db.session import SQLITE_BEGIN, make_engine, resolve_url
+from db.urls import url_for_people
 from db.writes import ensure_config, insert_metrics, insert_plan, insert_run, require_plan, require_run
 
 __all__ = ["ConfigVersion", "MetricRecord", "PlanRecord", "PlanSummary", "RunRecord", "Store", "StoreError"]
@@ -50,7 +51,7 @@ class Store:
 
     def __init__(self, url: str | None = None):
         self.url: URL = resolve_url(url)
-        self.where = self.url.render_as_string(hide_password=True)
+        self.where = url_for_people(self.url)  # what pages, logs and errors show
         self.engine = make_engine(self.url)
         self._read_session = sessionmaker(self.engine, expire_on_commit=False)
         self._write_session = sessionmaker(self.engine.execution_options(**{SQLITE_BEGIN: "IMMEDIATE"}),

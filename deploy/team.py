@@ -58,19 +58,17 @@ class Team:
 
 
 def check_database_url(url: str) -> None:
-    """A team shares one PostgreSQL database; raises TeamError for anything else (never echoing the URL,
-    which may hold a password)."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
+    """A team shares one PostgreSQL database; raises TeamError for anything else (never echoing the password)."""
+    from db.errors import StoreError
+    from db.session import parse_url
 
     if not url.strip():
         raise TeamError("DATABASE_URL is not set: a team's servers share one PostgreSQL database; set "
                         "DATABASE_URL=postgresql+psycopg://USER:PASSWORD@HOST/DATABASE")
     try:
-        backend = make_url(url.strip()).get_backend_name()
-    except ArgumentError:
-        raise TeamError("DATABASE_URL is not a database URL; give postgresql+psycopg://USER:PASSWORD@HOST/DATABASE") \
-            from None
+        backend = parse_url(url.strip()).get_backend_name()
+    except StoreError as e:
+        raise TeamError(str(e)) from None
     if backend == "sqlite":
         raise TeamError("DATABASE_URL names SQLite: a team's servers share one PostgreSQL database (a SQLite file "
                         "takes one writer at a time and is local to one machine); set "
@@ -204,9 +202,16 @@ class Children:
                 proc.wait()
 
 
+def _scrubbed(text: str) -> str:
+    """A child's output with DATABASE_URL's password hidden (the supervisor prints it)."""
+    from db.urls import scrub
+
+    return scrub(text, os.environ.get("DATABASE_URL", ""))
+
+
 def _tail(path: Path, chars: int = 2000) -> str:
     try:
-        return path.read_text(encoding="utf-8", errors="replace")[-chars:]
+        return _scrubbed(path.read_text(encoding="utf-8", errors="replace")[-chars:])
     except OSError:
         return ""
 
@@ -244,7 +249,7 @@ def init_database(env: dict[str, str]) -> None:
     r = subprocess.run([sys.executable, "-m", "db", "init"], cwd=ROOT, env=env, capture_output=True, text=True,
                        check=False)
     if r.returncode != 0:
-        raise TeamError(f"the database DATABASE_URL names cannot be used: {(r.stderr or r.stdout).strip()}")
+        raise TeamError(f"the database DATABASE_URL names cannot be used: {_scrubbed((r.stderr or r.stdout).strip())}")
 
 
 def serve(team: Team, children: Children, say=print) -> None:

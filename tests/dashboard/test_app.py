@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.dashboard.conftest import APP, RUN_TIMEOUT_S
 from tests.dashboard.helpers import goto, plain, shown
+from tests.db.conftest import pg_admin_url, pg_password_db  # noqa: F401 - fixtures: a server that checks a password
+
+TEXT_KINDS = ("title", "header", "subheader", "markdown", "caption", "text", "code", "error", "warning", "info",
+              "success", "exception")
 
 
 def test_every_page_opens(app):
@@ -29,6 +34,34 @@ def test_a_bad_database_url_is_one_line(monkeypatch):
     assert not at.exception
     errors = shown(at, "error")
     assert len(errors) == 1 and errors[0].startswith("Cannot open the database: ") and "\n" not in errors[0]
+
+
+def _all_text(at: AppTest) -> str:
+    return "\n".join(str(e.value) for kind in TEXT_KINDS for e in getattr(at, kind))
+
+
+def test_the_sidebar_shows_the_database_without_its_password(monkeypatch, request):
+    pg = request.getfixturevalue("pg_password_db")  # the server refuses a login without this password
+    monkeypatch.setenv("DATABASE_URL", f"{pg.url}?password={pg.password}")
+    at = AppTest.from_file(str(APP), default_timeout=RUN_TIMEOUT_S).run()
+    assert not at.exception and not shown(at, "error")
+    assert f"Database: `{pg.url}?password=***`" in [c.value for c in at.sidebar.caption]
+    assert pg.password not in _all_text(at)
+
+
+@pytest.mark.parametrize("url, says", [
+    ("postgresql://u:TOPSECRET@h:abc/d", "DATABASE_URL is not a database URL: the port in postgresql://h/... is not"),
+    ("postgresql://u:TOPSECRET@[::1", "DATABASE_URL is not a database URL: the port in postgresql://... is not"),
+    ("postgres//planner:TOPSECRET@dbhost/planner", "DATABASE_URL is not a database URL (examples: "),
+    ("sqlite:///?mode=ro", "DATABASE_URL: sqlite:///?mode=ro: SQLite takes ?mode only with uri=true"),
+])
+def test_a_database_url_that_does_not_parse_is_one_line_without_its_password(monkeypatch, url, says):
+    monkeypatch.setenv("DATABASE_URL", url)
+    at = AppTest.from_file(str(APP), default_timeout=RUN_TIMEOUT_S).run()
+    assert not at.exception
+    errors = shown(at, "error")
+    assert len(errors) == 1 and errors[0].startswith(f"Cannot open the database: {says}") and "\n" not in errors[0]
+    assert "TOPSECRET" not in _all_text(at)
 
 
 def test_bad_worker_settings_name_the_variable_and_start_nothing(monkeypatch):

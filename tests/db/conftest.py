@@ -12,13 +12,16 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
 
 from db.store import Store
 from tests.db.storetest import free_port
@@ -100,6 +103,69 @@ class PgDatabases:
             for name in self.created:
                 c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         self.admin.dispose()
+
+
+@dataclass(frozen=True)
+class PasswordDatabase:
+    """A database whose owner must give its password (scram-sha-256 in pg_hba.conf): url has no password."""
+
+    url: str
+    user: str
+    password: str
+
+
+def _hba_allows_only_password(admin, user: str, add: bool) -> None:
+    """Put (or take out) the first pg_hba.conf line: `user` logs in over TCP with its password only."""
+    with admin.connect() as c:
+        hba = Path(c.execute(text("SHOW hba_file")).scalar_one())
+        line = f"host all {user} 127.0.0.1/32 scram-sha-256\n"
+        body = hba.read_text()
+        hba.write_text(line + body if add else body.replace(line, ""))
+        assert c.execute(text("SELECT pg_reload_conf()")).scalar_one()
+
+
+def _refused(url: str) -> bool:
+    engine = create_engine(url)
+    try:
+        with engine.connect():
+            return False
+    except OperationalError as e:
+        return "password authentication failed" in str(e)
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture
+def pg_password_db(pg_admin_url: str) -> Iterator[PasswordDatabase]:
+    """A fresh database owned by a new role with a password, on the test server, which checks that password
+    (the server the suite starts trusts every other login). Needs write access to the server's pg_hba.conf."""
+    admin = create_engine(pg_admin_url, isolation_level="AUTOCOMMIT")
+    suffix = uuid.uuid4().hex[:12]
+    user, password, name = f"planner_pw_{suffix}", f"TOPSECRET{suffix}", f"planner_pw_{suffix}"
+    with admin.connect() as c:
+        hba = Path(c.execute(text("SHOW hba_file")).scalar_one())
+        if not os.access(hba, os.W_OK):
+            admin.dispose()
+            pytest.skip(f"{hba} is not writable here: cannot make the server check a password")
+        c.execute(text(f"CREATE ROLE {user} LOGIN PASSWORD '{password}'"))
+        c.execute(text(f'CREATE DATABASE "{name}" OWNER {user}'))
+    _hba_allows_only_password(admin, user, add=True)
+    url = make_url(pg_admin_url).set(username=user, password=None, database=name)
+    wrong = url.set(password="not-" + password).render_as_string(hide_password=False)
+    for _ in range(100):  # the reload reaches the server's postmaster a moment after pg_reload_conf returns
+        if _refused(wrong):
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail("the server kept taking a wrong password after pg_hba.conf asked for the right one")
+    try:
+        yield PasswordDatabase(url.render_as_string(hide_password=False), user, password)
+    finally:
+        _hba_allows_only_password(admin, user, add=False)
+        with admin.connect() as c:
+            c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            c.execute(text(f"DROP ROLE IF EXISTS {user}"))
+        admin.dispose()
 
 
 @pytest.fixture

@@ -103,7 +103,7 @@ def test_usage_errors_exit_2_with_one_line(tmp_path: Path) -> None:
     assert "required: --config" in _one_line_error(run_cli(url, "save", "--plan", "p.json"), code=2)
     assert "invalid choice" in _one_line_error(run_cli(url, "drop"), code=2)
     assert "invalid int value" in _one_line_error(run_cli(url, "list", "--limit", "many"), code=2)
-    assert "DATABASE_URL: 'nonsense' is not a database URL" in _one_line_error(run_cli("nonsense", "list"))
+    assert _one_line_error(run_cli("nonsense", "list")).startswith("error: DATABASE_URL is not a database URL (")
 
 
 def test_bad_input_does_not_create_the_database(tmp_path: Path) -> None:
@@ -147,3 +147,25 @@ def test_reading_commands_on_a_database_without_schema(command: str, tmp_path: P
     url = f"sqlite:///{tmp_path / 'empty.db'}"
     args = [command] + (["A" * 22] if command != "list" else [])
     assert "run `python -m db init` first" in _one_line_error(run_cli(url, *args))
+
+
+def test_list_and_show_print_strings_from_bundles_as_one_printable_line(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'hostile.db'}"
+    store = Store(url)
+    store.upgrade()
+    forged = "x\nFORGED_TOKEN_0000000000 2000-01-01 00:00 forged v1"
+    token = store.save_plan(*sample(), label=f"{forged}\x1b]0;owned\x07\u202e", author="ana\x1b[31m\r",
+                            config_name="cfg\rX\x9b")
+    run_id = store.create_run(token, "validation", "gloo", "cpu")
+    store.update_run(run_id, status="failed", error="boom\x1b[2J\x85next")
+    listed, shown = run_cli(url, "list"), run_cli(url, "show", token)
+    assert listed.returncode == 0 and shown.returncode == 0, (listed.stderr, shown.stderr)
+    assert listed.stdout.splitlines()[1].endswith(
+        "  x\\nFORGED_TOKEN_0000000000 2000-01-01 00:00 forged v1\\x1b]0;owned\\x07\\u202e")
+    assert len(listed.stdout.splitlines()) == 2 and "cfg\\rX\\x9b v1" in listed.stdout
+    # the run line shows the error's first line (\x85 ends it)
+    for line in ("label        x\\nFORGED", "author       ana\\x1b[31m\\r", "config       cfg\\rX\\x9b v1",
+                 f"  #{run_id} validation on gloo/cpu: failed - boom\\x1b[2J"):
+        assert any(s.startswith(line) for s in shown.stdout.splitlines()), line
+    for out in (listed.stdout, shown.stdout):
+        assert all(c.isprintable() or c == "\n" for c in out)

@@ -99,7 +99,21 @@ def check_args(args: argparse.Namespace, cfg: Config) -> int:
     if args.nodes > 1 and LauncherKind(args.launcher) is LauncherKind.LOCAL:
         raise EngineError(f"--nodes {args.nodes}: the local launcher runs on this machine only; "
                           "use --launcher slurm or --launcher script")
+    check_results_path(args.results, LauncherKind(args.launcher))
     return nproc
+
+
+def check_results_path(results: str | None, kind: LauncherKind) -> None:
+    """--results names a file this run can write (said before a run, not after it ended and was recorded)."""
+    if results is None:
+        return
+    path = Path(results)
+    if path.is_dir():
+        raise EngineError(f"--results {results!r}: that is a directory; give a file in it, e.g. "
+                          f"{str(path / 'results.json')!r}")
+    if kind is LauncherKind.LOCAL and not path.absolute().parent.is_dir():
+        raise EngineError(f"--results {results!r}: the folder {str(path.absolute().parent)!r} does not exist; "
+                          "create it or give a file in an existing folder")
 
 
 def check_local_cuda(nproc: int) -> None:
@@ -163,7 +177,7 @@ def run_validate(args: argparse.Namespace, sink_factory: SinkFactory | None = No
         notes = script_notes(cfg, tables, estimates, job) if script_notes else {}
         return _script_written(args, job, launcher, {**pricing.fields(), **notes})
     sink = sink_factory(cfg, tables, estimates, job) if sink_factory else NullSink()
-    return _run_and_report(args, job, launcher, PricedSink(sink, pricing), pricing)
+    return _run_and_report(args, job, launcher, PricedSink(sink, pricing, job.results_path), pricing)
 
 
 def with_pricing(result: ValidationResult, pricing: Pricing) -> ValidationResult:
@@ -174,15 +188,20 @@ def with_pricing(result: ValidationResult, pricing: Pricing) -> ValidationResult
 
 
 class PricedSink:
-    """The caller's sink, handed results that say which device they are priced for."""
+    """The caller's sink, handed results that say which device they are priced for, once the results file is
+    written: a run whose file cannot be written raises EngineError, recorded as failed, never as its status."""
 
-    def __init__(self, inner: Sink, pricing: Pricing):
-        self.inner, self.pricing = inner, pricing
+    def __init__(self, inner: Sink, pricing: Pricing, results_path: Path):
+        self.inner, self.pricing, self.results_path = inner, pricing, results_path
         self.status, self.log, self.fail = inner.status, inner.log, inner.fail
         self.cancel_requested = inner.cancel_requested
 
     def finish(self, result: ValidationResult) -> None:
-        self.inner.finish(with_pricing(result, self.pricing))
+        from engine.validate.results import write_result
+
+        priced = with_pricing(result, self.pricing)
+        write_result(priced, self.results_path)
+        self.inner.finish(priced)
 
 
 def _script_written(args: argparse.Namespace, job: Job, launcher: Launcher, notes: dict[str, str]) -> int:
@@ -205,7 +224,7 @@ def _report_state(state: JobState) -> None:
 
 
 def _run_and_report(args: argparse.Namespace, job: Job, launcher: Launcher, sink: Sink, pricing: Pricing) -> int:
-    from engine.validate.results import summary, write_result
+    from engine.validate.results import summary
     from engine.validate.run import follow
 
     say(f"{job.nproc} ranks, {job.backend.value} on {job.device.value}; out-dir {job.out_dir}")
@@ -215,8 +234,7 @@ def _run_and_report(args: argparse.Namespace, job: Job, launcher: Launcher, sink
     except EngineError as e:
         sink.fail(str(e))
         raise
-    result = with_pricing(result, pricing)
-    write_result(result, job.results_path)
+    result = with_pricing(result, pricing)  # as the sink wrote it to job.results_path
     print(json.dumps(result.as_dict(), indent=1) if args.json else "\n".join([summary(result), *pricing.lines()]))
     if result.error:
         print(f"error: validation {result.status.value}: {result.error} (log: {job.log_path})", file=sys.stderr)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import re
-import time
 
 from streamlit.testing.v1 import AppTest
 
 import engine
 from dashboard import plans
 from dashboard.text import WORD_JOINER
+from tests.waits import budget_s, slowdown, trimmed, until  # noqa: F401 - the page tests' waits
 
 
 def goto(at: AppTest, page: str) -> AppTest:
@@ -73,13 +73,3 @@ def typed(plan: dict, config=None) -> engine.Plan:
 
 def typed_config(config) -> engine.Config:
     return engine.parse_config(config) if isinstance(config, dict) else config
-
-
-def until(cond, timeout_s: float = 10.0) -> bool:
-    """Whether `cond()` holds within `timeout_s` (polled every 20 ms)."""
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True

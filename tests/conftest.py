@@ -1,0 +1,50 @@
+"""The whole run's guards. pytest is the subreaper of every process the tests start (tests/processes.py), and when
+the session ends no process below it may still run: any that does fails the run, named, and is killed. A test's
+pytest-timeout is scaled for the load when it starts, as its waits' budgets are (tests/waits.py): a wait that
+gives up, and says what it saw, does so before the test's timeout would cut it short."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from tests import processes, waits
+
+ENDING_S = 10.0  # the processes already told to end (a pool's retired workers) get this long
+
+
+def pytest_configure(config) -> None:
+    processes.become_subreaper()
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Before pytest-timeout reads it: the test's timeout (its mark's, else the ini's) times slowdown()."""
+    mark = item.get_closest_marker("timeout")
+    seconds = mark.args[0] if mark and mark.args else (mark.kwargs.get("timeout") if mark else None)
+    if seconds is None:
+        seconds = float(item.config.getini("timeout") or 0)
+    if seconds:
+        item.add_marker(pytest.mark.timeout(float(seconds) * waits.slowdown()), append=False)
+    yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_process_outlives_the_run():
+    """Session-scoped fixtures that start servers on purpose (tests/db's PostgreSQL) depend on nothing here, so
+    pytest tears them down before this check runs (it is set up first, torn down last)."""
+    yield
+    left = processes.survivors()
+    deadline = time.monotonic() + ENDING_S
+    while left and time.monotonic() < deadline:  # retired workers exit once they read their closed stdin
+        time.sleep(0.1)
+        left = processes.survivors()
+    if not left:
+        return
+    named = [processes.describe(p) for p in left]
+    for p in left:
+        processes.kill_tree(p, grace_s=2.0)
+    pytest.fail(f"{len(left)} processes started by the tests outlived the run (killed now):\n  " + "\n  ".join(named)
+                + f"\n(pytest is {os.getpid()}; start processes with tests.processes.started/run)")

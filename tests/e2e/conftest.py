@@ -1,6 +1,9 @@
 """The real app in a real browser: `streamlit run dashboard/app.py` on a free port with a fresh database in a
 temp dir, and Debian's headless Chromium driven by Playwright. Without Chromium or Playwright the tests are
-skipped, except with CI=true, where they fail."""
+skipped, except with CI=true, where they fail.
+
+Every wait has a budget scaled for a loaded machine (tests.dashboard.helpers.slowdown): Playwright's through
+new_page's default timeout, the others through until(). A wait that gives up says what the pages showed."""
 
 from __future__ import annotations
 
@@ -8,18 +11,22 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from tests import processes
+from tests.waits import budget_s, trimmed, until
+
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-START_TIMEOUT_S = 60
+START_TIMEOUT_S = 60  # on an idle machine; budget_s scales it
+UI_TIMEOUT_MS = 60_000  # a page's waits on an idle machine; new_page scales it
+READ_TIMEOUT_MS = 5_000  # reading what a page shows after a wait failed
 
 
 def need_browser() -> None:
@@ -48,38 +55,83 @@ def _free_port() -> int:
 @contextmanager
 def serving(tmp_path: Path, db_url: str, *flags: str):
     """The app under `streamlit run` on a free port with DATABASE_URL=db_url; yields its url. `flags` are
-    more `streamlit run` options."""
+    more `streamlit run` options. The server leads a process group of its own; it and every process below it
+    are ended on leaving, whatever the way out (tests.processes.started)."""
     port = _free_port()
     env = {**os.environ, "DATABASE_URL": db_url, "PLANNER_DATA_DIR": str(tmp_path)}
     log_path = tmp_path / "server.log"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
+    with open(log_path, "wb") as log, processes.started(
             [sys.executable, "-m", "streamlit", "run", "dashboard/app.py", "--server.headless", "true",
              "--server.port", str(port), "--server.address", "127.0.0.1", "--server.fileWatcherType", "none",
-             *flags], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            url = f"http://127.0.0.1:{port}"
-            _wait_healthy(proc, url, log_path)
-            yield url
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+             *flags], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT) as proc:
+        url = f"http://127.0.0.1:{port}"
+        _wait_healthy(proc, url, log_path)
+        yield url
+
+
+def healthy(url: str) -> bool:
+    try:
+        return urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok"
+    except OSError:
+        return False
 
 
 def _wait_healthy(proc: subprocess.Popen, url: str, log_path: Path) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                return
-        except OSError:
-            time.sleep(0.2)
+    until(lambda: proc.poll() is not None or healthy(url), f"streamlit to answer {url}/_stcore/health",
+          START_TIMEOUT_S, shows=lambda: log_path.read_text()[-2000:])
     if proc.poll() is not None:
         pytest.fail(f"streamlit exited: {log_path.read_text()[-2000:]}")
-    pytest.fail(f"streamlit did not start in {START_TIMEOUT_S} s: {log_path.read_text()[-2000:]}")
+
+
+def new_page(browser, viewport: dict, timeout_ms: float = UI_TIMEOUT_MS):
+    """A page in a fresh context (no cookies: a new visitor), every Playwright wait on it `timeout_ms` (on an
+    idle machine) scaled for the load now."""
+    page = browser.new_context(viewport=viewport).new_page()
+    page.set_default_timeout(scaled_ms(timeout_ms))
+    return page
+
+
+def scaled_ms(timeout_ms: float) -> float:
+    """A Playwright timeout given for an idle machine, scaled for the load now (budget_s)."""
+    return budget_s(timeout_ms / 1000) * 1000
+
+
+def settled(page) -> None:
+    """The page's script run has ended (Streamlit's running indicator gone) and every chart on it is drawn: what
+    a screenshot or a read of several elements waits for (not a fixed pause)."""
+    page.locator('[data-testid="stStatusWidget"]').wait_for(state="hidden")
+    page.wait_for_function("() => [...document.querySelectorAll('[data-testid=\"stPlotlyChart\"]')]"
+                           ".every((c) => c.querySelector('.js-plotly-plot .main-svg') !== null)")
+
+
+def page_text(page) -> str:
+    """What a page shows a person now (its visible text), trimmed."""
+    return trimmed(page.locator("body").inner_text(timeout=READ_TIMEOUT_MS))
+
+
+def pages_shown(browser) -> str:
+    """The url and visible text of every open page of `browser`, for a wait's failure."""
+    out = []
+    for context in browser.contexts:
+        for page in context.pages:
+            try:
+                out.append(f"--- {page.url}\n{page_text(page)}")
+            except Exception as e:  # noqa: BLE001 - one unreadable page does not hide the others
+                out.append(f"--- {page.url}\n(could not be read: {type(e).__name__})")
+    return "\n".join(out) or "(no page open)"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """A Playwright wait that ran out becomes an AssertionError that says what the pages showed then."""
+    try:
+        return (yield)
+    except Exception as e:
+        browser = item.funcargs.get("browser")
+        if browser is None or type(e).__name__ != "TimeoutError" or "playwright" not in type(e).__module__:
+            raise
+        said = "\n".join(str(e).strip().splitlines()[:6]) or type(e).__name__  # the timeout and what it waited for
+        raise AssertionError(f"{said}\nThe pages showed:\n{pages_shown(browser)}") from e
 
 
 @pytest.fixture
@@ -88,6 +140,9 @@ def browser():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield b
-        b.close()
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS,
+                              timeout=scaled_ms(START_TIMEOUT_S * 1000))
+        try:
+            yield b
+        finally:
+            b.close()

@@ -11,7 +11,7 @@ import pytest
 from dashboard.presets import GBPS_TO_BYTES_PER_MS
 from db.store import Store
 from tests.dashboard.test_calibration import HBM_BW, INTRA_BW, NOTE, seed_runs
-from tests.e2e.conftest import need_browser, serving
+from tests.e2e.conftest import need_browser, new_page, serving
 
 VIEWPORT = {"width": 1280, "height": 800}
 UI_TIMEOUT_MS = 60_000
@@ -55,8 +55,9 @@ def _load_preset(page, label: str) -> None:
 
 
 def _plan_view_ready(page) -> str:
-    """Wait for the plan's charts; returns the slowest-rank metric as shown."""
-    page.wait_for_selector('[data-testid="stPlotlyChart"] .js-plotly-plot', timeout=UI_TIMEOUT_MS)
+    """Wait for the plan's charts (the page's default timeout, scaled: new_page); returns the slowest-rank metric as
+    shown."""
+    page.wait_for_selector('[data-testid="stPlotlyChart"] .js-plotly-plot')
     page.get_by_text("Estimated cost per rank by component").first.wait_for(timeout=UI_TIMEOUT_MS)
     page.get_by_text("HBM per rank (GiB)").first.wait_for(timeout=UI_TIMEOUT_MS)
     page.get_by_text(re.compile(r"^What makes rank \d the slowest$")).wait_for(timeout=UI_TIMEOUT_MS)
@@ -65,8 +66,7 @@ def _plan_view_ready(page) -> str:
 
 def test_tutorial_plan_saved_and_opened_from_its_share_link(server, browser, tmp_path):
     url, db_url = server
-    page = browser.new_context(viewport=VIEWPORT).new_page()
-    page.set_default_timeout(UI_TIMEOUT_MS)
+    page = new_page(browser, VIEWPORT, UI_TIMEOUT_MS)
     try:
         page.goto(url)
         page.wait_for_selector('[data-testid="stApp"]')
@@ -103,8 +103,7 @@ def test_tutorial_plan_saved_and_opened_from_its_share_link(server, browser, tmp
     assert rec is not None and rec.label == "e2e tutorial" and len(rec.plan["plan"]) == 4
     store.close()
 
-    fresh = browser.new_context(viewport=VIEWPORT).new_page()  # no cookies, no session: a colleague's browser
-    fresh.set_default_timeout(UI_TIMEOUT_MS)
+    fresh = new_page(browser, VIEWPORT, UI_TIMEOUT_MS)  # no cookies, no session: a colleague's browser
     fresh.goto(share_url)
     fresh.get_by_role("heading", name="e2e tutorial").wait_for()
     fresh.get_by_text(re.compile(r"^Read-only")).wait_for()
@@ -134,8 +133,7 @@ def test_used_calibration_survives_the_next_edit_on_the_topology_page(calibrated
     (897 / 600 GiB/s) there would replace the fit and drop the calibration."""
     hbm_gbps, intra_gbps = f"{HBM_BW / GBPS_TO_BYTES_PER_MS:.1f}", f"{INTRA_BW / GBPS_TO_BYTES_PER_MS:.1f}"
     sidebar = '[data-testid="stSidebar"]'
-    page = browser.new_context(viewport=VIEWPORT).new_page()
-    page.set_default_timeout(UI_TIMEOUT_MS)
+    page = new_page(browser, VIEWPORT, UI_TIMEOUT_MS)
     try:
         page.goto(calibrated_server)
         page.wait_for_selector('[data-testid="stApp"]')

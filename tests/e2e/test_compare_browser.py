@@ -16,7 +16,7 @@ import engine
 from db import runsink
 from db.store import Store
 from engine.errors import human_bytes
-from tests.e2e.conftest import need_browser, serving
+from tests.e2e.conftest import need_browser, new_page, serving
 from tests.factories import tutorial
 
 VIEWPORT = {"width": 1440, "height": 900}
@@ -77,8 +77,7 @@ def test_compare_tells_moves_from_renumbering_with_the_bytes_and_the_better_plan
     shots = Path(os.environ.get("SCREENSHOT_DIR") or tmp_path)
     shots.mkdir(parents=True, exist_ok=True)
     with serving(tmp_path, seeded) as url:
-        page = browser.new_context(viewport=VIEWPORT).new_page()
-        page.set_default_timeout(UI_TIMEOUT_MS)
+        page = new_page(browser, VIEWPORT, UI_TIMEOUT_MS)
         try:
             page.goto(f"{url}/compare")
             page.get_by_role("heading", name="Compare", exact=True).wait_for()
@@ -104,11 +103,12 @@ def test_compare_tells_moves_from_renumbering_with_the_bytes_and_the_better_plan
             assert page.locator('[data-testid="stPlotlyChart"]').filter(
                 has_text="B - A per rank (each A rank against the B rank it became)").count() == 1
             page.screenshot(path=str(shots / "compare_diff.png"))
-            tall = browser.new_context(viewport={"width": 1440, "height": 3000}).new_page()
+            tall = new_page(browser, {"width": 1440, "height": 3000})
             tall.goto(f"{url}/compare")
             _pick(tall, ["tutorial, ours", "tutorial, moved"])
             tall.get_by_text(re.compile(r"^Tables: 1 table moves")).wait_for()
-            tall.wait_for_timeout(1000)
+            tall.locator('[data-testid="stPlotlyChart"]').filter(has_text="diamonds: measured").locator(
+                ".scatterlayer .point").first.wait_for()  # the last chart drawn
             tall.screenshot(path=str(shots / "compare_diff_tall.png"))
         except Exception:
             page.screenshot(path=str(shots / "compare_failure.png"))

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tests.e2e.conftest import need_browser, serving
+from tests.e2e.conftest import need_browser, new_page, serving
 
 VIEWPORT = {"width": 1440, "height": 900}
 UI_TIMEOUT_MS = 60_000
@@ -60,8 +60,7 @@ def _cells(page, col: int) -> list[str]:
 
 
 def test_every_grid_problem_at_once_and_world_size_keeps_the_hosts(server, browser, tmp_path):
-    page = browser.new_context(viewport=VIEWPORT).new_page()
-    page.set_default_timeout(UI_TIMEOUT_MS)
+    page = new_page(browser, VIEWPORT, UI_TIMEOUT_MS)
     try:
         page.goto(server)
         page.wait_for_selector('[data-testid="stDataFrame"]')

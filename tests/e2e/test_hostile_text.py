@@ -14,7 +14,7 @@ import pytest
 import engine
 from dashboard.text import WORD_JOINER
 from db.store import Store
-from tests.e2e.conftest import need_browser, serving
+from tests.e2e.conftest import need_browser, new_page, serving
 from tests.factories import tutorial
 
 EVIL = "**x** [l](http://example.com) <img src=x onerror=alert(1)> :red[r] $x$"
@@ -61,10 +61,9 @@ class Session:
         self.url, self.shots = url, shots
         self.requests: list[str] = []
         self.dialogs: list[str] = []
-        self.context = browser.new_context(viewport=VIEWPORT)
+        self.page = new_page(browser, VIEWPORT, UI_TIMEOUT_MS)
+        self.context = self.page.context
         self.context.on("request", lambda r: self.requests.append(r.url))
-        self.page = self.context.new_page()
-        self.page.set_default_timeout(UI_TIMEOUT_MS)
         self.page.on("dialog", self._dialog)
 
     def _dialog(self, dialog) -> None:

@@ -6,12 +6,11 @@ session's memory goes back to the system (the janitor's sweep, in the server's l
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import need_browser, serving
+from tests.e2e.conftest import need_browser, new_page, serving, until
 from tests.e2e.test_working_view import HEADLINE, VIEWPORT, _goto, _idle, _load_synthetic, app_url, page  # noqa: F401
 
 pytestmark = pytest.mark.timeout(420)
@@ -70,8 +69,7 @@ def test_a_long_plan_runs_in_a_worker_stalls_no_one_and_a_newer_request_supersed
     busy = _workers(port)
 
     # Another user meanwhile: the tutorial's plan is on their screen while the first user's plan still runs.
-    other = browser.new_context(viewport=VIEWPORT).new_page()
-    other.set_default_timeout(120_000)
+    other = new_page(browser, VIEWPORT, 120_000)
     other.goto(app_url)
     other.wait_for_function("([sel]) => { const e = document.querySelector(sel); return e !== null &&"
                             " e.innerText.includes('4 tables on 2 ranks'); }", arg=[HEADLINE])
@@ -85,9 +83,8 @@ def test_a_long_plan_runs_in_a_worker_stalls_no_one_and_a_newer_request_supersed
     page.get_by_text(re.compile(r"^Planned 1000 tables on 8 ranks in [0-9.]+ s")).wait_for()
     _idle(page)
     assert page.locator('[data-testid="stMetric"]').count() > 0  # the plan's figures are on screen
-    deadline = time.monotonic() + 15
-    while busy <= _workers(port) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    until(lambda: not busy <= _workers(port), "the superseded plan's worker to end", 15,
+          shows=lambda: f"workers {sorted(busy)} then, {sorted(_workers(port))} now")
     gone = busy - _workers(port)
     assert len(gone) == 1, (busy, _workers(port))  # the long plan's worker, and only it
     assert WAITING.search(page.locator('[data-testid="stMain"]').inner_text()) is None
@@ -98,9 +95,8 @@ def test_a_closed_sessions_memory_is_given_back(tmp_path, browser):
     with no visitor after it (Streamlit alone would forget it at the next visitor only)."""
     need_browser()
     with serving(tmp_path, f"sqlite:///{tmp_path / 'planner.db'}", "--server.disconnectedSessionTTL", "2") as url:
-        context = browser.new_context(viewport=VIEWPORT)
-        p = context.new_page()
-        p.set_default_timeout(120_000)
+        p = new_page(browser, VIEWPORT, 120_000)
+        context = p.context
         p.goto(url)
         _load_synthetic(p, 1000)
         p.wait_for_function("([sel]) => { const e = document.querySelector(sel); return e !== null &&"
@@ -109,9 +105,8 @@ def test_a_closed_sessions_memory_is_given_back(tmp_path, browser):
         log = tmp_path / "server.log"
         assert "housekeeping:" not in log.read_text()
         context.close()
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and "housekeeping: sessions 1 -> 0" not in log.read_text():
-            time.sleep(0.5)
+        until(lambda: "housekeeping: sessions 1 -> 0" in log.read_text(), "the janitor's sweep in the server log", 90,
+              shows=lambda: log.read_text()[-1500:])
         swept = [ln for ln in log.read_text().splitlines() if ln.startswith("housekeeping:")]
         assert swept and re.match(r"housekeeping: sessions 1 -> 0; collected garbage and gave \d+ MB back "
                                   r"\(resident set now \d+ MB\)$", swept[0]), swept

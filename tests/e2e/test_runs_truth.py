@@ -12,7 +12,7 @@ import pytest
 import engine
 from db.store import Store
 from tests.dashboard.test_runs_page import _slow_run
-from tests.e2e.conftest import serving
+from tests.e2e.conftest import new_page, serving, settled
 from tests.factories import tutorial
 
 VIEWPORT = {"width": 1440, "height": 900}
@@ -49,17 +49,16 @@ def test_runs_and_compare_tell_the_truth_at_1440x900(seeded, browser, tmp_path):
     db_url, _ = seeded
     shots = _shots(tmp_path)
     with serving(tmp_path, db_url) as url:
-        page = browser.new_context(viewport=VIEWPORT).new_page()
-        page.set_default_timeout(UI_TIMEOUT_MS)
+        page = new_page(browser, VIEWPORT, UI_TIMEOUT_MS)
         page.goto(f"{url}/runs")
         page.get_by_role("heading", name="Runs", exact=True).wait_for()
         page.wait_for_selector('[data-testid="stPlotlyChart"] .js-plotly-plot')
-        page.wait_for_timeout(500)
+        settled(page)
         page.screenshot(path=str(shots / "runs.png"))
-        tall = browser.new_context(viewport={"width": 1440, "height": 2400}).new_page()
+        tall = new_page(browser, {"width": 1440, "height": 2400})
         tall.goto(f"{url}/runs")
         tall.wait_for_selector('[data-testid="stPlotlyChart"] .js-plotly-plot')
-        tall.wait_for_timeout(1000)
+        settled(tall)
         tall.screenshot(path=str(shots / "runs_tall.png"))
         shards = page.locator('[data-testid="stMetric"]').filter(has_text="Shards match the plan")
         time = page.locator('[data-testid="stMetric"]').filter(has_text="Time, measured / estimated")
@@ -74,11 +73,11 @@ def test_runs_and_compare_tell_the_truth_at_1440x900(seeded, browser, tmp_path):
         page.goto(f"{url}/compare")
         page.get_by_role("heading", name="Compare", exact=True).wait_for()
         page.wait_for_selector('[data-testid="stPlotlyChart"] .js-plotly-plot')
-        page.wait_for_timeout(500)
+        settled(page)
         page.screenshot(path=str(shots / "compare.png"))
-        tall = browser.new_context(viewport={"width": 1440, "height": 2600}).new_page()
+        tall = new_page(browser, {"width": 1440, "height": 2600})
         tall.goto(f"{url}/compare")
         tall.wait_for_selector('[data-testid="stPlotlyChart"] .js-plotly-plot')
-        tall.wait_for_timeout(1500)
+        settled(tall)
         tall.screenshot(path=str(shots / "compare_tall.png"))
         assert page.get_by_text("time 44x-59x", exact=False).count() >= 1

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tests.e2e.conftest import need_browser, serving
+from tests.e2e.conftest import need_browser, new_page, serving
 
 VIEWPORT = {"width": 1440, "height": 900}
 pytestmark = pytest.mark.timeout(420)
@@ -27,8 +27,7 @@ def _idle(page) -> None:
 
 
 def test_sweep_chart_and_open_a_point(browser, app_url, tmp_path) -> None:
-    page = browser.new_context(viewport=VIEWPORT).new_page()
-    page.set_default_timeout(120_000)
+    page = new_page(browser, VIEWPORT, 120_000)
     elsewhere = []
     page.on("request", lambda r: elsewhere.append(r.url) if not r.url.startswith(app_url.rstrip("/"))
             and not r.url.startswith(("data:", "blob:")) else None)

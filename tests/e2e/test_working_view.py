@@ -7,12 +7,11 @@ its process."""
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import need_browser, serving
+from tests.e2e.conftest import need_browser, new_page, serving, until
 
 VIEWPORT = {"width": 1440, "height": 900}
 UI_TIMEOUT_MS = 120_000
@@ -32,8 +31,7 @@ def app_url(tmp_path):
 
 @pytest.fixture
 def page(browser, app_url, tmp_path):
-    p = browser.new_context(viewport=VIEWPORT).new_page()
-    p.set_default_timeout(UI_TIMEOUT_MS)
+    p = new_page(browser, VIEWPORT, UI_TIMEOUT_MS)
     p.goto(app_url)
     p.wait_for_selector('[data-testid="stApp"]')
     yield p
@@ -178,10 +176,8 @@ def test_torchrec_on_a_thousand_tables_runs_in_the_background_and_cancel_ends_it
     page.get_by_text(re.compile(r"^Cancelled TorchRec's EmbeddingShardingPlanner \(baseline\) after \d+ s")).wait_for()
     _idle(page)
     assert page.locator(JOB).count() == 0
-    deadline = time.monotonic() + 10
-    while _torchrec_processes(port) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert _torchrec_processes(port) == []
+    until(lambda: _torchrec_processes(port) == [], "the cancelled job's TorchRec process to end", 10,
+          shows=lambda: f"still running: {_torchrec_processes(port)}")
     page.wait_for_function("([sel]) => !document.querySelector(sel).innerText.includes('in the background')",
                            arg=[SIDEBAR])  # the sidebar is drawn once the page's run is done
     page.get_by_role("button", name="Plan", exact=True).wait_for()  # still usable after the cancel

@@ -30,6 +30,7 @@ import platform
 import re
 import shlex
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -258,8 +259,15 @@ class Chromium:
         return min(nices) if nices else None
 
     def stop(self) -> None:
+        """Kill Chromium and its helpers (renderers, zygote: read first, they outlive a killed browser a while)."""
         if self.proc.poll() is None:
+            below = descendants(self.proc.pid)
             self.proc.kill()
+            for pid in below:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
             self.proc.wait(timeout=30)
 
 

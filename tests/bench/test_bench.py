@@ -1,18 +1,18 @@
 """The benchmark runs end to end: both planners as processes, one table with both plans scored alike, by our
 estimator and by TorchRec's."""
 
-import subprocess
 import sys
 
 from bench.suite import cases, criteo_1tb, synthetic, tight
 from engine import parse_config
+from tests import processes
 from tests.factories import ROOT
 
 
 def test_bench_writes_a_table_with_both_planners(tmp_path):
     out = tmp_path / "table.md"
-    proc = subprocess.run([sys.executable, "-m", "bench", "--cases", "tutorial", "--out", str(out)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600)
+    proc = processes.run([sys.executable, "-m", "bench", "--cases", "tutorial", "--out", str(out)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     lines = out.read_text().splitlines()
     assert lines[0].startswith("Made by `python -m bench --cases tutorial`")
@@ -30,8 +30,8 @@ def test_bench_writes_a_table_with_both_planners(tmp_path):
 
 
 def test_unknown_case_is_a_one_line_error():
-    proc = subprocess.run([sys.executable, "-m", "bench", "--cases", "nope"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60)
+    proc = processes.run([sys.executable, "-m", "bench", "--cases", "nope"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60)
     assert proc.returncode == 2 and proc.stderr.strip() == "error: no case matches --cases"
 
 

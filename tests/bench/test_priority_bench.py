@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 
 import pytest
 
+from tests import processes
 from tests.e2e.conftest import ROOT
 
 pytestmark = pytest.mark.timeout(300)
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.timeout(300)
 
 def test_one_pair_reports_each_phase_with_its_workers_nice(tmp_path):
     out = tmp_path / "priority.json"
-    proc = subprocess.run(
+    proc = processes.run(
         [sys.executable, "-m", "bench.priority", "--pairs", "1", "--phase-s", "2", "--tables", "50", "--effort",
          "500", "--out", str(out)],
         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=280)

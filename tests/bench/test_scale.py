@@ -3,7 +3,6 @@ every core busy), its outputs (offline HTML, one line per rank count), and its s
 
 import json
 import re
-import subprocess
 import sys
 
 import pytest
@@ -11,15 +10,16 @@ import pytest
 from bench.scale import GRID_RANKS, GRID_TABLES, scale_config
 from bench.scale_figures import figures, markdown
 from engine import limits, parse_config
+from tests import processes
 from tests.factories import ROOT
 
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
     out = tmp_path_factory.mktemp("scale")
-    proc = subprocess.run([sys.executable, "-m", "bench.scale", "--tables", "100", "--ranks", "8", "--infeasible",
-                           "--determinism", "--out-dir", str(out)], check=False, cwd=ROOT, capture_output=True,
-                          text=True, timeout=600)
+    proc = processes.run([sys.executable, "-m", "bench.scale", "--tables", "100", "--ranks", "8", "--infeasible",
+                          "--determinism", "--out-dir", str(out)], cwd=ROOT, capture_output=True,
+                         text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     return out, json.loads((out / "scale.json").read_text())
 
@@ -82,6 +82,6 @@ def test_configs_are_seeded_and_parse():
 def test_bad_options_are_one_error_line(tmp_path):
     for args in (["--tables", "0"], ["--repeat", "x"], ["--out-dir", str(tmp_path / "f" / "x")]):
         (tmp_path / "f").write_text("")
-        proc = subprocess.run([sys.executable, "-m", "bench.scale", *args], check=False, cwd=ROOT,
-                              capture_output=True, text=True, timeout=60)
+        proc = processes.run([sys.executable, "-m", "bench.scale", *args], cwd=ROOT,
+                             capture_output=True, text=True, timeout=60)
         assert proc.returncode == 2 and proc.stderr.startswith("error:") and proc.stderr.count("\n") == 1

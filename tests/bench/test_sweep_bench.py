@@ -2,16 +2,16 @@
 points with one worker and two, and writes its table."""
 
 import json
-import subprocess
 import sys
 
+from tests import processes
 from tests.factories import ROOT
 
 
 def test_small_sweep_bench(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "bench.sweep", "--tables", "20", "--world-sizes", "8,16",
-                           "--devices", "h100_80gb,a100_40gb", "--effort", "500", "--repeat", "1", "--out-dir",
-                           str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    proc = processes.run([sys.executable, "-m", "bench.sweep", "--tables", "20", "--world-sizes", "8,16",
+                          "--devices", "h100_80gb,a100_40gb", "--effort", "500", "--repeat", "1", "--out-dir",
+                          str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     data = json.loads((tmp_path / "sweep.json").read_text())
     assert data["identical"] and [r["jobs"] for r in data["runs"]] == [2, 1]

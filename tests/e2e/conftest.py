@@ -104,6 +104,24 @@ def settled(page) -> None:
                            ".every((c) => c.querySelector('.js-plotly-plot .main-svg') !== null)")
 
 
+def click_until(page, target, shown, what: str, budget: float = 60.0, retry_s: float = 5.0) -> None:
+    """Click `target` until `shown` (a locator) is visible. A click that lands while Streamlit reruns the page (the
+    working view re-plans after each edit) can be lost with the element it hit: seen under two CPU hogs, the
+    Presets button clicked and no popover, a 'Clear all' clicked and the picks still there. The target is clicked
+    again only while `shown` is still hidden, so a toggle is never closed by a second click."""
+    def clicked_and_shown() -> bool:
+        if shown.is_visible():
+            return True
+        try:
+            target.click(timeout=scaled_ms(retry_s * 1000))
+            shown.wait_for(timeout=scaled_ms(retry_s * 1000))
+        except Exception:  # noqa: BLE001 - a timeout here means the click was lost: click again
+            return shown.is_visible()
+        return True
+
+    until(clicked_and_shown, what, budget, shows=lambda: page_text(page))
+
+
 def page_text(page) -> str:
     """What a page shows a person now (its visible text), trimmed."""
     return trimmed(page.locator("body").inner_text(timeout=READ_TIMEOUT_MS))

@@ -11,7 +11,7 @@ import pytest
 from dashboard.presets import GBPS_TO_BYTES_PER_MS
 from db.store import Store
 from tests.dashboard.test_calibration import HBM_BW, INTRA_BW, NOTE, seed_runs
-from tests.e2e.conftest import need_browser, new_page, serving
+from tests.e2e.conftest import click_until, need_browser, new_page, serving
 
 VIEWPORT = {"width": 1280, "height": 800}
 UI_TIMEOUT_MS = 60_000
@@ -45,8 +45,9 @@ def calibrated_server(tmp_path):
 
 
 def _load_preset(page, label: str) -> None:
-    page.get_by_role("button", name="Presets").click()
-    page.locator('[data-testid="stPopoverBody"] [data-testid="stSelectbox"]').click()
+    choose = page.locator('[data-testid="stPopoverBody"] [data-testid="stSelectbox"]')
+    click_until(page, page.get_by_role("button", name="Presets"), choose, "the Presets popover to open")
+    choose.click()
     page.get_by_role("option", name=label).click()
     page.get_by_role("button", name="Load preset").click()
     page.get_by_text(re.compile(r"^Loaded preset")).wait_for()  # the toast: the rerun is done

@@ -16,7 +16,7 @@ import engine
 from db import runsink
 from db.store import Store
 from engine.errors import human_bytes
-from tests.e2e.conftest import need_browser, new_page, serving
+from tests.e2e.conftest import click_until, need_browser, new_page, serving
 from tests.factories import tutorial
 
 VIEWPORT = {"width": 1440, "height": 900}
@@ -64,8 +64,7 @@ def _pick(page, labels: list[str]) -> None:
     box.locator("input").wait_for()
     clear = box.locator('button[aria-label="Clear all"]')
     if clear.count():
-        clear.click()
-        page.get_by_text("Pick one or more plans.").wait_for()
+        click_until(page, clear, page.get_by_text("Pick one or more plans."), "the picks to be cleared")
     for label in labels:
         box.locator("input").click()
         page.get_by_role("option", name=re.compile("^" + re.escape(label) + " ")).click()

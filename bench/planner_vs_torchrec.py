@@ -23,6 +23,7 @@ if __package__ in (None, ""):  # run as a script: python bench/planner_vs_torchr
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.suite import ROOT, Case, cases  # noqa: E402
+from engine import atomicfile
 
 RESULTS = ROOT / "bench" / "results"
 SCORINGS = ("Both plans are scored twice: \"max ms\" by our estimator (`engine.evaluate`, the slowest rank's cost), "
@@ -204,7 +205,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     cmd = "python -m bench" + (" --quick" if args.quick else "") + (
         f" --cases {' '.join(args.cases)}" if args.cases else "")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(f"Made by `{cmd}` on {started} (2 cores, no GPU).\n\n{SCORINGS}\n\n{text}\n")
+    atomicfile.write_text(args.out, f"Made by `{cmd}` on {started} (2 cores, no GPU).\n\n{SCORINGS}\n\n{text}\n")
     print(text)
     return 0
 

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from bench.load import _stat, descendants
 from dashboard import planpool, presets
+from engine import atomicfile
 
 _PROBE = r"""
 import sys, time, urllib.request
@@ -154,7 +155,8 @@ def main() -> None:
             print(f"{key}: nice {b} / nice {a}, median of {len(ratios)} pair ratios {statistics.median(ratios):.2f} "
                   f"(range {ratios[0]:.2f}-{ratios[-1]:.2f})")
     if args.out:
-        args.out.write_text(json.dumps({"args": vars(args) | {"out": str(args.out)}, "phases": results}, indent=1))
+        atomicfile.write_text(args.out, json.dumps({"args": vars(args) | {"out": str(args.out)}, "phases": results},
+                                                   indent=1))
 
 
 if __name__ == "__main__":

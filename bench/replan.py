@@ -17,6 +17,7 @@ from pathlib import Path
 
 import engine
 from bench.suite import criteo_1tb, synthetic
+from engine import atomicfile
 from engine.replan import read_old_plan, replan
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,8 +81,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: {results['cases'][-1]['move_ratio']:.1%} of the bytes, step x"
               f"{results['cases'][-1]['step_ratio']:.3f}", file=sys.stderr)
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    (args.out_dir / "replan.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
-    (args.out_dir / "replan.md").write_text(markdown(results), encoding="utf-8")
+    atomicfile.write_text(args.out_dir / "replan.json", json.dumps(results, indent=1) + "\n")
+    atomicfile.write_text(args.out_dir / "replan.md", markdown(results))
     print(f"wrote {args.out_dir / 'replan.md'}")
     return 0
 

@@ -29,7 +29,7 @@ if __package__ in (None, ""):  # run as a script: python bench/scale.py
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.suite import ROOT
-from engine import limits
+from engine import atomicfile, limits
 
 RESULTS = ROOT / "bench" / "results"
 GRID_TABLES = (100, 1_000, 10_000, 100_000)
@@ -266,9 +266,9 @@ def write_outputs(results: dict, out_dir: Path) -> list[Path]:
 
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / "scale.json", out_dir / "scale.md", out_dir / "scale.html"]
-    paths[0].write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
-    paths[1].write_text(markdown(results), encoding="utf-8")
-    paths[2].write_text(html(results), encoding="utf-8")
+    atomicfile.write_text(paths[0], json.dumps(results, indent=1) + "\n")
+    atomicfile.write_text(paths[1], markdown(results))
+    atomicfile.write_text(paths[2], html(results))
     return paths
 
 

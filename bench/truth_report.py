@@ -20,6 +20,7 @@ from db.models import RunKind, RunStatus
 from db.store import Store
 from engine.calibrate import fit, leave_one_out, median_error
 from engine.types import Device
+from engine import atomicfile
 
 MIB = 2**20
 ORDER_MARGIN = 1.10  # "plan A is at least 10% faster than plan B"
@@ -282,7 +283,7 @@ def write_report(db_url: str, out: Path, journal: Path, phases_journal: Path) ->
         truth_table(items),
     ])
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text + "\n", encoding="utf-8")
+    atomicfile.write_text(out, text + "\n")
     return text
 
 

@@ -257,15 +257,21 @@ def _search(cfg: Config, options: list[list[Option]], arr: OptionArrays, bound: 
     return best
 
 
+def safety_stop_note(work: Work, time_budget_s: float, what: str = "the search") -> str:
+    """The plan's note when the wall-clock safety stop cut `what` short (work.cut): when, and that the plan now
+    depends on the machine's speed."""
+    return (f"{what} stopped at the wall-clock safety stop ({time_budget_s:g} s), found passed {work.cut_s:.3g} s "
+            f"into planning after a step of {work.step_s:.3g} s that it does not interrupt (pricing, a greedy "
+            f"placement, a search step), with {work.used:,.0f} of {work.budget:,.0f} work units done: this plan "
+            "depends on the machine's speed and load; raise the time budget or lower the effort to get the same plan "
+            "every time")
+
+
 def _notes(cfg: Config, arr: OptionArrays, found: _Found, steps: int, gains: int, work: Work,
            settings: PlannerSettings) -> list[str]:
     notes = []
     if work.cut:
-        notes.append(f"the search stopped at the wall-clock safety stop ({settings.time_budget_s:g} s), found passed "
-                     f"{work.cut_s:.3g} s into planning after a step of {work.step_s:.3g} s that it does not interrupt "
-                     f"(pricing, a greedy placement, a search step), with {work.used:,.0f} of {work.budget:,.0f} "
-                     "work units done: this plan depends on the machine's speed and load; raise the time budget or "
-                     "lower the effort to get the same plan every time")
+        notes.append(safety_stop_note(work, settings.time_budget_s))
     cheapest = arr.argmin(arr.cost_ms)
     cap = found.pl.hbm_cap * cfg.topology.world_size
     if arr.hbm_bytes[cheapest].sum() > FILL_TARGET * cap:

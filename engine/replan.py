@@ -26,7 +26,7 @@ from engine.errors import ConfigError, PlanningError
 from engine.evaluate import evaluate
 from engine.partition import FREE_PLACEMENT, FreeShards, Placement, Work, _best_move, _best_swap
 from engine.planfile import parse_earlier_plan, placement_problem
-from engine.planner import PlannerSettings, plan, rules_of, to_table_plan
+from engine.planner import PlannerSettings, plan, rules_of, safety_stop_note, to_table_plan
 from engine.types import ComputeKernel, Config, Plan, ShardingType, TablePlan
 
 MAX_CANDIDATES = 16  # options tried per table placed around the kept ones, cheapest first
@@ -419,21 +419,23 @@ class _Attempt:
     kept_moves: Optional[Moves] = None
     steps: int = 0
     refusal: Optional[PlanningError] = None
+    work: Optional[Work] = None
 
 
 def _attempt(cfg: Config, old: dict[str, OldTable], options: list[list[Option]], settings: PlannerSettings,
-             deadline: float, skip: frozenset[int], target_peak: float, budget: float,
+             start: float, deadline: float, skip: frozenset[int], target_peak: float, budget: float,
              max_move_bytes: Optional[int]) -> _Attempt:
     """One re-plan: keep what can stay (but the tables in `skip`), place the rest, then improve within the
     budget."""
-    work = Work(budget=float(settings.effort), world_size=cfg.topology.world_size, deadline=deadline)
+    work = Work(budget=float(settings.effort), world_size=cfg.topology.world_size, deadline=deadline,
+                start=start)
     pl = Placement(cfg.topology, rules=rules_of(cfg))
     kept_idx, rest = _keep(cfg, old, options, pl, skip)
     unplaced = _place_rest(cfg, old, pl, options, rest, work, target_peak)
     if not unplaced and placement_problem(cfg, {cfg.tables[t].name: to_table_plan(pl.choice[t], pl.ranks[t])
                                                 for t in range(len(cfg.tables))}) is not None:
         unplaced = [t for t in range(len(cfg.tables)) if t in (pl.rules.fixed if pl.rules else ())]
-    a = _Attempt(kept_idx, rest, unplaced)
+    a = _Attempt(kept_idx, rest, unplaced, work=work)
     if unplaced:
         return a
     a.kept = evaluate(cfg, {cfg.tables[t].name: to_table_plan(pl.choice[t], pl.ranks[t])
@@ -469,9 +471,10 @@ def replan(cfg: Config, old: dict[str, OldTable], max_move_bytes: Optional[int] 
     target_peak = _search_peak(cfg, options, scratch_tables) * (1 + STEP_SLACK)
     deadline = start + settings.time_budget_s
     changed = _changed(cfg, old)
-    attempts = [_attempt(cfg, old, options, settings, deadline, frozenset(), target_peak, budget, max_move_bytes)]
+    attempts = [_attempt(cfg, old, options, settings, start, deadline, frozenset(), target_peak, budget,
+                         max_move_bytes)]
     if changed:
-        attempts.append(_attempt(cfg, old, options, settings, deadline, changed, target_peak, budget,
+        attempts.append(_attempt(cfg, old, options, settings, start, deadline, changed, target_peak, budget,
                                  max_move_bytes))
     new_names = tuple(t.name for t in cfg.tables if t.name not in old)
     first = attempts[0]
@@ -496,9 +499,14 @@ def replan(cfg: Config, old: dict[str, OldTable], max_move_bytes: Optional[int] 
             raise refusals[0]
         names = ", ".join(cfg.tables[t].name for t in first.unplaced[:3])
         note = f"the earlier placement leaves no room for {names}: re-planned from scratch"
+    notes = [note]
+    if candidate is None:  # the plan from scratch: its own notes (its safety stop's among them) still hold
+        notes += scratch.notes
+    elif best.work is not None and best.work.cut:
+        notes.append(safety_stop_note(best.work, settings.time_budget_s, "the re-plan's search"))
     result = evaluate(cfg, candidate if candidate is not None else scratch_tables, planner="engine",
                       planning_seconds=time.perf_counter() - start, lower_bound_ms=scratch.lower_bound_ms,
-                      notes=(note,))
+                      notes=tuple(notes))
     moves = moved_bytes(cfg, old, result.tables)
     if candidate is None and max_move_bytes is not None and moves.total_bytes > max_move_bytes:
         raise PlanningError(f"{note}, which moves {moves.total_bytes:,} bytes, more than --max-move-bytes "

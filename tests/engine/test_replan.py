@@ -237,3 +237,15 @@ def test_replan_refuses_a_byte_limit_out_of_bounds() -> None:
     """The engine's own door (the What-if page calls it) bounds the limit too, naming it."""
     with pytest.raises(engine.ConfigError, match="max_move_bytes: must be from 0 to"):
         replan(one_table(), old_of(tw(0)), 10**400)
+
+
+def test_a_replan_cut_by_the_safety_stop_says_so() -> None:
+    """The wall-clock safety stop is honest in a re-plan too: its note says the search was cut and when."""
+    raw = engine.config_to_dict(engine.parse_config(synthetic(200, 8, seed=0)))
+    old = read_old_plan(engine.plan_to_dict(engine.plan(engine.parse_config(raw))))
+    r = replan(engine.parse_config(grow(raw)), old, settings=engine.PlannerSettings(time_budget_s=1e-6))
+    assert r.plan.notes[0].startswith("re-planned from the earlier plan")
+    assert any(n.startswith("the re-plan's search stopped at the wall-clock safety stop (1e-06 s), found passed")
+               for n in r.plan.notes), r.plan.notes
+    unhurried = replan(engine.parse_config(grow(raw)), old)
+    assert not any("safety stop" in n for n in unhurried.plan.notes)

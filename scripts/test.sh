@@ -8,7 +8,9 @@ if ! .venv/bin/python -m ruff check .; then
   echo "test.sh: ruff found the problems above (settings: [tool.ruff] in pyproject.toml)" >&2
   exit 1
 fi
-.venv/bin/python -m pytest -q "$@"
+# Two workers (pytest-xdist) keep both cores busy while one test waits on a browser or a server; each file stays on
+# one worker (tests/conftest.py's scheduler). PLANNER_TEST_WORKERS=0 runs everything in this process.
+.venv/bin/python -m pytest -q -n "${PLANNER_TEST_WORKERS:-2}" "$@"
 rc=$?
 if [ "$rc" = 5 ]; then
   echo "test.sh: pytest collected no tests - that is a failure here" >&2

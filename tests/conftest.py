@@ -19,6 +19,26 @@ def pytest_configure(config) -> None:
     processes.become_subreaper()
 
 
+# Folders whose files share session fixtures that cost minutes (tests/validate: real gloo validation runs): with
+# several workers (pytest-xdist, scripts/test.sh) their files run on one worker, so the fixtures are made once.
+SHARED_SESSION_FIXTURES = ("tests/validate/",)
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist (requirements-dev.txt); unused without it
+def pytest_xdist_make_scheduler(config, log):
+    """With several workers, whatever --dist says: each test file runs on one worker (its module fixtures are made
+    once, its tests in file order), and the files of a SHARED_SESSION_FIXTURES folder on one worker together.
+    (xdist's own loadgroup does not group here: it renames nodeids, which pytest 9 no longer lets it do.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByFile(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return next((folder for folder in SHARED_SESSION_FIXTURES if path.startswith(folder)), path)
+
+    return ByFile(config, log)
+
+
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_protocol(item, nextitem):
     """Before pytest-timeout reads it: the test's timeout (its mark's, else the ini's) times slowdown()."""
@@ -48,3 +68,4 @@ def no_process_outlives_the_run():
         processes.kill_tree(p, grace_s=2.0)
     pytest.fail(f"{len(left)} processes started by the tests outlived the run (killed now):\n  " + "\n  ".join(named)
                 + f"\n(pytest is {os.getpid()}; start processes with tests.processes.started/run)")
+

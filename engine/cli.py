@@ -196,6 +196,7 @@ def _output_flags(p: argparse.ArgumentParser, torchrec: bool = True) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m engine", description="Sharding planner for embedding tables.")
     sub = parser.add_subparsers(dest="command", required=True)
+    one_line_errors(parser, "")
 
     p = sub.add_parser("plan", help="plan a config")
     p.add_argument("config", metavar="CONFIG.json")

@@ -12,10 +12,12 @@ EXIT_USAGE = 2
 def one_line_errors(p: argparse.ArgumentParser, command: str,
                     check_extras: Optional[Callable[[list[str]], Optional[str]]] = None) -> None:
     """argparse prints usage + message; the engine's rule is one line naming the flag, and exit code 2.
-    `check_extras` may turn unknown arguments into a more helpful message."""
+    `command` "" is `python -m engine` itself. `check_extras` may turn unknown arguments into a more helpful
+    message."""
+    where, see = (f"{command}: ", f"python -m engine {command} --help") if command else ("", "python -m engine --help")
 
     def error(message: str) -> NoReturn:
-        print(f"error: {command}: {message} (see python -m engine {command} --help)", file=sys.stderr)
+        print(f"error: {where}{message} (see {see})", file=sys.stderr)
         sys.exit(EXIT_USAGE)
 
     def parse_known_args(args=None, namespace=None):  # noqa: ANN001 - argparse's own signature

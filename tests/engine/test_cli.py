@@ -89,6 +89,14 @@ def test_missing_file_fails_with_one_line(tmp_path):
     one_line_error(run("plan", tmp_path / "nope.json", check=False), "does not exist")
 
 
+@pytest.mark.parametrize("args, words", [
+    ((), ["required: command", "python -m engine --help"]),
+    (("plann",), ["invalid choice: 'plann'", "'plan'"]),
+])
+def test_a_missing_or_unknown_command_is_one_line(args, words):
+    one_line_error(run(*args, check=False), *words)
+
+
 def test_table_larger_than_all_memory_names_table_bytes_and_fixes(tmp_path):
     cfg = tutorial("table_wise")
     cfg["tables"][0]["num_embeddings"] = 400_000_000  # 95 GiB of fp32 weights, table_wise only

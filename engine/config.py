@@ -163,11 +163,6 @@ def _read(f: F.Field, v: Any, path: str, n_features: int = 0) -> Any:
     raise AssertionError(f"no reader for {f.name}'s kind {kind!r}")
 
 
-def _absent_value(f: F.Field) -> Any:
-    """What a config file would write for a field's default (an enum as its value)."""
-    return f.default.value if isinstance(f.default, enum.Enum) else f.default
-
-
 _REQUIRED_TABLE_FIELDS = tuple(f.name for f in F.TABLE if f.required)
 # the names first (a bad feature name is reported before a bad size), then the rest in declaration order
 _TABLE_READ_ORDER = sorted(F.TABLE, key=lambda f: f.kind not in (F.NAME, F.NAMES))
@@ -185,7 +180,7 @@ def _table(raw: Any, path: str) -> TableConfig:
         elif f.kind == F.NAMES:  # feature_names: the table's name
             values[f.name] = (values["name"],)
         else:
-            values[f.name] = _read(f, _absent_value(f), f"{path}.{f.name}")
+            values[f.name] = _read(f, f.json_default, f"{path}.{f.name}")
     table = TableConfig(**values)
     if table.weight_bytes > L.MAX_TABLE_BYTES:
         raise ConfigError(f"{path}.num_embeddings", f"the table holds {human_bytes(table.weight_bytes)} of weights; "
@@ -202,7 +197,7 @@ _TABLE_KEYS = frozenset(TABLE_FIELDS)
 _POOLING, _DATA_TYPE = F.BY_NAME["pooling"], F.BY_NAME["data_type"]
 _POOLINGS = {m.value: m for m in _POOLING.choices}
 _DATA_TYPES = {m.value: m for m in _DATA_TYPE.choices}
-_POOLING_DEFAULT, _DATA_TYPE_DEFAULT = _absent_value(_POOLING), _absent_value(_DATA_TYPE)
+_POOLING_DEFAULT, _DATA_TYPE_DEFAULT = _POOLING.json_default, _DATA_TYPE.json_default
 _ROWS_LO, _ROWS_HI = F.BY_NAME["num_embeddings"].lo, F.BY_NAME["num_embeddings"].hi
 _DIM_LO, _DIM_HI = F.BY_NAME["embedding_dim"].lo, F.BY_NAME["embedding_dim"].hi
 _MAX_FEATURES = F.BY_NAME["feature_names"].hi
@@ -410,7 +405,7 @@ def _topology(raw: Any) -> Topology:
     if lws > ws or ws % lws:
         raise ConfigError("topology.local_world_size", f"must divide world_size ({ws}) evenly, got {lws}")
     topo = Topology(world_size=ws, local_world_size=lws, **{
-        f.name: _read(f, d.get(f.name, _absent_value(f)), f"topology.{f.name}") for f in _TOPOLOGY_REST})
+        f.name: _read(f, d.get(f.name, f.json_default), f"topology.{f.name}") for f in _TOPOLOGY_REST})
     if d.get(PROFILE_FIELD) is None:
         return topo
     return replace(topo, profile=parse_profile(d[PROFILE_FIELD], f"topology.{PROFILE_FIELD}", topo))

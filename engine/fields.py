@@ -24,23 +24,31 @@ from engine import constants as C
 from engine import limits as L
 from engine.types import ComputeKernel, Constraints, DataType, Device, Optimizer, PoolingType, ShardingType
 
-# Kinds: how a value is written in a config file (and read by engine.config).
-NAME = "name"  # one line of printable text (a table or feature name)
-NAMES = "names"  # a list of names (feature_names)
-INT = "int"
-FLOAT = "float"
-BOOL = "bool"
-ENUM = "enum"  # one value of `choices`
-ENUMS = "enums"  # a list of values of `choices`
-FLOATS = "floats"  # per feature: one number per feature, or one for all
-INTS = "ints"  # per feature, whole numbers
-IDS = "ids"  # rank or host numbers
-TABLE_NAMES = "table_names"  # other tables' names
-PROFILE = "profile"  # a device profile (engine.profile)
 
-# Grid tabs of the dashboard's Tables page.
-TABLES_TAB = "tables"
-CONSTRAINTS_TAB = "constraints"
+class Kind:
+    """How a field's value is written in a config file (and read by engine.config)."""
+
+    NAME = "name"  # one line of printable text (a table or feature name)
+    NAMES = "names"  # a list of names (feature_names)
+    INT = "int"
+    FLOAT = "float"
+    BOOL = "bool"
+    ENUM = "enum"  # one value of `choices`
+    ENUMS = "enums"  # a list of values of `choices`
+    FLOATS = "floats"  # per feature: one number per feature, or one for all
+    INTS = "ints"  # per feature, whole numbers
+    IDS = "ids"  # rank or host numbers
+    TABLE_NAMES = "table_names"  # other tables' names
+    PROFILE = "profile"  # a device profile (engine.profile)
+    # the grid tabs of the dashboard's Tables page a column sits on
+    TABLES_TAB = "tables"
+    CONSTRAINTS_TAB = "constraints"
+
+
+NAME, NAMES, INT, FLOAT, BOOL, ENUM = Kind.NAME, Kind.NAMES, Kind.INT, Kind.FLOAT, Kind.BOOL, Kind.ENUM
+ENUMS, FLOATS, INTS, IDS = Kind.ENUMS, Kind.FLOATS, Kind.INTS, Kind.IDS
+TABLE_NAMES, PROFILE = Kind.TABLE_NAMES, Kind.PROFILE
+TABLES_TAB, CONSTRAINTS_TAB = Kind.TABLES_TAB, Kind.CONSTRAINTS_TAB
 
 
 @dataclass(frozen=True)
@@ -81,7 +89,12 @@ class Field:
 
     @property
     def grid_label(self) -> str:
-        return self.label or self.name.replace("_", " ")
+        return self.label or (self.column or self.name).replace("_", " ")
+
+    @property
+    def json_default(self) -> Any:
+        """The default as a config file writes it (an enum as its value)."""
+        return self.default.value if isinstance(self.default, enum.Enum) else self.default
 
 
 KERNEL_ALIASES = {"batched_fused": "fused", "batched_dense": "dense", "batched_fused_uvm": "fused_uvm",

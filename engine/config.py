@@ -524,7 +524,7 @@ def load_config(path: str | Path, refuse_too_big: bool = False) -> Config:
 
 def config_to_dict(cfg: Config) -> dict:
     """The config as JSON-ready data, every default written out (parse_config(config_to_dict(c)) == c)."""
-    tables = [{f: _json(getattr(t, f)) for f in TABLE_FIELDS} for t in cfg.tables]
+    tables = [{f: F.json_value(getattr(t, f)) for f in TABLE_FIELDS} for t in cfg.tables]
     constraints = {}
     for name, c in cfg.constraints.items():
         out: dict[str, Any] = {}
@@ -532,16 +532,9 @@ def config_to_dict(cfg: Config) -> dict:
             v = getattr(c, f)
             if v is absent or v == absent:
                 continue
-            out[f] = _json(v)
+            out[f] = F.json_value(v)
         constraints[name] = out
     return {"tables": tables, "constraints": constraints, "topology": topology_to_dict(cfg.topology)}
-
-
-def _json(v: Any) -> Any:
-    """A field's value as a config file writes it: enums as their values, tuples as lists."""
-    if isinstance(v, tuple):
-        return [x.value if isinstance(x, enum.Enum) else x for x in v]
-    return v.value if isinstance(v, enum.Enum) else v
 
 
 def topology_to_dict(topology: Topology) -> dict:

@@ -228,6 +228,13 @@ TOPOLOGY_FIELDS = tuple(f.name for f in TOPOLOGY)
 CONSTRAINT_ABSENT: dict[str, Any] = {f: getattr(Constraints(), f) for f in CONSTRAINT_FIELDS}
 
 
+def json_value(v: Any) -> Any:
+    """A field's value as a config file writes it: enums as their values, tuples as lists."""
+    if isinstance(v, tuple):
+        return [x.value if isinstance(x, enum.Enum) else x for x in v]
+    return v.value if isinstance(v, enum.Enum) else v
+
+
 # ---- the defaults the estimates use: computed here only ------------------------------------------------------
 
 

@@ -1,23 +1,17 @@
 """Every field of a config, declared once: its type, unit, range, default, meaning, grid column, CSV and
-snippet names and TorchRec name. The config reader (engine.config), the defaults the estimates use, the
-dashboard's grid, importers and Tables page, and README's field tables are derived from these declarations.
+snippet names and TorchRec name. The config reader (engine.config), the defaults the estimates use, TorchRec's
+ParameterConstraints (engine.torchrec_compat), the dashboard's grid, importers and Tables page, and README's field
+tables (engine.field_tables) are derived from these declarations.
 
 Adding a per-table constraint: declare it in CONSTRAINT below (its range from engine.limits, or here), add the
-attribute to engine.types.Constraints, and run `python -m engine.fields --readme` to rewrite README's tables.
-
-    python -m engine.fields --markdown   # print the three field tables
-    python -m engine.fields --readme     # rewrite them in README.md (tests/engine/test_fields.py checks them)
+attribute to engine.types.Constraints, and run `python -m engine.field_tables --readme` to rewrite README's tables.
 """
 
 from __future__ import annotations
 
-import argparse
 import enum
 import math
-import re
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Optional
 
 from engine import constants as C
@@ -252,72 +246,3 @@ def value(c: Constraints, name: str) -> Any:
     """A scalar constraint, its declared default when absent."""
     v = getattr(c, name)
     return BY_NAME[name].default if v is None else v
-
-
-# ---- README's tables ------------------------------------------------------------------------------------------
-
-
-def _number(v: Any) -> str:
-    if isinstance(v, float) and v >= 1000 and math.log10(v).is_integer():
-        return f"10^{int(math.log10(v))}"
-    if isinstance(v, int) and v >= 2**20 and (v & (v - 1)) == 0:
-        return f"2^{v.bit_length() - 1}"
-    return f"{v:,}" if isinstance(v, int) else f"{v:g}"
-
-
-def range_text(f: Field) -> str:
-    if f.range_text is not None:
-        return f.range_text
-    if f.lo_open:
-        return f"above {_number(f.lo)}, at most {_number(f.hi)}" + f.range_note
-    return f"{_number(f.lo)} to {_number(f.hi)}" + f.range_note
-
-
-def markdown_table(fields: tuple[Field, ...]) -> str:
-    lines = ["| field | default | range | meaning |", "|---|---|---|---|"]
-    for f in fields:
-        cells = (f"`{f.name}`", f.default_text, range_text(f), f.meaning)
-        lines.append("|" + "|".join(f" {c} " if c else " " for c in cells) + "|")
-    return "\n".join(lines)
-
-
-# README's three tables, each between a marker line and its end.
-README_TABLES = {"tables": TABLE, "constraints": CONSTRAINT, "topology": (*TOPOLOGY, PROFILE_FIELD)}
-_MARK = "<!-- field table {} (python -m engine.fields --readme writes it from engine/fields.py) -->"
-_END = "<!-- end of field table -->"
-
-
-def markdown() -> str:
-    return "\n\n".join(f"{_MARK.format(k)}\n{markdown_table(v)}\n{_END}" for k, v in README_TABLES.items())
-
-
-def readme_with_tables(text: str) -> str:
-    """README's text with its three field tables as the declarations write them."""
-    for key, fields in README_TABLES.items():
-        pattern = re.compile(re.escape(_MARK.format(key)) + r"\n.*?\n" + re.escape(_END), re.S)
-        if not pattern.search(text):
-            raise ValueError(f"README has no field table {key!r} (a line {_MARK.format(key)})")
-        text = pattern.sub(lambda _m: f"{_MARK.format(key)}\n{markdown_table(fields)}\n{_END}", text, count=1)
-    return text
-
-
-def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m engine.fields", description=__doc__.split("\n\n")[0])
-    g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--markdown", action="store_true", help="print README's field tables")
-    g.add_argument("--readme", nargs="?", const="README.md", metavar="PATH", help="rewrite them in README.md")
-    args = p.parse_args(argv)
-    if args.markdown:
-        print(markdown())
-        return 0
-    path = Path(args.readme)
-    text = path.read_text(encoding="utf-8")
-    new = readme_with_tables(text)
-    if new != text:
-        path.write_text(new, encoding="utf-8")
-    print(f"{path}: field tables {'rewritten' if new != text else 'already current'}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,5 +1,5 @@
 """engine.fields declares every config field once: the declarations match the engine's types, and README's field
-tables are the ones the declarations write (python -m engine.fields --readme rewrites them)."""
+tables are the ones the declarations write (python -m engine.field_tables --readme rewrites them)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import dataclasses
 import subprocess
 import sys
 
+from engine import field_tables
 from engine import fields as F
 from engine.types import Constraints, TableConfig, Topology
 from tests.factories import ROOT
@@ -20,12 +21,15 @@ def test_declarations_match_the_types():
 
 def test_readme_field_tables_are_current():
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert F.readme_with_tables(text) == text, "README's field tables are stale: run python -m engine.fields --readme"
+    assert field_tables.readme_with_tables(text) == text, \
+        "README's field tables are stale: run python -m engine.field_tables --readme"
 
 
 def test_markdown_prints_a_row_per_field():
-    out = subprocess.run([sys.executable, "-m", "engine.fields", "--markdown"], capture_output=True, text=True,
-                         check=True, cwd=ROOT).stdout
+    out = subprocess.run([sys.executable, "-m", "engine.field_tables", "--markdown"], capture_output=True, text=True,
+                         check=True, cwd=ROOT)
+    assert not out.stderr
+    out = out.stdout
     for name in F.BY_NAME:
         assert f"| `{name}` |" in out
 

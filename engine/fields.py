@@ -155,6 +155,11 @@ CONSTRAINT: tuple[Field, ...] = (
           torchrec="cache_params.load_factor", column="cache_load_factor", width=125,
           help="share of rows cached in HBM by fused_uvm_caching", number_format="%.2f", bulk=(0.01, 1.0, 0.2),
           csv=("cache_load_factor",)),
+    Field("zipf_exponent", FLOAT, "the exponent s of the Zipf distribution over the table's rows that a step's ids "
+          "follow (the i-th hottest row drawn with weight 1/i^s; 0: uniform ids). Ours: TorchRec has no such field; "
+          "the estimate does not use it yet", "0.0 (uniform ids)", lo=0.0, hi=5.0, default=0.0,
+          column="zipf_exponent", width=110, help="skew of the ids over the rows (Zipf exponent s); empty: 0, uniform",
+          number_format="%.2f", bulk=(0.0, 5.0, 0.0), csv=("zipf_exponent", "zipf")),
     Field("ranks", IDS, "pin: every piece of the table on these ranks (ours; TorchRec's planner has no such "
           "constraint). Sharding types that put a piece on every rank (`row_wise`, `data_parallel`) are then ruled "
           "out", "any rank", lo=0, hi=L.MAX_WORLD_SIZE - 1, range_text="0 to world_size - 1", column="ranks",

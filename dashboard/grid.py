@@ -88,18 +88,22 @@ def _pooling_factor(values: Optional[list]) -> Optional[float]:
     return float(values[0]) if len(set(values)) == 1 else float(sum(values) / len(values))
 
 
-def _cell(f: engine.Field, c: dict) -> Any:
-    """A constraint's cell from the config's constraint object `c`."""
-    v = c.get(f.name)
+def _cell(f: engine.Field) -> Any:
+    """How a constraint's cell is made from the config's constraint object."""
+    name = f.name
     if f.per_feature:
-        return _pooling_factor(v)
+        return lambda c: _pooling_factor(c.get(name))
     if f.kind == K.ENUMS:
-        return list(v or [])
+        return lambda c: list(c.get(name) or [])
     if f.column in RULE_COLUMNS:
-        return rule_text(v, f.column in NUMBER_RULES)
-    return v
+        numbers = f.column in NUMBER_RULES
+        return lambda c: rule_text(c.get(name), numbers)
+    return lambda c: c.get(name)
 
 
+# (column, field name, default as a file writes it, is a list of names) of the table fields
+_TABLE_CELLS = tuple((f.column, f.name, f.json_default, f.kind == K.NAMES) for f in engine.TABLE_FIELD_DECLS)
+_CONSTRAINT_CELLS = tuple((f.column, _cell(f)) for f in GRID_FIELDS if f.name in engine.CONSTRAINT_FIELDS)
 _EXTRA_KEYS = (*EXTRA_CONSTRAINT_FIELDS, *(COLUMN_FIELDS[c].name for c in FEATURE_COLUMNS))
 
 
@@ -111,10 +115,11 @@ def config_to_rows(config: dict) -> list[dict]:
         c = cons.get(t.get("name"), {}) if isinstance(t, dict) else {}
         t = t if isinstance(t, dict) else {}
         row: dict[str, Any] = {}
-        for f in engine.TABLE_FIELD_DECLS:
-            v = t.get(f.name, f.json_default)
-            row[f.column] = ", ".join(str(x) for x in v) if f.kind == K.NAMES and isinstance(v, list) else v
-        row.update({f.column: _cell(f, c) for f in GRID_FIELDS if f.name in engine.CONSTRAINT_FIELDS})
+        for column, name, default, names in _TABLE_CELLS:
+            v = t.get(name, default)
+            row[column] = ", ".join(str(x) for x in v) if names and isinstance(v, list) else v
+        for column, cell in _CONSTRAINT_CELLS:
+            row[column] = cell(c)
         row["_extra"] = {k: c[k] for k in _EXTRA_KEYS if k in c}
         rows.append(row)
     return rows

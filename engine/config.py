@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Optional, TypeVar
 
@@ -135,32 +136,41 @@ def _object(v: Any, path: str, allowed: tuple[str, ...]) -> dict:
 # ---- the three parts --------------------------------------------------------------------------
 
 
-def _read(f: F.Field, v: Any, path: str, n_features: int = 0) -> Any:
-    """A field's value as its declaration (engine.fields) says: its kind and range; ConfigError naming the path."""
-    kind = f.kind
+def _reader(f: F.Field) -> Callable[..., Any]:
+    """The checking reader of a field, as its declaration (engine.fields) says: its kind and range; each raises
+    ConfigError naming the path. Made once per field (_READERS): reader(value, path), and for per-feature fields
+    reader(value, path, number of features)."""
+    kind, lo, hi = f.kind, f.lo, f.hi
     if kind == F.INT:
-        return _int(v, path, f.lo, f.hi)
+        return lambda v, path: _int(v, path, lo, hi)
     if kind == F.FLOAT:
-        return _float(v, path, f.lo, math.inf if f.hi is None else f.hi, f.lo_open)
+        top, lo_open = math.inf if hi is None else hi, f.lo_open
+        return lambda v, path: _float(v, path, lo, top, lo_open)
     if kind == F.BOOL:
-        return _bool(v, path)
+        return _bool
     if kind == F.ENUM:
-        return _enum(v, path, f.choices, f.aliases)
+        choices, aliases = f.choices, f.aliases
+        return lambda v, path: _enum(v, path, choices, aliases)
     if kind == F.ENUMS:
-        return _list(v, path, lambda x, p: _enum(x, p, f.choices, f.aliases))
+        return lambda v, path: _list(v, path, partial(_enum, cls=f.choices, aliases=f.aliases))
     if kind == F.FLOATS:
-        return _per_feature(v, path, n_features, lambda x, p: _float(x, p, f.lo, f.hi))
+        return lambda v, path, n: _per_feature(v, path, n, partial(_float, lo=lo, hi=hi))
     if kind == F.INTS:
-        return _per_feature(v, path, n_features, lambda x, p: _int(x, p, f.lo, f.hi))
+        return lambda v, path, n: _per_feature(v, path, n, partial(_int, minimum=lo, maximum=hi))
     if kind == F.NAME:
-        return _name(v, path)
+        return _name
     if kind == F.NAMES:
-        return _list(v, path, _name, max_len=f.hi)
+        return lambda v, path: _list(v, path, _name, max_len=hi)
     if kind == F.IDS:
-        return _ids(v, path, f)
+        return lambda v, path: _ids(v, path, f)
     if kind == F.TABLE_NAMES:
-        return _names(v, path)
+        return _names
     raise AssertionError(f"no reader for {f.name}'s kind {kind!r}")
+
+
+def _read(f: F.Field, v: Any, path: str, n_features: int = 0) -> Any:
+    """A field's value, checked by its reader."""
+    return _READERS[f.name](v, path, n_features) if f.per_feature else _READERS[f.name](v, path)
 
 
 _REQUIRED_TABLE_FIELDS = tuple(f.name for f in F.TABLE if f.required)
@@ -392,8 +402,12 @@ def _bool(v: Any, path: str) -> bool:
     return v
 
 
+# every field's reader (made here, below the readers of every kind)
+_READERS = {f.name: _reader(f) for f in (*F.TABLE, *F.CONSTRAINT, *F.TOPOLOGY)}
 _WORLD_SIZE, _LOCAL_WORLD_SIZE = F.BY_NAME["world_size"], F.BY_NAME["local_world_size"]
-_TOPOLOGY_REST = tuple(f for f in F.TOPOLOGY if f not in (_WORLD_SIZE, _LOCAL_WORLD_SIZE))
+# (name, reader, default as a file writes it, path) of every topology field past the two sizes
+_TOPOLOGY_REST = tuple((f.name, _READERS[f.name], f.json_default, f"topology.{f.name}") for f in F.TOPOLOGY
+                       if f not in (_WORLD_SIZE, _LOCAL_WORLD_SIZE))
 
 
 def _topology(raw: Any) -> Topology:
@@ -405,7 +419,7 @@ def _topology(raw: Any) -> Topology:
     if lws > ws or ws % lws:
         raise ConfigError("topology.local_world_size", f"must divide world_size ({ws}) evenly, got {lws}")
     topo = Topology(world_size=ws, local_world_size=lws, **{
-        f.name: _read(f, d.get(f.name, f.json_default), f"topology.{f.name}") for f in _TOPOLOGY_REST})
+        name: read(d.get(name, default), path) for name, read, default, path in _TOPOLOGY_REST})
     if d.get(PROFILE_FIELD) is None:
         return topo
     return replace(topo, profile=parse_profile(d[PROFILE_FIELD], f"topology.{PROFILE_FIELD}", topo))
@@ -522,9 +536,22 @@ def load_config(path: str | Path, refuse_too_big: bool = False) -> Config:
 # ---- back to JSON -----------------------------------------------------------------------------
 
 
+def _writer(f: F.Field) -> Optional[Callable[[Any], Any]]:
+    """How a table field is written to JSON (None: as it is)."""
+    if f.kind == F.ENUM:
+        return lambda v: v.value
+    if f.kind == F.ENUMS:
+        return lambda v: [x.value for x in v]
+    return list if f.kind in (F.NAMES, F.FLOATS, F.INTS, F.IDS, F.TABLE_NAMES) else None
+
+
+_TABLE_WRITERS = tuple((f.name, _writer(f)) for f in F.TABLE)
+
+
 def config_to_dict(cfg: Config) -> dict:
     """The config as JSON-ready data, every default written out (parse_config(config_to_dict(c)) == c)."""
-    tables = [{f: F.json_value(getattr(t, f)) for f in TABLE_FIELDS} for t in cfg.tables]
+    tables = [{name: getattr(t, name) if write is None else write(getattr(t, name)) for name, write in _TABLE_WRITERS}
+              for t in cfg.tables]
     constraints = {}
     for name, c in cfg.constraints.items():
         out: dict[str, Any] = {}

@@ -56,15 +56,15 @@ class TableLoad:
 
 def table_load(table: TableConfig, c: Constraints, topo: Topology) -> TableLoad:
     n = len(table.feature_names)
-    pf = F.feature_values(c, "pooling_factors", n)
-    npool = F.feature_values(c, "num_poolings", n)
-    bs = F.feature_values(c, "batch_sizes", n, topo.batch_size)
+    pf = F.pooling_factors(c, n)
+    npool = F.num_poolings(c, n)
+    bs = F.batch_sizes(c, n, topo.batch_size)
     inputs = sum(p * q * b for p, q, b in zip(pf, npool, bs))
     if table.pooling is PoolingType.NONE:
         outputs = inputs
     else:
         outputs = sum(min(1.0, p) * q * b for p, q, b in zip(pf, npool, bs))
-    clf = F.value(c, "cache_load_factor")
+    clf = F.cache_load_factor(c)
     return TableLoad(inputs, outputs, c.is_weighted, clf)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Optional
 
 from engine import constants as C
@@ -85,7 +86,7 @@ class Field:
     def grid_label(self) -> str:
         return self.label or (self.column or self.name).replace("_", " ")
 
-    @property
+    @cached_property  # read for every table and topology parsed
     def json_default(self) -> Any:
         """The default as a config file writes it (an enum as its value)."""
         return self.default.value if isinstance(self.default, enum.Enum) else self.default
@@ -237,6 +238,11 @@ def json_value(v: Any) -> Any:
 # ---- the defaults the estimates use: computed here only ------------------------------------------------------
 
 
+_POOLING_FACTOR = BY_NAME["pooling_factors"].default
+_NUM_POOLINGS = BY_NAME["num_poolings"].default
+_CACHE_LOAD_FACTOR = BY_NAME["cache_load_factor"].default
+
+
 def feature_values(c: Constraints, name: str, n_features: int, fallback: Any = None) -> tuple:
     """A per-feature constraint of a table with n_features features, its declared default (or `fallback`: the
     topology's batch size for batch_sizes) on every feature when absent."""
@@ -245,6 +251,24 @@ def feature_values(c: Constraints, name: str, n_features: int, fallback: Any = N
         return v
     d = BY_NAME[name].default
     return ((fallback if d is None else d),) * n_features
+
+
+# the same for the constraints the estimates read once per table (one call, no look-up by name)
+def pooling_factors(c: Constraints, n_features: int) -> tuple[float, ...]:
+    return c.pooling_factors or (_POOLING_FACTOR,) * n_features
+
+
+def num_poolings(c: Constraints, n_features: int) -> tuple[float, ...]:
+    return c.num_poolings or (_NUM_POOLINGS,) * n_features
+
+
+def batch_sizes(c: Constraints, n_features: int, batch_size: int) -> tuple[int, ...]:
+    """batch_sizes has no default of its own: the topology's batch size."""
+    return c.batch_sizes or (batch_size,) * n_features
+
+
+def cache_load_factor(c: Constraints) -> float:
+    return _CACHE_LOAD_FACTOR if c.cache_load_factor is None else c.cache_load_factor
 
 
 def value(c: Constraints, name: str) -> Any:

@@ -375,9 +375,9 @@ def _feature_load(cfg: Config, name: str) -> tuple[list[int], float]:
     t = cfg.table(name)
     c = cfg.constraint(name)
     n = len(t.feature_names)
-    bs = F.feature_values(c, "batch_sizes", n, cfg.topology.batch_size)
-    npool = F.feature_values(c, "num_poolings", n)
-    pf = F.feature_values(c, "pooling_factors", n)
+    bs = F.batch_sizes(c, n, cfg.topology.batch_size)
+    npool = F.num_poolings(c, n)
+    pf = F.pooling_factors(c, n)
     bags = [max(1, round(b * q)) for b, q in zip(bs, npool)]
     return bags, float(sum(p * b for p, b in zip(pf, bags)))
 
@@ -392,7 +392,7 @@ def _fused_state(opt: Optimizer, rows: np.ndarray, cols: np.ndarray) -> np.ndarr
 def _cache_bytes(cfg: Config, name: str, rows: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """fused_uvm_caching's HBM: the cached share of the rows and the cache's index state (as engine.estimate)."""
     c = cfg.constraint(name)
-    clf = F.value(c, "cache_load_factor")
+    clf = F.cache_load_factor(c)
     return np.round(weights * clf) + np.ceil(rows * (4 + clf * 16))
 
 

@@ -15,27 +15,39 @@ import pandas as pd
 
 import engine
 
-TABLE_COLUMNS = ("name", "rows", "dim", "features", "pooling", "data_type", "pooling_factor", "issue")
-CONSTRAINT_COLUMNS = ("table", "sharding_types", "compute_kernels", "min_partition", "cache_load_factor", "ranks",
-                      "hosts", "colocate", "apart", "issue")
-RULE_COLUMNS = ("ranks", "hosts", "colocate", "apart")  # placement rules, typed as text: "0, 2-3", "t1, t2"
-NUMBER_RULES = ("ranks", "hosts")
-EDITABLE = ("name", "rows", "dim", "features", "pooling", "data_type", "pooling_factor", "sharding_types",
-            "compute_kernels", "min_partition", "cache_load_factor", "ranks", "hosts", "colocate", "apart")
-INT_COLUMNS = ("rows", "dim", "min_partition")
-FLOAT_COLUMNS = ("pooling_factor", "cache_load_factor")
-LIST_COLUMNS = ("sharding_types", "compute_kernels")
-LABELS = {"name": "name", "rows": "rows", "dim": "dim", "features": "features", "pooling": "pooling",
-          "data_type": "data type", "pooling_factor": "pooling factor", "sharding_types": "sharding types",
-          "compute_kernels": "kernels", "min_partition": "min partition", "cache_load_factor": "cache load factor",
-          "ranks": "ranks", "hosts": "hosts", "colocate": "co-locate with", "apart": "apart from"}
+K = engine.FieldKind
+# The grid's columns, derived from the field declarations (engine.fields): every field with a grid column, the
+# Tables tab's then the Constraints tab's, in declaration order.
+_SHOWN = tuple(f for f in (*engine.TABLE_FIELD_DECLS, *engine.CONSTRAINT_FIELD_DECLS) if f.column)
+_ON_TABLES_TAB = tuple(f for f in _SHOWN if f.tab == K.TABLES_TAB)
+_ON_CONSTRAINTS_TAB = tuple(f for f in _SHOWN if f.tab == K.CONSTRAINTS_TAB)
+GRID_FIELDS = (*_ON_TABLES_TAB, *_ON_CONSTRAINTS_TAB)
+COLUMN_FIELDS = {f.column: f for f in GRID_FIELDS}  # grid column -> its field
+TABLE_COLUMNS = (*(f.column for f in _ON_TABLES_TAB), "issue")
+CONSTRAINT_COLUMNS = ("table", *(f.column for f in _ON_CONSTRAINTS_TAB), "issue")
+# placement rules, typed as text: "0, 2-3", "t1, t2"
+RULE_COLUMNS = tuple(f.column for f in GRID_FIELDS if f.kind in (K.IDS, K.TABLE_NAMES))
+NUMBER_RULES = tuple(f.column for f in GRID_FIELDS if f.kind == K.IDS)
+EDITABLE = tuple(f.column for f in GRID_FIELDS)
+INT_COLUMNS = tuple(f.column for f in GRID_FIELDS if f.kind == K.INT)
+FLOAT_COLUMNS = tuple(f.column for f in GRID_FIELDS if f.kind in (K.FLOAT, K.FLOATS))
+LIST_COLUMNS = tuple(f.column for f in GRID_FIELDS if f.kind == K.ENUMS)
+# per-feature constraints shown as one number (their mean); the config's own list rides in _extra
+FEATURE_COLUMNS = tuple(f.column for f in GRID_FIELDS if f.per_feature)
+LABELS = {f.column: f.grid_label for f in GRID_FIELDS}
 # Engine field names -> grid columns.
-FIELD_COLUMNS = {"name": "name", "num_embeddings": "rows", "embedding_dim": "dim", "feature_names": "features",
-                 "pooling": "pooling", "data_type": "data_type", "pooling_factors": "pooling_factor",
-                 "sharding_types": "sharding_types", "compute_kernels": "compute_kernels",
-                 "min_partition": "min_partition", "cache_load_factor": "cache_load_factor", "ranks": "ranks",
-                 "hosts": "hosts", "colocate": "colocate", "apart": "apart"}
-EXTRA_CONSTRAINT_FIELDS = ("num_poolings", "batch_sizes", "is_weighted")
+FIELD_COLUMNS = {f.name: f.column for f in GRID_FIELDS}
+EXTRA_CONSTRAINT_FIELDS = tuple(f.name for f in engine.CONSTRAINT_FIELD_DECLS if not f.column)
+
+
+def _blank(f: engine.Field) -> Any:
+    """A column's cell when the field is absent: its default choice, no list items, or empty."""
+    if f.kind == K.ENUM:
+        return f.json_default
+    return [] if f.kind == K.ENUMS else None
+
+
+BLANK_ROW = {f.column: _blank(f) for f in GRID_FIELDS}
 _TABLE_FIELD = re.compile(r"^tables\[(\d+)\]\.(\w+)")
 _ANY_TABLE = re.compile(r"tables\[(\d+)\]")
 ROW_ISSUE_ENTRIES = 20_000  # rows checked alone, remembered by content
@@ -44,9 +56,7 @@ MAX_WHOLE_PASSES = 5  # checks of the clean rows together; each finds one proble
 MAX_LISTED_ROWS = 5  # rows named in one message ("also the name of rows 2, 5 and 9")
 MAX_QUOTED_CHARS = 80  # of a name quoted in a message (names may hold 256)
 # A cell's stand-in once its problem is recorded, to look past it for the row's next problem.
-STAND_INS = {"name": "t", "rows": 1, "dim": 1, "features": None, "pooling": "sum", "data_type": "fp32",
-             "pooling_factor": None, "sharding_types": [], "compute_kernels": [], "min_partition": None,
-             "cache_load_factor": None, "ranks": None, "hosts": None, "colocate": None, "apart": None}
+STAND_INS = {f.column: _blank(f) if f.grid_stand_in is None else f.grid_stand_in for f in GRID_FIELDS}
 PROBE_ROW = {"name": "t", "rows": 1, "dim": 1}  # checks a topology when no row is clean
 # Topology fields as the Topology page labels them.
 TOPOLOGY_LABELS = {"world_size": "world size", "local_world_size": "ranks per host", "compute_device": "device",
@@ -78,6 +88,25 @@ def _pooling_factor(values: Optional[list]) -> Optional[float]:
     return float(values[0]) if len(set(values)) == 1 else float(sum(values) / len(values))
 
 
+def _cell(f: engine.Field) -> Any:
+    """How a constraint's cell is made from the config's constraint object."""
+    name = f.name
+    if f.per_feature:
+        return lambda c: _pooling_factor(c.get(name))
+    if f.kind == K.ENUMS:
+        return lambda c: list(c.get(name) or [])
+    if f.column in RULE_COLUMNS:
+        numbers = f.column in NUMBER_RULES
+        return lambda c: rule_text(c.get(name), numbers)
+    return lambda c: c.get(name)
+
+
+# (column, field name, default as a file writes it, is a list of names) of the table fields
+_TABLE_CELLS = tuple((f.column, f.name, f.json_default, f.kind == K.NAMES) for f in engine.TABLE_FIELD_DECLS)
+_CONSTRAINT_CELLS = tuple((f.column, _cell(f)) for f in GRID_FIELDS if f.name in engine.CONSTRAINT_FIELDS)
+_EXTRA_KEYS = (*EXTRA_CONSTRAINT_FIELDS, *(COLUMN_FIELDS[c].name for c in FEATURE_COLUMNS))
+
+
 def config_to_rows(config: dict) -> list[dict]:
     """One row per table, with its constraints; constraint fields the grid does not show ride in _extra."""
     rows = []
@@ -85,18 +114,14 @@ def config_to_rows(config: dict) -> list[dict]:
     for t in config.get("tables") or []:
         c = cons.get(t.get("name"), {}) if isinstance(t, dict) else {}
         t = t if isinstance(t, dict) else {}
-        features = t.get("feature_names")
-        rows.append({
-            "name": t.get("name"), "rows": t.get("num_embeddings"), "dim": t.get("embedding_dim"),
-            "features": ", ".join(str(f) for f in features) if isinstance(features, list) else features,
-            "pooling": t.get("pooling", "sum"), "data_type": t.get("data_type", "fp32"),
-            "pooling_factor": _pooling_factor(c.get("pooling_factors")),
-            "sharding_types": list(c.get("sharding_types") or []),
-            "compute_kernels": list(c.get("compute_kernels") or []),
-            "min_partition": c.get("min_partition"), "cache_load_factor": c.get("cache_load_factor"),
-            **{k: rule_text(c.get(k), k in NUMBER_RULES) for k in RULE_COLUMNS},
-            "_extra": {k: c[k] for k in (*EXTRA_CONSTRAINT_FIELDS, "pooling_factors") if k in c},
-        })
+        row: dict[str, Any] = {}
+        for column, name, default, names in _TABLE_CELLS:
+            v = t.get(name, default)
+            row[column] = ", ".join(str(x) for x in v) if names and isinstance(v, list) else v
+        for column, cell in _CONSTRAINT_CELLS:
+            row[column] = cell(c)
+        row["_extra"] = {k: c[k] for k in _EXTRA_KEYS if k in c}
+        rows.append(row)
     return rows
 
 
@@ -137,14 +162,21 @@ def rule_values(text: Any, numbers: bool) -> Optional[list]:
 
 
 def _table_of(row: dict) -> dict:
-    table: dict[str, Any] = {"name": row.get("name"), "num_embeddings": row.get("rows"),
-                             "embedding_dim": row.get("dim")}
-    features = row.get("features")
-    if isinstance(features, str) and features.strip():
-        table["feature_names"] = [f.strip() for f in features.split(",") if f.strip()]
-    table["pooling"] = row.get("pooling") or "sum"
-    table["data_type"] = row.get("data_type") or "fp32"
+    table: dict[str, Any] = {}
+    for f in engine.TABLE_FIELD_DECLS:
+        v = row.get(f.column)
+        if f.kind == K.NAMES:
+            if isinstance(v, str) and v.strip():
+                table[f.name] = [x.strip() for x in v.split(",") if x.strip()]
+        elif f.kind == K.ENUM:
+            table[f.name] = v or f.json_default
+        else:
+            table[f.name] = v
     return table
+
+
+_SCALAR_CONSTRAINT_COLUMNS = tuple(f.column for f in GRID_FIELDS if f.kind in (K.INT, K.FLOAT)
+                                   and f.name in engine.CONSTRAINT_FIELDS)
 
 
 def _constraint_of(row: dict) -> dict:
@@ -152,18 +184,20 @@ def _constraint_of(row: dict) -> dict:
     c: dict[str, Any] = {k: extra[k] for k in EXTRA_CONSTRAINT_FIELDS if k in extra}
     for key in LIST_COLUMNS:
         if row.get(key):
-            c[key] = list(row[key])
-    for key in ("min_partition", "cache_load_factor"):
+            c[COLUMN_FIELDS[key].name] = list(row[key])
+    for key in _SCALAR_CONSTRAINT_COLUMNS:
         if row.get(key) is not None:
-            c[key] = row[key]
+            c[COLUMN_FIELDS[key].name] = row[key]
     for key in RULE_COLUMNS:
         values = rule_values(row.get(key), key in NUMBER_RULES)
         if values is not None:
-            c[key] = values
-    pf = row.get("pooling_factor")
-    if pf is not None:
-        original = extra.get("pooling_factors")
-        c["pooling_factors"] = list(original) if original and _pooling_factor(original) == pf else [pf]
+            c[COLUMN_FIELDS[key].name] = values
+    for key in FEATURE_COLUMNS:
+        pf = row.get(key)
+        if pf is not None:
+            name = COLUMN_FIELDS[key].name
+            original = extra.get(name)
+            c[name] = list(original) if original and _pooling_factor(original) == pf else [pf]
     return c
 
 
@@ -181,25 +215,34 @@ def rows_to_config(rows: list[dict], topology: dict) -> dict:
 
 def tables_frame(rows: list[dict], issues: list[str]) -> pd.DataFrame:
     df = pd.DataFrame({c: [r.get(c) for r in rows] for c in TABLE_COLUMNS[:-1]})
-    for c in ("rows", "dim"):
-        df[c] = pd.array([_clean(v) if isinstance(_clean(v), int) else None for v in df[c]], dtype="Int64")
-    df["pooling_factor"] = pd.array([_num(v) for v in df["pooling_factor"]], dtype="Float64")
+    for f in _ON_TABLES_TAB:
+        c = f.column
+        if c in INT_COLUMNS:
+            df[c] = pd.array([_clean(v) if isinstance(_clean(v), int) else None for v in df[c]], dtype="Int64")
+        elif c in FLOAT_COLUMNS:
+            df[c] = pd.array([_num(v) for v in df[c]], dtype="Float64")
     df["issue"] = list(issues) if issues else [""] * len(rows)
-    df = df.astype({"name": "string", "features": "string", "pooling": "string", "data_type": "string",
+    df = df.astype({**{f.column: "string" for f in _ON_TABLES_TAB if f.kind in (K.NAME, K.NAMES, K.ENUM)},
                     "issue": "string"})
     df.index = row_numbers(len(rows))
     return df
 
 
+def _constraint_series(f: engine.Field, rows: list[dict]) -> Any:
+    values = [r.get(f.column) for r in rows]
+    if f.kind == K.ENUMS:
+        return [list(v or []) for v in values]
+    if f.column in INT_COLUMNS:
+        return pd.array([_int_or_none(v) for v in values], dtype="Int64")
+    if f.column in FLOAT_COLUMNS:
+        return pd.array([_num(v) for v in values], dtype="Float64")
+    return pd.array([v if isinstance(v, str) else None for v in values], dtype="string")
+
+
 def constraints_frame(rows: list[dict], issues: list[str]) -> pd.DataFrame:
     df = pd.DataFrame({
         "table": pd.array([r.get("name") for r in rows], dtype="string"),
-        "sharding_types": [list(r.get("sharding_types") or []) for r in rows],
-        "compute_kernels": [list(r.get("compute_kernels") or []) for r in rows],
-        "min_partition": pd.array([_int_or_none(r.get("min_partition")) for r in rows], dtype="Int64"),
-        "cache_load_factor": pd.array([_num(r.get("cache_load_factor")) for r in rows], dtype="Float64"),
-        **{k: pd.array([r.get(k) if isinstance(r.get(k), str) else None for r in rows], dtype="string")
-           for k in RULE_COLUMNS},
+        **{f.column: _constraint_series(f, rows) for f in _ON_CONSTRAINTS_TAB},
     })
     df["issue"] = pd.array(list(issues) if issues else [""] * len(rows), dtype="string")
     df.index = row_numbers(len(rows))
@@ -247,11 +290,7 @@ def apply_edits(rows: list[dict], delta: Optional[dict], allow_structure: bool =
     deleted = {int(p) for p in delta.get("deleted_rows") or []}
     out = [r for i, r in enumerate(out) if i not in deleted]
     for added in delta.get("added_rows") or []:
-        base = {"name": None, "rows": None, "dim": None, "features": None, "pooling": "sum", "data_type": "fp32",
-                "pooling_factor": None, "sharding_types": [], "compute_kernels": [], "min_partition": None,
-                "cache_load_factor": None, "ranks": None, "hosts": None, "colocate": None, "apart": None,
-                "_extra": {}}
-        out.append(_edit(base, added))
+        out.append(_edit({**BLANK_ROW, "_extra": {}}, added))
     return out
 
 
@@ -473,9 +512,9 @@ def new_table_row(rows: list[dict], num_embeddings: int = 1000, dim: int = 64) -
     i = len(rows)
     while f"table_{i}" in names:
         i += 1
-    return {"name": f"table_{i}", "rows": num_embeddings, "dim": dim, "features": f"feature_{i}", "pooling": "sum",
-            "data_type": "fp32", "pooling_factor": None, "sharding_types": [], "compute_kernels": [],
-            "min_partition": None, "cache_load_factor": None, "_extra": {}}
+    blank = {k: v for k, v in BLANK_ROW.items() if k not in RULE_COLUMNS}
+    return {**blank, "name": f"table_{i}", "rows": num_embeddings, "dim": dim, "features": f"feature_{i}",
+            "_extra": {}}
 
 
 def weight_bytes(rows: list[dict]) -> int:

@@ -105,19 +105,14 @@ def from_json(text: str) -> Imported:
 
 # ---- CSV ----------------------------------------------------------------------------------------
 
-CSV_ALIASES = {
-    "name": "name", "table": "name",
-    "num_embeddings": "num_embeddings", "rows": "num_embeddings",
-    "embedding_dim": "embedding_dim", "dim": "embedding_dim",
-    "feature_names": "feature_names", "features": "feature_names",
-    "pooling": "pooling", "data_type": "data_type", "dtype": "data_type",
-    "pooling_factor": "pooling_factors", "pooling_factors": "pooling_factors",
-    "sharding_types": "sharding_types", "compute_kernels": "compute_kernels", "kernels": "compute_kernels",
-    "min_partition": "min_partition", "cache_load_factor": "cache_load_factor",
-}
-CSV_INTS = ("num_embeddings", "embedding_dim", "min_partition")
-CSV_FLOATS = ("cache_load_factor",)
-CSV_LISTS = ("feature_names", "sharding_types", "compute_kernels", "pooling_factors")
+# CSV column names -> fields, and how each field's cells are read: all from the declarations (engine.fields)
+_CSV_FIELDS = tuple(f for f in engine.FIELDS.values() if f.csv)
+CSV_ALIASES = {alias: f.name for f in _CSV_FIELDS for alias in f.csv}
+CSV_INTS = tuple(f.name for f in _CSV_FIELDS if f.kind == engine.FieldKind.INT)
+CSV_FLOATS = tuple(f.name for f in _CSV_FIELDS if f.kind == engine.FieldKind.FLOAT)
+CSV_LISTS = tuple(f.name for f in _CSV_FIELDS if f.kind in (engine.FieldKind.NAMES, engine.FieldKind.ENUMS)
+                  or f.per_feature)
+_CSV_NUMBER_LISTS = {f.name: int if f.kind == engine.FieldKind.INTS else float for f in _CSV_FIELDS if f.per_feature}
 _SPLIT = re.compile(r"[;|,\s]+")
 _WHOLE = re.compile(r"[+-]?\d+")
 
@@ -152,7 +147,8 @@ def _csv_row(row: list[str], header: list[str], line: int) -> tuple[dict, dict]:
         where = f"line {line}, column {col}"
         if key in CSV_LISTS:
             items = [x for x in _SPLIT.split(raw) if x]
-            value: Any = [_csv_number(x, where, float) for x in items] if key == "pooling_factors" else items
+            kind = _CSV_NUMBER_LISTS.get(key)
+            value: Any = [_csv_number(x, where, kind) for x in items] if kind else items
         elif key in CSV_INTS:
             value = _csv_number(raw, where, int)
         elif key in CSV_FLOATS:

@@ -11,8 +11,10 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import engine
+
 CONFIG_CALLS = ("EmbeddingBagConfig", "EmbeddingConfig")
-TABLE_KEYS = ("name", "num_embeddings", "embedding_dim", "feature_names", "pooling", "data_type")
+TABLE_KEYS = tuple(f.name for f in engine.TABLE_FIELD_DECLS if f.snippet)  # EmbeddingBagConfig keywords read
 MAX_TABLES = 10_000
 MAX_CHARS = 1_000_000  # a snippet; 5,000 tables written out one call each fit
 MAX_TOKENS = 200_000  # counted before parsing: ast.parse holds ~500 bytes per token

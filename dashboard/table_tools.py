@@ -12,15 +12,18 @@ from dashboard.text import md
 
 IMPORT_FORMATS = {"json": "JSON config or table list", "csv": "CSV (one table per line)",
                   "torchrec": "TorchRec snippet: EmbeddingBagConfig(...) calls"}
+# CSV columns by their grid names (each is one of the field's CSV names): the required ones, then [the rest]
+_CSV_REQUIRED = [f.column for f in grid.GRID_FIELDS if f.csv and f.required]
+_CSV_OPTIONAL = [f.column for f in grid.GRID_FIELDS if f.csv and not f.required]
 IMPORT_HELP = {
     "json": 'A config file ({"tables": [...], "constraints": {...}, "topology": {...}}) or a list of tables.',
-    "csv": "Header then one table per line: name,rows,dim[,features,pooling,data_type,pooling_factor,"
-           "sharding_types,compute_kernels,min_partition,cache_load_factor]; lists separated by ; or |.",
+    "csv": f"Header then one table per line: {','.join(_CSV_REQUIRED)}[,{','.join(_CSV_OPTIONAL)}]; lists separated "
+           "by ; or |.",
     "torchrec": "Paste Python with EmbeddingBagConfig(...) calls (list comprehensions over range() are fine). "
                 "It is read, never run.",
 }
-BULK_COLUMNS = ("dim", "rows", "pooling", "data_type", "pooling_factor", "sharding_types", "compute_kernels",
-                "min_partition", "cache_load_factor")
+# columns a bulk edit sets (fields declaring `bulk`), dim first: the tool opens on it
+BULK_COLUMNS = ("dim", *(f.column for f in grid.GRID_FIELDS if f.bulk is not None and f.column != "dim"))
 
 
 def preset_tool() -> None:
@@ -89,18 +92,18 @@ def import_tool() -> None:
 def _bulk_value(column: str):
     label = f"New {grid.LABELS[column]}"
     k = f"tables_bulk_value_{column}"
-    if column in ("rows", "dim", "min_partition"):
-        return int(st.number_input(label, min_value=1, value=64 if column == "dim" else 1000, step=1, key=k))
-    if column == "pooling_factor":
-        return float(st.number_input(label, min_value=0.0, value=1.0, key=k))
-    if column == "cache_load_factor":
-        return float(st.number_input(label, min_value=0.01, max_value=1.0, value=0.2, key=k))
-    if column == "pooling":
-        return st.selectbox(label, [p.value for p in engine.PoolingType], key=k)
-    if column == "data_type":
-        return st.selectbox(label, [d.value for d in engine.DataType], key=k)
-    options = [s.value for s in engine.ShardingType] if column == "sharding_types" else \
-        [c.value for c in engine.ComputeKernel]
+    f = grid.COLUMN_FIELDS[column]
+    if f.kind == engine.FieldKind.INT:
+        lo, hi, value = f.bulk
+        return int(st.number_input(label, min_value=lo, value=value, step=1, key=k,
+                                   **({} if hi is None else {"max_value": hi})))
+    if f.kind in (engine.FieldKind.FLOAT, engine.FieldKind.FLOATS):
+        lo, hi, value = f.bulk
+        return float(st.number_input(label, min_value=lo, value=value, key=k,
+                                     **({} if hi is None else {"max_value": hi})))
+    options = [m.value for m in f.choices]
+    if f.kind == engine.FieldKind.ENUM:
+        return st.selectbox(label, options, key=k)
     return st.multiselect(label, options, key=k, help="empty: the planner chooses")
 
 

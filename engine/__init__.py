@@ -36,6 +36,10 @@ from engine.calibrate import BANDWIDTH_FIELDS, apply_calibration
 from engine.calibrate import fit as fit_calibration
 from engine.config import CONSTRAINT_FIELDS, PROFILE_FIELD, TABLE_FIELDS, TOPOLOGY_FIELDS
 from engine.constants import DATA_TYPE_BYTES
+from engine.fields import BY_NAME as FIELDS
+from engine.fields import CONSTRAINT as CONSTRAINT_FIELD_DECLS
+from engine.fields import TABLE as TABLE_FIELD_DECLS
+from engine.fields import Field, Kind as FieldKind
 from engine.errors import human_bytes, one_line
 from engine.jsonsafe import JsonError
 from engine.enumerate import pricing_cache_info
@@ -66,8 +70,9 @@ __all__ = [
     "load_config", "load_plan", "parse_config", "parse_plan", "plan", "plan_to_dict", "summary", "torchrec_format",
     # for the dashboard
     "ACCELERATORS", "BANDWIDTH_FIELDS", "CONSTRAINT_FIELDS", "CRITEO_1TB_EMBEDDING_DIM", "CRITEO_1TB_MULTI_HOT",
-    "CRITEO_1TB_ROWS", "DATA_TYPE_BYTES", "FIXED_COSTS", "JsonError", "OUT_OF_MEMORY", "PROFILE_FIELD", "RunStatus",
-    "TABLE_FIELDS",
+    "CRITEO_1TB_ROWS", "CONSTRAINT_FIELD_DECLS", "DATA_TYPE_BYTES", "FIELDS", "FIXED_COSTS", "Field",
+    "FieldKind", "JsonError", "OUT_OF_MEMORY", "PROFILE_FIELD", "RunStatus",
+    "TABLE_FIELDS", "TABLE_FIELD_DECLS",
     "TOPOLOGY_FIELDS", "WORLD_SIZES", "apply_calibration", "fit_calibration", "human_bytes", "json_loads",
     "one_line", "parameter_sharding_text", "parse_profile", "point_config", "pricing_cache_info", "read_old_plan",
     "replan_plan",

@@ -10,23 +10,19 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Optional, TypeVar
 
-from engine import constants as C
+from engine import fields as F
 from engine import limits as L
 from engine.errors import ConfigError, human_bytes
 from engine.estimate import table_load
 from engine.jsonsafe import JsonError, loads
 from engine.profile import parse_profile
 from engine.types import (
-    ComputeKernel,
     Config,
     Constraints,
-    DataType,
-    Device,
-    Optimizer,
-    PoolingType,
     ShardingType,
     TableConfig,
     Topology,
@@ -34,43 +30,16 @@ from engine.types import (
 
 E = TypeVar("E", bound=enum.Enum)
 
-TABLE_FIELDS = ("name", "num_embeddings", "embedding_dim", "feature_names", "pooling", "data_type")
-CONSTRAINT_FIELDS = (
-    "sharding_types",
-    "compute_kernels",
-    "min_partition",
-    "pooling_factors",
-    "num_poolings",
-    "batch_sizes",
-    "is_weighted",
-    "cache_load_factor",
-    "ranks",
-    "hosts",
-    "colocate",
-    "apart",
-)
-TOPOLOGY_FIELDS = (
-    "world_size",
-    "local_world_size",
-    "compute_device",
-    "hbm_cap",
-    "ddr_cap",
-    "hbm_mem_bw",
-    "ddr_mem_bw",
-    "hbm_to_ddr_mem_bw",
-    "intra_host_bw",
-    "inter_host_bw",
-    "batch_size",
-    "storage_reservation",
-    "optimizer",
-)
-PROFILE_FIELD = "profile"  # a device profile (engine.profile): written only when there is one
+# Every field is declared once, in engine.fields: the names, ranges and defaults below are read from there.
+TABLE_FIELDS = F.TABLE_FIELDS
+CONSTRAINT_FIELDS = F.CONSTRAINT_FIELDS
+TOPOLOGY_FIELDS = F.TOPOLOGY_FIELDS
+PROFILE_FIELD = F.PROFILE_FIELD.name  # a device profile (engine.profile): written only when there is one
 TOP_FIELDS = ("tables", "constraints", "topology")
 MAX_FILE_BYTES = 256 * 2**20  # 100,000 tables with constraints take about 40 MiB of JSON
 
 # Names older TorchRec releases (and its tutorials) print for today's kernels.
-KERNEL_ALIASES = {"batched_fused": "fused", "batched_dense": "dense", "batched_fused_uvm": "fused_uvm",
-                  "batched_fused_uvm_caching": "fused_uvm_caching"}
+KERNEL_ALIASES = F.KERNEL_ALIASES
 
 
 # ---- field readers: each returns the value or raises ConfigError naming the path ----------------
@@ -167,23 +136,62 @@ def _object(v: Any, path: str, allowed: tuple[str, ...]) -> dict:
 # ---- the three parts --------------------------------------------------------------------------
 
 
+def _reader(f: F.Field) -> Callable[..., Any]:
+    """The checking reader of a field, as its declaration (engine.fields) says: its kind and range; each raises
+    ConfigError naming the path. Made once per field (_READERS): reader(value, path), and for per-feature fields
+    reader(value, path, number of features)."""
+    kind, lo, hi = f.kind, f.lo, f.hi
+    if kind == F.INT:
+        return lambda v, path: _int(v, path, lo, hi)
+    if kind == F.FLOAT:
+        top, lo_open = math.inf if hi is None else hi, f.lo_open
+        return lambda v, path: _float(v, path, lo, top, lo_open)
+    if kind == F.BOOL:
+        return _bool
+    if kind == F.ENUM:
+        choices, aliases = f.choices, f.aliases
+        return lambda v, path: _enum(v, path, choices, aliases)
+    if kind == F.ENUMS:
+        return lambda v, path: _list(v, path, partial(_enum, cls=f.choices, aliases=f.aliases))
+    if kind == F.FLOATS:
+        return lambda v, path, n: _per_feature(v, path, n, partial(_float, lo=lo, hi=hi))
+    if kind == F.INTS:
+        return lambda v, path, n: _per_feature(v, path, n, partial(_int, minimum=lo, maximum=hi))
+    if kind == F.NAME:
+        return _name
+    if kind == F.NAMES:
+        return lambda v, path: _list(v, path, _name, max_len=hi)
+    if kind == F.IDS:
+        return lambda v, path: _ids(v, path, f)
+    if kind == F.TABLE_NAMES:
+        return _names
+    raise AssertionError(f"no reader for {f.name}'s kind {kind!r}")
+
+
+def _read(f: F.Field, v: Any, path: str, n_features: int = 0) -> Any:
+    """A field's value, checked by its reader."""
+    return _READERS[f.name](v, path, n_features) if f.per_feature else _READERS[f.name](v, path)
+
+
+_REQUIRED_TABLE_FIELDS = tuple(f.name for f in F.TABLE if f.required)
+# the names first (a bad feature name is reported before a bad size), then the rest in declaration order
+_TABLE_READ_ORDER = sorted(F.TABLE, key=lambda f: f.kind not in (F.NAME, F.NAMES))
+
+
 def _table(raw: Any, path: str) -> TableConfig:
     d = _object(raw, path, TABLE_FIELDS)
-    for req in ("name", "num_embeddings", "embedding_dim"):
+    for req in _REQUIRED_TABLE_FIELDS:
         if req not in d:
             raise ConfigError(f"{path}.{req}", "is required")
-    name = _name(d["name"], f"{path}.name")
-    features = (
-        _list(d["feature_names"], f"{path}.feature_names", _name) if "feature_names" in d else (name,)
-    )
-    table = TableConfig(
-        name=name,
-        num_embeddings=_int(d["num_embeddings"], f"{path}.num_embeddings", 1, L.MAX_NUM_EMBEDDINGS),
-        embedding_dim=_int(d["embedding_dim"], f"{path}.embedding_dim", 1, L.MAX_EMBEDDING_DIM),
-        feature_names=features,
-        pooling=_enum(d.get("pooling", "sum"), f"{path}.pooling", PoolingType),
-        data_type=_enum(d.get("data_type", "fp32"), f"{path}.data_type", DataType),
-    )
+    values: dict[str, Any] = {}
+    for f in _TABLE_READ_ORDER:
+        if f.name in d:
+            values[f.name] = _read(f, d[f.name], f"{path}.{f.name}")
+        elif f.kind == F.NAMES:  # feature_names: the table's name
+            values[f.name] = (values["name"],)
+        else:
+            values[f.name] = _read(f, f.json_default, f"{path}.{f.name}")
+    table = TableConfig(**values)
     if table.weight_bytes > L.MAX_TABLE_BYTES:
         raise ConfigError(f"{path}.num_embeddings", f"the table holds {human_bytes(table.weight_bytes)} of weights; "
                           f"at most {human_bytes(L.MAX_TABLE_BYTES)} per table are planned")
@@ -196,10 +204,18 @@ def _table(raw: Any, path: str) -> TableConfig:
 # checking path, which alone writes error messages. tests/engine/test_config_fast.py holds the two equal.
 
 _TABLE_KEYS = frozenset(TABLE_FIELDS)
-_POOLINGS = {m.value: m for m in PoolingType}
-_DATA_TYPES = {m.value: m for m in DataType}
-_FAST_CONSTRAINT_KEYS = frozenset(CONSTRAINT_FIELDS) - {"sharding_types", "compute_kernels", "ranks", "hosts",
-                                                         "colocate", "apart"}
+_POOLING, _DATA_TYPE = F.BY_NAME["pooling"], F.BY_NAME["data_type"]
+_POOLINGS = {m.value: m for m in _POOLING.choices}
+_DATA_TYPES = {m.value: m for m in _DATA_TYPE.choices}
+_POOLING_DEFAULT, _DATA_TYPE_DEFAULT = _POOLING.json_default, _DATA_TYPE.json_default
+_ROWS_LO, _ROWS_HI = F.BY_NAME["num_embeddings"].lo, F.BY_NAME["num_embeddings"].hi
+_DIM_LO, _DIM_HI = F.BY_NAME["embedding_dim"].lo, F.BY_NAME["embedding_dim"].hi
+_MAX_FEATURES = F.BY_NAME["feature_names"].hi
+# Constraints of these kinds, with a finite range, take the fast path: (kind, lo, hi, lo_open) by name.
+_FAST_KINDS = (F.INT, F.FLOAT, F.BOOL, F.FLOATS, F.INTS)
+_FAST_CONSTRAINTS = {f.name: (f.kind, f.lo, f.hi, f.lo_open) for f in F.CONSTRAINT
+                     if f.kind in _FAST_KINDS and (f.kind == F.BOOL or math.isfinite(f.hi))}
+_FAST_CONSTRAINT_KEYS = frozenset(_FAST_CONSTRAINTS)
 
 
 def _plain_name(v: Any) -> bool:
@@ -210,19 +226,19 @@ def _table_fast(raw: Any) -> TableConfig | None:
     if type(raw) is not dict or not raw.keys() <= _TABLE_KEYS:
         return None
     name, rows, dim = raw.get("name"), raw.get("num_embeddings"), raw.get("embedding_dim")
-    if not (_plain_name(name) and type(rows) is int and 1 <= rows <= L.MAX_NUM_EMBEDDINGS
-            and type(dim) is int and 1 <= dim <= L.MAX_EMBEDDING_DIM):
+    if not (_plain_name(name) and type(rows) is int and _ROWS_LO <= rows <= _ROWS_HI
+            and type(dim) is int and _DIM_LO <= dim <= _DIM_HI):
         return None
     features = raw.get("feature_names", None)
     if features is None:
         if "feature_names" in raw:
             return None
         features = (name,)
-    elif type(features) is list and 0 < len(features) <= L.MAX_FEATURES_PER_TABLE and all(map(_plain_name, features)):
+    elif type(features) is list and 0 < len(features) <= _MAX_FEATURES and all(map(_plain_name, features)):
         features = tuple(features)
     else:
         return None
-    pooling, data_type = raw.get("pooling", "sum"), raw.get("data_type", "fp32")
+    pooling, data_type = raw.get("pooling", _POOLING_DEFAULT), raw.get("data_type", _DATA_TYPE_DEFAULT)
     if type(pooling) is not str or type(data_type) is not str:
         return None
     pooling, data_type = _POOLINGS.get(pooling), _DATA_TYPES.get(data_type)
@@ -249,27 +265,23 @@ def _constraint_fast(raw: Any, table: TableConfig) -> Constraints | None:
         return None
     n = len(table.feature_names)
     out: dict[str, Any] = {}
-    for key, lo, hi, ints in (("pooling_factors", 0.0, L.MAX_POOLING_FACTOR, False),
-                              ("num_poolings", 0.0, L.MAX_NUM_POOLINGS, False),
-                              ("batch_sizes", 1, L.MAX_BATCH_SIZE, True)):
-        if key in raw:
-            out[key] = _numbers_fast(raw[key], n, lo, hi, ints)
-            if out[key] is None:
+    for key, v in raw.items():
+        kind, lo, hi, lo_open = _FAST_CONSTRAINTS[key]
+        if kind == F.FLOATS or kind == F.INTS:
+            v = _numbers_fast(v, n, lo, hi, kind == F.INTS)
+            if v is None:
                 return None
-    if "min_partition" in raw:
-        v = raw["min_partition"]
-        if not (type(v) is int and 1 <= v <= L.MAX_EMBEDDING_DIM):
+        elif kind == F.INT:
+            if not (type(v) is int and lo <= v <= hi):
+                return None
+        elif kind == F.FLOAT:
+            if not ((type(v) is int or type(v) is float) and (lo < v if lo_open else lo <= v) and v <= hi):
+                return None
+            v = float(v)
+        elif type(v) is not bool:
             return None
-        out["min_partition"] = v
-    if "cache_load_factor" in raw:
-        v = raw["cache_load_factor"]
-        if not ((type(v) is int or type(v) is float) and 0.0 < v <= 1.0):
-            return None
-        out["cache_load_factor"] = float(v)
-    weighted = raw.get("is_weighted", False)
-    if type(weighted) is not bool:
-        return None
-    return Constraints(is_weighted=weighted, **out)
+        out[key] = v
+    return Constraints(**out)
 
 
 def _per_feature(v: Any, path: str, n_features: int, item: Callable[[Any, str], Any]) -> tuple:
@@ -285,35 +297,12 @@ def _per_feature(v: Any, path: str, n_features: int, item: Callable[[Any, str], 
 def _constraint(raw: Any, path: str, table: TableConfig) -> Constraints:
     d = _object(raw, path, CONSTRAINT_FIELDS)
     n = len(table.feature_names)
-    get = d.get
-    return Constraints(
-        sharding_types=_list(get("sharding_types"), f"{path}.sharding_types",
-                             lambda v, p: _enum(v, p, ShardingType)) if "sharding_types" in d else None,
-        compute_kernels=_list(get("compute_kernels"), f"{path}.compute_kernels",
-                              lambda v, p: _enum(v, p, ComputeKernel, KERNEL_ALIASES))
-        if "compute_kernels" in d else None,
-        min_partition=_int(get("min_partition"), f"{path}.min_partition", 1, L.MAX_EMBEDDING_DIM)
-        if "min_partition" in d else None,
-        pooling_factors=_per_feature(get("pooling_factors"), f"{path}.pooling_factors", n,
-                                     lambda v, p: _float(v, p, 0.0, L.MAX_POOLING_FACTOR))
-        if "pooling_factors" in d else None,
-        num_poolings=_per_feature(get("num_poolings"), f"{path}.num_poolings", n,
-                                  lambda v, p: _float(v, p, 0.0, L.MAX_NUM_POOLINGS)) if "num_poolings" in d else None,
-        batch_sizes=_per_feature(get("batch_sizes"), f"{path}.batch_sizes", n,
-                                 lambda v, p: _int(v, p, 1, L.MAX_BATCH_SIZE)) if "batch_sizes" in d else None,
-        is_weighted=_bool(get("is_weighted", False), f"{path}.is_weighted"),
-        cache_load_factor=_float(get("cache_load_factor"), f"{path}.cache_load_factor", 0.0, 1.0, lo_open=True)
-        if "cache_load_factor" in d else None,
-        ranks=_ids(get("ranks"), f"{path}.ranks") if "ranks" in d else None,
-        hosts=_ids(get("hosts"), f"{path}.hosts") if "hosts" in d else None,
-        colocate=_names(get("colocate"), f"{path}.colocate") if "colocate" in d else None,
-        apart=_names(get("apart"), f"{path}.apart") if "apart" in d else None,
-    )
+    return Constraints(**{f.name: _read(f, d[f.name], f"{path}.{f.name}", n) for f in F.CONSTRAINT if f.name in d})
 
 
-def _ids(v: Any, path: str) -> tuple[int, ...]:
+def _ids(v: Any, path: str, f: F.Field) -> tuple[int, ...]:
     """A non-empty list of distinct rank or host numbers, sorted (their upper bound is checked with the topology)."""
-    values = _list(v, path, lambda x, p: _int(x, p, 0, L.MAX_WORLD_SIZE - 1))
+    values = _list(v, path, lambda x, p: _int(x, p, f.lo, f.hi))
     if not values:
         raise ConfigError(path, "must list at least one; leave the field out to let the planner choose")
     return tuple(sorted(set(values)))
@@ -413,31 +402,24 @@ def _bool(v: Any, path: str) -> bool:
     return v
 
 
+# every field's reader (made here, below the readers of every kind)
+_READERS = {f.name: _reader(f) for f in (*F.TABLE, *F.CONSTRAINT, *F.TOPOLOGY)}
+_WORLD_SIZE, _LOCAL_WORLD_SIZE = F.BY_NAME["world_size"], F.BY_NAME["local_world_size"]
+# (name, reader, default as a file writes it, path) of every topology field past the two sizes
+_TOPOLOGY_REST = tuple((f.name, _READERS[f.name], f.json_default, f"topology.{f.name}") for f in F.TOPOLOGY
+                       if f not in (_WORLD_SIZE, _LOCAL_WORLD_SIZE))
+
+
 def _topology(raw: Any) -> Topology:
     d = _object(raw, "topology", (*TOPOLOGY_FIELDS, PROFILE_FIELD))
     if "world_size" not in d:
         raise ConfigError("topology.world_size", "is required (the number of ranks, e.g. 2)")
-    ws = _int(d["world_size"], "topology.world_size", 1, L.MAX_WORLD_SIZE)
-    lws = _int(d.get("local_world_size", ws), "topology.local_world_size", 1, L.MAX_WORLD_SIZE)
+    ws = _read(_WORLD_SIZE, d["world_size"], "topology.world_size")
+    lws = _read(_LOCAL_WORLD_SIZE, d.get("local_world_size", ws), "topology.local_world_size")
     if lws > ws or ws % lws:
         raise ConfigError("topology.local_world_size", f"must divide world_size ({ws}) evenly, got {lws}")
-    bw = lambda k, dflt: _float(d.get(k, dflt), f"topology.{k}", L.MIN_BW, L.MAX_BW)  # noqa: E731
-    topo = Topology(
-        world_size=ws,
-        local_world_size=lws,
-        compute_device=_enum(d.get("compute_device", "cuda"), "topology.compute_device", Device),
-        hbm_cap=_int(d.get("hbm_cap", C.HBM_CAP_BYTES), "topology.hbm_cap", 0, L.MAX_CAP_BYTES),
-        ddr_cap=_int(d.get("ddr_cap", C.DDR_CAP_BYTES), "topology.ddr_cap", 0, L.MAX_CAP_BYTES),
-        hbm_mem_bw=bw("hbm_mem_bw", C.HBM_MEM_BW),
-        ddr_mem_bw=bw("ddr_mem_bw", C.DDR_MEM_BW),
-        hbm_to_ddr_mem_bw=bw("hbm_to_ddr_mem_bw", C.HBM_TO_DDR_MEM_BW),
-        intra_host_bw=bw("intra_host_bw", C.INTRA_NODE_BW),
-        inter_host_bw=bw("inter_host_bw", C.CROSS_NODE_BW),
-        batch_size=_int(d.get("batch_size", C.BATCH_SIZE), "topology.batch_size", 1, L.MAX_BATCH_SIZE),
-        storage_reservation=_float(d.get("storage_reservation", C.STORAGE_RESERVATION),
-                                   "topology.storage_reservation", 0.0, 0.99),
-        optimizer=_enum(d.get("optimizer", "sgd"), "topology.optimizer", Optimizer),
-    )
+    topo = Topology(world_size=ws, local_world_size=lws, **{
+        name: read(d.get(name, default), path) for name, read, default, path in _TOPOLOGY_REST})
     if d.get(PROFILE_FIELD) is None:
         return topo
     return replace(topo, profile=parse_profile(d[PROFILE_FIELD], f"topology.{PROFILE_FIELD}", topo))
@@ -554,21 +536,30 @@ def load_config(path: str | Path, refuse_too_big: bool = False) -> Config:
 # ---- back to JSON -----------------------------------------------------------------------------
 
 
+def _writer(f: F.Field) -> Optional[Callable[[Any], Any]]:
+    """How a table field is written to JSON (None: as it is)."""
+    if f.kind == F.ENUM:
+        return lambda v: v.value
+    if f.kind == F.ENUMS:
+        return lambda v: [x.value for x in v]
+    return list if f.kind in (F.NAMES, F.FLOATS, F.INTS, F.IDS, F.TABLE_NAMES) else None
+
+
+_TABLE_WRITERS = tuple((f.name, _writer(f)) for f in F.TABLE)
+
+
 def config_to_dict(cfg: Config) -> dict:
     """The config as JSON-ready data, every default written out (parse_config(config_to_dict(c)) == c)."""
-    tables = [
-        {"name": t.name, "num_embeddings": t.num_embeddings, "embedding_dim": t.embedding_dim,
-         "feature_names": list(t.feature_names), "pooling": t.pooling.value, "data_type": t.data_type.value}
-        for t in cfg.tables
-    ]
+    tables = [{name: getattr(t, name) if write is None else write(getattr(t, name)) for name, write in _TABLE_WRITERS}
+              for t in cfg.tables]
     constraints = {}
     for name, c in cfg.constraints.items():
         out: dict[str, Any] = {}
-        for f in CONSTRAINT_FIELDS:
+        for f, absent in F.CONSTRAINT_ABSENT.items():
             v = getattr(c, f)
-            if v is None or (f == "is_weighted" and v is False):
+            if v is absent or v == absent:
                 continue
-            out[f] = [x.value if isinstance(x, enum.Enum) else x for x in v] if isinstance(v, tuple) else v
+            out[f] = F.json_value(v)
         constraints[name] = out
     return {"tables": tables, "constraints": constraints, "topology": topology_to_dict(cfg.topology)}
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine import constants as C
+from engine import fields as F
 from engine.profile import active, piece_perf
 from engine.types import (
     ComputeKernel,
@@ -55,15 +56,15 @@ class TableLoad:
 
 def table_load(table: TableConfig, c: Constraints, topo: Topology) -> TableLoad:
     n = len(table.feature_names)
-    pf = c.pooling_factors or (C.POOLING_FACTOR,) * n
-    npool = c.num_poolings or (C.NUM_POOLINGS,) * n
-    bs = c.batch_sizes or (topo.batch_size,) * n
+    pf = F.pooling_factors(c, n)
+    npool = F.num_poolings(c, n)
+    bs = F.batch_sizes(c, n, topo.batch_size)
     inputs = sum(p * q * b for p, q, b in zip(pf, npool, bs))
     if table.pooling is PoolingType.NONE:
         outputs = inputs
     else:
         outputs = sum(min(1.0, p) * q * b for p, q, b in zip(pf, npool, bs))
-    clf = c.cache_load_factor if c.cache_load_factor is not None else C.UVM_CACHING_RATIO
+    clf = F.cache_load_factor(c)
     return TableLoad(inputs, outputs, c.is_weighted, clf)
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine import constants as C
+from engine import fields as F
 from engine.errors import human_bytes
 from engine.types import (
     ComputeKernel,
@@ -374,9 +375,9 @@ def _feature_load(cfg: Config, name: str) -> tuple[list[int], float]:
     t = cfg.table(name)
     c = cfg.constraint(name)
     n = len(t.feature_names)
-    bs = c.batch_sizes or (cfg.topology.batch_size,) * n
-    npool = c.num_poolings or (C.NUM_POOLINGS,) * n
-    pf = c.pooling_factors or (C.POOLING_FACTOR,) * n
+    bs = F.batch_sizes(c, n, cfg.topology.batch_size)
+    npool = F.num_poolings(c, n)
+    pf = F.pooling_factors(c, n)
     bags = [max(1, round(b * q)) for b, q in zip(bs, npool)]
     return bags, float(sum(p * b for p, b in zip(pf, bags)))
 
@@ -391,7 +392,7 @@ def _fused_state(opt: Optimizer, rows: np.ndarray, cols: np.ndarray) -> np.ndarr
 def _cache_bytes(cfg: Config, name: str, rows: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """fused_uvm_caching's HBM: the cached share of the rows and the cache's index state (as engine.estimate)."""
     c = cfg.constraint(name)
-    clf = c.cache_load_factor if c.cache_load_factor is not None else C.UVM_CACHING_RATIO
+    clf = F.cache_load_factor(c)
     return np.round(weights * clf) + np.ceil(rows * (4 + clf * 16))
 
 

@@ -33,6 +33,7 @@ from torchrec.distributed.types import (
 )
 from torchrec.optim import RowWiseAdagrad
 
+from engine import fields as F
 from engine.errors import EngineError, PlanningError
 from engine.evaluate import evaluate
 from engine.types import (
@@ -161,20 +162,25 @@ def torchrec_topology(cfg: Config) -> TorchRecTopology:
     )
 
 
+# TorchRec's objects that hold a constraint declared with a dotted TorchRec name (cache_params.load_factor)
+_TORCHREC_HOLDERS = {"cache_params": CacheParams}
+
+
 def torchrec_constraints(cfg: Config) -> dict[str, ParameterConstraints]:
+    """ParameterConstraints of each table: every constraint with a TorchRec name (engine.fields) that is set."""
     out = {}
     for name, c in cfg.constraints.items():
-        kwargs: dict = dict(
-            sharding_types=[s.value for s in c.sharding_types] if c.sharding_types else None,
-            compute_kernels=[k.value for k in c.compute_kernels] if c.compute_kernels else None,
-            min_partition=c.min_partition,
-            num_poolings=list(c.num_poolings) if c.num_poolings else None,
-            batch_sizes=list(c.batch_sizes) if c.batch_sizes else None,
-            is_weighted=c.is_weighted,
-            cache_params=CacheParams(load_factor=c.cache_load_factor) if c.cache_load_factor is not None else None,
-        )
-        if c.pooling_factors:
-            kwargs["pooling_factors"] = list(c.pooling_factors)
+        kwargs: dict = {}
+        for f in F.CONSTRAINT:
+            v = getattr(c, f.name)
+            if f.torchrec is None or v is None:
+                continue
+            holder, _, attr = f.torchrec.rpartition(".")
+            v = F.json_value(v)
+            if holder:
+                kwargs[holder] = _TORCHREC_HOLDERS[holder](**{attr: v})
+            else:
+                kwargs[attr] = v
         out[name] = ParameterConstraints(**kwargs)
     return out
 

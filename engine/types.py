@@ -120,6 +120,7 @@ class Constraints:
     batch_sizes: Optional[tuple[int, ...]] = None
     is_weighted: bool = False
     cache_load_factor: Optional[float] = None
+    zipf_exponent: float = 0.0  # ours: the Zipf exponent of a step's ids over the rows (0: uniform)
     # Placement (ours, not TorchRec's): every shard on these ranks / on these hosts' ranks; the same ranks as
     # the co-located tables; no rank shared with the tables kept apart.
     ranks: Optional[tuple[int, ...]] = None

@@ -13,37 +13,35 @@ SUMMARY_LINES = 5  # rows listed above the grids; the rest are counted
 
 ISSUE_COLUMN = st.column_config.TextColumn("⚠ issue", disabled=True, width=400)
 ROW_COLUMN = st.column_config.NumberColumn("row", disabled=True, width=50, help="row number, as messages name rows")
+K = engine.FieldKind
+
+
+def field_column(f: engine.Field):
+    """A grid column's editor, from its field's declaration (engine.fields): label, width, help, choices."""
+    kw = {"width": f.width}
+    if f.help:
+        kw["help"] = f.help
+    if f.kind == K.ENUM:
+        return st.column_config.SelectboxColumn(f.grid_label, options=[m.value for m in f.choices], **kw)
+    if f.kind == K.ENUMS:
+        return st.column_config.MultiselectColumn(f.grid_label, options=[m.value for m in f.choices], **kw)
+    if f.kind in (K.INT, K.FLOAT, K.FLOATS):
+        step = {"step": 1} if f.kind == K.INT else {}
+        return st.column_config.NumberColumn(f.grid_label, **step, format=f.number_format, **kw)
+    if f.required:
+        kw["required"] = True
+    return st.column_config.TextColumn(f.grid_label, **kw)
+
+
 TABLE_COLUMN_CONFIG = {
     "_index": ROW_COLUMN,
-    "name": st.column_config.TextColumn("name", required=True, width=150),
-    "rows": st.column_config.NumberColumn("rows", step=1, format="%d", width=100, help="num_embeddings"),
-    "dim": st.column_config.NumberColumn("dim", step=1, format="%d", width=60, help="embedding_dim"),
-    "features": st.column_config.TextColumn("features", width=140,
-                                            help="feature names, comma-separated; empty: the table's name"),
-    "pooling": st.column_config.SelectboxColumn("pooling", options=[p.value for p in engine.PoolingType], width=80),
-    "data_type": st.column_config.SelectboxColumn("data type", options=[d.value for d in engine.DataType], width=85),
-    "pooling_factor": st.column_config.NumberColumn("pooling factor", format="%.2f", width=110,
-                                                    help="mean ids per sample and feature; empty: 1"),
+    **{c: field_column(grid.COLUMN_FIELDS[c]) for c in grid.TABLE_COLUMNS if c in grid.COLUMN_FIELDS},
     "issue": ISSUE_COLUMN,
 }
 CONSTRAINT_COLUMN_CONFIG = {
     "_index": ROW_COLUMN,
     "table": st.column_config.TextColumn("table", disabled=True, width=150),
-    "sharding_types": st.column_config.MultiselectColumn(
-        "sharding types", options=[s.value for s in engine.ShardingType], width=260,
-        help="allowed sharding types; empty: the planner chooses"),
-    "compute_kernels": st.column_config.MultiselectColumn(
-        "kernels", options=[k.value for k in engine.ComputeKernel], width=190,
-        help="allowed compute kernels; empty: the planner chooses"),
-    "min_partition": st.column_config.NumberColumn("min partition", step=1, format="%d", width=105,
-                                                   help="smallest column-wise shard width"),
-    "cache_load_factor": st.column_config.NumberColumn("cache load factor", format="%.2f", width=125,
-                                                       help="share of rows cached in HBM by fused_uvm_caching"),
-    "ranks": st.column_config.TextColumn("ranks", width=90, help="pin: every piece on these ranks, e.g. 0, 2-3"),
-    "hosts": st.column_config.TextColumn("hosts", width=80, help="pin: every piece on these hosts' ranks, e.g. 0"),
-    "colocate": st.column_config.TextColumn("co-locate with", width=140,
-                                            help="tables that share this table's ranks, e.g. t1, t2"),
-    "apart": st.column_config.TextColumn("apart from", width=140, help="tables that share no rank with it"),
+    **{c: field_column(grid.COLUMN_FIELDS[c]) for c in grid.CONSTRAINT_COLUMNS if c in grid.COLUMN_FIELDS},
     "issue": ISSUE_COLUMN,
 }
 

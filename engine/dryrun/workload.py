@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine import constants as C
+from engine import fields as F
 from engine.types import Config, PoolingType, TableConfig
 
 from engine.dryrun.pieces import scaled_rows
@@ -57,8 +58,8 @@ def local_bags(cfg: Config, table: TableConfig) -> list[int]:
     """Bags per feature in one rank's batch: batch size x num_poolings."""
     c = cfg.constraint(table.name)
     n = len(table.feature_names)
-    bs = c.batch_sizes or (cfg.topology.batch_size,) * n
-    npool = c.num_poolings or (C.NUM_POOLINGS,) * n
+    bs = F.batch_sizes(c, n, cfg.topology.batch_size)
+    npool = F.num_poolings(c, n)
     return [max(1, round(b * q)) for b, q in zip(bs, npool)]
 
 
@@ -79,7 +80,7 @@ def global_batch(cfg: Config, table_index: int, s: DryrunSettings) -> tuple[Feat
     """The table's global batch, one FeatureBatch per feature; the same for every rank (seeded by table)."""
     t = cfg.tables[table_index]
     rows = scaled_rows(t.num_embeddings, s.scale_rows)
-    pfs = cfg.constraint(t.name).pooling_factors or (C.POOLING_FACTOR,) * len(t.feature_names)
+    pfs = F.pooling_factors(cfg.constraint(t.name), len(t.feature_names))
     out = []
     for f, (bags, pf) in enumerate(zip(local_bags(cfg, t), pfs)):
         rng = np.random.default_rng([s.seed, table_index, f])

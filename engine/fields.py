@@ -1,0 +1,277 @@
+"""Every field of a config, declared once: its type, unit, range, default, meaning, grid column, CSV and
+snippet names and TorchRec name. The config reader (engine.config), the defaults the estimates use, TorchRec's
+ParameterConstraints (engine.torchrec_compat), the dashboard's grid, importers and Tables page, and README's field
+tables (engine.field_tables) are derived from these declarations.
+
+Adding a per-table constraint: declare it in CONSTRAINT below (its range from engine.limits, or here), add the
+attribute to engine.types.Constraints, and run `python -m engine.field_tables --readme` to rewrite README's tables.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Optional
+
+from engine import constants as C
+from engine import limits as L
+from engine.types import ComputeKernel, Constraints, DataType, Device, Optimizer, PoolingType, ShardingType
+
+
+class Kind:
+    """How a field's value is written in a config file (and read by engine.config)."""
+
+    NAME = "name"  # one line of printable text (a table or feature name)
+    NAMES = "names"  # a list of names (feature_names)
+    INT = "int"
+    FLOAT = "float"
+    BOOL = "bool"
+    ENUM = "enum"  # one value of `choices`
+    ENUMS = "enums"  # a list of values of `choices`
+    FLOATS = "floats"  # per feature: one number per feature, or one for all
+    INTS = "ints"  # per feature, whole numbers
+    IDS = "ids"  # rank or host numbers
+    TABLE_NAMES = "table_names"  # other tables' names
+    PROFILE = "profile"  # a device profile (engine.profile)
+    # the grid tabs of the dashboard's Tables page a column sits on
+    TABLES_TAB = "tables"
+    CONSTRAINTS_TAB = "constraints"
+
+
+NAME, NAMES, INT, FLOAT, BOOL, ENUM = Kind.NAME, Kind.NAMES, Kind.INT, Kind.FLOAT, Kind.BOOL, Kind.ENUM
+ENUMS, FLOATS, INTS, IDS = Kind.ENUMS, Kind.FLOATS, Kind.INTS, Kind.IDS
+TABLE_NAMES, PROFILE = Kind.TABLE_NAMES, Kind.PROFILE
+TABLES_TAB, CONSTRAINTS_TAB = Kind.TABLES_TAB, Kind.CONSTRAINTS_TAB
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field of a config. lo/hi: its range (per item for lists); default: the value the planner uses when the
+    field is absent (None: required, the planner chooses, or taken from elsewhere, as default_text says)."""
+
+    name: str
+    kind: str
+    meaning: str  # README's "meaning" column
+    default_text: str  # README's "default" column
+    unit: str = ""
+    lo: Any = None
+    hi: Any = None
+    lo_open: bool = False  # lo itself is not allowed
+    range_text: Optional[str] = None  # README's "range" column when lo/hi do not say it all
+    range_note: str = ""  # appended to the range lo/hi give
+    default: Any = None
+    required: bool = False
+    choices: Optional[type[enum.Enum]] = None
+    aliases: Optional[dict[str, str]] = None  # older names of choices' values
+    torchrec: Optional[str] = None  # TorchRec's name for it (None: TorchRec has no such field)
+    # the dashboard's grid: column key, tab, label, width in px, help, number format; None: not shown
+    column: Optional[str] = None
+    tab: str = CONSTRAINTS_TAB
+    label: Optional[str] = None
+    width: Optional[int] = None
+    help: Optional[str] = None
+    number_format: Optional[str] = None
+    grid_stand_in: Any = None  # a valid cell that stands in for a bad one while a row is checked for more problems
+    bulk: Optional[tuple] = None  # bulk edit: (min, max, initial) of its number input; () for a choice; None: none
+    csv: tuple[str, ...] = ()  # CSV column names (the first is the field's)
+    snippet: bool = False  # read from EmbeddingBagConfig(...) keywords of a pasted snippet
+
+    @property
+    def per_feature(self) -> bool:
+        return self.kind in (FLOATS, INTS)
+
+    @property
+    def grid_label(self) -> str:
+        return self.label or (self.column or self.name).replace("_", " ")
+
+    @cached_property  # read for every table and topology parsed
+    def json_default(self) -> Any:
+        """The default as a config file writes it (an enum as its value)."""
+        return self.default.value if isinstance(self.default, enum.Enum) else self.default
+
+
+KERNEL_ALIASES = {"batched_fused": "fused", "batched_dense": "dense", "batched_fused_uvm": "fused_uvm",
+                  "batched_fused_uvm_caching": "fused_uvm_caching"}
+
+# ---- tables[]: TorchRec's EmbeddingBagConfig ------------------------------------------------------------------
+
+TABLE: tuple[Field, ...] = (
+    Field("name", NAME, "unique table name", "required", required=True, torchrec="name",
+          range_text=f"1-{L.MAX_NAME_CHARS} characters, no control characters", column="name", tab=TABLES_TAB,
+          width=150, grid_stand_in="t", csv=("name", "table"), snippet=True),
+    Field("num_embeddings", INT, "rows", "required", unit="rows", lo=1, hi=L.MAX_NUM_EMBEDDINGS, required=True,
+          torchrec="num_embeddings", column="rows", tab=TABLES_TAB, label="rows", width=100, help="num_embeddings",
+          number_format="%d", grid_stand_in=1, bulk=(1, None, 1000), csv=("num_embeddings", "rows"), snippet=True),
+    Field("embedding_dim", INT, "columns", "required", unit="columns", lo=1, hi=L.MAX_EMBEDDING_DIM, required=True,
+          torchrec="embedding_dim", column="dim", tab=TABLES_TAB, label="dim", width=60, help="embedding_dim",
+          number_format="%d", grid_stand_in=1, bulk=(1, None, 64), csv=("embedding_dim", "dim"), snippet=True),
+    Field("feature_names", NAMES, "the features that look up this table; unique across tables (TorchRec's default "
+          "is empty, which leaves a table unused)", "`[name]`", hi=L.MAX_FEATURES_PER_TABLE,
+          range_text=f"1-{L.MAX_FEATURES_PER_TABLE:,} names, each as `name`", torchrec="feature_names",
+          column="features", tab=TABLES_TAB, width=140, help="feature names, comma-separated; empty: the table's name",
+          csv=("feature_names", "features"), snippet=True),
+    Field("pooling", ENUM, "`sum`, `mean` or `none`", '`"sum"`', default=PoolingType.SUM, choices=PoolingType,
+          range_text="", torchrec="pooling", column="pooling", tab=TABLES_TAB, width=80, bulk=(), csv=("pooling",),
+          snippet=True),
+    Field("data_type", ENUM, "`fp32`, `fp16`, `bf16`, `int8`, `int4`, `int2`", '`"fp32"`', default=DataType.FP32,
+          choices=DataType, range_text="", torchrec="data_type", column="data_type", tab=TABLES_TAB, width=85,
+          bulk=(), csv=("data_type", "dtype"), snippet=True),
+)
+
+# ---- constraints.TABLE: TorchRec's ParameterConstraints (all optional) ----------------------------------------
+
+CONSTRAINT: tuple[Field, ...] = (
+    Field("sharding_types", ENUMS, "subset of `table_wise`, `row_wise`, `column_wise`, `table_row_wise`, "
+          "`table_column_wise`, `data_parallel`. As in TorchRec, CPU topologies offer `data_parallel`, `table_wise`, "
+          "`column_wise`, `table_column_wise` unless you list `row_wise`/`table_row_wise` here",
+          "all the device offers", choices=ShardingType, range_text="", torchrec="sharding_types",
+          column="sharding_types", width=260, help="allowed sharding types; empty: the planner chooses", bulk=(),
+          csv=("sharding_types",)),
+    Field("compute_kernels", ENUMS, "subset of `fused`, `fused_uvm`, `fused_uvm_caching` (`dense` is "
+          "data_parallel's kernel; data_parallel always uses it, as the tutorial shows). Older names `batched_fused`, "
+          "`batched_dense` are accepted", "all the device offers", choices=ComputeKernel, aliases=KERNEL_ALIASES,
+          range_text="", torchrec="compute_kernels", column="compute_kernels", label="kernels", width=190,
+          help="allowed compute kernels; empty: the planner chooses", bulk=(),
+          csv=("compute_kernels", "kernels")),
+    Field("min_partition", INT, "column-wise shard width; when given, used exactly (the tutorial's 32); when absent "
+          "the planner also tries widths that cut the dim into 2..world_size pieces",
+          "128 (TorchRec `MIN_CW_DIM`)", unit="columns", lo=1, hi=L.MAX_EMBEDDING_DIM, torchrec="min_partition",
+          column="min_partition", width=105, help="smallest column-wise shard width", number_format="%d",
+          bulk=(1, None, 1000), csv=("min_partition",)),
+    Field("pooling_factors", FLOATS, "mean ids per sample, one per feature (a single value applies to all)",
+          "`[1.0]`", unit="ids per sample", lo=0.0, hi=L.MAX_POOLING_FACTOR, default=C.POOLING_FACTOR,
+          torchrec="pooling_factors", column="pooling_factor", tab=TABLES_TAB, label="pooling factor", width=110,
+          help="mean ids per sample and feature; empty: 1", number_format="%.2f", bulk=(0.0, None, 1.0),
+          csv=("pooling_factor", "pooling_factors")),
+    Field("num_poolings", FLOATS, "poolings per sample, one per feature", "`[1.0]`", unit="poolings per sample",
+          lo=0.0, hi=L.MAX_NUM_POOLINGS, default=C.NUM_POOLINGS, torchrec="num_poolings"),
+    Field("batch_sizes", INTS, "per-feature batch size", "`[topology.batch_size]`", unit="samples", lo=1,
+          hi=L.MAX_BATCH_SIZE, torchrec="batch_sizes"),
+    Field("is_weighted", BOOL, "weighted features (doubles the id read)", "`false`", default=False,
+          range_text="", torchrec="is_weighted"),
+    Field("cache_load_factor", FLOAT, "share of rows cached in HBM by `fused_uvm_caching`",
+          "0.2 (TorchRec `UVM_CACHING_RATIO`)", lo=0.0, hi=1.0, lo_open=True, default=C.UVM_CACHING_RATIO,
+          torchrec="cache_params.load_factor", column="cache_load_factor", width=125,
+          help="share of rows cached in HBM by fused_uvm_caching", number_format="%.2f", bulk=(0.01, 1.0, 0.2),
+          csv=("cache_load_factor",)),
+    Field("zipf_exponent", FLOAT, "the exponent s of the Zipf distribution over the table's rows that a step's ids "
+          "follow (the i-th hottest row drawn with weight 1/i^s; 0: uniform ids). Ours: TorchRec has no such field; "
+          "the estimate does not use it yet", "0.0 (uniform ids)", lo=0.0, hi=5.0, default=0.0,
+          column="zipf_exponent", width=110, help="skew of the ids over the rows (Zipf exponent s); empty: 0, uniform",
+          number_format="%.2f", bulk=(0.0, 5.0, 0.0), csv=("zipf_exponent", "zipf")),
+    Field("ranks", IDS, "pin: every piece of the table on these ranks (ours; TorchRec's planner has no such "
+          "constraint). Sharding types that put a piece on every rank (`row_wise`, `data_parallel`) are then ruled "
+          "out", "any rank", lo=0, hi=L.MAX_WORLD_SIZE - 1, range_text="0 to world_size - 1", column="ranks",
+          width=90, help="pin: every piece on these ranks, e.g. 0, 2-3"),
+    Field("hosts", IDS, "pin to these hosts' ranks (with `ranks` too: the ranks in both)", "any host", lo=0,
+          hi=L.MAX_WORLD_SIZE - 1, range_text="0 to hosts - 1", column="hosts", width=80,
+          help="pin: every piece on these hosts' ranks, e.g. 0"),
+    Field("colocate", TABLE_NAMES, "these tables hold exactly the table's ranks (a group: symmetric and transitive, "
+          "and a group's pins bind every member)", "none", range_text="table names", column="colocate",
+          label="co-locate with", width=140, help="tables that share this table's ranks, e.g. t1, t2"),
+    Field("apart", TABLE_NAMES, "these tables share no rank with it (symmetric)", "none", range_text="table names",
+          column="apart", label="apart from", width=140, help="tables that share no rank with it"),
+)
+
+# ---- topology: TorchRec's Topology, plus the training step ----------------------------------------------------
+
+_PROFILE_MEANING = (
+    'a device profile: `{"device", "backend", "hosts", "cores_per_host", "step_ms", "collective_ms", "launch_ms", '
+    '"piece_ms", "source"}`, the fixed costs of a DMP training step measured on one device, backend and host count '
+    "(`python -m db calibrate --config-out` writes it with the fitted bandwidths), or `\"published\"` on a cuda "
+    "topology: kernel-launch and NCCL latencies from published figures, until a GPU profile is measured. It prices "
+    "plans only on that device and host count; without one, estimates are the bandwidth terms only "
+    "(docs/estimator.md, *Step time*)")
+
+
+def _bw(name: str, default: float, gib: str, what: str) -> Field:
+    return Field(name, FLOAT, f"{what}, as bytes per ms (TorchRec's constants)", f"{gib} GiB/s", unit="bytes/ms",
+                 lo=L.MIN_BW, hi=L.MAX_BW, default=default, torchrec=name)
+
+
+TOPOLOGY: tuple[Field, ...] = (
+    Field("world_size", INT, "ranks (GPUs)", "required", unit="ranks", lo=1, hi=L.MAX_WORLD_SIZE,
+          range_note=f"; tables x world_size at most {'2^%d' % round(math.log2(L.MAX_TABLE_RANK_PAIRS))}",
+          required=True, torchrec="world_size"),
+    Field("local_world_size", INT, "ranks per host", "`world_size`", unit="ranks", lo=1, hi=L.MAX_WORLD_SIZE,
+          range_text="divides `world_size`", torchrec="local_world_size"),
+    Field("compute_device", ENUM, "`cuda` or `cpu`", '`"cuda"`', default=Device.CUDA, choices=Device, range_text="",
+          torchrec="compute_device"),
+    Field("hbm_cap", INT, "HBM bytes per rank", "32 GiB", unit="bytes", lo=0, hi=L.MAX_CAP_BYTES,
+          default=C.HBM_CAP_BYTES, torchrec="hbm_cap"),
+    Field("ddr_cap", INT, "DDR bytes per rank", "128 GiB", unit="bytes", lo=0, hi=L.MAX_CAP_BYTES,
+          default=C.DDR_CAP_BYTES, torchrec="ddr_cap"),
+    _bw("hbm_mem_bw", C.HBM_MEM_BW, "897", "HBM bandwidth"),
+    _bw("ddr_mem_bw", C.DDR_MEM_BW, "51", "DDR bandwidth"),
+    _bw("hbm_to_ddr_mem_bw", C.HBM_TO_DDR_MEM_BW, "32", "HBM to DDR bandwidth"),
+    _bw("intra_host_bw", C.INTRA_NODE_BW, "600", "bandwidth within a host"),
+    _bw("inter_host_bw", C.CROSS_NODE_BW, "12.5", "bandwidth across hosts"),
+    Field("batch_size", INT, "samples per rank per step", "512", unit="samples", lo=1, hi=L.MAX_BATCH_SIZE,
+          default=C.BATCH_SIZE),
+    Field("storage_reservation", FLOAT, "share of HBM kept free for dense parts and activations (TorchRec's "
+          "`HeuristicalStorageReservation`)", "0.15", lo=0.0, hi=0.99, default=C.STORAGE_RESERVATION),
+    Field("optimizer", ENUM, "`sgd`, `adagrad`, `rowwise_adagrad`, `adam`: optimizer state counted in memory "
+          "(TorchRec counts none unless the optimizer is attached to the tensors; `sgd` keeps none, so the default "
+          'matches)', '`"sgd"`', default=Optimizer.SGD, choices=Optimizer, range_text=""),
+)
+# written only when there is one; read by engine.profile
+PROFILE_FIELD = Field("profile", PROFILE, _PROFILE_MEANING, "none",
+                      range_text="fixed costs 0 to 10^6 ms; `hosts` 1 to 16,384")
+
+BY_NAME: dict[str, Field] = {f.name: f for f in (*TABLE, *CONSTRAINT, *TOPOLOGY, PROFILE_FIELD)}
+TABLE_FIELDS = tuple(f.name for f in TABLE)
+CONSTRAINT_FIELDS = tuple(f.name for f in CONSTRAINT)
+TOPOLOGY_FIELDS = tuple(f.name for f in TOPOLOGY)
+# A constraint's value when absent (as engine.types.Constraints holds it): config_to_dict leaves such values out.
+CONSTRAINT_ABSENT: dict[str, Any] = {f: getattr(Constraints(), f) for f in CONSTRAINT_FIELDS}
+
+
+def json_value(v: Any) -> Any:
+    """A field's value as a config file writes it: enums as their values, tuples as lists."""
+    if isinstance(v, tuple):
+        return [x.value if isinstance(x, enum.Enum) else x for x in v]
+    return v.value if isinstance(v, enum.Enum) else v
+
+
+# ---- the defaults the estimates use: computed here only ------------------------------------------------------
+
+
+_POOLING_FACTOR = BY_NAME["pooling_factors"].default
+_NUM_POOLINGS = BY_NAME["num_poolings"].default
+_CACHE_LOAD_FACTOR = BY_NAME["cache_load_factor"].default
+
+
+def feature_values(c: Constraints, name: str, n_features: int, fallback: Any = None) -> tuple:
+    """A per-feature constraint of a table with n_features features, its declared default (or `fallback`: the
+    topology's batch size for batch_sizes) on every feature when absent."""
+    v = getattr(c, name)
+    if v:
+        return v
+    d = BY_NAME[name].default
+    return ((fallback if d is None else d),) * n_features
+
+
+# the same for the constraints the estimates read once per table (one call, no look-up by name)
+def pooling_factors(c: Constraints, n_features: int) -> tuple[float, ...]:
+    return c.pooling_factors or (_POOLING_FACTOR,) * n_features
+
+
+def num_poolings(c: Constraints, n_features: int) -> tuple[float, ...]:
+    return c.num_poolings or (_NUM_POOLINGS,) * n_features
+
+
+def batch_sizes(c: Constraints, n_features: int, batch_size: int) -> tuple[int, ...]:
+    """batch_sizes has no default of its own: the topology's batch size."""
+    return c.batch_sizes or (batch_size,) * n_features
+
+
+def cache_load_factor(c: Constraints) -> float:
+    return _CACHE_LOAD_FACTOR if c.cache_load_factor is None else c.cache_load_factor
+
+
+def value(c: Constraints, name: str) -> Any:
+    """A scalar constraint, its declared default when absent."""
+    v = getattr(c, name)
+    return BY_NAME[name].default if v is None else v

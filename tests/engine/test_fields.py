@@ -1,0 +1,42 @@
+"""engine.fields declares every config field once: the declarations match the engine's types, and README's field
+tables are the ones the declarations write (python -m engine.field_tables --readme rewrites them)."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+
+from engine import field_tables
+from engine import fields as F
+from engine.types import Constraints, TableConfig, Topology
+from tests.factories import ROOT
+
+
+def test_declarations_match_the_types():
+    assert F.TABLE_FIELDS == tuple(f.name for f in dataclasses.fields(TableConfig))
+    assert set(F.CONSTRAINT_FIELDS) == {f.name for f in dataclasses.fields(Constraints)}
+    assert F.TOPOLOGY_FIELDS + (F.PROFILE_FIELD.name,) == tuple(f.name for f in dataclasses.fields(Topology))
+
+
+def test_readme_field_tables_are_current():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert field_tables.readme_with_tables(text) == text, \
+        "README's field tables are stale: run python -m engine.field_tables --readme"
+
+
+def test_markdown_prints_a_row_per_field():
+    out = subprocess.run([sys.executable, "-m", "engine.field_tables", "--markdown"], capture_output=True, text=True,
+                         check=True, cwd=ROOT)
+    assert not out.stderr
+    out = out.stdout
+    for name in F.BY_NAME:
+        assert f"| `{name}` |" in out
+
+
+def test_defaults_are_computed_from_the_declarations():
+    c = Constraints()
+    assert F.feature_values(c, "pooling_factors", 3) == (1.0, 1.0, 1.0)
+    assert F.feature_values(c, "batch_sizes", 2, 512) == (512, 512)
+    assert F.value(c, "cache_load_factor") == 0.2
+    assert F.value(Constraints(cache_load_factor=0.5), "cache_load_factor") == 0.5

@@ -15,6 +15,7 @@ from db.checks import check_token
 from db.errors import StoreError
 from db.models import MetricRow, PlanRankRow, PlanRow, RunRow, RunStatus
 from db.records import PlanSummary
+from engine.report import placement_words
 
 MEASURED_TIME_METRIC = "step_ms"  # what dry-runs and validation runs report per rank, in milliseconds
 
@@ -49,8 +50,8 @@ def measured_ms(s: Session, plan_ids: Sequence[int],
 def placement(table_plan: dict | None) -> str | None:
     if not isinstance(table_plan, dict):
         return None
-    ranks = ", ".join(str(r) for r in table_plan.get("ranks", []))
-    return f"{table_plan.get('sharding_type')} {table_plan.get('compute_kernel')} [{ranks}]"
+    return placement_words(str(table_plan.get("sharding_type")), str(table_plan.get("compute_kernel")),
+                           table_plan.get("ranks", []))
 
 
 def _table_names(plans: list[PlanRow]) -> list[str]:

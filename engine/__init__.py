@@ -44,7 +44,7 @@ from engine.memory import OUT_OF_MEMORY
 from engine.profile import FIXED_COSTS, parse_profile
 from engine.replan import read_old_plan
 from engine.replan import replan as replan_plan  # (not `replan`: that name is the submodule engine.replan)
-from engine.report import parameter_sharding_text
+from engine.report import has_moved, parameter_sharding_text, placement_text, ranks_list_text
 from engine.sweep import ACCELERATORS, WORLD_SIZES, point_config
 from engine.validate.types import RunStatus
 from engine.workloads import CRITEO_1TB_EMBEDDING_DIM, CRITEO_1TB_MULTI_HOT, CRITEO_1TB_ROWS
@@ -72,4 +72,6 @@ __all__ = [
     "one_line", "parameter_sharding_text", "parse_profile", "point_config", "pricing_cache_info", "read_old_plan",
     "replan_plan",
     "torchrec_planner", "write_json_file",
+    # where a table is, and whether it moved (the dashboard's comparisons and the store's)
+    "has_moved", "placement_text", "ranks_list_text",
 ]

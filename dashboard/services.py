@@ -227,7 +227,7 @@ def torchrec_result(job: jobs.Job, config: dict | engine.Config) -> PlanResult:
     except ValueError:
         raise engine.EngineError("TorchRec's planner wrote no plan") from None
     cfg = config if isinstance(config, engine.Config) else engine.parse_config(config)
-    return PlanResult(plans.plan_from_dict(plan, cfg), cfg)
+    return PlanResult(engine.read_plan_file(plan, cfg), cfg)
 
 
 # ---- saved plans, parsed once -------------------------------------------------------------------

@@ -8,7 +8,7 @@ imports it when called).
 from engine.config import complete_topology, config_to_dict, load_config, parse_config
 from engine.errors import ConfigError, EngineError, PlanningError
 from engine.evaluate import evaluate
-from engine.planfile import load_plan, parse_plan, plan_to_dict
+from engine.planfile import load_plan, parse_plan, plan_to_dict, read_plan_file, read_rank_stats
 from engine.planner import PlannerSettings, plan
 from engine.report import summary, torchrec_format
 from engine.types import (
@@ -63,7 +63,8 @@ __all__ = [
     "ComputeKernel", "Config", "ConfigError", "Constraints", "DataType", "Device", "EngineError", "MemoryParts",
     "Optimizer", "Perf", "Plan", "PlannerSettings", "PlanningError", "PoolingType", "RankStats", "Shard",
     "ShardingType", "TableConfig", "TablePlan", "Topology", "complete_topology", "config_to_dict", "evaluate",
-    "load_config", "load_plan", "parse_config", "parse_plan", "plan", "plan_to_dict", "summary", "torchrec_format",
+    "load_config", "load_plan", "parse_config", "parse_plan", "plan", "plan_to_dict", "read_plan_file",
+    "read_rank_stats", "summary", "torchrec_format",
     # for the dashboard
     "ACCELERATORS", "BANDWIDTH_FIELDS", "CONSTRAINT_FIELDS", "CRITEO_1TB_EMBEDDING_DIM", "CRITEO_1TB_MULTI_HOT",
     "CRITEO_1TB_ROWS", "DATA_TYPE_BYTES", "FIXED_COSTS", "JsonError", "OUT_OF_MEMORY", "PROFILE_FIELD", "RunStatus",

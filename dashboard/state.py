@@ -121,22 +121,24 @@ def apply_topology_pending() -> None:
         apply_pending(key)
 
 
-def calibration() -> Optional[dict]:
-    """The calibration (Calibration.as_dict()) the workspace's bandwidths are the fit of; dropped for good once
-    they no longer are (a bandwidth edited by hand, a preset, another device kind, another config)."""
-    cal = st.session_state.get(CALIBRATION)
-    if cal is not None and not calib.holds(cal, topology()):
+def calibration() -> Optional[engine.Calibration]:
+    """The calibration the workspace's bandwidths are the fit of (kept in the session as its as_dict()); dropped
+    for good once they no longer are (a bandwidth edited by hand, a preset, another device kind, another
+    config)."""
+    kept = st.session_state.get(CALIBRATION)
+    cal = calib.read(kept)
+    if kept is not None and not calib.holds(cal, topology()):
         st.session_state.pop(CALIBRATION, None)
         return None
     return cal
 
 
-def set_calibration(cal: Optional[dict]) -> None:
+def set_calibration(cal: Optional[engine.Calibration]) -> None:
     """Mark the workspace's bandwidths as this calibration's fit (None: not calibrated)."""
     if cal is None:
         st.session_state.pop(CALIBRATION, None)
     else:
-        st.session_state[CALIBRATION] = copy.deepcopy(cal)
+        st.session_state[CALIBRATION] = cal.as_dict()
 
 
 def topology_widget_keys() -> list[str]:

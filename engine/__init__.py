@@ -32,7 +32,7 @@ from engine.types import (
 
 # ---- what the dashboard uses besides the core (it imports `engine` only, never a submodule) ------
 from engine.atomicfile import write_json as write_json_file  # whole or not at all: temp file, fsync, rename
-from engine.calibrate import BANDWIDTH_FIELDS, apply_calibration
+from engine.calibrate import BANDWIDTH_FIELDS, Calibration, apply_calibration
 from engine.calibrate import fit as fit_calibration
 from engine.config import CONSTRAINT_FIELDS, PROFILE_FIELD, TABLE_FIELDS, TOPOLOGY_FIELDS
 from engine.constants import DATA_TYPE_BYTES
@@ -66,7 +66,8 @@ __all__ = [
     "load_config", "load_plan", "parse_config", "parse_plan", "plan", "plan_to_dict", "read_plan_file",
     "read_rank_stats", "summary", "torchrec_format",
     # for the dashboard
-    "ACCELERATORS", "BANDWIDTH_FIELDS", "CONSTRAINT_FIELDS", "CRITEO_1TB_EMBEDDING_DIM", "CRITEO_1TB_MULTI_HOT",
+    "ACCELERATORS", "BANDWIDTH_FIELDS", "CONSTRAINT_FIELDS", "Calibration", "CRITEO_1TB_EMBEDDING_DIM",
+    "CRITEO_1TB_MULTI_HOT",
     "CRITEO_1TB_ROWS", "DATA_TYPE_BYTES", "FIXED_COSTS", "JsonError", "OUT_OF_MEMORY", "PROFILE_FIELD", "RunStatus",
     "TABLE_FIELDS",
     "TOPOLOGY_FIELDS", "WORLD_SIZES", "apply_calibration", "fit_calibration", "human_bytes", "json_loads",

@@ -82,7 +82,7 @@ def collect_torchrec() -> None:
         job.close()
     name = pending["name"]
     cal = calib.of_settings(pending["settings"])  # the same config, so the same (calibrated or not) bandwidths
-    state.add_extra_plan(name, result.plan, result.config, {"planner": services.TORCHREC, "calibration": cal}
+    state.add_extra_plan(name, result.plan, result.config, {"planner": services.TORCHREC, "calibration": cal.as_dict()}
                          if cal else {"planner": services.TORCHREC})
     picked = list(state.widget(PICK, []))
     state.set_pending(PICK, picked + [f"extra:{name}"] if f"extra:{name}" not in picked else picked)

@@ -1,6 +1,7 @@
 """The one module touching st.session_state: the workspace's config, the calibration its bandwidths come
 from, the grid's base rows, the current plan and the one before it, the background planning job, the first
-view's guide, the last saved token, the plans picked for comparison, and one-shot messages.
+view's guide, the last saved token, the plans picked for comparison, the pages' background jobs and their
+results (Compare's TorchRec plan, What-if's sweep and re-plan), and one-shot messages.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ FLASH = "ws_flash"
 RUNS = "ws_runs"
 CALIBRATION = "ws_calibration"
 PENDING_PREFIX = "ws_pending_"
+TORCHREC_JOB = "compare_torchrec_job"  # Compare: TorchRec's planner on a picked plan's config, in the background
+SWEEP_JOB, SWEEP_RESULT = "whatif_sweep_job", "whatif_sweep_result"  # What-if: the capacity sweep, its points
+REPLAN_RESULT = "whatif_replan_result"  # What-if: the last re-plan from a saved plan
 
 TABLES_GRID = "tables_grid"
 CONSTRAINTS_GRID = "tables_constraints_grid"
@@ -312,6 +316,52 @@ def add_run(run_id: int) -> None:
     runs = my_runs()
     if run_id not in runs:
         runs.append(run_id)
+
+
+# ---- the pages' background jobs and their results -------------------------------------------------------
+
+
+def _put(key: str, value: Optional[dict]) -> None:
+    if value is None:
+        st.session_state.pop(key, None)
+    else:
+        st.session_state[key] = value
+
+
+def torchrec_job() -> Optional[dict]:
+    """Compare's running baseline: {"job": jobs.Job, "config", "settings", "name", "label"}, or None."""
+    return st.session_state.get(TORCHREC_JOB)
+
+
+def set_torchrec_job(pending: Optional[dict]) -> None:
+    _put(TORCHREC_JOB, pending)
+
+
+def sweep_job() -> Optional[dict]:
+    """What-if's running sweep: {"job": jobs.Job, "points", "key": its config's key}, or None."""
+    return st.session_state.get(SWEEP_JOB)
+
+
+def set_sweep_job(job: Optional[dict]) -> None:
+    _put(SWEEP_JOB, job)
+
+
+def sweep_result() -> Optional[dict]:
+    """What-if's last sweep: {"points"} or {"error"}, and "key", its config's key; or None."""
+    return st.session_state.get(SWEEP_RESULT)
+
+
+def set_sweep_result(result: Optional[dict]) -> None:
+    _put(SWEEP_RESULT, result)
+
+
+def replan_result() -> Optional[dict]:
+    """What-if's last re-plan (its summary, plan, config, where from, the byte limit, its config's key), or None."""
+    return st.session_state.get(REPLAN_RESULT)
+
+
+def set_replan_result(result: Optional[dict]) -> None:
+    _put(REPLAN_RESULT, result)
 
 
 # ---- one-shot messages --------------------------------------------------------------------------

@@ -321,47 +321,29 @@ def add_run(run_id: int) -> None:
 # ---- the pages' background jobs and their results -------------------------------------------------------
 
 
-def _put(key: str, value: Optional[dict]) -> None:
+PAGE_VALUES = {  # what each holds
+    TORCHREC_JOB: 'Compare\'s running baseline: {"job": jobs.Job, "config", "settings", "name", "label"}',
+    SWEEP_JOB: 'What-if\'s running sweep: {"job": jobs.Job, "points", "key": its config\'s key}',
+    SWEEP_RESULT: 'What-if\'s last sweep: {"points"} or {"error"}, and "key", its config\'s key',
+    REPLAN_RESULT: "What-if's last re-plan: its summary, plan, config, where from, the byte limit, its config's key",
+}
+
+
+def page_value(key: str) -> Optional[dict]:
+    """A page's background job or result (a key of PAGE_VALUES), or None."""
+    if key not in PAGE_VALUES:
+        raise KeyError(key)
+    return st.session_state.get(key)
+
+
+def set_page_value(key: str, value: Optional[dict]) -> None:
+    """Keep a page's background job or result (a key of PAGE_VALUES); None forgets it."""
+    if key not in PAGE_VALUES:
+        raise KeyError(key)
     if value is None:
         st.session_state.pop(key, None)
     else:
         st.session_state[key] = value
-
-
-def torchrec_job() -> Optional[dict]:
-    """Compare's running baseline: {"job": jobs.Job, "config", "settings", "name", "label"}, or None."""
-    return st.session_state.get(TORCHREC_JOB)
-
-
-def set_torchrec_job(pending: Optional[dict]) -> None:
-    _put(TORCHREC_JOB, pending)
-
-
-def sweep_job() -> Optional[dict]:
-    """What-if's running sweep: {"job": jobs.Job, "points", "key": its config's key}, or None."""
-    return st.session_state.get(SWEEP_JOB)
-
-
-def set_sweep_job(job: Optional[dict]) -> None:
-    _put(SWEEP_JOB, job)
-
-
-def sweep_result() -> Optional[dict]:
-    """What-if's last sweep: {"points"} or {"error"}, and "key", its config's key; or None."""
-    return st.session_state.get(SWEEP_RESULT)
-
-
-def set_sweep_result(result: Optional[dict]) -> None:
-    _put(SWEEP_RESULT, result)
-
-
-def replan_result() -> Optional[dict]:
-    """What-if's last re-plan (its summary, plan, config, where from, the byte limit, its config's key), or None."""
-    return st.session_state.get(REPLAN_RESULT)
-
-
-def set_replan_result(result: Optional[dict]) -> None:
-    _put(REPLAN_RESULT, result)
 
 
 # ---- one-shot messages --------------------------------------------------------------------------

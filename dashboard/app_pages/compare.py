@@ -54,20 +54,21 @@ def add_torchrec(option: str, label: str) -> None:
     """Start TorchRec's planner on the config of `option` in the background (it can take minutes on 1,000
     tables); its plan joins the picked plans when it finishes (collect_torchrec)."""
     _, config, settings = load(option, services.store())
-    old = state.torchrec_job()
+    old = state.page_value(state.TORCHREC_JOB)
     if old is not None:
         old["job"].close()
-    state.set_torchrec_job({"job": services.start_torchrec_plan(config), "config": config, "settings": settings,
-                            "name": f"TorchRec for {label.split(' (')[0]}", "label": label})
+    state.set_page_value(state.TORCHREC_JOB, {
+        "job": services.start_torchrec_plan(config), "config": config, "settings": settings,
+        "name": f"TorchRec for {label.split(' (')[0]}", "label": label})
     st.rerun()
 
 
 def collect_torchrec() -> None:
     """A finished baseline joins the picked plans (or its one-line error is shown)."""
-    pending = state.torchrec_job()
+    pending = state.page_value(state.TORCHREC_JOB)
     if pending is None or pending["job"].live:
         return
-    state.set_torchrec_job(None)
+    state.set_page_value(state.TORCHREC_JOB, None)
     job = pending["job"]
     try:
         if job.cancelled:
@@ -89,7 +90,7 @@ def collect_torchrec() -> None:
 @st.fragment(run_every=JOB_POLL_S)
 def torchrec_progress() -> None:
     """The running baseline's elapsed time and Cancel, redrawn on their own; its end reruns the page."""
-    pending = state.torchrec_job()
+    pending = state.page_value(state.TORCHREC_JOB)
     if pending is None:
         return
     if not pending["job"].live:
@@ -101,7 +102,7 @@ def torchrec_progress() -> None:
                          f"{line}. The rest of the app stays usable; its plan joins the comparison when it "
                          "finishes."):
         pending["job"].close()
-        state.set_torchrec_job(None)
+        state.set_page_value(state.TORCHREC_JOB, None)
         st.rerun()
 
 
@@ -247,7 +248,7 @@ state.apply_pending(PICK)
 picked = st.multiselect("Plans to compare", list(opts), default=default_pick(opts) if not state.has_widget(PICK)
                         else None, format_func=opts.get, key=PICK)
 if picked and st.button("Add TorchRec's plan for the same config", key="compare_add_torchrec", icon=":material/add:",
-                        disabled=state.torchrec_job() is not None,
+                        disabled=state.page_value(state.TORCHREC_JOB) is not None,
                         help=f"runs TorchRec's EmbeddingShardingPlanner on the config of '{md(opts[picked[0]])}' "
                              "in the background"):
     add_torchrec(picked[0], opts[picked[0]])

@@ -56,7 +56,7 @@ def picked_index(point: dict, n: int) -> int | None:
 
 @st.fragment(run_every=POLL_S)
 def sweep_progress() -> None:
-    job = state.sweep_job()
+    job = state.page_value(state.SWEEP_JOB)
     if job is None:
         return
     if not job["job"].live:
@@ -65,25 +65,25 @@ def sweep_progress() -> None:
     if workspace.job_box("whatif_sweep_running", "whatif_sweep_cancel",
                          f"{line}. The rest of the app stays usable."):
         job["job"].close()
-        state.set_sweep_job(None)
+        state.set_page_value(state.SWEEP_JOB, None)
         st.rerun()
 
 
 def collect_sweep() -> None:
     """A finished sweep's points become the result (or its one-line error is shown)."""
-    job = state.sweep_job()
+    job = state.page_value(state.SWEEP_JOB)
     if job is None or job["job"].live:
         return
-    state.set_sweep_job(None)
+    state.set_page_value(state.SWEEP_JOB, None)
     j = job["job"]
     try:
         if j.state is not jobs.JobState.DONE:
             raise ValueError(j.error_line())
         points = json.loads(j.text(jobs.STDOUT))["points"]
     except (ValueError, KeyError) as e:
-        state.set_sweep_result({"error": str(e) or "the sweep wrote no points", "key": job["key"]})
+        state.set_page_value(state.SWEEP_RESULT, {"error": str(e) or "the sweep wrote no points", "key": job["key"]})
     else:
-        state.set_sweep_result({"points": points, "key": job["key"]})
+        state.set_page_value(state.SWEEP_RESULT, {"points": points, "key": job["key"]})
     finally:
         j.close()
 
@@ -106,7 +106,7 @@ def sweep_tab(config: dict) -> None:
                  icon=":material/error:")
     points = len(devices) * len(sizes) * len(batches or [])
     collect_sweep()  # a sweep that finished since the last run: its points, and the button enabled again
-    running = state.sweep_job() is not None
+    running = state.page_value(state.SWEEP_JOB) is not None
     if st.button(f"Sweep {points} points", type="primary", key="whatif_sweep_run", icon=":material/scatter_plot:",
                  disabled=running or not points):
         try:
@@ -116,11 +116,11 @@ def sweep_tab(config: dict) -> None:
                      icon=":material/error:")
         else:
             job = start_sweep(config, devices, sorted(sizes), batches, int(effort))
-            state.set_sweep_job({"job": job, "points": points, "key": state.config_key(config)})
-            state.set_sweep_result(None)
+            state.set_page_value(state.SWEEP_JOB, {"job": job, "points": points, "key": state.config_key(config)})
+            state.set_page_value(state.SWEEP_RESULT, None)
             st.rerun()
     sweep_progress()
-    result = state.sweep_result()
+    result = state.page_value(state.SWEEP_RESULT)
     if result is None:
         return
     if result["key"] != state.config_key(config):
@@ -187,9 +187,10 @@ def replan_tab(config: dict) -> None:
             st.error(f"The config has a problem: {md(r.problem)}" if r.config_error else f"No re-plan: {md(r.problem)}",
                      icon=":material/error:")
             return
-        state.set_replan_result({"summary": r.summary, "plan": r.plan, "config": r.config, "from": token,
-                                 "label": record.label or token[:8], "limit": limit, "key": state.config_key(config)})
-    res = state.replan_result()
+        state.set_page_value(state.REPLAN_RESULT, {
+            "summary": r.summary, "plan": r.plan, "config": r.config, "from": token,
+            "label": record.label or token[:8], "limit": limit, "key": state.config_key(config)})
+    res = state.page_value(state.REPLAN_RESULT)
     if res is None:
         return
     if res["key"] != state.config_key(config):

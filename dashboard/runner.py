@@ -270,10 +270,9 @@ def _finish(store, run_id: int, active: Active, rc: int, err_lines: list[str]) -
 
 def cancel(store, run_id: int) -> bool:
     """Stop a run: its process group is ended (jobs.Job.cancel: SIGTERM, then SIGKILL after a grace) if this
-    server started it; a run no process
-    of this server holds (the server restarted, or a command line started it) is marked cancelled, which a
-    `python -m db validate` following it notices; one waiting for its turn here leaves the line and never
-    starts. False if it had already ended."""
+    server started it; a run no process of this server holds (the server restarted, or a command line started
+    it) is marked cancelled, which a `python -m db validate` following it notices; one waiting for its turn here
+    leaves the line and never starts. False if it had already ended."""
     with _LOCK:
         waiting = _WAITING.get(run_id)
     if waiting is not None:

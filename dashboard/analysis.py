@@ -146,12 +146,6 @@ def _shards_text(tp: engine.TablePlan) -> str:
     return ", ".join(f"[{r}, {c}]" for r, c in sizes)
 
 
-def _ranks_text(ranks: list[int]) -> str:
-    if len(ranks) > 6 and ranks == list(range(ranks[0], ranks[0] + len(ranks))):
-        return f"{ranks[0]}-{ranks[-1]}"
-    return ", ".join(str(r) for r in ranks)
-
-
 def table_frame(plan: engine.Plan, config: engine.Config) -> pd.DataFrame:
     """One row per table: its shape, sharding type, kernel, ranks and shard sizes."""
     tables = {t.name: t for t in config.tables}
@@ -160,7 +154,7 @@ def table_frame(plan: engine.Plan, config: engine.Config) -> pd.DataFrame:
         t = tables.get(name)
         rows.append({"table": name, "rows": t.num_embeddings if t else None, "dim": t.embedding_dim if t else None,
                      "sharding": tp.sharding_type.value, "kernel": tp.compute_kernel.value,
-                     "ranks": _ranks_text(list(tp.ranks)), "shards": _shards_text(tp)})
+                     "ranks": engine.ranks_list_text(tp.ranks), "shards": _shards_text(tp)})
     return pd.DataFrame(rows, columns=["table", "rows", "dim", "sharding", "kernel", "ranks", "shards"])
 
 
@@ -355,20 +349,15 @@ def bottleneck(plan: engine.Plan, m: Optional[TableRankMatrix] = None, top: int 
 # ---- comparing plans ----------------------------------------------------------------------------
 
 
-def placement_text(tp: engine.TablePlan) -> str:
-    return f"{tp.sharding_type.value} {tp.compute_kernel.value} [{_ranks_text(list(tp.ranks))}]"
-
-
 def moved_tables(base: engine.Plan, other: engine.Plan) -> pd.DataFrame:
     """Tables placed differently (type, kernel or ranks) in `other` than in `base`."""
     rows = []
     for name, tp in base.tables.items():
         o = other.tables.get(name)
         if o is None:
-            rows.append({"table": name, "before": placement_text(tp), "after": "(not in this plan)"})
-        elif (tp.sharding_type, tp.compute_kernel, tuple(tp.ranks)) != \
-                (o.sharding_type, o.compute_kernel, tuple(o.ranks)):
-            rows.append({"table": name, "before": placement_text(tp), "after": placement_text(o)})
+            rows.append({"table": name, "before": engine.placement_text(tp), "after": "(not in this plan)"})
+        elif engine.has_moved(tp, o):
+            rows.append({"table": name, "before": engine.placement_text(tp), "after": engine.placement_text(o)})
     return pd.DataFrame(rows, columns=["table", "before", "after"])
 
 

@@ -1,7 +1,7 @@
 """Calibrations in the workspace (pure): the fitted bandwidths beside the current ones and the device profile's
 fixed costs, a topology with a calibration applied or with TorchRec's defaults, whether a topology still holds
-a calibration's fit, and the line that says a plan's estimates are calibrated. A calibration is
-Calibration.as_dict().
+a calibration's fit, and the line that says a plan's estimates are calibrated. A calibration is the engine's
+typed engine.Calibration; a saved plan's settings and the session keep its as_dict(), read back by `read`.
 """
 
 from __future__ import annotations
@@ -55,10 +55,10 @@ def keep_profile(before: dict, after: dict) -> dict:
     return {**after, engine.PROFILE_FIELD: prof}
 
 
-def calibrated_topology(topology: dict, cal: dict) -> dict:
+def calibrated_topology(topology: dict, cal: engine.Calibration) -> dict:
     """The topology with the calibration's bandwidths and profile; raises engine.ConfigError (one line) when the
     topology or the patch is not valid."""
-    patched = engine.apply_calibration({"tables": [PROBE_TABLE], "topology": dict(topology)}, cal)
+    patched = engine.apply_calibration({"tables": [PROBE_TABLE], "topology": dict(topology)}, cal.as_dict())
     return patched["topology"]
 
 
@@ -67,55 +67,65 @@ def _effective(topology: dict, field: str, defaults: dict) -> object:
     return defaults[field] if value is None else value
 
 
-def holds(cal: dict | None, topology: dict) -> bool:
+def holds(cal: engine.Calibration | None, topology: dict) -> bool:
     """True while the topology is for the calibration's device and every fitted bandwidth is still the fit."""
-    if not is_calibration(cal) or not cal["patch"]:
+    if cal is None or not cal.patch:
         return False
     defaults = _defaults()
-    if _effective(topology, "compute_device", defaults) != cal["device"]:
+    if _effective(topology, "compute_device", defaults) != cal.device.value:
         return False
-    for field, fitted in cal["patch"].items():
+    for field, fitted in cal.patch.items():
         value = _effective(topology, field, defaults)
         if not isinstance(value, (int, float)) or not math.isclose(value, fitted, rel_tol=REL_TOLERANCE):
             return False
-    return _same_profile(cal.get("profile"), topology.get(engine.PROFILE_FIELD))
+    return _same_profile(cal.profile, topology.get(engine.PROFILE_FIELD))
 
 
 def _same_profile(a: object, b: object) -> bool:
     if a is None or b is None:
         return a is b
     try:
-        return engine.parse_profile(a) == engine.parse_profile(b)
+        return a == engine.parse_profile(b)
     except engine.ConfigError:
         return False
 
 
+def read(cal: object) -> engine.Calibration | None:
+    """A calibration as a saved plan's settings or the session keep it (Calibration.as_dict()), typed; None when
+    it is not one."""
+    try:
+        return engine.Calibration.from_dict(cal)
+    except engine.ConfigError:
+        return None
+
+
 def is_calibration(cal: object) -> bool:
-    """A Calibration.as_dict() (as stored in a saved plan's settings), checked enough to be shown."""
-    return (isinstance(cal, dict) and isinstance(cal.get("patch"), dict) and isinstance(cal.get("n_runs"), int)
-            and isinstance(cal.get("device"), str))
+    """A Calibration.as_dict() (as stored in a saved plan's settings) that reads as one."""
+    return read(cal) is not None
 
 
-def of_settings(settings: dict | None) -> dict | None:
+def of_settings(settings: dict | None) -> engine.Calibration | None:
     """The calibration a plan's saved settings carry, if any."""
-    cal = (settings or {}).get("calibration")
-    return cal if is_calibration(cal) else None
+    return read((settings or {}).get("calibration"))
 
 
-def r2_text(cal: dict) -> str:
-    r2 = cal.get("r2")
-    return f"R^2 {r2:.3f}" if isinstance(r2, (int, float)) else "R^2 n/a"
+def r2_text(cal: engine.Calibration) -> str:
+    return f"R^2 {cal.r2:.3f}" if cal.r2 is not None else "R^2 n/a"
 
 
-def device_text(cal: dict) -> str:
-    name = cal.get("device_name")
-    return f"{cal['device']} ({name})" if name else str(cal["device"])
+def device_text(cal: engine.Calibration) -> str:
+    return f"{cal.device.value} ({cal.device_name})" if cal.device_name else cal.device.value
 
 
-def note(cal: dict) -> str:
+def runs_text(cal: engine.Calibration) -> str:
+    """'3 runs on cpu (R^2 0.981)'."""
+    n = cal.n_runs
+    return f"{n} run{'' if n == 1 else 's'} on {device_text(cal)} ({r2_text(cal)})"
+
+
+def note(cal: engine.Calibration) -> str:
     """'Estimates calibrated from 3 runs on cpu (R^2 0.981)'."""
-    n = cal["n_runs"]
-    return f"Estimates calibrated from {n} run{'' if n == 1 else 's'} on {device_text(cal)} ({r2_text(cal)})"
+    return f"Estimates calibrated from {runs_text(cal)}"
 
 
 def estimates_label(settings: dict | None) -> str:
@@ -123,14 +133,13 @@ def estimates_label(settings: dict | None) -> str:
     cal = of_settings(settings)
     if cal is None:
         return "configured bandwidths"
-    return f"calibrated: {cal['n_runs']} runs on {device_text(cal)}, {r2_text(cal)}"
+    return f"calibrated: {cal.n_runs} runs on {device_text(cal)}, {r2_text(cal)}"
 
 
-def profile_text(cal: dict) -> str | None:
+def profile_text(cal: engine.Calibration) -> str | None:
     """'Fixed costs (cpu/gloo, 1 host, 2 cores per host): 3.1 ms per step, ...', or None without a profile."""
-    try:
-        prof = engine.parse_profile(cal.get("profile"))
-    except engine.ConfigError:
+    prof = cal.profile
+    if prof is None:
         return None
     units = {"step_ms": "per step", "collective_ms": "per collective round", "launch_ms": "per lookup launch",
              "piece_ms": "per table piece"}
@@ -140,11 +149,11 @@ def profile_text(cal: dict) -> str | None:
            f"{cores}): {costs}"
 
 
-def fitted_rows(topology: dict, cal: dict) -> list[dict]:
+def fitted_rows(topology: dict, cal: engine.Calibration) -> list[dict]:
     """One row per fitted bandwidth: its current and fitted value in GiB/s, and the fit in bytes/ms."""
     defaults = _defaults()
     rows = []
-    for field, fitted in cal["patch"].items():
+    for field, fitted in cal.patch.items():
         current = _effective(topology, field, defaults)
         current_gbps = current / GBPS_TO_BYTES_PER_MS if isinstance(current, (int, float)) else None
         rows.append({"bandwidth": BANDWIDTH_LABELS.get(field, field), "field": field, "current GiB/s": current_gbps,
@@ -154,5 +163,5 @@ def fitted_rows(topology: dict, cal: dict) -> list[dict]:
 
 __all__ = ["calibrated_topology", "default_bandwidths", "device_text", "estimates_label", "fitted_rows",
            "has_default_bandwidths", "holds", "is_calibration", "keep_profile", "note", "of_settings", "profile_text",
-           "r2_text",
+           "r2_text", "read", "runs_text",
            "with_default_bandwidths"]

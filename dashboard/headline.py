@@ -103,15 +103,11 @@ class Change:
         return self.after_ms / self.before_ms - 1 if self.before_ms > 0 else None
 
 
-def _placement(tp: engine.TablePlan) -> tuple:
-    return tp.sharding_type, tp.compute_kernel, tuple(tp.ranks)
-
-
 def change(before: engine.Plan, after: engine.Plan) -> Change:
     """Placements are compared over the tables both plans have."""
     old, new = before.tables, after.tables
     kept = [name for name in new if name in old]
-    moved = sum(1 for name in kept if _placement(old[name]) != _placement(new[name]))
+    moved = sum(1 for name in kept if engine.has_moved(old[name], new[name]))
     return Change(float(before.max_rank_cost_ms), float(after.max_rank_cost_ms), moved,
                   len(new.keys() - old.keys()), len(old.keys() - new.keys()), headline(before).fits,
                   headline(after).fits, len(kept))

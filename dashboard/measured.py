@@ -180,8 +180,7 @@ def profile(config: engine.Config | None, settings: dict | None = None, device: 
     topology["compute_device"] = device
     cal = calib.of_settings(settings)
     if cal is not None and calib.holds(cal, topology):
-        n = cal["n_runs"]
-        return f"a calibration from {n} run{'' if n == 1 else 's'} on {calib.device_text(cal)} ({calib.r2_text(cal)})"
+        return f"a calibration from {calib.runs_text(cal)}"
     prof = topology.pop("profile", None)
     own = not calib.has_default_bandwidths(topology)
     text = ("the config's own bandwidths" if own else "TorchRec's default constants") + f" for {device}"

@@ -23,7 +23,10 @@ SAME_WITHIN = 1e-9  # relative: closer than this, neither plan is better
 
 
 @dataclass(frozen=True)
-class Headline:
+class Figure:
+    """One of the figures two plans are compared on (a row of headline_frame): what it is, its unit and which way
+    is better. (A plan's own headline, for the workspace, is dashboard.headline.Headline.)"""
+
     name: str
     unit: str  # "ms", "x" or "bytes"
     lower_is_better: bool = True
@@ -62,31 +65,31 @@ def measured_long(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
 
 def headlines(plan: engine.Plan, measured: Optional[pd.DataFrame] = None, memory: str = "device memory",
-              device: str = "") -> dict[Headline, Optional[float]]:
+              device: str = "") -> dict[Figure, Optional[float]]:
     """A plan's headline numbers (`memory` names its device's memory); with its run's frame
     (dashboard.measured.run_frame) on `device`, the measured slowest rank and its ratio to the run's estimate
     for that rank (priced for the device it measured)."""
     imb = imbalance(plan)
     kind = device_memory(plan)
     room = headroom(plan, kind)
-    out: dict[Headline, Optional[float]] = {
-        Headline("slowest rank", "ms"): imb.max_ms,
-        Headline("average rank", "ms"): imb.mean_ms,
-        Headline("imbalance (max/mean)", "x"): imb.ratio,
-        Headline("vs lower bound", "x"): imb.vs_lower_bound,
-        Headline("lower bound", "ms"): imb.lower_bound_ms,
-        Headline(f"peak {memory} of a rank", "bytes"): float(max((peak_bytes(r, kind) for r in plan.ranks),
+    out: dict[Figure, Optional[float]] = {
+        Figure("slowest rank", "ms"): imb.max_ms,
+        Figure("average rank", "ms"): imb.mean_ms,
+        Figure("imbalance (max/mean)", "x"): imb.ratio,
+        Figure("vs lower bound", "x"): imb.vs_lower_bound,
+        Figure("lower bound", "ms"): imb.lower_bound_ms,
+        Figure(f"peak {memory} of a rank", "bytes"): float(max((peak_bytes(r, kind) for r in plan.ranks),
                                                                 default=0)),
-        Headline("least headroom of a rank", "bytes", lower_is_better=False):
+        Figure("least headroom of a rank", "bytes", lower_is_better=False):
             float(room.free_bytes) if room else None,
     }
     if measured is not None and measured["measured_ms"].notna().any():
         ok = measured[measured["measured_ms"].notna()]
         slow = ok.loc[ok["measured_ms"].idxmax()]
         on = f" on {device}" if device else ""
-        out[Headline(f"slowest rank, measured{on}", "ms")] = float(slow["measured_ms"])
+        out[Figure(f"slowest rank, measured{on}", "ms")] = float(slow["measured_ms"])
         est = slow["estimated_ms"]
-        out[Headline(f"measured / estimated{on} (that rank)", "ratio")] = (
+        out[Figure(f"measured / estimated{on} (that rank)", "ratio")] = (
             None if est is None or pd.isna(est) or not est else float(slow["measured_ms"]) / float(est))
     return out
 
@@ -123,7 +126,7 @@ def percent(a: Optional[float], b: Optional[float]) -> Optional[float]:
     return (b - a) / abs(a) * 100
 
 
-def better(h: Headline, a: Optional[float], b: Optional[float]) -> str:
+def better(h: Figure, a: Optional[float], b: Optional[float]) -> str:
     """'A', 'B', 'same' or '' (not both known, or a ratio: closer to 1 is neither better nor worse a plan)."""
     if a is None or b is None or h.unit == "ratio" or h.name == "lower bound":
         return ""
@@ -192,7 +195,7 @@ def rank_frame(plan_a: engine.Plan, plan_b: engine.Plan, measured_a: Optional[pd
     f["B - A ms %"] = [percent(x, y) for x, y in zip(_floats(f["A ms"]), _floats(f["B ms"]))]
     f["B - A MiB"] = f["B peak MiB"] - f["A peak MiB"]
     f["B - A MiB %"] = [percent(x, y) for x, y in zip(_floats(f["A peak MiB"]), _floats(f["B peak MiB"]))]
-    time = Headline("rank", "ms")
+    time = Figure("rank", "ms")
     f["faster"] = [better(time, x, y) for x, y in zip(_floats(f["A ms"]), _floats(f["B ms"]))]
     first = ["rank", "B rank", "A ms", "B ms", "B - A ms", "B - A ms %", "faster", "A peak MiB", "B peak MiB",
              "B - A MiB", "B - A MiB %"]
@@ -203,5 +206,5 @@ def _floats(column: pd.Series) -> list[Optional[float]]:
     return [None if pd.isna(v) else float(v) for v in column]
 
 
-__all__ = ["Headline", "better", "change_text", "headline_frame", "headlines", "measured_long", "memory_frame",
+__all__ = ["Figure", "better", "change_text", "headline_frame", "headlines", "measured_long", "memory_frame",
            "memory_kind", "percent", "rank_frame", "value_text", "verdict", "with_bound"]

@@ -262,12 +262,6 @@ def _shape(name: str, tables_b: dict, tables_a: dict) -> engine.TableConfig:
     return tables_b.get(name) or tables_a[name]
 
 
-def _placement_text(tp: engine.TablePlan) -> str:
-    ranks = list(tp.ranks)
-    text = ", ".join(map(str, ranks)) if len(ranks) <= 6 else f"{len(ranks)} ranks ({ranks[0]}...{ranks[-1]})"
-    return f"{tp.sharding_type.value} {tp.compute_kernel.value} [{text}]"
-
-
 def diff(plan_a: engine.Plan, config_a: engine.Config, plan_b: engine.Plan, config_b: engine.Config) -> PlanDiff:
     """What changes from plan A (on config_a) to plan B (on config_b)."""
     tables_a = {t.name: t for t in config_a.tables}
@@ -294,11 +288,11 @@ def diff(plan_a: engine.Plan, config_a: engine.Config, plan_b: engine.Plan, conf
     needed = np.array([o.needed for o in overlaps])
     kept = np.array([_kept(o, sigma, inverse, wa, wb) for o in overlaps])
     kept_id = sum(_kept(o, identity, inv_identity, wa, wb) for o in overlaps)
-    rows = [{"table": n, "change": _status(a, b, sigma), "in A": _placement_text(plan_a.tables[n]),
-             "in B": _placement_text(plan_b.tables[n]), "bytes to move": max(float(nd - k), 0.0)}
+    rows = [{"table": n, "change": _status(a, b, sigma), "in A": engine.placement_text(plan_a.tables[n]),
+             "in B": engine.placement_text(plan_b.tables[n]), "bytes to move": max(float(nd - k), 0.0)}
             for n, (a, b), nd, k in zip(names, sides, needed, kept)]
-    rows += [{"table": n, "change": s, "in A": _placement_text(plan_a.tables[n]) if s == ONLY_BASE else "",
-              "in B": _placement_text(plan_b.tables[n]) if s == ONLY_OTHER else "", "bytes to move": 0.0}
+    rows += [{"table": n, "change": s, "in A": engine.placement_text(plan_a.tables[n]) if s == ONLY_BASE else "",
+              "in B": engine.placement_text(plan_b.tables[n]) if s == ONLY_OTHER else "", "bytes to move": 0.0}
              for n, s in only]
     frame = pd.DataFrame(rows, columns=["table", "change", "in A", "in B", "bytes to move"])
     counts = {s: int((frame["change"] == s).sum()) for s in (SAME, RENUMBERED, MOVES, ONLY_BASE, ONLY_OTHER)}

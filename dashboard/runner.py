@@ -1,6 +1,7 @@
 """Measuring runs from the dashboard: the command a user runs, `python -m db dryrun|validate CONFIG --plan PLAN
---plan-token TOKEN --run-id N --json`, started in the background (an argument list, never a shell string) in its
-own process group on this app's database. The command records the run (db.runsink.record_result); this module
+--plan-token TOKEN --run-id N --json` (built from db.run_commands, the commands' declared options), started in
+the background as a jobs.Job (an argument list, never a shell string; its own process group, ended by SIGTERM
+then SIGKILL) on this app's database. The command records the run (db.runsink.record_result); this module
 streams its stderr into the run's log, cancels it, and records the end only when the command could not (it
 died, or the database stopped taking its updates), through the same function.
 
@@ -11,11 +12,9 @@ line known here (`ahead`); cancelled then, it never starts.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -27,12 +26,13 @@ from typing import Optional
 
 import engine
 from dashboard import jobs, planpool
+from db.run_commands import RUN_COMMANDS
 from db.runsink import record_result
 
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = {"dryrun": "Kernel dry-run (this machine, ranks one after another)",
          "validation": "Validation run (real ranks with torch.distributed)"}
-COMMANDS = {"dryrun": "dryrun", "validation": "validate"}  # python -m db COMMAND
+COMMANDS = {kind: c.name for kind, c in RUN_COMMANDS.items()}  # python -m db COMMAND
 LOG_FLUSH_S = 0.5
 EXIT_CANCELLED = 130  # what the commands exit with when interrupted
 RESULT_LOG_CHARS = 20_000
@@ -71,7 +71,7 @@ class Options:
 
 @dataclass
 class Active:
-    proc: subprocess.Popen
+    job: jobs.Job  # held here until the run's end is recorded (a Job nobody holds is ended)
     workdir: Path
     gate: Optional[jobs.Slots] = None  # released once the run's end is recorded
     cancelled: bool = False
@@ -103,37 +103,33 @@ class Waiting:
 
 
 @lru_cache(maxsize=None)
-def command_flags(kind: str) -> Optional[frozenset[str]]:
-    """The flags `python -m db <command>` accepts, or None when this install has no such command."""
-    from db.__main__ import build_parser
-
-    sub = next((a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)), None)
-    parser = sub.choices.get(COMMANDS[kind]) if sub else None
-    if parser is None:
-        return None
-    return frozenset(s for a in parser._actions for s in a.option_strings)
-
-
-def unavailable_reason(kind: str) -> Optional[str]:
+def _load_problem() -> Optional[str]:
+    """Why the run commands' module cannot be loaded in this install (None: it can)."""
     try:
-        flags = command_flags(kind)
+        import db.runs_cli  # noqa: F401 - the commands' code: the engine's validation and dry-run
     except Exception as e:  # a command module that fails to import must not break the page
-        return f"`python -m db {COMMANDS[kind]}` cannot be loaded here ({type(e).__name__}: {e})"
-    if flags is None:
-        return f"this install has no `python -m db {COMMANDS[kind]}` command yet"
+        return f"{type(e).__name__}: {e}"
     return None
 
 
+def unavailable_reason(kind: str) -> Optional[str]:
+    if kind not in RUN_COMMANDS:
+        return f"this install has no `python -m db` command for {kind} runs"
+    problem = _load_problem()
+    return f"`python -m db {COMMANDS[kind]}` cannot be loaded here ({problem})" if problem else None
+
+
 def build_argv(kind: str, workdir: Path, token: str, run_id: int, opts: Options) -> list[str]:
-    """The command line, as a user would type it, of run `run_id` of plan `token` staged in workdir."""
-    flags = command_flags(kind) or frozenset()
-    argv = [sys.executable, "-m", "db", COMMANDS[kind], str(workdir / "config.json"),
+    """The command line, as a user would type it, of run `run_id` of plan `token` staged in workdir; options the
+    command does not take (db.run_commands) are left out."""
+    command = RUN_COMMANDS[kind]
+    argv = [sys.executable, "-m", "db", command.name, str(workdir / "config.json"),
             "--plan", str(workdir / "plan.json")]
     wanted = {"--plan-token": token, "--run-id": run_id, "--json": None, "--device": opts.device,
               "--iters": opts.iters, "--out-dir": str(workdir / "job"),
               **{f"--{k.replace('_', '-')}": v for k, v in opts.extra.items()}}
     for flag, value in wanted.items():
-        if flag in flags and value is not False:
+        if command.takes(flag) and value is not False:
             argv += [flag] if value is None or value is True else [flag, str(value)]
     return argv
 
@@ -181,14 +177,10 @@ def launch(store, run_id: int, argv: list[str], workdir: Path, gate: Optional[jo
 
 
 def _popen(store, run_id: int, argv: list[str], workdir: Path, gate: jobs.Slots) -> None:
-    stdout = open(workdir / "stdout.txt", "wb")
-    try:
-        proc = subprocess.Popen(argv, cwd=ROOT, stdout=stdout, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                start_new_session=True, env=child_env(store))
-    finally:
-        stdout.close()
+    """Start the command as a jobs.Job (stdout and stderr in workdir's jobs.STDOUT and jobs.STDERR)."""
+    job = jobs.Job(argv, workdir, label=f"run {run_id}", cwd=ROOT, env=child_env(store))
     with _LOCK:
-        _ACTIVE[run_id] = Active(proc, workdir, gate)
+        _ACTIVE[run_id] = Active(job, workdir, gate)
     try:
         store.update_run(run_id, status="running", log_append=f"$ {' '.join(argv[1:])}\n")
     except Exception:  # noqa: BLE001 - the process runs: its watcher records what the database takes, and frees
@@ -204,32 +196,34 @@ def _record_unstarted(store, run_id: int, status: engine.RunStatus, why: str) ->
         pass
 
 
-def _read_lines(pipe, sink: list[str], lock: threading.Lock) -> None:
-    for raw in iter(pipe.readline, b""):
-        with lock:
-            sink.append(raw.decode("utf-8", errors="replace"))
+def _new_lines(path: Path, offset: int, done: bool) -> tuple[str, int]:
+    """The whole lines a growing file has past `offset` (all of it once `done`), and the offset after them."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read()
+    except OSError:
+        return "", offset
+    if not done:
+        data = data[:data.rfind(b"\n") + 1]
+    return data.decode("utf-8", errors="replace"), offset + len(data)
 
 
 def _watch(store, run_id: int) -> None:
     """Move the command's stderr into the log every LOG_FLUSH_S until it exits, then make sure the run ended."""
     active = _ACTIVE[run_id]
-    lines: list[str] = []
-    lock = threading.Lock()
-    reader = threading.Thread(target=_read_lines, args=(active.proc.stderr, lines, lock), daemon=True)
-    reader.start()
-    flushed = 0
+    job = active.job
+    offset = 0
     try:
         while True:
-            done = not reader.is_alive()
-            with lock:
-                pending = lines[flushed:]
-            if pending:
-                store.update_run(run_id, log_append="".join(pending))
-                flushed += len(pending)
+            done = job.ended is not None
+            text, offset = _new_lines(job.path(jobs.STDERR), offset, done)
+            if text:
+                store.update_run(run_id, log_append=text)
             if done:
                 break
-            reader.join(LOG_FLUSH_S)
-        _finish(store, run_id, active, active.proc.wait(), lines)
+            job.wait(LOG_FLUSH_S)
+        _finish(store, run_id, active, job.returncode, job.text(jobs.STDERR).splitlines())
     except Exception as e:  # the database went away, or the output is unreadable: record what we can
         try:
             store.update_run(run_id, status="failed", error=f"the run's watcher failed: {type(e).__name__}: {e}")
@@ -248,7 +242,7 @@ def _watch(store, run_id: int) -> None:
 
 def _printed_result(workdir: Path) -> dict:
     try:
-        data = json.loads((workdir / "stdout.txt").read_text(encoding="utf-8", errors="replace"))
+        data = json.loads((workdir / jobs.STDOUT).read_text(encoding="utf-8", errors="replace"))
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
@@ -275,10 +269,10 @@ def _finish(store, run_id: int, active: Active, rc: int, err_lines: list[str]) -
 
 
 def cancel(store, run_id: int) -> bool:
-    """Stop a run: its process group is terminated (SIGTERM) if this server started it; a run no process
-    of this server holds (the server restarted, or a command line started it) is marked cancelled, which a
-    `python -m db validate` following it notices; one waiting for its turn here leaves the line and never
-    starts. False if it had already ended."""
+    """Stop a run: its process group is ended (jobs.Job.cancel: SIGTERM, then SIGKILL after a grace) if this
+    server started it; a run no process of this server holds (the server restarted, or a command line started
+    it) is marked cancelled, which a `python -m db validate` following it notices; one waiting for its turn here
+    leaves the line and never starts. False if it had already ended."""
     with _LOCK:
         waiting = _WAITING.get(run_id)
     if waiting is not None:
@@ -296,10 +290,7 @@ def cancel(store, run_id: int) -> bool:
         active = _ACTIVE.get(run_id)
     if active is not None:
         active.cancelled = True
-        try:
-            os.killpg(active.proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
+        active.job.cancel()
         return True
     rec = store.get_run(run_id)
     if rec is None or rec.status.finished:

@@ -227,7 +227,7 @@ def torchrec_result(job: jobs.Job, config: dict | engine.Config) -> PlanResult:
     except ValueError:
         raise engine.EngineError("TorchRec's planner wrote no plan") from None
     cfg = config if isinstance(config, engine.Config) else engine.parse_config(config)
-    return PlanResult(plans.plan_from_dict(plan, cfg), cfg)
+    return PlanResult(engine.read_plan_file(plan, cfg), cfg)
 
 
 # ---- saved plans, parsed once -------------------------------------------------------------------
@@ -281,7 +281,7 @@ def table_rank_matrix(plan: engine.Plan, config: engine.Config) -> analysis.Tabl
 class FittedCalibration:
     """The calibration of a device kind from the stored runs, or why there is none."""
 
-    calibration: dict | None  # Calibration.as_dict()
+    calibration: engine.Calibration | None
     no_runs: bool = False  # no succeeded validation run on that device carries the numbers to fit
     problem: str = ""  # one line: the fit or the database failed
 
@@ -300,7 +300,7 @@ def _calibration(device: str, device_name: str, url: str, data_dir: str) -> Fitt
         obs = observations_from_store(_store(url, data_dir), kind, device_name or None)
         if not obs:
             return FittedCalibration(None, no_runs=True)
-        return FittedCalibration(engine.fit_calibration(obs, kind, device_name or None).as_dict())
+        return FittedCalibration(engine.fit_calibration(obs, kind, device_name or None))
     except (StoreError, engine.EngineError) as e:  # their messages are written for people
         return FittedCalibration(None, problem=(str(e).splitlines() or [type(e).__name__])[0])
     except Exception as e:  # noqa: BLE001 - the page shows one line for whatever went wrong, never a traceback

@@ -1,6 +1,7 @@
 """The one module touching st.session_state: the workspace's config, the calibration its bandwidths come
 from, the grid's base rows, the current plan and the one before it, the background planning job, the first
-view's guide, the last saved token, the plans picked for comparison, and one-shot messages.
+view's guide, the last saved token, the plans picked for comparison, the pages' background jobs and their
+results (Compare's TorchRec plan, What-if's sweep and re-plan), and one-shot messages.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ FLASH = "ws_flash"
 RUNS = "ws_runs"
 CALIBRATION = "ws_calibration"
 PENDING_PREFIX = "ws_pending_"
+TORCHREC_JOB = "compare_torchrec_job"  # Compare: TorchRec's planner on a picked plan's config, in the background
+SWEEP_JOB, SWEEP_RESULT = "whatif_sweep_job", "whatif_sweep_result"  # What-if: the capacity sweep, its points
+REPLAN_RESULT = "whatif_replan_result"  # What-if: the last re-plan from a saved plan
 
 TABLES_GRID = "tables_grid"
 CONSTRAINTS_GRID = "tables_constraints_grid"
@@ -121,22 +125,24 @@ def apply_topology_pending() -> None:
         apply_pending(key)
 
 
-def calibration() -> Optional[dict]:
-    """The calibration (Calibration.as_dict()) the workspace's bandwidths are the fit of; dropped for good once
-    they no longer are (a bandwidth edited by hand, a preset, another device kind, another config)."""
-    cal = st.session_state.get(CALIBRATION)
-    if cal is not None and not calib.holds(cal, topology()):
+def calibration() -> Optional[engine.Calibration]:
+    """The calibration the workspace's bandwidths are the fit of (kept in the session as its as_dict()); dropped
+    for good once they no longer are (a bandwidth edited by hand, a preset, another device kind, another
+    config)."""
+    kept = st.session_state.get(CALIBRATION)
+    cal = calib.read(kept)
+    if kept is not None and not calib.holds(cal, topology()):
         st.session_state.pop(CALIBRATION, None)
         return None
     return cal
 
 
-def set_calibration(cal: Optional[dict]) -> None:
+def set_calibration(cal: Optional[engine.Calibration]) -> None:
     """Mark the workspace's bandwidths as this calibration's fit (None: not calibrated)."""
     if cal is None:
         st.session_state.pop(CALIBRATION, None)
     else:
-        st.session_state[CALIBRATION] = copy.deepcopy(cal)
+        st.session_state[CALIBRATION] = cal.as_dict()
 
 
 def topology_widget_keys() -> list[str]:
@@ -310,6 +316,34 @@ def add_run(run_id: int) -> None:
     runs = my_runs()
     if run_id not in runs:
         runs.append(run_id)
+
+
+# ---- the pages' background jobs and their results -------------------------------------------------------
+
+
+PAGE_VALUES = {  # what each holds
+    TORCHREC_JOB: 'Compare\'s running baseline: {"job": jobs.Job, "config", "settings", "name", "label"}',
+    SWEEP_JOB: 'What-if\'s running sweep: {"job": jobs.Job, "points", "key": its config\'s key}',
+    SWEEP_RESULT: 'What-if\'s last sweep: {"points"} or {"error"}, and "key", its config\'s key',
+    REPLAN_RESULT: "What-if's last re-plan: its summary, plan, config, where from, the byte limit, its config's key",
+}
+
+
+def page_value(key: str) -> Optional[dict]:
+    """A page's background job or result (a key of PAGE_VALUES), or None."""
+    if key not in PAGE_VALUES:
+        raise KeyError(key)
+    return st.session_state.get(key)
+
+
+def set_page_value(key: str, value: Optional[dict]) -> None:
+    """Keep a page's background job or result (a key of PAGE_VALUES); None forgets it."""
+    if key not in PAGE_VALUES:
+        raise KeyError(key)
+    if value is None:
+        st.session_state.pop(key, None)
+    else:
+        st.session_state[key] = value
 
 
 # ---- one-shot messages --------------------------------------------------------------------------

@@ -179,8 +179,8 @@ def calibrate_action(device: str, key: str) -> None:
                    "(a dry-run times the kernels only; calibration fits validation runs).")
         return
     cal = fitted.calibration
-    n = cal["n_runs"]
-    if not cal["patch"] and not calib.profile_text(cal):
+    n = cal.n_runs
+    if not cal.patch and not calib.profile_text(cal):
         st.caption(f"The {n} validation run{'' if n == 1 else 's'} on {md(device)} determine no bandwidth or fixed "
                    "cost yet: record runs of other plans (see the Topology page's Calibration).")
         return
@@ -192,16 +192,17 @@ def calibrate_action(device: str, key: str) -> None:
         use_calibration(cal)
 
 
-def use_calibration(cal: dict) -> None:
+def use_calibration(cal: engine.Calibration) -> None:
     topology = state.topology()
     was = topology.get("compute_device") or "cuda"
+    device = cal.device.value
     try:
-        calibrated = calib.calibrated_topology({**topology, "compute_device": cal["device"]}, cal)
+        calibrated = calib.calibrated_topology({**topology, "compute_device": device}, cal)
     except engine.ConfigError as e:
         st.error(f"Cannot use this calibration: {md(e)}", icon=":material/error:")
         return
     state.set_topology(calibrated)
     state.set_calibration(cal)
-    moved = f"; the topology now plans for {md(cal['device'])} (was {md(was)})" if was != cal["device"] else ""
+    moved = f"; the topology now plans for {md(device)} (was {md(was)})" if was != device else ""
     state.flash(f"{md(calib.note(cal))}{moved}. Replan to use it.")
     st.rerun()

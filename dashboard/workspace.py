@@ -23,7 +23,7 @@ def make_current(result: services.PlanResult, planner: str, effort: int | None, 
         settings["effort"] = effort
     cal = state.calibration()
     if cal is not None:  # the config's bandwidths are this fit: the plan's estimates are calibrated
-        settings["calibration"] = cal
+        settings["calibration"] = cal.as_dict()
     return CurrentPlan(plan=result.plan, config=result.config, planner=planner, settings=settings,
                        source_key=source_key)
 
@@ -140,7 +140,7 @@ def start_torchrec_job(config: dict) -> None:
     settings = {"planner": services.TORCHREC}
     cal = state.calibration()
     if cal is not None:
-        settings["calibration"] = cal
+        settings["calibration"] = cal.as_dict()
     state.set_plan_job(PlanJob(services.start_torchrec_plan(config), services.TORCHREC, config,
                                state.config_key(config), settings))
 

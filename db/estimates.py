@@ -15,12 +15,12 @@ from db.checks import check_json_object, check_number, check_str, content_hash, 
 from db.errors import StoreError
 from db.models import SHORT_LEN
 from engine import ConfigError, evaluate, parse_config, parse_plan, plan_to_dict
-from engine.planfile import PLAN_FORMAT_VERSION
+from engine.planfile import MEMORY_PREFIX, PLAN_FORMAT_VERSION
 
 REL_TOL = 1e-9  # milliseconds: summed in another order (TorchRec's plans list tables in their own) they differ
 ABS_TOL_MS = 1e-12  # by a few ulps; a changed estimator or an edit differs by far more
 FIGURES = ("ranks", "max_rank_cost_ms", "bottleneck_rank")  # what engine.evaluate computes from config and plan
-DERIVED_PREFIX = "memory_"  # per-rank memory parts: a plan or bundle made before they existed may leave them out
+DERIVED_PREFIX = MEMORY_PREFIX  # per-rank memory parts: a plan or bundle made before they existed may leave them out
 
 
 @dataclass(frozen=True)

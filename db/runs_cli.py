@@ -20,6 +20,7 @@ from db import calibrate_cli
 from db.errors import StoreError
 from db.jsonfile import read_json_object
 from db.models import RunKind
+from db.run_commands import RECORD_OPTIONS, RUN_COMMANDS
 from db.runsink import DbSink, check_results, import_results, open_store, store_plan
 from engine.config import load_config
 from engine.dryrun.command import add_dryrun_arguments, dryrun_result
@@ -105,24 +106,23 @@ def _exit_codes_of_engine(fn: Command) -> Command:
 
 
 def _record_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--plan-token", metavar="TOKEN",
+    token, run_id = RECORD_OPTIONS
+    p.add_argument(token, metavar="TOKEN",
                    help="the stored plan this run measures (default: store the plan and print its token)")
-    p.add_argument("--run-id", type=int, metavar="N",
+    p.add_argument(run_id, type=int, metavar="N",
                    help="record into run N of --plan-token, created queued beforehand (the dashboard does this)")
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("validate", help="run a plan on real processes (as python -m engine validate) and record "
-                       "the run: status, log, per-rank metrics")
-    add_validate_arguments(p)
-    _record_flags(p)
-    p.set_defaults(func=_exit_codes_of_engine(cmd_validate))
+RUNS = {RunKind.VALIDATION: (add_validate_arguments, cmd_validate), RunKind.DRYRUN: (add_dryrun_arguments, cmd_dryrun)}
 
-    p = sub.add_parser("dryrun", help="time each rank's kernels (as python -m engine dryrun) and record the run: "
-                       "status, per-rank metrics")
-    add_dryrun_arguments(p)
-    _record_flags(p)
-    p.set_defaults(func=_exit_codes_of_engine(cmd_dryrun))
+
+def register(sub: argparse._SubParsersAction) -> None:
+    for kind, (add_arguments, command) in RUNS.items():  # as db.run_commands declares them
+        declared = RUN_COMMANDS[kind.value]
+        p = sub.add_parser(declared.name, help=declared.help)
+        add_arguments(p)
+        _record_flags(p)
+        p.set_defaults(func=_exit_codes_of_engine(command))
 
     p = sub.add_parser("import-results", help="store a validation results file as a run of a saved plan")
     p.add_argument("results_file", metavar="RESULTS.json")

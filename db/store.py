@@ -7,7 +7,7 @@ same config version; every failure reaches the caller as a one-line StoreError w
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from sqlalchemy import exc as sa_exc
@@ -16,7 +16,6 @@ from sqlalchemy.engine import URL
 from sqlalchemy.orm import Session, sessionmaker
 
 from db import bundle as bundles
-from db import compare as comparing
 from db import migrate
 from db.checks import (
     check_enum,
@@ -224,10 +223,6 @@ class Store:
         return self._read(read)
 
     # ---- comparison and sharing ---------------------------------------------------------------------
-
-    def compare(self, tokens: Sequence[str], metric: str = comparing.MEASURED_TIME_METRIC) -> dict:
-        """Plans side by side: {"plans", "per_rank", "per_table"} (see db.compare)."""
-        return self._read(lambda s: comparing.compare(s, tokens, metric))
 
     def export_bundle(self, token: str) -> dict:
         check_token(token)

@@ -15,6 +15,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -24,7 +25,7 @@ from engine.errors import ConfigError, EngineError
 from engine.estimate import comms_bw, device_bw, perf_parts, table_load
 from engine.evaluate import shard_arrays
 from engine.fitting import nnls, r_squared
-from engine.profile import BACKEND, DeviceProfile, plan_counts
+from engine.profile import BACKEND, DeviceProfile, parse_profile, plan_counts
 from engine.types import ComputeKernel, Config, Device, TablePlan
 
 COMPUTE_FIELD = {Device.CPU: "ddr_mem_bw", Device.CUDA: "hbm_mem_bw"}
@@ -97,6 +98,36 @@ class Calibration:
                 "profile": self.profile.as_dict() if self.profile else None, "r2": self.r2,
                 "median_error": self.median_error, "n_runs": self.n_runs, "run_ids": list(self.run_ids),
                 "notes": list(self.notes)}
+
+    @staticmethod
+    def from_dict(data: Any, path: str = "calibration") -> Calibration:
+        """A calibration from as_dict()'s object (as a saved plan's settings keep it); raises ConfigError naming
+        the field. Its per-feature costs are not written there: ()."""
+        if not isinstance(data, dict):
+            raise ConfigError(path, "must be an object (Calibration.as_dict())")
+        patch, n_runs, device = data.get("patch"), data.get("n_runs"), data.get("device")
+        if not isinstance(patch, dict) or not all(isinstance(k, str) and _number(v) for k, v in patch.items()):
+            raise ConfigError(f"{path}.patch", "must be an object of topology bandwidths (numbers)")
+        if not isinstance(n_runs, int):
+            raise ConfigError(f"{path}.n_runs", "must be a whole number")
+        if device not in {d.value for d in Device}:
+            raise ConfigError(f"{path}.device", f"must be one of {', '.join(d.value for d in Device)}")
+        name, profile = data.get("device_name"), data.get("profile")
+        return Calibration(
+            device=Device(device), patch=dict(patch), r2=_float_or_none(data.get("r2")), n_runs=n_runs,
+            run_ids=tuple(r for r in data.get("run_ids") or () if isinstance(r, int)),
+            device_name=name if isinstance(name, str) else None,
+            notes=tuple(str(n) for n in data.get("notes") or ()),
+            profile=None if profile is None else parse_profile(profile, f"{path}.profile"),
+            median_error=_float_or_none(data.get("median_error")))
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _float_or_none(v: Any) -> float | None:
+    return float(v) if _number(v) else None
 
 
 # ---- features of a plan ----------------------------------------------------------------------------------

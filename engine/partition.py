@@ -9,6 +9,7 @@ the spread of the loads. No rank ever exceeds its usable HBM or DDR.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -344,35 +345,41 @@ def _best_swap(pl: Placement, fs: FreeShards, a: int, b: int, peak: float) -> tu
     return float(val[i]), int(x[i])
 
 
-def move_or_swap(pl: Placement, fs: FreeShards | None = None, work: Work | None = None) -> bool:
-    """Move one shard off the slowest rank, or swap it for a cheaper one, if the slowest rank gets faster
-    and no rank ends up as slow as it was."""
+Shift = tuple[int, int, int]  # one shard of the local search moved: (its index in FreeShards, from rank, to rank)
+
+
+def move_or_swap(pl: Placement, fs: FreeShards | None = None, work: Work | None = None,
+                 allow: Callable[[tuple[Shift, ...]], bool] | None = None, margin: float = EPS) -> tuple[Shift, ...]:
+    """Move one shard off the slowest rank, or swap it for a cheaper one, if the slowest rank gets faster (by more
+    than `margin`) and no rank ends up as slow as it was. `allow`, where given, is asked of each step that would
+    be the best so far (its shifts: one for a move, two for a swap) and may refuse it (a re-plan's byte budget).
+    Returns the shifts made: none when no step helps."""
     fs = fs if fs is not None else FreeShards(pl)
     if not len(fs.t):
-        return False
+        return ()
     b = int(np.argmax(pl.load))
     peak = pl.load[b]
-    best, best_val = None, peak - EPS
+    best: tuple[Shift, ...] = ()
+    best_val = peak - margin
     on_b = np.flatnonzero(fs.r == b)
     if work is not None:
         work.spend(max(len(on_b), 1))
     for a in on_b:
+        a = int(a)
         val, dst = _best_move(pl, fs, a, b, peak)
         if val < best_val:
-            best, best_val = ("move", a, dst), val
+            step = ((a, b, dst),)
+            if allow is None or allow(step):
+                best, best_val = step, val
         val, x = _best_swap(pl, fs, a, b, peak)
         if val < best_val:
-            best, best_val = ("swap", a, x), val
-    if best is None:
-        return False
-    kind, a, other = best
-    if kind == "move":
-        fs.move(pl, a, other)
-    else:
-        ra = int(fs.r[other])
-        fs.move(pl, a, ra)
-        fs.move(pl, other, b)
-    return True
+            rx = int(fs.r[x])
+            step = ((a, b, rx), (x, rx, b))
+            if allow is None or allow(step):
+                best, best_val = step, val
+    for i, _, dst in best:
+        fs.move(pl, i, dst)
+    return best
 
 
 def _siblings(options: list[Option], cur: Option) -> list[tuple[float, Option]]:

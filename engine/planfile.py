@@ -2,7 +2,8 @@
 
 Reading checks a plan against its config: every table placed once, shards of the shape their sharding type
 cuts that tile the table exactly (no gap, no overlap, none empty), ranks inside the world and never repeated
-for a data-parallel copy. Stats in the file are ignored on reading: engine.evaluate recomputes them.
+for a data-parallel copy. Stats in the file are ignored by parse_plan (engine.evaluate recomputes them);
+read_plan_file keeps them, for a saved plan shown with its own estimates.
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ from engine import limits as L
 from engine.config import KERNEL_ALIASES, _enum, _int, _object, _read_json, _type_name
 from engine.errors import ConfigError
 from engine.tiling import tiling_problem
-from engine.types import ComputeKernel, Config, Plan, Shard, ShardingType, TablePlan, TableConfig
+from engine.types import (ComputeKernel, Config, MemoryParts, Perf, Plan, RankStats, Shard, ShardingType, TableConfig,
+                          TablePlan)
 
 PLAN_FORMAT_VERSION = 1
 TABLE_PLAN_FIELDS = ("sharding_type", "compute_kernel", "ranks", "shards")
 SHARD_FIELDS = ("offsets", "sizes", "rank")
 MEMORY_PREFIX = "memory_"  # a rank's memory parts in a plan file: memory_weights_bytes, ..., memory_peak_bytes
+PERF_KEYS = dict(zip(Perf.__dataclass_fields__, Perf().as_dict()))  # Perf field -> its key in a plan file's rank
 
 
 def table_plan_to_dict(tp: TablePlan) -> dict:
@@ -55,6 +58,49 @@ def plan_to_dict(plan: Plan) -> dict:
         "planning_seconds": plan.planning_seconds,
         "notes": list(plan.notes),
     }
+
+
+# ---- a plan file's own figures, as written ------------------------------------------------------------------
+
+
+def _figure(v: Any) -> Any:
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else 0
+
+
+def _memory_parts(rank: dict) -> MemoryParts | None:
+    """A rank's memory parts: flat memory_<part> keys (plan_to_dict) or a nested "memory" object."""
+    nested = rank.get("memory")
+    parts = nested if isinstance(nested, dict) else {
+        k.removeprefix(MEMORY_PREFIX): v for k, v in rank.items() if k.startswith(MEMORY_PREFIX)}
+    if not parts:
+        return None
+    return MemoryParts(**{f: int(_figure(parts.get(f))) for f in MemoryParts.__dataclass_fields__})
+
+
+def read_rank_stats(rank: dict) -> RankStats:
+    """One rank of a plan file's "ranks" as RankStats (a figure the file lacks is 0)."""
+    perf = Perf(**{f: float(_figure(rank.get(k))) for f, k in PERF_KEYS.items()})
+    return RankStats(
+        rank=int(rank["rank"]), hbm_bytes=int(_figure(rank.get("hbm_bytes"))),
+        ddr_bytes=int(_figure(rank.get("ddr_bytes"))), hbm_cap_bytes=int(_figure(rank.get("hbm_cap_bytes"))),
+        ddr_cap_bytes=int(_figure(rank.get("ddr_cap_bytes"))), perf=perf,
+        input_bytes=int(_figure(rank.get("input_bytes"))), output_bytes=int(_figure(rank.get("output_bytes"))),
+        num_shards=int(_figure(rank.get("num_shards"))), memory=_memory_parts(rank))
+
+
+def read_plan_file(data: dict, cfg: Config) -> Plan:
+    """A plan file as a Plan: its placements checked against `cfg` (parse_plan, which raises ConfigError) and its
+    own per-rank figures, planner, bound, planning time and notes (what plan_to_dict wrote)."""
+    bound = data.get("lower_bound_ms")
+    secs = data.get("planning_seconds")
+    return Plan(
+        tables=parse_plan(data, cfg),
+        ranks=tuple(read_rank_stats(r) for r in data.get("ranks") or ()),
+        planner=str(data["planner"]) if data.get("planner") is not None else "engine",
+        planning_seconds=float(secs) if isinstance(secs, (int, float)) else None,
+        lower_bound_ms=float(bound) if isinstance(bound, (int, float)) else None,
+        notes=tuple(str(n) for n in data.get("notes") or ()),
+    )
 
 
 def _pair(v: Any, path: str, minimum: int, maximum: tuple[int, int]) -> tuple[int, int]:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from engine.errors import ConfigError
-from engine.types import Config, Device, ShardingType, TablePlan, Topology
+from engine.types import Config, Device, DeviceProfile, ShardingType, TablePlan, Topology
 
 BACKEND = {Device.CPU: "gloo", Device.CUDA: "nccl"}  # the backend validation runs use on each device
 PROFILE_FIELDS = ("device", "backend", "hosts", "cores_per_host", "step_ms", "collective_ms", "launch_ms",
@@ -41,38 +41,6 @@ FWD_SHARE = 1.0 / 3.0  # fixed compute work splits forward : backward as 1 : 2, 
 # out: on GPUs it overlaps device work unless the host is the bottleneck.
 PUBLISHED = "published"  # topology.profile: "published" takes PUBLISHED_CUDA for the topology's hosts
 PUBLISHED_CUDA = {1: {"collective_ms": 0.0015, "launch_ms": 0.005}, 2: {"collective_ms": 0.005, "launch_ms": 0.005}}
-
-
-@dataclass(frozen=True)
-class DeviceProfile:
-    """What a training step costs besides its bandwidth terms, on one device kind, backend and host count."""
-
-    device: Device
-    backend: str
-    hosts: int
-    cores_per_host: float | None  # CPU: the cores a host's ranks share (fitted: those they got); None: a device each
-    step_ms: float = 0.0  # per step, every rank: DMP's forward, backward and optimizer calls
-    collective_ms: float = 0.0  # per latency round of a collective, every rank (step_counts)
-    launch_ms: float = 0.0  # per lookup kernel (forward + backward) a rank runs: one per sharding type it holds
-    piece_ms: float = 0.0  # per table piece (shard or replica) a rank holds: its features' split and permute
-    source: str = "measured"  # "measured: ...", or "published figures: ..." for the GPU defaults
-
-    @property
-    def published(self) -> bool:
-        return self.source.startswith("published")
-
-    def applies(self, topo: Topology) -> bool:
-        """A profile prices only the device and host count it was measured on."""
-        return topo.compute_device is self.device and topo.num_hosts == self.hosts
-
-    def shares_cores(self, topo: Topology) -> bool:
-        """True where a host runs more ranks than it has cores: then a step lasts at least the host's work / cores."""
-        return self.cores_per_host is not None and topo.local_world_size > self.cores_per_host
-
-    def as_dict(self) -> dict:
-        return {"device": self.device.value, "backend": self.backend, "hosts": self.hosts,
-                "cores_per_host": self.cores_per_host, "step_ms": self.step_ms, "collective_ms": self.collective_ms,
-                "launch_ms": self.launch_ms, "piece_ms": self.piece_ms, "source": self.source}
 
 
 def published_cuda(hosts: int) -> DeviceProfile:

@@ -24,7 +24,7 @@ from engine.config import _read_json
 from engine.enumerate import Option, all_table_options
 from engine.errors import ConfigError, PlanningError
 from engine.evaluate import evaluate
-from engine.partition import FREE_PLACEMENT, FreeShards, Placement, Work, _best_move, _best_swap
+from engine.partition import FREE_PLACEMENT, FreeShards, Placement, Shift, Work, move_or_swap
 from engine.planfile import parse_earlier_plan, placement_problem
 from engine.planner import PlannerSettings, plan, rules_of, safety_stop_note, to_table_plan
 from engine.types import ComputeKernel, Config, Plan, ShardingType, TablePlan
@@ -281,47 +281,27 @@ def _place_rest(cfg: Config, old: dict[str, OldTable], pl: Placement, options: l
 
 def _improve_within(cfg: Config, pl: Placement, old: dict[str, OldTable], budget: float, work: Work,
                     stop_peak: float = 0.0) -> tuple[float, int]:
-    """Moves and swaps of table-wise and column-wise shards off the slowest rank, each kept only while the bytes
-    moved so far stay within `budget`, until the slowest rank is at or below `stop_peak`. Returns the bytes the
-    moves add and how many were made."""
+    """Moves and swaps of table-wise and column-wise shards off the slowest rank (the planner's local search,
+    engine.partition.move_or_swap), each kept only while the bytes moved so far stay within `budget`, until the
+    slowest rank is at or below `stop_peak`. Returns the bytes the moves add and how many were made."""
     fs = FreeShards(pl)
     spent, steps = 0.0, 0
 
-    def delta(i: int, src: int, dst: int) -> float:
-        opt = pl.choice[int(fs.t[i])]
-        j = int(fs.j[i])
-        return _piece_bytes_moved(cfg, old, opt, j, dst) - _piece_bytes_moved(cfg, old, opt, j, src)
+    def moved(step: tuple[Shift, ...]) -> float:
+        """Bytes a step adds to what the re-plan moves (less where a shard goes back to where it was)."""
+        total = 0.0
+        for i, src, dst in step:
+            opt, j = pl.choice[int(fs.t[i])], int(fs.j[i])
+            total += _piece_bytes_moved(cfg, old, opt, j, dst) - _piece_bytes_moved(cfg, old, opt, j, src)
+        return total
 
     while len(fs.t) and not work.done():
-        b = int(np.argmax(pl.load))
-        peak = float(pl.load[b])
-        if peak <= stop_peak:
+        if float(pl.load.max()) <= stop_peak:
             break
-        best, best_val = None, peak - 1e-12
-        on_b = np.flatnonzero(fs.r == b)
-        work.spend(max(len(on_b), 1))
-        for a in on_b:
-            val, dst = _best_move(pl, fs, a, b, peak)
-            if dst >= 0 and val < best_val:
-                d = delta(a, b, dst)
-                if spent + d <= budget:
-                    best, best_val = ("move", a, dst, d), val
-            val, x = _best_swap(pl, fs, a, b, peak)
-            if x >= 0 and val < best_val:
-                rx = int(fs.r[x])
-                d = delta(a, b, rx) + delta(x, rx, b)
-                if spent + d <= budget:
-                    best, best_val = ("swap", a, x, d), val
-        if best is None:
+        step = move_or_swap(pl, fs, work, allow=lambda s: spent + moved(s) <= budget, margin=1e-12)
+        if not step:
             break
-        kind, a, other, d = best
-        if kind == "move":
-            fs.move(pl, a, other)
-        else:
-            ra = int(fs.r[other])
-            fs.move(pl, a, ra)
-            fs.move(pl, other, b)
-        spent += d
+        spent += moved(step)
         steps += 1
     return spent, steps
 

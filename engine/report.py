@@ -3,7 +3,40 @@
 from __future__ import annotations
 
 from engine.errors import human_bytes
-from engine.types import Config, Device, Plan, ShardingType, TablePlan
+from collections.abc import Sequence
+
+from engine.types import ComputeKernel, Config, Device, Plan, ShardingType, TablePlan
+
+
+# ---- where a table is, and whether it moved (the dashboard's and the store's comparisons) --------------------
+
+
+def placement(tp: TablePlan) -> tuple[ShardingType, ComputeKernel, tuple[int, ...]]:
+    """Where a plan puts a table: its sharding type, kernel and ranks."""
+    return tp.sharding_type, tp.compute_kernel, tuple(tp.ranks)
+
+
+def has_moved(before: TablePlan, after: TablePlan) -> bool:
+    """Whether a table is placed differently (sharding type, kernel or ranks) in `after` than in `before`."""
+    return placement(before) != placement(after)
+
+
+def ranks_list_text(ranks: Sequence[int]) -> str:
+    """'0, 2, 5'; more than six consecutive ranks as '0-15'."""
+    ranks = list(ranks)
+    if len(ranks) > 6 and all(isinstance(r, int) for r in ranks) and ranks == list(range(ranks[0],
+                                                                                       ranks[0] + len(ranks))):
+        return f"{ranks[0]}-{ranks[-1]}"
+    return ", ".join(str(r) for r in ranks)
+
+
+def placement_words(sharding_type: str, compute_kernel: str, ranks: Sequence[int]) -> str:
+    """'table_wise fused [0, 1]': a placement as a line of text (from a plan file's words)."""
+    return f"{sharding_type} {compute_kernel} [{ranks_list_text(ranks)}]"
+
+
+def placement_text(tp: TablePlan) -> str:
+    return placement_words(tp.sharding_type.value, tp.compute_kernel.value, tp.ranks)
 
 
 def _placement(rank: int, cfg: Config) -> str:

@@ -10,12 +10,9 @@ import enum
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from engine import constants as C
-
-if TYPE_CHECKING:
-    from engine.profile import DeviceProfile
 
 
 class ShardingType(str, enum.Enum):
@@ -135,6 +132,39 @@ class Constraints:
 
 
 PLACEMENT_FIELDS = ("ranks", "hosts", "colocate", "apart")
+
+
+@dataclass(frozen=True)
+class DeviceProfile:
+    """What a training step costs besides its bandwidth terms, on one device kind, backend and host count (read,
+    published and priced by engine.profile)."""
+
+    device: Device
+    backend: str
+    hosts: int
+    cores_per_host: float | None  # CPU: the cores a host's ranks share (fitted: those they got); None: a device each
+    step_ms: float = 0.0  # per step, every rank: DMP's forward, backward and optimizer calls
+    collective_ms: float = 0.0  # per latency round of a collective, every rank (step_counts)
+    launch_ms: float = 0.0  # per lookup kernel (forward + backward) a rank runs: one per sharding type it holds
+    piece_ms: float = 0.0  # per table piece (shard or replica) a rank holds: its features' split and permute
+    source: str = "measured"  # "measured: ...", or "published figures: ..." for the GPU defaults
+
+    @property
+    def published(self) -> bool:
+        return self.source.startswith("published")
+
+    def applies(self, topo: Topology) -> bool:
+        """A profile prices only the device and host count it was measured on."""
+        return topo.compute_device is self.device and topo.num_hosts == self.hosts
+
+    def shares_cores(self, topo: Topology) -> bool:
+        """True where a host runs more ranks than it has cores: then a step lasts at least the host's work / cores."""
+        return self.cores_per_host is not None and topo.local_world_size > self.cores_per_host
+
+    def as_dict(self) -> dict:
+        return {"device": self.device.value, "backend": self.backend, "hosts": self.hosts,
+                "cores_per_host": self.cores_per_host, "step_ms": self.step_ms, "collective_ms": self.collective_ms,
+                "launch_ms": self.launch_ms, "piece_ms": self.piece_ms, "source": self.source}
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,6 @@ ADVICE = {"time": "Time outside 0.8x-1.25x: calibrate the bandwidths from the va
           "memory": "Memory outside it: keep that headroom (the run on the Runs page says more).",
           "shards": "Shards that differ: the run's error on the Runs page names the first difference."}
 PICK = "compare_pick"
-TORCHREC_JOB = "compare_torchrec_job"
 JOB_POLL_S = 1.0
 
 
@@ -55,21 +54,21 @@ def add_torchrec(option: str, label: str) -> None:
     """Start TorchRec's planner on the config of `option` in the background (it can take minutes on 1,000
     tables); its plan joins the picked plans when it finishes (collect_torchrec)."""
     _, config, settings = load(option, services.store())
-    old = st.session_state.get(TORCHREC_JOB)
+    old = state.page_value(state.TORCHREC_JOB)
     if old is not None:
         old["job"].close()
-    st.session_state[TORCHREC_JOB] = {"job": services.start_torchrec_plan(config), "config": config,
-                                      "settings": settings, "name": f"TorchRec for {label.split(' (')[0]}",
-                                      "label": label}
+    state.set_page_value(state.TORCHREC_JOB, {
+        "job": services.start_torchrec_plan(config), "config": config, "settings": settings,
+        "name": f"TorchRec for {label.split(' (')[0]}", "label": label})
     st.rerun()
 
 
 def collect_torchrec() -> None:
     """A finished baseline joins the picked plans (or its one-line error is shown)."""
-    pending = st.session_state.get(TORCHREC_JOB)
+    pending = state.page_value(state.TORCHREC_JOB)
     if pending is None or pending["job"].live:
         return
-    st.session_state.pop(TORCHREC_JOB, None)
+    state.set_page_value(state.TORCHREC_JOB, None)
     job = pending["job"]
     try:
         if job.cancelled:
@@ -82,7 +81,7 @@ def collect_torchrec() -> None:
         job.close()
     name = pending["name"]
     cal = calib.of_settings(pending["settings"])  # the same config, so the same (calibrated or not) bandwidths
-    state.add_extra_plan(name, result.plan, result.config, {"planner": services.TORCHREC, "calibration": cal}
+    state.add_extra_plan(name, result.plan, result.config, {"planner": services.TORCHREC, "calibration": cal.as_dict()}
                          if cal else {"planner": services.TORCHREC})
     picked = list(state.widget(PICK, []))
     state.set_pending(PICK, picked + [f"extra:{name}"] if f"extra:{name}" not in picked else picked)
@@ -91,7 +90,7 @@ def collect_torchrec() -> None:
 @st.fragment(run_every=JOB_POLL_S)
 def torchrec_progress() -> None:
     """The running baseline's elapsed time and Cancel, redrawn on their own; its end reruns the page."""
-    pending = st.session_state.get(TORCHREC_JOB)
+    pending = state.page_value(state.TORCHREC_JOB)
     if pending is None:
         return
     if not pending["job"].live:
@@ -103,7 +102,7 @@ def torchrec_progress() -> None:
                          f"{line}. The rest of the app stays usable; its plan joins the comparison when it "
                          "finishes."):
         pending["job"].close()
-        st.session_state.pop(TORCHREC_JOB, None)
+        state.set_page_value(state.TORCHREC_JOB, None)
         st.rerun()
 
 
@@ -246,10 +245,10 @@ if not opts:
     st.info("Nothing to compare yet: make a plan, save it, then come back.", icon=":material/info:")
     st.stop()
 state.apply_pending(PICK)
-picked = st.multiselect("Plans to compare", list(opts), default=default_pick(opts) if PICK not in st.session_state
+picked = st.multiselect("Plans to compare", list(opts), default=default_pick(opts) if not state.has_widget(PICK)
                         else None, format_func=opts.get, key=PICK)
 if picked and st.button("Add TorchRec's plan for the same config", key="compare_add_torchrec", icon=":material/add:",
-                        disabled=st.session_state.get(TORCHREC_JOB) is not None,
+                        disabled=state.page_value(state.TORCHREC_JOB) is not None,
                         help=f"runs TorchRec's EmbeddingShardingPlanner on the config of '{md(opts[picked[0]])}' "
                              "in the background"):
     add_torchrec(picked[0], opts[picked[0]])

@@ -133,7 +133,7 @@ def _count(n: int, what: str) -> str:
     return f"{n} {what}{'s' if n != 1 else ''}"
 
 
-def use_calibration(topology: dict, cal: dict) -> None:
+def use_calibration(topology: dict, cal: engine.Calibration) -> None:
     try:
         calibrated = calib.calibrated_topology(topology, cal)
     except engine.ConfigError as e:
@@ -145,9 +145,9 @@ def use_calibration(topology: dict, cal: dict) -> None:
     st.rerun()
 
 
-def fitted(topology: dict, cal: dict, in_use: dict | None) -> None:
+def fitted(topology: dict, cal: engine.Calibration, in_use: engine.Calibration | None) -> None:
     """The fit beside the current bandwidths, and the button that puts it in the topology."""
-    n, ids = cal["n_runs"], cal.get("run_ids") or []
+    n, ids = cal.n_runs, cal.run_ids
     more = " ..." if len(ids) > 10 else ""
     st.markdown(f"Fitted to **{n} succeeded validation run{'' if n == 1 else 's'}** on "
                 f"{md(calib.device_text(cal))}: **{md(calib.r2_text(cal))}** (runs {md(', '.join(map(str, ids[:10])))}"
@@ -155,20 +155,21 @@ def fitted(topology: dict, cal: dict, in_use: dict | None) -> None:
     fixed = calib.profile_text(cal)
     if fixed:
         st.markdown(f"{md(fixed)}.")
-    for note in cal.get("notes") or []:
+    for note in cal.notes:
         st.caption(f"Note: {md(note)}")
-    if not cal["patch"] and not fixed:
+    if not cal.patch and not fixed:
         st.warning("These runs determine no bandwidth: nothing to use.", icon=":material/warning:")
         return
-    if cal["patch"]:
+    if cal.patch:
         gbps = st.column_config.NumberColumn(format="%.4g")
         st.dataframe(pd.DataFrame(calib.fitted_rows(topology, cal)), hide_index=True,
                      key="topology_calibration_table", column_config={
                          "current GiB/s": gbps, "fitted GiB/s": gbps,
                          "fitted bytes/ms": st.column_config.NumberColumn(format="%.6g")})
     if st.button("Use this calibration", key="topology_calibration_use", type="primary", icon=":material/tune:",
-                 disabled=in_use == cal, help="puts the fitted bandwidths and fixed costs in this topology; plans made "
-                 "with it say their estimates are calibrated"):
+                 disabled=in_use is not None and in_use.as_dict() == cal.as_dict(),
+                 help="puts the fitted bandwidths and fixed costs in this topology; plans made with it say their "
+                 "estimates are calibrated"):
         use_calibration(topology, cal)
 
 

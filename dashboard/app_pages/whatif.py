@@ -18,7 +18,6 @@ from dashboard.state import CurrentPlan
 from dashboard.text import md
 
 ROOT = Path(__file__).resolve().parents[2]
-SWEEP_JOB, SWEEP_RESULT, REPLAN_RESULT = "whatif_sweep_job", "whatif_sweep_result", "whatif_replan_result"
 POLL_S = 1.0
 SIZE_CHOICES = [2**k for k in range(13)]  # 1 to 4,096 GPUs
 DEFAULT_DEVICES = ["a100_40gb", "a100_80gb", "h100_80gb", "h200_141gb"]
@@ -57,7 +56,7 @@ def picked_index(point: dict, n: int) -> int | None:
 
 @st.fragment(run_every=POLL_S)
 def sweep_progress() -> None:
-    job = st.session_state.get(SWEEP_JOB)
+    job = state.page_value(state.SWEEP_JOB)
     if job is None:
         return
     if not job["job"].live:
@@ -66,25 +65,25 @@ def sweep_progress() -> None:
     if workspace.job_box("whatif_sweep_running", "whatif_sweep_cancel",
                          f"{line}. The rest of the app stays usable."):
         job["job"].close()
-        st.session_state.pop(SWEEP_JOB, None)
+        state.set_page_value(state.SWEEP_JOB, None)
         st.rerun()
 
 
 def collect_sweep() -> None:
     """A finished sweep's points become the result (or its one-line error is shown)."""
-    job = st.session_state.get(SWEEP_JOB)
+    job = state.page_value(state.SWEEP_JOB)
     if job is None or job["job"].live:
         return
-    st.session_state.pop(SWEEP_JOB, None)
+    state.set_page_value(state.SWEEP_JOB, None)
     j = job["job"]
     try:
         if j.state is not jobs.JobState.DONE:
             raise ValueError(j.error_line())
         points = json.loads(j.text(jobs.STDOUT))["points"]
     except (ValueError, KeyError) as e:
-        st.session_state[SWEEP_RESULT] = {"error": str(e) or "the sweep wrote no points", "key": job["key"]}
+        state.set_page_value(state.SWEEP_RESULT, {"error": str(e) or "the sweep wrote no points", "key": job["key"]})
     else:
-        st.session_state[SWEEP_RESULT] = {"points": points, "key": job["key"]}
+        state.set_page_value(state.SWEEP_RESULT, {"points": points, "key": job["key"]})
     finally:
         j.close()
 
@@ -107,7 +106,7 @@ def sweep_tab(config: dict) -> None:
                  icon=":material/error:")
     points = len(devices) * len(sizes) * len(batches or [])
     collect_sweep()  # a sweep that finished since the last run: its points, and the button enabled again
-    running = st.session_state.get(SWEEP_JOB) is not None
+    running = state.page_value(state.SWEEP_JOB) is not None
     if st.button(f"Sweep {points} points", type="primary", key="whatif_sweep_run", icon=":material/scatter_plot:",
                  disabled=running or not points):
         try:
@@ -117,11 +116,11 @@ def sweep_tab(config: dict) -> None:
                      icon=":material/error:")
         else:
             job = start_sweep(config, devices, sorted(sizes), batches, int(effort))
-            st.session_state[SWEEP_JOB] = {"job": job, "points": points, "key": state.config_key(config)}
-            st.session_state.pop(SWEEP_RESULT, None)
+            state.set_page_value(state.SWEEP_JOB, {"job": job, "points": points, "key": state.config_key(config)})
+            state.set_page_value(state.SWEEP_RESULT, None)
             st.rerun()
     sweep_progress()
-    result = st.session_state.get(SWEEP_RESULT)
+    result = state.page_value(state.SWEEP_RESULT)
     if result is None:
         return
     if result["key"] != state.config_key(config):
@@ -139,11 +138,11 @@ def sweep_tab(config: dict) -> None:
     picked = [picked_index(p, len(pts)) for p in (event.selection.points if event and event.selection else [])]
     picked = [i for i in picked if i is not None and pts[i]["fits"]]
     if fits:
-        if picked and picked[0] != st.session_state.get("whatif_picked"):  # a new click on the chart picks it
-            st.session_state["whatif_picked"] = picked[0]
-            st.session_state["whatif_point"] = picked[0]
-        if st.session_state.get("whatif_point") not in fits:
-            st.session_state.pop("whatif_point", None)
+        if picked and picked[0] != state.widget("whatif_picked"):  # a new click on the chart picks it
+            state.set_widget("whatif_picked", picked[0])
+            state.set_widget("whatif_point", picked[0])
+        if state.widget("whatif_point") not in fits:
+            state.forget_widgets(["whatif_point"])
         c1, c2 = st.columns([4, 1.6], vertical_alignment="bottom")
         choice = c1.selectbox("Point", fits, key="whatif_point",
                               format_func=lambda i: whatif.point_label(pts[i]) + f": {pts[i]['step_ms']:.4g} ms")
@@ -188,10 +187,10 @@ def replan_tab(config: dict) -> None:
             st.error(f"The config has a problem: {md(r.problem)}" if r.config_error else f"No re-plan: {md(r.problem)}",
                      icon=":material/error:")
             return
-        st.session_state[REPLAN_RESULT] = {"summary": r.summary, "plan": r.plan, "config": r.config, "from": token,
-                                           "label": record.label or token[:8], "limit": limit,
-                                           "key": state.config_key(config)}
-    res = st.session_state.get(REPLAN_RESULT)
+        state.set_page_value(state.REPLAN_RESULT, {
+            "summary": r.summary, "plan": r.plan, "config": r.config, "from": token,
+            "label": record.label or token[:8], "limit": limit, "key": state.config_key(config)})
+    res = state.page_value(state.REPLAN_RESULT)
     if res is None:
         return
     if res["key"] != state.config_key(config):

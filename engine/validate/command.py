@@ -165,7 +165,7 @@ def run_validate(args: argparse.Namespace, sink_factory: SinkFactory | None = No
     pricing = priced_for(cfg, backend.device, "validation run", local_world_size=max(1, nproc // args.nodes))
     if pricing.note:
         say(pricing.note)
-    from engine.validate.launch import make_launcher
+    from engine.validate.launchers import make_launcher
     from engine.validate.run import NullSink, stage
 
     job = make_job(args, nproc, backend, kind)

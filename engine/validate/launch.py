@@ -1,8 +1,8 @@
 """Launchers behind one interface: prepare a job, start it, poll it, cancel it, wait for it.
 
 `local` runs torchrun as a subprocess in a session of its own (cancel ends it and every rank below it);
-`slurm` and `script` live in engine.validate.slurm and engine.validate.script. Every command is an argument list,
-never a shell string.
+`slurm` and `script` live in engine.validate.slurm and engine.validate.script (which build on this module), and
+engine.validate.launchers picks one. Every command is an argument list, never a shell string.
 """
 
 from __future__ import annotations
@@ -226,17 +226,5 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
-def make_launcher(kind: LauncherKind) -> Launcher:
-    if kind is LauncherKind.LOCAL:
-        return LocalLauncher()
-    if kind is LauncherKind.SLURM:
-        from engine.validate.slurm import SlurmLauncher
-
-        return SlurmLauncher()
-    from engine.validate.script import ScriptLauncher
-
-    return ScriptLauncher()
-
-
 __all__ = ["JobState", "Launcher", "LocalLauncher", "Phase", "alive", "descendants", "free_port", "job_env",
-           "make_launcher", "wait_for"]
+           "wait_for"]

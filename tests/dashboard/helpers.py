@@ -8,7 +8,6 @@ import re
 from streamlit.testing.v1 import AppTest
 
 import engine
-from dashboard import plans
 from dashboard.text import WORD_JOINER
 from tests.waits import budget_s, slowdown, trimmed, until  # noqa: F401 - the page tests' waits
 
@@ -61,11 +60,11 @@ def values(v) -> list:
 def typed(plan: dict, config=None) -> engine.Plan:
     """A plan dict (a plan file, or a test's hand-written part of one) as the engine.Plan the dashboard's functions
     take: its tables parsed against `config` (a dict or engine.Config) when given, else none; its figures as
-    written (dashboard.plans)."""
+    written (engine.read_plan_file)."""
     if config is not None:
-        return plans.plan_from_dict(plan, engine.parse_config(config) if isinstance(config, dict) else config)
+        return engine.read_plan_file(plan, engine.parse_config(config) if isinstance(config, dict) else config)
     bound = plan.get("lower_bound_ms")
-    return engine.Plan(tables={}, ranks=tuple(plans.rank_stats(r) for r in plan.get("ranks") or ()),
+    return engine.Plan(tables={}, ranks=tuple(engine.read_rank_stats(r) for r in plan.get("ranks") or ()),
                        planner=str(plan["planner"]) if plan.get("planner") is not None else "engine",
                        notes=tuple(plan.get("notes") or ()),
                        lower_bound_ms=float(bound) if bound is not None else None)

@@ -3,6 +3,8 @@ and the lines that say a plan's estimates are calibrated."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 import engine
@@ -13,8 +15,9 @@ from engine.calibrate import fit
 from engine.types import Device
 from tests.factories import synthetic_step_runs
 
-CAL = {"device": "cpu", "device_name": None, "patch": {"ddr_mem_bw": 2.0e6, "intra_host_bw": 3.0e7}, "r2": 0.98123,
-       "n_runs": 4, "run_ids": [1, 2, 3, 4], "notes": []}
+CAL = engine.Calibration.from_dict({
+    "device": "cpu", "device_name": None, "patch": {"ddr_mem_bw": 2.0e6, "intra_host_bw": 3.0e7}, "r2": 0.98123,
+    "n_runs": 4, "run_ids": [1, 2, 3, 4], "notes": []})
 CPU = {"world_size": 2, "local_world_size": 2, "compute_device": "cpu"}
 
 
@@ -32,8 +35,8 @@ def test_calibrated_topology_of_a_bad_topology_is_one_config_error():
 
 
 def test_a_whole_engine_calibration_applies_with_its_profile():
-    cal = fit(synthetic_step_runs(), Device.CPU).as_dict()
-    assert calib.is_calibration(cal)
+    cal = fit(synthetic_step_runs(), Device.CPU)
+    assert calib.is_calibration(cal.as_dict()) and calib.read(cal.as_dict()).as_dict() == cal.as_dict()
     topo = calib.calibrated_topology(CPU, cal)
     assert topo["ddr_mem_bw"] == pytest.approx(5e6) and topo["intra_host_bw"] == pytest.approx(2e6)
     assert topo["profile"]["step_ms"] == pytest.approx(3.0) and topo["compute_device"] == "cpu"
@@ -46,7 +49,7 @@ def test_a_whole_engine_calibration_applies_with_its_profile():
 
 
 def test_the_topology_form_keeps_the_profile_while_the_device_stays():
-    topo = calib.calibrated_topology(CPU, fit(synthetic_step_runs(), Device.CPU).as_dict())
+    topo = calib.calibrated_topology(CPU, fit(synthetic_step_runs(), Device.CPU))
     form = {k: v for k, v in topo.items() if k != "profile"}
     assert calib.keep_profile(topo, form)["profile"] == topo["profile"]
     assert "profile" not in calib.keep_profile(topo, {**form, "compute_device": "cuda"})
@@ -72,8 +75,8 @@ def test_holds_fails_once_the_topology_moved(change):
 def test_holds_refuses_what_is_no_calibration():
     topo = calib.calibrated_topology(CPU, CAL)
     assert not calib.holds(None, topo)
-    assert not calib.holds({**CAL, "patch": {}}, topo)
-    assert not calib.holds({"patch": CAL["patch"]}, topo)
+    assert not calib.holds(dataclasses.replace(CAL, patch={}), topo)
+    assert calib.read({"patch": CAL.patch}) is None and not calib.is_calibration({"patch": CAL.patch})
 
 
 def test_default_bandwidths_are_torchrecs_constants():
@@ -89,9 +92,10 @@ def test_default_bandwidths_are_torchrecs_constants():
 
 def test_the_lines_that_say_estimates_are_calibrated():
     assert calib.note(CAL) == "Estimates calibrated from 4 runs on cpu (R^2 0.981)"
-    one = {**CAL, "n_runs": 1, "r2": None, "device": "cuda", "device_name": "H100"}
+    one = dataclasses.replace(CAL, n_runs=1, r2=None, device=Device.CUDA, device_name="H100")
     assert calib.note(one) == "Estimates calibrated from 1 run on cuda (H100) (R^2 n/a)"
-    assert calib.estimates_label({"planner": "ours", "calibration": CAL}) == "calibrated: 4 runs on cpu, R^2 0.981"
+    assert calib.estimates_label({"planner": "ours", "calibration": CAL.as_dict()}) == \
+        "calibrated: 4 runs on cpu, R^2 0.981"
     assert calib.estimates_label({"planner": "ours"}) == "configured bandwidths"
     assert calib.estimates_label(None) == "configured bandwidths"
     assert calib.of_settings({"calibration": {"patch": "not one"}}) is None

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 import engine
-from dashboard import measured
+from dashboard import measured, plan_deltas, plan_diff, plans
 from tests.dashboard.helpers import typed, typed_config
+from tests.db.storetest import load_example, sample
 from tests.factories import tutorial, with_changes
 
 PLAN = typed({"ranks": [{"rank": 0, "cost_ms": 0.25, "fwd_compute_ms": 0.1, "bwd_compute_ms": 0.1,
@@ -74,3 +75,62 @@ def test_which_constants_priced_a_plan():
     assert measured.profile(with_prof) == ("TorchRec's default constants for cpu with the device profile cpu/gloo "
                                            "on 1 host (measured)")
     assert measured.profile(typed_config(with_prof), None, "cuda") == "TorchRec's default constants for cuda"
+
+
+# ---- what the Compare page shows of saved plans side by side (what Store.compare gave, before the page) ---------
+
+
+def _two_saved(store) -> tuple[str, str, dict, dict]:
+    cfg, table_wise = sample("tutorial_table_wise")
+    _, row_wise = sample("tutorial_row_wise")
+    return (store.save_plan(cfg, table_wise, label="tw"), store.save_plan(load_example("tutorial_row_wise"),
+            row_wise, label="rw"), table_wise, row_wise)
+
+
+def _frame(store, token: str):
+    """As the Compare page reads a saved plan's measurement: its latest run, that run's metrics per rank."""
+    rec = store.get_plan(token)
+    run = measured.latest_run(store.runs_for_plan(token))
+    if run is None:
+        return None
+    cfg = engine.parse_config(rec.config)
+    return measured.run_frame(engine.read_plan_file(rec.plan, cfg), store.metrics(run.id), str(run.kind),
+                              measured.same_device(cfg, run))
+
+
+def test_the_measured_time_of_a_saved_plan_comes_from_its_latest_succeeded_run(store) -> None:
+    a, b, _, _ = _two_saved(store)
+    step = measured.MEASURED_TIME[0]
+    old = store.create_run(a, "validation", "gloo", "cpu")
+    store.add_metrics(old, [(0, step, 9.0, "ms"), (1, step, 9.0, "ms")])
+    store.update_run(old, status="succeeded")
+    good = store.create_run(a, "validation", "gloo", "cpu")
+    store.add_metrics(good, [(0, step, 2.0, "ms"), (0, step, 4.0, "ms"), (1, step, 5.0, "ms"),
+                             (1, "peak_hbm_bytes", 7.0, "bytes")])
+    store.update_run(good, status="succeeded")
+    broken = store.create_run(a, "validation", "gloo", "cpu")  # newer, but failed: not the measurement
+    store.add_metrics(broken, [(0, step, 100.0, "ms")])
+    store.update_run(broken, status="failed")
+    dry = store.create_run(b, "dryrun", "fbgemm", "cpu")  # plan b: only a running dry-run, not finished
+    store.add_metrics(dry, [(1, step, 1.5, "ms")])
+    frame = _frame(store, a)
+    assert frame["rank"].tolist() == [0, 1] and frame["measured_ms"].tolist() == [pytest.approx(3.0), 5.0]
+    assert _frame(store, b) is None
+    store.update_run(dry, status="succeeded")
+    assert _frame(store, b)["measured_ms"].tolist()[1] == pytest.approx(1.5)
+
+
+def test_saved_plans_side_by_side_per_rank_and_per_table(store) -> None:
+    a, b, plan_a, plan_b = _two_saved(store)
+    (pa, ca), (pb, cb) = (plans.parse(store.get_plan(t).plan, store.get_plan(t).config) for t in (a, b))
+    ranks = plan_deltas.rank_frame(pa, pb)
+    assert ranks["rank"].tolist() == [0, 1]
+    assert ranks["A ms"].tolist() == pytest.approx([r["cost_ms"] for r in plan_a["ranks"]])
+    assert ranks["B ms"].tolist() == pytest.approx([r["cost_ms"] for r in plan_b["ranks"]])
+    per_table = plan_diff.diff(pa, ca, pb, cb).tables.set_index("table")
+    assert set(per_table.index) == {"large_table_0", "large_table_1", "small_table_0", "small_table_1"}
+    for name, row in per_table.iterrows():
+        tp = plan_a["plan"][name]
+        assert row["in A"] == f"table_wise {tp['compute_kernel']} [{', '.join(map(str, tp['ranks']))}]"
+        assert row["in B"].startswith("row_wise ") and row["in B"].endswith("[0, 1]")
+

@@ -39,7 +39,7 @@ def test_headlines_side_by_side_with_the_better_plan(two):
 
 
 def test_more_headroom_is_better():
-    h = plan_deltas.Headline("least headroom of a rank", "bytes", lower_is_better=False)
+    h = plan_deltas.Figure("least headroom of a rank", "bytes", lower_is_better=False)
     assert plan_deltas.better(h, 10.0, 20.0) == "B" and plan_deltas.better(h, 20.0, 10.0) == "A"
     assert plan_deltas.better(h, None, 10.0) == "" and plan_deltas.percent(0.0, 1.0) is None
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import engine
-from dashboard import analysis, plans, services
+from dashboard import analysis, services
 from tests.factories import tutorial
 
 
@@ -17,12 +17,12 @@ def test_a_plan_file_reads_back_as_the_same_plan():
     cfg = engine.parse_config(tutorial())
     plan = engine.plan(cfg)
     data = json.loads(json.dumps(engine.plan_to_dict(plan)))
-    again = plans.plan_from_dict(data, cfg)
+    again = engine.read_plan_file(data, cfg)
     assert again == plan and engine.plan_to_dict(again) == data
     old = dict(data, ranks=[{k: v for k, v in r.items() if not k.startswith("memory_")} for r in data["ranks"]])
-    assert all(r.memory is None for r in plans.plan_from_dict(old, cfg).ranks)  # files made before the parts
+    assert all(r.memory is None for r in engine.read_plan_file(old, cfg).ranks)  # files made before the parts
     with pytest.raises(engine.ConfigError):
-        plans.plan_from_dict({**data, "plan": {}}, cfg)
+        engine.read_plan_file({**data, "plan": {}}, cfg)
 
 
 def test_plan_results_are_shared_not_copied():
@@ -41,7 +41,7 @@ def test_the_matrix_is_kept_per_plan_object_and_read_only():
     assert services.table_rank_matrix(plan, cfg) is m
     with pytest.raises(ValueError):
         m.values["cost_ms"][0, 0] = 1.0
-    twin = plans.plan_from_dict(engine.plan_to_dict(plan), cfg)  # equal, another object: computed for it
+    twin = engine.read_plan_file(engine.plan_to_dict(plan), cfg)  # equal, another object: computed for it
     other = services.table_rank_matrix(twin, cfg)
     assert other is not m and np.array_equal(other.values["cost_ms"], m.values["cost_ms"])
     assert analysis.table_rank_matrix(plan, cfg).tables == m.tables

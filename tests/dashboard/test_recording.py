@@ -6,6 +6,7 @@ identical rows: metrics, device info (lists kept), status and error."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -13,6 +14,7 @@ import pytest
 
 import engine
 from dashboard import runner
+from db.run_commands import RUN_COMMANDS
 from tests.factories import ROOT, tutorial
 
 RUN_WAIT_S = 240
@@ -96,3 +98,37 @@ def test_a_dashboard_dry_run_and_a_cli_dry_run_are_recorded_alike(store, db_url,
         {k: v for k, v in cli.device_info.items() if k not in timed}
     assert ui.device_info["estimated_device"] == "cpu" and ui.device_info["notes"]
     assert "-m db dryrun" in ui.log and f"--run-id {ui.id}" in ui.log
+
+
+@pytest.mark.parametrize("kind", sorted(RUN_COMMANDS))
+def test_the_declared_run_commands_are_what_python_m_db_takes(kind, capsys):
+    """db.run_commands declares each run command's name and the options the dashboard may give it; the CLI's
+    parser is built from it, and takes every one (its --help lists them)."""
+    from db.__main__ import build_parser
+
+    command = RUN_COMMANDS[kind]
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([command.name, "--help"])
+    shown = capsys.readouterr().out
+    assert all(f"{option} " in shown or f"{option}\n" in shown for option in command.options), shown
+    assert runner.unavailable_reason(kind) is None and runner.COMMANDS[kind] == command.name
+
+
+def test_a_run_that_ignores_sigterm_is_killed_when_cancelled(store, tmp_path):
+    """The dashboard's runs are jobs.Job: cancel sends SIGTERM to the run's process group, SIGKILL after a grace."""
+    token = _save(store)
+    run_id = store.create_run(token, "dryrun", "torch", "cpu")
+    pid_file = tmp_path / "pid"
+    code = ("import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            f"open({str(pid_file) + '.tmp'!r}, 'w').write(str(os.getpid())); "
+            f"os.rename({str(pid_file) + '.tmp'!r}, {str(pid_file)!r}); time.sleep(120)")
+    runner.launch(store, run_id, [sys.executable, "-c", code], tmp_path)
+    for _ in range(1200):  # SIGTERM is ignored from here on
+        if pid_file.exists():
+            break
+        runner.wait(run_id, 0.05)
+    assert runner.cancel(store, run_id)
+    assert runner.wait(run_id, 30)
+    assert str(store.get_run(run_id).status) == "cancelled"
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid_file.read_text()), 0)

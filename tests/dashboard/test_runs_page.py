@@ -195,7 +195,7 @@ def test_a_run_40x_slower_than_estimated_is_flagged_with_the_calibration_one_cli
     assert button.label == "Calibrate cpu estimates from these runs (1 run)"
     button.click().run()
     assert not app.exception, app.exception
-    cal = services.calibration("cpu").calibration  # the fit the button used: every succeeded run on cpu
+    cal = services.calibration("cpu").calibration.as_dict()  # the fit the button used: every succeeded run on cpu
     assert cal["device"] == "cpu" and cal["n_runs"] == 1
     topo = app.session_state["ws_config"]["topology"]
     assert topo["compute_device"] == "cpu" and all(topo[f] == v for f, v in cal["patch"].items())

@@ -164,3 +164,16 @@ def test_examples_still_read():
     for name in ("table_wise", "row_wise", "column_wise", "table_row_wise", "table_column_wise", "data_parallel"):
         cfg = parse_config(json.loads((EXAMPLES / f"tutorial_{name}.json").read_text()))
         assert parse_plan(plan_of(name), cfg)
+
+
+def test_a_rank_of_a_plan_file_reads_as_rank_stats() -> None:
+    """engine.read_rank_stats: what plan_to_dict writes reads back; a figure the file lacks is 0; the memory parts
+    flat (memory_<part>) or nested ("memory": {...}); none: None."""
+    from engine.planfile import MEMORY_PREFIX, PERF_KEYS, read_rank_stats
+
+    assert PERF_KEYS["fwd_compute"] == "fwd_compute_ms" and len(PERF_KEYS) == 6
+    bare = read_rank_stats({"rank": 3, "hbm_bytes": True, "fwd_compute_ms": 1.5})
+    assert (bare.rank, bare.hbm_bytes, bare.perf.fwd_compute, bare.memory) == (3, 0, 1.5, None)
+    flat = read_rank_stats({"rank": 0, f"{MEMORY_PREFIX}weights_bytes": 7})
+    nested = read_rank_stats({"rank": 0, "memory": {"weights_bytes": 7}})
+    assert flat.memory == nested.memory and flat.memory.weights_bytes == 7 and flat.memory.peak_bytes == 0

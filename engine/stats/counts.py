@@ -1,0 +1,130 @@
+"""Building blocks of the workload statistics: id counts merged chunk by chunk, percentiles, the Zipf fit, and the
+distinct rows of each batch of consecutive samples."""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import numpy as np
+
+MERGE_AT = 1 << 20
+ZIPF_POINTS = 256
+
+
+class IdCounter:
+    """How often each id occurs, over chunks: each chunk's (ids, counts) is kept until the pending ones outgrow
+    the merged table, then all are merged at once (amortised O(n log n))."""
+
+    def __init__(self) -> None:
+        self.ids = np.zeros(0, np.int64)
+        self.counts = np.zeros(0, np.int64)
+        self.pending: list[tuple[np.ndarray, np.ndarray]] = []
+        self.pending_size = 0
+
+    def add(self, values: np.ndarray) -> None:
+        if values.size:
+            ids, counts = np.unique(values, return_counts=True)
+            self.pending.append((ids, counts.astype(np.int64)))
+            self.pending_size += ids.size
+            if self.pending_size > max(MERGE_AT, self.ids.size):
+                self._merge()
+
+    def _merge(self) -> None:
+        if self.pending:
+            ids = np.concatenate([self.ids] + [p[0] for p in self.pending])
+            counts = np.concatenate([self.counts] + [p[1] for p in self.pending])
+            self.ids, inverse = np.unique(ids, return_inverse=True)
+            self.counts = np.bincount(inverse.reshape(-1), weights=counts, minlength=self.ids.size).astype(np.int64)
+            self.pending, self.pending_size = [], 0
+
+    def result(self) -> tuple[np.ndarray, np.ndarray]:
+        """(distinct ids sorted, their counts)."""
+        self._merge()
+        return self.ids, self.counts
+
+
+def nearest_rank(sorted_values: np.ndarray, q: float) -> int:
+    """The q-quantile by nearest rank: the smallest value with at least q of the values at or below it."""
+    n = sorted_values.size
+    return int(sorted_values[max(0, math.ceil(q * n) - 1)]) if n else 0
+
+
+def histogram_quantile(hist: np.ndarray, q: float) -> int:
+    """nearest_rank over values given as a histogram (hist[v] = how many times v occurs)."""
+    total = int(hist.sum())
+    if total == 0:
+        return 0
+    return int(np.searchsorted(np.cumsum(hist), max(1, math.ceil(q * total)), side="left"))
+
+
+def top_share(counts: np.ndarray, share: float = 0.01) -> float | None:
+    """Share of lookups on the most frequent `share` of the distinct ids (at least one id)."""
+    if counts.size == 0:
+        return None
+    k = max(1, math.ceil(share * counts.size))
+    top = np.partition(counts, counts.size - k)[counts.size - k:]
+    return float(top.sum() / counts.sum())
+
+
+def zipf_fit(counts: np.ndarray) -> tuple[float | None, float | None]:
+    """(s, error) of frequency ~ rank**-s, least squares of ln(frequency) on ln(rank) at up to ZIPF_POINTS ranks
+    log-spaced from 1 to the number of distinct ids (so the tail does not outweigh the head); error is the fit's
+    root-mean-square residual in ln units. (None, None) with fewer than 2 distinct ids."""
+    u = counts.size
+    if u < 2:
+        return None, None
+    freq = np.sort(counts)[::-1].astype(np.float64)
+    ranks = np.unique(np.round(np.geomspace(1, u, min(ZIPF_POINTS, u))).astype(np.int64))
+    x, y = np.log(ranks.astype(np.float64)), np.log(freq[ranks - 1])
+    xm, ym = x.mean(), y.mean()
+    slope = float(((x - xm) * (y - ym)).sum() / ((x - xm) ** 2).sum())
+    resid = y - (ym + slope * (x - xm))
+    return -slope, float(math.sqrt((resid ** 2).mean()))
+
+
+def batch_distinct(rows: np.ndarray, batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct (batch, row) pairs of lookups, sorted by batch then row: (batch of each pair, row of each)."""
+    if rows.size == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    uniq, dense = np.unique(rows, return_inverse=True)
+    key = np.unique(batch * uniq.size + dense.reshape(-1))
+    return key // uniq.size, uniq[key % uniq.size]
+
+
+class Batcher:
+    """Lookups of consecutive samples cut into batches of `size` samples; `on_batches(first, pair_batch,
+    pair_row, n)` gets the distinct (batch, row) pairs of n whole batches from batch number `first` on. The
+    samples after the last whole batch are given as one partial batch at the end only when no batch was whole."""
+
+    def __init__(self, size: int, on_batches: Callable[[int, np.ndarray, np.ndarray, int], None]):
+        self.size, self.on_batches = size, on_batches
+        self.rows: list[np.ndarray] = []
+        self.samples: list[np.ndarray] = []
+        self.done = 0  # whole batches given
+        self.partial_samples = 0
+
+    def add(self, rows: np.ndarray, sample: np.ndarray, end_sample: int) -> None:
+        """Lookups `rows` of samples `sample` (global sample numbers, in order); every sample before
+        `end_sample` has been read."""
+        self.rows.append(rows)
+        self.samples.append(sample)
+        whole = end_sample // self.size - self.done
+        if whole > 0:
+            self._flush(whole)
+
+    def _flush(self, whole: int) -> None:
+        rows, sample = np.concatenate(self.rows), np.concatenate(self.samples)
+        cut = int(np.searchsorted(sample, (self.done + whole) * self.size, side="left"))
+        pb, pr = batch_distinct(rows[:cut], sample[:cut] // self.size - self.done)
+        self.on_batches(self.done, pb, pr, whole)
+        self.done += whole
+        self.rows, self.samples = [rows[cut:]], [sample[cut:]]
+
+    def finish(self, total_samples: int) -> None:
+        if self.done == 0 and total_samples > 0:
+            self.partial_samples = total_samples
+            rows, sample = np.concatenate(self.rows), np.concatenate(self.samples)
+            pb, pr = batch_distinct(rows, np.zeros_like(sample))
+            self.on_batches(0, pb, pr, 1)
+        self.rows, self.samples = [], []

@@ -174,7 +174,7 @@ def _csv_cells(path, feature: str, row0: int, col) -> tuple[np.ndarray, np.ndarr
         ok = np.asarray(pc.match_substring_regex(flat, r"^[+-]?[0-9]{1,18}$"), dtype=bool)
         k = int(np.argmax(~ok)) if not ok.all() else 0
         offsets = np.concatenate(([0], np.cumsum(lengths)))
-        raise SampleError(path, f"holds {_short(flat[k].as_py())}, not a whole number; write ids as integers "
+        raise SampleError(path, f"holds {_short(repr(flat[k].as_py()))}, not a whole number; write ids as integers "
                           "separated by spaces", feature, row0 + _first_row(offsets, k)) from None
     return lengths, values
 

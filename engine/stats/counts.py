@@ -24,8 +24,8 @@ class IdCounter:
 
     def add(self, values: np.ndarray) -> None:
         if values.size:
-            ids, counts = np.unique(values, return_counts=True)
-            self.pending.append((ids, counts.astype(np.int64)))
+            ids, counts = sorted_counts(values)
+            self.pending.append((ids, counts))
             self.pending_size += ids.size
             if self.pending_size > max(MERGE_AT, self.ids.size):
                 self._merge()
@@ -34,14 +34,23 @@ class IdCounter:
         if self.pending:
             ids = np.concatenate([self.ids] + [p[0] for p in self.pending])
             counts = np.concatenate([self.counts] + [p[1] for p in self.pending])
-            self.ids, inverse = np.unique(ids, return_inverse=True)
-            self.counts = np.bincount(inverse.reshape(-1), weights=counts, minlength=self.ids.size).astype(np.int64)
+            order = np.argsort(ids, kind="stable")
+            ids, counts = ids[order], counts[order]
+            start = np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1])))
+            self.ids, self.counts = ids[start], np.add.reduceat(counts, start) if start.size else counts
             self.pending, self.pending_size = [], 0
 
     def result(self) -> tuple[np.ndarray, np.ndarray]:
         """(distinct ids sorted, their counts)."""
         self._merge()
         return self.ids, self.counts
+
+
+def sorted_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct values sorted, how often each occurs): np.unique's result, by one sort."""
+    v = np.sort(values)
+    start = np.flatnonzero(np.concatenate(([True], v[1:] != v[:-1])))
+    return v[start], np.diff(np.append(start, v.size))
 
 
 def nearest_rank(sorted_values: np.ndarray, q: float) -> int:
@@ -87,8 +96,12 @@ def batch_distinct(rows: np.ndarray, batch: np.ndarray) -> tuple[np.ndarray, np.
     """The distinct (batch, row) pairs of lookups, sorted by batch then row: (batch of each pair, row of each)."""
     if rows.size == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    span = int(rows.max()) + 1
+    if (int(batch[-1]) + 1) * span < 2**62:  # one int64 key per lookup, one sort
+        key, _ = sorted_counts(batch * span + rows)
+        return key // span, key % span
     uniq, dense = np.unique(rows, return_inverse=True)
-    key = np.unique(batch * uniq.size + dense.reshape(-1))
+    key, _ = sorted_counts(batch * uniq.size + dense.reshape(-1))
     return key // uniq.size, uniq[key % uniq.size]
 
 

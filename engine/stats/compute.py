@@ -157,12 +157,7 @@ def workload_stats(cfg: Config, sample: str | Path, batch_size: Optional[int] = 
         for f, (lengths, values) in chunk.items():
             fstats[f].add(lengths, values)
         for t in cfg.tables:
-            parts = [chunk[f] for f in t.feature_names]
-            rows_t = np.concatenate([v for _, v in parts])
-            sample_t = np.concatenate([row0 + np.repeat(np.arange(n, dtype=np.int64), lens) for lens, _ in parts])
-            if len(parts) > 1:
-                order = np.argsort(sample_t, kind="stable")
-                rows_t, sample_t = rows_t[order], sample_t[order]
+            rows_t, sample_t = merged([chunk[f] for f in t.feature_names], row0)
             beyond = rows_t >= t.num_embeddings
             st = tstats[t.name]
             st.folded += int(beyond.sum())
@@ -178,6 +173,22 @@ def workload_stats(cfg: Config, sample: str | Path, batch_size: Optional[int] = 
     if plan is not None:
         out["working_set"] = _working_set(cfg, tstats, batch, rows)
     return out
+
+
+def merged(parts: list[tuple[np.ndarray, np.ndarray]], row0: int) -> tuple[np.ndarray, np.ndarray]:
+    """A table's features merged: sample by sample, within a sample the features in order; (ids, sample of each)."""
+    n = parts[0][0].size
+    if len(parts) == 1:
+        lengths, values = parts[0]
+        return values, row0 + np.repeat(np.arange(n, dtype=np.int64), lengths)
+    total = np.sum([lengths for lengths, _ in parts], axis=0)
+    base = np.cumsum(total) - total  # where each sample's ids start in the merged order
+    out = np.empty(int(total.sum()), dtype=np.int64)
+    for lengths, values in parts:
+        cell = np.cumsum(lengths) - lengths  # where each cell starts in this feature's values
+        out[np.repeat(base - cell, lengths) + np.arange(values.size)] = values
+        base = base + lengths
+    return out, row0 + np.repeat(np.arange(n, dtype=np.int64), total)
 
 
 def _working_set(cfg: Config, tstats: dict[str, _Table], batch: int, rows: int) -> dict:

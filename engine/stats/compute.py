@@ -86,7 +86,8 @@ class _Table:
                     "partial": self.batcher.partial_samples > 0,
                     "mean": float(counts.mean()) if counts.size else 0.0, "p99": nearest_rank(np.sort(counts), 0.99)},
                 "miss_ratio_method": method,
-                "miss_ratio_curve": miss_curve(replay, self.table.num_embeddings, rate)}
+                "miss_ratio_curve": miss_curve(replay, self.table.num_embeddings, rate, self.sampler.seen,
+                                               int(ids.size))}
 
 
 class _StepBytes:

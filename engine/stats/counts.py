@@ -9,26 +9,41 @@ from typing import Callable
 import numpy as np
 
 MERGE_AT = 1 << 20
+DENSE_MAX = 1 << 24  # ids counted in one array while below it: 128 MiB at most per counter
 ZIPF_POINTS = 256
 
 
 class IdCounter:
-    """How often each id occurs, over chunks: each chunk's (ids, counts) is kept until the pending ones outgrow
-    the merged table, then all are merged at once (amortised O(n log n))."""
+    """How often each id occurs, over chunks. While every id is below DENSE_MAX the counts are one array indexed
+    by id (np.bincount per chunk: no sort, 8 bytes per possible id). Past it, each chunk's (ids, counts) is kept
+    until the pending ones outgrow the merged table, then all are merged at once (amortised O(n log n))."""
 
     def __init__(self) -> None:
+        self.dense: np.ndarray | None = np.zeros(0, np.int64)
         self.ids = np.zeros(0, np.int64)
         self.counts = np.zeros(0, np.int64)
         self.pending: list[tuple[np.ndarray, np.ndarray]] = []
         self.pending_size = 0
 
     def add(self, values: np.ndarray) -> None:
-        if values.size:
-            ids, counts = sorted_counts(values)
-            self.pending.append((ids, counts))
-            self.pending_size += ids.size
-            if self.pending_size > max(MERGE_AT, self.ids.size):
-                self._merge()
+        if not values.size:
+            return
+        if self.dense is not None:
+            top = int(values.max())
+            if top < DENSE_MAX:
+                if top >= self.dense.size:
+                    grown = np.zeros(min(DENSE_MAX, max(top + 1, 2 * self.dense.size)), np.int64)
+                    grown[: self.dense.size] = self.dense
+                    self.dense = grown
+                self.dense += np.bincount(values, minlength=self.dense.size)
+                return
+            self.ids = np.flatnonzero(self.dense).astype(np.int64)
+            self.counts, self.dense = self.dense[self.ids], None
+        ids, counts = sorted_counts(values)
+        self.pending.append((ids, counts))
+        self.pending_size += ids.size
+        if self.pending_size > max(MERGE_AT, self.ids.size):
+            self._merge()
 
     def _merge(self) -> None:
         if self.pending:
@@ -42,6 +57,9 @@ class IdCounter:
 
     def result(self) -> tuple[np.ndarray, np.ndarray]:
         """(distinct ids sorted, their counts)."""
+        if self.dense is not None:
+            ids = np.flatnonzero(self.dense).astype(np.int64)
+            return ids, self.dense[ids]
         self._merge()
         return self.ids, self.counts
 

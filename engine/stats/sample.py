@@ -203,7 +203,12 @@ def _npz(path, features: tuple[str, ...]) -> Iterator[tuple[int, Chunk]]:
                     if lengths.size and lengths.min() < 0:
                         raise SampleError(path, "has a negative length; lengths count ids per sample", f,
                                           row0 + int(np.argmax(lengths < 0)))
-                    chunk[f] = (lengths, vs.read(int(lengths.sum()), row0))
+                    ends = np.cumsum(lengths)
+                    if ends.size and vs.done + int(ends[-1]) > vs.count:
+                        row = row0 + int(np.searchsorted(ends, vs.count - vs.done, side="right"))
+                        raise SampleError(path, f"{f}.lengths ask for more ids than the {vs.count:,} in {f}.values; "
+                                          "write the lengths of the values as they are", f, row)
+                    chunk[f] = (lengths, vs.read(int(ends[-1]) if ends.size else 0, row0))
                 yield row0, chunk
             for f, (_, vs) in streams.items():
                 if vs.done != vs.count:

@@ -153,7 +153,10 @@ def test_npz_lengths_that_do_not_match_the_values(files, tmp_path):
     _, cfg = files
     np.savez(tmp_path / "s.npz", **{"a.lengths": [1, 3], "a.values": [1, 2], "b.lengths": [0, 0],
                                     "b.values": np.zeros(0, np.int64), "c.lengths": [1, 0], "c.values": [3]})
-    fails(tmp_path, cfg, tmp_path / "s.npz", "feature 'a' row 0", "lengths")
+    fails(tmp_path, cfg, tmp_path / "s.npz", "feature 'a' row 1", "a.lengths ask for more ids")
+    np.savez(tmp_path / "s.npz", **{"a.lengths": [1, 0], "a.values": [1, 2], "b.lengths": [0, 0],
+                                    "b.values": np.zeros(0, np.int64), "c.lengths": [1, 0], "c.values": [3]})
+    fails(tmp_path, cfg, tmp_path / "s.npz", "feature 'a'", "holds 2 ids but a.lengths add up to 1")
 
 
 def test_a_truncated_parquet_file(files, tmp_path):

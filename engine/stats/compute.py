@@ -41,6 +41,7 @@ class _Feature:
 
     def result(self) -> dict:
         _, counts = self.counter.result()
+        self.counter = IdCounter()  # the counts go with this result
         s, err = zipf_fit(counts)
         n = self.samples
         return {"samples": n, "ids": self.ids, "pooling_factor": self.ids / n if n else 0.0,
@@ -74,6 +75,7 @@ class _Table:
         self.batcher.finish(total_samples)
         counts = np.concatenate(self.batch_counts) if self.batch_counts else np.zeros(0, np.int64)
         ids, _ = self.rows.result()
+        self.rows = IdCounter()
         replay = self.sampler.lookups()
         rate = self.sampler.rate
         method = {"method": "exact"} if rate >= 1.0 else {

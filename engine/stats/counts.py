@@ -9,17 +9,18 @@ from typing import Callable
 import numpy as np
 
 MERGE_AT = 1 << 20
-DENSE_MAX = 1 << 24  # ids counted in one array while below it: 128 MiB at most per counter
+DENSE_MAX = 1 << 24  # ids counted in one array while below it: 64 MiB at most per counter (int32 counts)
 ZIPF_POINTS = 256
 
 
 class IdCounter:
     """How often each id occurs, over chunks. While every id is below DENSE_MAX the counts are one array indexed
-    by id (np.bincount per chunk: no sort, 8 bytes per possible id). Past it, each chunk's (ids, counts) is kept
+    by id (np.bincount per chunk: no sort, 4 bytes per possible id). Past it, each chunk's (ids, counts) is kept
     until the pending ones outgrow the merged table, then all are merged at once (amortised O(n log n))."""
 
     def __init__(self) -> None:
-        self.dense: np.ndarray | None = np.zeros(0, np.int64)
+        self.dense: np.ndarray | None = np.zeros(0, np.int32)  # int64 once 2**31 ids are counted
+        self.total = 0
         self.ids = np.zeros(0, np.int64)
         self.counts = np.zeros(0, np.int64)
         self.pending: list[tuple[np.ndarray, np.ndarray]] = []
@@ -31,14 +32,18 @@ class IdCounter:
         if self.dense is not None:
             top = int(values.max())
             if top < DENSE_MAX:
+                self.total += values.size
+                if self.total >= 2**31 and self.dense.dtype != np.int64:
+                    self.dense = self.dense.astype(np.int64)
                 if top >= self.dense.size:
-                    grown = np.zeros(min(DENSE_MAX, max(top + 1, 2 * self.dense.size)), np.int64)
+                    size = min(DENSE_MAX, max(top + 1, self.dense.size + self.dense.size // 8))
+                    grown = np.zeros(size, self.dense.dtype)
                     grown[: self.dense.size] = self.dense
                     self.dense = grown
                 self.dense += np.bincount(values, minlength=self.dense.size)
                 return
             self.ids = np.flatnonzero(self.dense).astype(np.int64)
-            self.counts, self.dense = self.dense[self.ids], None
+            self.counts, self.dense = self.dense[self.ids].astype(np.int64), None
         ids, counts = sorted_counts(values)
         self.pending.append((ids, counts))
         self.pending_size += ids.size
@@ -57,9 +62,9 @@ class IdCounter:
 
     def result(self) -> tuple[np.ndarray, np.ndarray]:
         """(distinct ids sorted, their counts)."""
-        if self.dense is not None:
-            ids = np.flatnonzero(self.dense).astype(np.int64)
-            return ids, self.dense[ids]
+        if self.dense is not None:  # read once: the dense array goes
+            self.ids = np.flatnonzero(self.dense).astype(np.int64)
+            self.counts, self.dense = self.dense[self.ids].astype(np.int64), None
         self._merge()
         return self.ids, self.counts
 
@@ -101,9 +106,9 @@ def zipf_fit(counts: np.ndarray) -> tuple[float | None, float | None]:
     u = counts.size
     if u < 2:
         return None, None
-    freq = np.sort(counts)[::-1].astype(np.float64)
     ranks = np.unique(np.round(np.geomspace(1, u, min(ZIPF_POINTS, u))).astype(np.int64))
-    x, y = np.log(ranks.astype(np.float64)), np.log(freq[ranks - 1])
+    freq = np.sort(counts)[::-1][ranks - 1].astype(np.float64)
+    x, y = np.log(ranks.astype(np.float64)), np.log(freq)
     xm, ym = x.mean(), y.mean()
     slope = float(((x - xm) * (y - ym)).sum() / ((x - xm) ** 2).sum())
     resid = y - (ym + slope * (x - xm))

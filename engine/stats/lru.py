@@ -70,18 +70,20 @@ class LookupSampler:
 
 
 def stack_distances(rows: np.ndarray) -> tuple[np.ndarray, int]:
-    """(the LRU stack distance of every lookup that repeats a row, in order; the number of first lookups)."""
+    """(the LRU stack distance of every lookup that repeats a row, in order; the number of first lookups).
+    Positions are int32 below 2**31 lookups: about 40 bytes per lookup at the peak."""
     n = rows.size
     if n == 0:
         return np.zeros(0, np.int64), 0
-    order = np.argsort(rows, kind="stable")
+    it = np.int32 if n < 2**31 else np.int64
+    order = np.argsort(rows, kind="stable").astype(it)
     ordered = rows[order]
     same = ordered[1:] == ordered[:-1]
     del ordered
-    prev = np.full(n, -1, dtype=np.int64)
+    prev = np.full(n, -1, dtype=it)
     prev[order[1:][same]] = order[:-1][same]
     del order, same
-    again = np.flatnonzero(prev >= 0)
+    again = np.flatnonzero(prev >= 0).astype(it)
     p = prev[again]
     del prev
     gap = again - p - 1
@@ -93,27 +95,30 @@ def _greater_before(values: np.ndarray) -> np.ndarray:
     """For each k: #{j < k : values[j] > values[k]}, for distinct non-negative values, in the input's order."""
     m = values.size
     if m == 0:
-        return np.zeros(0, np.int64)
+        return np.zeros(0, values.dtype)
     dtype = np.int32 if m < 2**31 and values.max() < 2**31 else np.int64
     vals = values.astype(dtype)
     pos = np.arange(m, dtype=dtype)  # each element's place in the input, to put the counts back
-    count = np.zeros(m, dtype=np.int64)
+    count = np.zeros(m, dtype=dtype)
     prefix = np.zeros(m, dtype=dtype)  # the bits above the current one; equal prefixes are contiguous
-    idx = np.arange(m, dtype=np.int64)
+    idx = np.arange(m, dtype=dtype)
     for bit in range(int(vals.max()).bit_length() - 1, -1, -1):
         b = (vals >> bit) & 1
-        ones = np.cumsum(b, dtype=np.int64) - b  # ones before each element, over the whole array
+        ones = np.cumsum(b, dtype=dtype) - b  # ones before each element, over the whole array
         start = np.ones(m, dtype=bool)
         start[1:] = prefix[1:] != prefix[:-1]
         first = np.maximum.accumulate(np.where(start, idx, 0))
+        del start
         zero = b == 0
+        del b
         count[zero] += (ones - ones[first])[zero]
+        del ones, first
         one = ~zero
         vals = np.concatenate((vals[zero], vals[one]))
         pos = np.concatenate((pos[zero], pos[one]))
         count = np.concatenate((count[zero], count[one]))
         prefix = np.concatenate(((prefix * 2)[zero], (prefix * 2 + 1)[one]))
-    out = np.empty(m, dtype=np.int64)
+    out = np.empty(m, dtype=dtype)
     out[pos] = count
     return out
 

@@ -124,6 +124,23 @@ def _row_text(size: int, runs: dict) -> str:
                                if gap is not None else "")
 
 
+def _verdicts(rows: list) -> list[str]:
+    out = []
+    size, _, _, runs = max(rows, key=lambda r: r[0])
+    d = runs["default"]
+    if size >= 10**8:
+        sec, gb = d["seconds"], d["max_rss_bytes"] / 1e9
+        out.append(f"- {size:.0e} lookups in <= 60 s on 2 cores: {'met' if sec <= 60 else 'missed'} ({sec:.1f} s, "
+                   f"{sec / 60 - 1:+.0%} of the target; under the load above, at nice 19)")
+        out.append(f"- <= 1 GB peak RSS: {'met' if gb <= 1 else 'missed'} ({gb:.2f} GB)")
+    for size, _, _, runs in rows:
+        gap = _gap(runs)
+        if gap is not None:
+            out.append(f"- sampled within 2 points of the exact replay at {size:.0e} lookups: "
+                       f"{'met' if gap <= 0.02 else 'missed'} ({gap * 100:.2f} points at the worst of 16 cache sizes)")
+    return out
+
+
 def _report(rows: list, loads: list[str], command: str) -> str:
     now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
@@ -140,6 +157,7 @@ def _report(rows: list, loads: list[str], command: str) -> str:
     ]
     for size, _, _, runs in rows:
         lines.append(_row_text(size, runs))
+    lines += ["", "Targets (issue 25), from the rows above:", ""] + _verdicts(rows)
     lines += ["", "Sample files: " + ", ".join(f"{s:.0e} lookups: {b / 2**20:,.0f} MiB, generated in {g:.0f} s"
                                                for s, b, g, _ in rows) + ".", ""]
     return "\n".join(lines) + "\n"

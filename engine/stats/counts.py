@@ -10,17 +10,21 @@ import numpy as np
 
 MERGE_AT = 1 << 20
 DENSE_MAX = 1 << 24  # ids counted in one array while below it: 64 MiB at most per counter (int32 counts)
+DENSE_PER_ID = 16
 ZIPF_POINTS = 256
 
 
 class IdCounter:
-    """How often each id occurs, over chunks. While every id is below DENSE_MAX the counts are one array indexed
-    by id (np.bincount per chunk: no sort, 4 bytes per possible id). Past it, each chunk's (ids, counts) is kept
-    until the pending ones outgrow the merged table, then all are merged at once (amortised O(n log n))."""
+    """How often each id occurs, over chunks. Counted in one array indexed by id (np.bincount per chunk: no sort)
+    while every id is below DENSE_MAX and below DENSE_PER_ID times the ids counted so far, so the array never takes
+    more than 4 x DENSE_PER_ID bytes per id read (the sparse merge's peak is about as much per distinct id);
+    otherwise each chunk's (ids, counts) is kept until the pending ones outgrow the merged
+    table, then all are merged at once (amortised O(n log n), 16 bytes per distinct id)."""
 
     def __init__(self) -> None:
-        self.dense: np.ndarray | None = np.zeros(0, np.int32)  # int64 once 2**31 ids are counted
+        self.dense: np.ndarray | None = None  # int32 counts; int64 once 2**31 ids are counted
         self.total = 0
+        self.top = -1  # the largest id counted
         self.ids = np.zeros(0, np.int64)
         self.counts = np.zeros(0, np.int64)
         self.pending: list[tuple[np.ndarray, np.ndarray]] = []
@@ -29,21 +33,27 @@ class IdCounter:
     def add(self, values: np.ndarray) -> None:
         if not values.size:
             return
-        if self.dense is not None:
-            top = int(values.max())
-            if top < DENSE_MAX:
-                self.total += values.size
-                if self.total >= 2**31 and self.dense.dtype != np.int64:
-                    self.dense = self.dense.astype(np.int64)
-                if top >= self.dense.size:
-                    size = min(DENSE_MAX, max(top + 1, self.dense.size + self.dense.size // 8))
-                    grown = np.zeros(size, self.dense.dtype)
-                    grown[: self.dense.size] = self.dense
-                    self.dense = grown
-                self.dense += np.bincount(values, minlength=self.dense.size)
-                return
+        self.total += values.size
+        self.top = max(self.top, int(values.max()))
+        dense_fits = self.top < DENSE_MAX and self.top < DENSE_PER_ID * self.total
+        if self.dense is None and dense_fits:  # sparse so far: the counts move into the array
+            self._merge()
+            self.dense = np.zeros(self.top + 1, np.int32)
+            self.dense[self.ids] = self.counts
+            self.ids, self.counts = np.zeros(0, np.int64), np.zeros(0, np.int64)
+        elif self.dense is not None and not dense_fits:  # an id past DENSE_MAX: sparse from now on
             self.ids = np.flatnonzero(self.dense).astype(np.int64)
             self.counts, self.dense = self.dense[self.ids].astype(np.int64), None
+        if self.dense is not None:
+            if self.total >= 2**31 and self.dense.dtype != np.int64:
+                self.dense = self.dense.astype(np.int64)
+            if self.top >= self.dense.size:
+                grown = np.zeros(min(DENSE_MAX, max(self.top + 1, self.dense.size + self.dense.size // 8)),
+                                 self.dense.dtype)
+                grown[: self.dense.size] = self.dense
+                self.dense = grown
+            self.dense += np.bincount(values, minlength=self.dense.size)
+            return
         ids, counts = sorted_counts(values)
         self.pending.append((ids, counts))
         self.pending_size += ids.size

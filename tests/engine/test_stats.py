@@ -182,13 +182,24 @@ def test_sampled_curve_says_so_and_is_within_two_points_of_the_exact_one(tmp_pat
         {k: v for k, v in exact.items() if not k.startswith("miss")}
 
 
-def test_id_counter_counts_small_and_huge_ids_over_chunks():
+@pytest.mark.parametrize("sizes, dense", [
+    # dense; then an id past 16 times the ids read: sparse; past DENSE_MAX: sparse for good
+    ([(1000, 5000), (2**20, 3000), (2**62, 2000), (50, 4000)], [True, False, False, False]),
+    # dense, grown
+    ([(100, 5000), (3000, 5000), (9000, 5000)], [True, True, True]),
+    # a few ids over a large table: sparse; once enough ids are read, dense
+    ([(2**22, 10), (2**22, 1000), (2**22, 3 * 10**6)], [False, False, True]),
+])
+def test_id_counter_counts_small_and_huge_ids_over_chunks(sizes, dense):
     rng = np.random.default_rng(5)
     counter, ref = IdCounter(), Counter()
-    chunks = [rng.integers(0, 1000, 5000), rng.integers(0, 2**20, 3000), rng.integers(0, 2**62, 2000),
-              rng.integers(0, 50, 4000), np.zeros(0, np.int64)]  # dense, grown, then past DENSE_MAX: sparse
-    for c in chunks * 3:
+    chunks = [rng.integers(0, top, n) for top, n in sizes] + [np.zeros(0, np.int64)]
+    modes = []
+    for c in chunks * 2:
         counter.add(c)
         ref.update(c.tolist())
+        modes.append(counter.dense is not None)
+    assert modes[:len(sizes)] == dense
+    assert counter.dense is None or counter.dense.nbytes <= 64 * counter.total  # at most 64 bytes per id read
     ids, counts = counter.result()
     assert dict(zip(ids.tolist(), counts.tolist())) == ref and ids.tolist() == sorted(ref)

@@ -20,8 +20,8 @@ import math
 import numpy as np
 
 # Lookups of one table replayed exactly. Measured by bench/stats.py on 2 loaded cores (bench/results/stats.md):
-# the whole pass over 10^7 lookups replayed exactly takes about 22 s and 0.7 GB, over 10^8 490 s and 6.3 GB;
-# sampled down to at most this many, 10^8 lookups take about 70 s and 0.8 GB, within 2 points of exact.
+# the whole pass over 10^7 lookups replayed exactly takes 22-39 s and 0.7 GB, over 10^8 490 s and 6.3 GB;
+# sampled down to at most this many, 10^8 lookups take 50-70 s and 0.8 GB, within 2 points of exact.
 EXACT_MAX_LOOKUPS = 10_000_000
 HASH_BITS = 24
 CURVE_POINTS = 16

@@ -267,7 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 # Measuring commands live next to what they measure; each module has register(subparsers) and imports
 # torch only inside its command function, so `plan` stays fast.
-EXTRA_COMMAND_MODULES: list[str] = ["engine.dryrun.command", "engine.validate.command"]
+EXTRA_COMMAND_MODULES: list[str] = ["engine.dryrun.command", "engine.validate.command", "engine.stats.command"]
 
 
 def main(argv: Optional[list[str]] = None) -> int:

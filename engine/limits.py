@@ -29,3 +29,4 @@ MAX_TABLE_IDS_PER_STEP: int = 2**40  # one table's ids in one step over all rank
 MAX_TABLE_OUTPUTS_PER_STEP: int = 2**44  # one table's pooled output elements in one step over all ranks
 MAX_IDS_PER_STEP: int = 2**44  # all tables together
 MAX_OUTPUTS_PER_STEP: int = 2**48  # all tables together: at most 1 PiB of fp32 outputs
+MAX_SAMPLE_BYTES: int = 16 * 2**30  # a sample of ids for `python -m engine stats` (16 GiB: about 10^9 ids in Parquet)

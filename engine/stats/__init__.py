@@ -1,0 +1,6 @@
+"""Workload statistics measured on a sample of real ids (`python -m engine stats`, docs/stats.md).
+
+sample: streamed readers of Parquet, CSV and NPZ samples; counts: id counts, percentiles, the Zipf fit, per-batch
+distinct rows; lru: LRU miss-ratio curves (exact stack distances or SHARDS sampling); compute: the statistics;
+command: the CLI; generate: a seeded realistic sample for tests and benchmarks.
+"""

@@ -1,0 +1,123 @@
+"""`python -m engine stats CONFIG.json SAMPLE [--json] [--out STATS.json] [--apply CONFIG_OUT.json] [--plan PLAN.json]
+[--batch-size N]`: workload statistics measured on a sample of real ids (docs/stats.md).
+
+Registered through engine.cli.EXTRA_COMMAND_MODULES; numpy and pyarrow are imported only when the command runs.
+Nothing is written unless the whole sample reads: a bad sample prints one line and leaves --out and --apply alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from engine import limits as L
+from engine.cli import _int_in
+from engine.cliutil import one_line_errors
+from engine.errors import EngineError
+
+
+def sidecar_path(config_out: str) -> Path:
+    """CONFIG_OUT.json -> CONFIG_OUT.workload.json, next to it."""
+    p = Path(config_out)
+    return p.with_name((p.stem if p.suffix.lower() == ".json" else p.name) + ".workload.json")
+
+
+def applied(result: dict, cfg) -> tuple[dict, dict]:  # noqa: ANN001 - engine.types.Config
+    """(the config with the measured pooling in its constraints, the workload sidecar)."""
+    from engine.config import config_to_dict, parse_config
+    from engine.stats.compute import pooling_constraints
+
+    data = config_to_dict(cfg)
+    for name, fields in pooling_constraints(result, cfg).items():
+        data["constraints"].setdefault(name, {}).update(fields)
+    parse_config(data)  # what is written reads back
+    source = {"source": "sample", "file": result["sample"]["file"], "rows": result["sample"]["rows"],
+              "sample_modified": result["sample"]["modified"]}
+    tables = {}
+    for name, t in result["tables"].items():
+        curve = t["miss_ratio_curve"]
+        tables[name] = {
+            "from": source,
+            "pooling_factors": [result["features"][f]["pooling_factor"] for f in t["features"]],
+            "unique_rows": t["unique_rows"],
+            "unique_rows_per_batch": t["unique_rows_per_batch"],
+            "lru_miss_rate_at_10pct_rows": _at_share(curve, t["num_embeddings"], 0.1),
+            "miss_ratio_method": t["miss_ratio_method"],
+        }
+    note = ("Measured by python -m engine stats; kept beside the config until the config schema has a workload "
+            "block (docs/stats.md).")
+    return data, {"note": note, "sample": result["sample"], "batch_size": result["batch_size"], "tables": tables}
+
+
+def _at_share(curve: list[dict], rows: int, share: float) -> float | None:
+    """The miss rate of the smallest cache on the curve holding at least `share` of the rows."""
+    for point in curve:
+        if point["cache_rows"] >= share * rows:
+            return point["lru_miss_rate"]
+    return curve[-1]["lru_miss_rate"] if curve else None
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    from engine import atomicfile
+    from engine.config import load_config
+    from engine.planfile import load_plan
+    from engine.stats.compute import workload_stats
+
+    cfg = load_config(args.config)
+    plan = load_plan(args.plan, cfg) if args.plan else None
+    result = workload_stats(cfg, args.sample, args.batch_size, plan)
+    writes = []
+    if args.out:
+        writes.append((args.out, result))
+    if args.apply:
+        config_data, sidecar = applied(result, cfg)
+        writes += [(args.apply, config_data), (str(sidecar_path(args.apply)), sidecar)]
+    for path, data in writes:
+        try:
+            atomicfile.write_json(path, data)
+        except OSError as e:
+            raise EngineError(f"cannot write {path!r}: {e.strerror or e}") from None
+    if args.json:
+        print(json.dumps(result, indent=1))
+    else:
+        print(summary(result))
+    return 0
+
+
+def summary(result: dict) -> str:
+    s = result["sample"]
+    lines = [f"Sample {s['file']}: {s['rows']:,} rows, batch size {result['batch_size']:,}", "",
+             f"{'feature':<24} {'pooling':>8} {'p99':>6} {'empty':>6} {'unique ids':>12} {'top 1%':>7} {'zipf':>6}"]
+    for f, v in result["features"].items():
+        top = "-" if v["top_1pct_share"] is None else f"{v['top_1pct_share']:.1%}"
+        z = "-" if v["zipf_exponent"] is None else f"{v['zipf_exponent']:.2f}"
+        lines.append(f"{f[:24]:<24} {v['pooling_factor']:>8.2f} {v['pooling_p99']:>6} {v['empty_share']:>6.1%} "
+                     f"{v['unique_ids']:>12,} {top:>7} {z:>6}")
+    lines += ["", f"{'table':<24} {'unique rows':>12} {'rows/batch':>11} {'p99':>8} {'LRU miss @10%':>14} method"]
+    for name, t in result["tables"].items():
+        b = t["unique_rows_per_batch"]
+        miss = _at_share(t["miss_ratio_curve"], t["num_embeddings"], 0.1)
+        lines.append(f"{name[:24]:<24} {t['unique_rows']:>12,} {b['mean']:>11,.1f} {b['p99']:>8,} "
+                     f"{'-' if miss is None else format(miss, '.1%'):>14} {t['miss_ratio_method']['method']}")
+    if "working_set" in result:
+        lines += ["", "Touched bytes per rank per step (mean / p99):"]
+        lines += [f"  rank {r['rank']}: {r['mean_bytes']:,.0f} / {r['p99_bytes']:,.0f}"
+                  for r in result["working_set"]["per_rank"]]
+    return "\n".join(lines)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("stats", help="workload statistics (pooling, skew, LRU miss curve) from a sample of ids")
+    p.add_argument("config", metavar="CONFIG.json")
+    p.add_argument("sample", metavar="SAMPLE", help="ids per feature and sample: .parquet, .csv or .npz "
+                   "(docs/stats.md)")
+    p.add_argument("--json", action="store_true", help="print the statistics as JSON")
+    p.add_argument("--out", metavar="STATS.json", help="also write the statistics JSON to this file")
+    p.add_argument("--apply", metavar="CONFIG_OUT.json",
+                   help="write the config with the measured pooling factors, and CONFIG_OUT.workload.json beside it")
+    p.add_argument("--plan", metavar="PLAN.json", help="also the bytes each rank touches per step under this plan")
+    p.add_argument("--batch-size", type=_int_in(1, L.MAX_BATCH_SIZE), metavar="N",
+                   help="samples per rank per batch (default: the config's topology batch_size)")
+    p.set_defaults(func=cmd_stats)
+    one_line_errors(p, "stats")

@@ -1,0 +1,205 @@
+"""engine.stats against a direct count: every statistic of a generated sample recomputed here in plain Python
+from the file as pyarrow reads it (a naive OrderedDict LRU for the miss curve)."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, OrderedDict
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from engine import atomicfile
+from engine.config import parse_config
+from engine.planfile import parse_plan
+from engine.stats.compute import workload_stats
+from engine.stats.counts import IdCounter
+from engine.stats.generate import to_bytes
+from engine.stats.lru import cache_sizes, stack_distances
+
+CONFIG = {
+    "tables": [{"name": "t0", "num_embeddings": 1000, "embedding_dim": 16, "feature_names": ["a", "b"]},
+               {"name": "t1", "num_embeddings": 50, "embedding_dim": 8, "feature_names": ["c"]},
+               {"name": "t2", "num_embeddings": 200, "embedding_dim": 8, "feature_names": ["d"],
+                "data_type": "fp16"}],
+    "topology": {"world_size": 2, "local_world_size": 2, "batch_size": 32},
+}
+PLAN = {"plan": {
+    "t0": {"sharding_type": "row_wise", "compute_kernel": "fused", "ranks": [0, 1],
+           "shards": [{"offsets": [0, 0], "sizes": [500, 16], "rank": 0},
+                      {"offsets": [500, 0], "sizes": [500, 16], "rank": 1}]},
+    "t1": {"sharding_type": "data_parallel", "compute_kernel": "dense", "ranks": [0, 1], "shards": None},
+    "t2": {"sharding_type": "column_wise", "compute_kernel": "fused", "ranks": [0, 1],
+           "shards": [{"offsets": [0, 0], "sizes": [200, 4], "rank": 0},
+                      {"offsets": [0, 4], "sizes": [200, 4], "rank": 1}]}}}
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory):
+    cfg = parse_config(CONFIG)
+    path = tmp_path_factory.mktemp("stats") / "sample.parquet"
+    atomicfile.write_bytes(path, to_bytes(cfg, 2000, seed=7, fmt="parquet"))
+    columns = pq.read_table(path).to_pydict()
+    return cfg, path, columns
+
+
+def nearest(values: list, q: float):
+    s = sorted(values)
+    return s[max(0, math.ceil(q * len(s)) - 1)]
+
+
+def reference_feature(cells: list[list[int]]) -> dict:
+    lengths = [len(c) for c in cells]
+    ids = [i for c in cells for i in c]
+    counts = Counter(ids)
+    freq = sorted(counts.values(), reverse=True)
+    k = max(1, math.ceil(0.01 * len(freq)))
+    ranks = sorted({int(r) for r in np.round(np.geomspace(1, len(freq), min(256, len(freq))))})
+    xs = [math.log(r) for r in ranks]
+    ys = [math.log(freq[r - 1]) for r in ranks]
+    xm, ym = sum(xs) / len(xs), sum(ys) / len(ys)
+    slope = sum((x - xm) * (y - ym) for x, y in zip(xs, ys)) / sum((x - xm) ** 2 for x in xs)
+    rmse = math.sqrt(sum((y - ym - slope * (x - xm)) ** 2 for x, y in zip(xs, ys)) / len(xs))
+    return {"samples": len(cells), "ids": len(ids), "pooling_factor": len(ids) / len(cells),
+            "pooling_p50": nearest(lengths, 0.5), "pooling_p99": nearest(lengths, 0.99), "max_pooling": max(lengths),
+            "empty_share": lengths.count(0) / len(cells), "unique_ids": len(counts),
+            "top_1pct_share": sum(freq[:k]) / len(ids), "zipf_exponent": -slope, "zipf_fit_error": rmse}
+
+
+def table_lookups(columns: dict, table: dict) -> list[list[int]]:
+    """Each sample's rows of the table: its features' ids in order, folded by num_embeddings."""
+    n = table["num_embeddings"]
+    return [[i % n for f in table["feature_names"] for i in columns[f][s]] for s in range(len(columns["a"]))]
+
+
+def lru_misses(seq: list[int], size: int) -> int:
+    cache: OrderedDict = OrderedDict()
+    misses = 0
+    for x in seq:
+        if x in cache:
+            cache.move_to_end(x)
+        else:
+            misses += 1
+            cache[x] = None
+            if len(cache) > size:
+                cache.popitem(last=False)
+    return misses
+
+
+def test_every_feature_statistic_is_the_direct_count(sample):
+    cfg, path, columns = sample
+    got = workload_stats(cfg, path)["features"]
+    for f in ("a", "b", "c", "d"):
+        ref = reference_feature(columns[f])
+        assert got[f].keys() == ref.keys()
+        for key, value in ref.items():
+            assert got[f][key] == pytest.approx(value, rel=1e-9, abs=1e-12), (f, key)
+    assert got["a"]["empty_share"] > 0 and got["a"]["zipf_exponent"] > 0.5  # a Zipf feature with empty bags
+    assert got["b"]["zipf_exponent"] < 0.5  # a uniform one
+
+
+def test_every_table_statistic_and_the_exact_miss_curve_are_the_direct_count(sample):
+    cfg, path, columns = sample
+    got = workload_stats(cfg, path)["tables"]
+    for table in CONFIG["tables"]:
+        per_sample = table_lookups(columns, table)
+        seq = [r for s in per_sample for r in s]
+        t = got[table["name"]]
+        raw = [i for f in table["feature_names"] for c in columns[f] for i in c]
+        assert t["lookups"] == len(seq) and t["unique_rows"] == len(set(seq))
+        assert t["folded_ids"] == sum(i >= table["num_embeddings"] for i in raw) > 0
+        batches = [len({r for s in per_sample[b:b + 32] for r in s}) for b in range(0, 2000 - 31, 32)]
+        assert t["unique_rows_per_batch"] == {"batch_size": 32, "batches": len(batches), "partial": False,
+                                              "mean": pytest.approx(sum(batches) / len(batches)),
+                                              "p99": nearest(batches, 0.99)}
+        assert t["miss_ratio_method"] == {"method": "exact"}
+        sizes = [p["cache_rows"] for p in t["miss_ratio_curve"]]
+        assert sizes == cache_sizes(table["num_embeddings"]) and len(sizes) >= 12
+        assert sizes[0] == math.ceil(table["num_embeddings"] / 1000) and sizes[-1] == table["num_embeddings"]
+        for point in t["miss_ratio_curve"]:
+            assert point["lru_miss_rate"] == lru_misses(seq, point["cache_rows"]) / len(seq)
+
+
+def test_working_set_per_rank_is_the_direct_count(sample):
+    cfg, path, columns = sample
+    plan = parse_plan(PLAN, cfg)
+    ws = workload_stats(cfg, path, plan=plan)["working_set"]
+    step = 2 * 32
+    steps = 2000 // step
+    lookups = {t["name"]: table_lookups(columns, t) for t in CONFIG["tables"]}
+    expect = {0: [0.0] * steps, 1: [0.0] * steps}
+    for s in range(steps):
+        rows0 = {r for sample_rows in lookups["t0"][s * step:(s + 1) * step] for r in sample_rows}
+        expect[0][s] += sum(r < 500 for r in rows0) * 16 * 4
+        expect[1][s] += sum(r >= 500 for r in rows0) * 16 * 4
+        rows2 = {r for sample_rows in lookups["t2"][s * step:(s + 1) * step] for r in sample_rows}
+        for rank in (0, 1):
+            expect[rank][s] += len(rows2) * 4 * 2  # fp16: 2 bytes, 4 columns per shard
+            local = lookups["t1"][s * step + rank * 32:s * step + (rank + 1) * 32]
+            expect[rank][s] += len({r for sample_rows in local for r in sample_rows}) * 8 * 4
+    assert ws["steps"] == steps and ws["step_samples"] == step
+    for r in ws["per_rank"]:
+        v = expect[r["rank"]]
+        assert r["mean_bytes"] == pytest.approx(sum(v) / steps)
+        assert r["p99_bytes"] == nearest(v, 0.99) and r["max_bytes"] == max(v)
+
+
+def test_stack_distances_match_a_naive_lru_stack():
+    rng = np.random.default_rng(3)
+    for n in (0, 1, 2, 7, 500, 4000):
+        rows = rng.integers(0, 60, n) * 2**37  # large row numbers: nothing relies on small ids
+        stack: list[int] = []
+        ref, first = [], 0
+        for x in rows.tolist():
+            if x in stack:
+                ref.append(len(stack) - 1 - stack.index(x))
+                stack.remove(x)
+            else:
+                first += 1
+            stack.append(x)
+        d, f = stack_distances(rows)
+        assert d.tolist() == ref and f == first
+
+
+def test_sampled_curve_says_so_and_is_within_two_points_of_the_exact_one(tmp_path):
+    data = {"tables": [{"name": "big", "num_embeddings": 200_000, "embedding_dim": 8,
+                        "feature_names": ["f0", "f1", "f2", "f3"]}], "topology": {"world_size": 1, "batch_size": 256}}
+    cfg = parse_config(data)
+    path = tmp_path / "s.parquet"
+    atomicfile.write_bytes(path, to_bytes(cfg, 30_000, seed=11, fmt="parquet"))
+    exact = workload_stats(cfg, path)["tables"]["big"]
+    sampled = workload_stats(cfg, path, budget=100_000)["tables"]["big"]
+    method = sampled["miss_ratio_method"]
+    assert exact["miss_ratio_method"] == {"method": "exact"}
+    assert method["method"] == "shards" and method["sampling_rate"] == 1 / 16
+    assert 0 < method["error_bound"] < 0.1 and method["lookups_replayed"] <= 100_000
+    assert exact["lookups"] > 800_000
+    gaps = [abs(a["lru_miss_rate"] - b["lru_miss_rate"])
+            for a, b in zip(exact["miss_ratio_curve"], sampled["miss_ratio_curve"])]
+    assert max(gaps) <= min(0.02, method["error_bound"]), gaps
+    assert {k: v for k, v in sampled.items() if not k.startswith("miss")} == \
+        {k: v for k, v in exact.items() if not k.startswith("miss")}
+
+
+@pytest.mark.parametrize("sizes, dense", [
+    # dense; then an id past 16 times the ids read: sparse; past DENSE_MAX: sparse for good
+    ([(1000, 5000), (2**20, 3000), (2**62, 2000), (50, 4000)], [True, False, False, False]),
+    # dense, grown
+    ([(100, 5000), (3000, 5000), (9000, 5000)], [True, True, True]),
+    # a few ids over a large table: sparse; once enough ids are read, dense
+    ([(2**22, 10), (2**22, 1000), (2**22, 3 * 10**6)], [False, False, True]),
+])
+def test_id_counter_counts_small_and_huge_ids_over_chunks(sizes, dense):
+    rng = np.random.default_rng(5)
+    counter, ref = IdCounter(), Counter()
+    chunks = [rng.integers(0, top, n) for top, n in sizes] + [np.zeros(0, np.int64)]
+    modes = []
+    for c in chunks * 2:
+        counter.add(c)
+        ref.update(c.tolist())
+        modes.append(counter.dense is not None)
+    assert modes[:len(sizes)] == dense
+    assert counter.dense is None or counter.dense.nbytes <= 64 * counter.total  # at most 64 bytes per id read
+    ids, counts = counter.result()
+    assert dict(zip(ids.tolist(), counts.tolist())) == ref and ids.tolist() == sorted(ref)

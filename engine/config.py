@@ -85,8 +85,11 @@ def _float(v: Any, path: str, lo: float = 0.0, hi: float = math.inf, lo_open: bo
 
 
 def _str(v: Any, path: str) -> str:
-    if not isinstance(v, str) or not v.strip():
+    if not isinstance(v, str):
         raise ConfigError(path, f"must be a non-empty string, got {_type_name(v)}")
+    if not v.strip():
+        raise ConfigError(path, "must not be empty: give it a name" if v == "" else
+                          "must not be blank (only spaces): give it a name")
     return v
 
 

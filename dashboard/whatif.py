@@ -39,10 +39,7 @@ def sweep_figure(points: list[dict]) -> go.Figure:
                 name=label, customdata=[i for i, _ in fits], line=dict(color=color, width=1, dash="dot"),
                 marker=dict(size=12, color=[min(p["peak_hbm_fraction"] or 0.0, 1.0) for _, p in fits],
                             coloraxis="coloraxis", line=dict(color=color, width=2.5)),
-                text=[plotly_text(f"{p['device_label']}: {p['world_size']} GPUs, batch {p['batch_size']}<br>"
-                                  f"step {p['step_ms']:.4g} ms, peak HBM {p['peak_hbm_fraction']:.0%} of usable<br>"
-                                  f"{p['samples_per_s']:,.0f} samples/s" if p["samples_per_s"] else "")
-                      for _, p in fits],
+                text=[_hover(p) for _, p in fits],
                 hovertemplate="%{text}<extra></extra>"))
         oom = [(i, p) for i, p in mine if p["planned"] and not p["fits"]]
         if oom:
@@ -73,6 +70,15 @@ def sweep_figure(points: list[dict]) -> go.Figure:
     fig.update_xaxes(title_text="GPUs (world size)", type="log", tickvals=sizes, ticktext=[str(s) for s in sizes])
     fig.update_yaxes(title_text="slowest rank, ms per step", type="log")
     return fig
+
+
+def _hover(p: dict) -> str:
+    """A fitting point's hover text: each line escaped (a device label is data), joined by plotly's line break."""
+    lines = [f"{p['device_label']}: {p['world_size']} GPUs, batch {p['batch_size']}",
+             f"step {p['step_ms']:.4g} ms, peak HBM {p['peak_hbm_fraction']:.0%} of usable"]
+    if p["samples_per_s"]:
+        lines.append(f"{p['samples_per_s']:,.0f} samples/s")
+    return "<br>".join(plotly_text(x) for x in lines)
 
 
 def _wrap(text: str, width: int = 90) -> str:

@@ -91,5 +91,8 @@ def test_sweep_figure_marks_every_kind_of_point() -> None:
     assert names == ["H100 &lt;b&gt;", "H100 &lt;b&gt;: step outgrows HBM", "H100 &lt;b&gt;: does not fit",
                      "Pareto front"]
     assert list(fig.data[2].customdata) == [2] and "&lt;script&gt;" in fig.data[2].text[0]
+    # a fitting point's hover: three lines broken by plotly's <br> (not shown as "&lt;br&gt;"), the label escaped
+    assert fig.data[0].text[0] == ("H100 &lt;b&gt;: 8 GPUs, batch 512<br>step 2 ms, peak HBM 50% of usable<br>"
+                                   "1,000,000 samples/s")
     frame = whatif.points_frame(pts)
     assert list(frame["fits"]) == ["yes", "no", "no"] and frame["Pareto"].tolist() == ["yes", "", ""]

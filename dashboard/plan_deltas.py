@@ -107,9 +107,11 @@ def value_text(value: Optional[float], unit: str) -> str:
 
 
 def change_text(a: Optional[float], b: Optional[float], unit: str) -> str:
-    """B - A with its sign ('+0.12 ms', '-1.5 GiB'), or ''."""
+    """B - A with its sign ('+0.12 ms', '-1.5 GiB'), 'same' where the two read the same (value_text), or ''."""
     if a is None or b is None:
         return ""
+    if shown_same(a, b, unit):
+        return "same"
     d = b - a
     sign = "+" if d > 0 else "-" if d < 0 else "±"
     if unit == "bytes":
@@ -126,11 +128,18 @@ def percent(a: Optional[float], b: Optional[float]) -> Optional[float]:
     return (b - a) / abs(a) * 100
 
 
+def shown_same(a: float, b: float, unit: str) -> bool:
+    """Whether two figures are the same to the precision they are shown with (and so to the estimate's own
+    resolution, which is coarser): 1.105x against 1.105x, 0.005468 ms against 0.005468 ms."""
+    return abs(b - a) <= SAME_WITHIN * max(abs(a), abs(b), 1e-300) or value_text(a, unit) == value_text(b, unit)
+
+
 def better(h: Figure, a: Optional[float], b: Optional[float]) -> str:
-    """'A', 'B', 'same' or '' (not both known, or a ratio: closer to 1 is neither better nor worse a plan)."""
+    """'A', 'B', 'same' (the two read the same: shown_same) or '' (not both known, or a ratio: closer to 1 is
+    neither better nor worse a plan)."""
     if a is None or b is None or h.unit == "ratio" or h.name == "lower bound":
         return ""
-    if abs(b - a) <= SAME_WITHIN * max(abs(a), abs(b), 1e-300):
+    if shown_same(a, b, h.unit):
         return "same"
     return ("A" if a < b else "B") if h.lower_is_better else ("A" if a > b else "B")
 
@@ -145,7 +154,9 @@ def headline_frame(plan_a: engine.Plan, plan_b: engine.Plan, measured_a: Optiona
     for h in dict.fromkeys([*ha, *hb]):
         a, b = ha.get(h), hb.get(h)
         rows.append({"headline": h.name, "A": value_text(a, h.unit), "B": value_text(b, h.unit),
-                     "B - A": change_text(a, b, h.unit), "B - A %": percent(a, b), "better": better(h, a, b)})
+                     "B - A": change_text(a, b, h.unit),
+                     "B - A %": 0.0 if a is not None and b is not None and shown_same(a, b, h.unit) else percent(a, b),
+                     "better": better(h, a, b)})
     return pd.DataFrame(rows, columns=["headline", "A", "B", "B - A", "B - A %", "better"])
 
 
@@ -207,4 +218,4 @@ def _floats(column: pd.Series) -> list[Optional[float]]:
 
 
 __all__ = ["Figure", "better", "change_text", "headline_frame", "headlines", "measured_long", "memory_frame",
-           "memory_kind", "percent", "rank_frame", "value_text", "verdict", "with_bound"]
+           "memory_kind", "percent", "rank_frame", "shown_same", "value_text", "verdict", "with_bound"]

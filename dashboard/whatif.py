@@ -94,6 +94,15 @@ def _wrap(text: str, width: int = 90) -> str:
     return "<br>".join(plotly_text(x) for x in lines[:8])
 
 
+def vs_scratch_text(step_ms: float, scratch_ms: float) -> str:
+    """The re-plan's slowest rank against the plan from scratch: '+2.3% vs from scratch', or 'same as from
+    scratch' where the two read the same (4 significant digits, as the metric shows them), never '+0.0%'."""
+    if f"{step_ms:.4g}" == f"{scratch_ms:.4g}" or not scratch_ms:
+        return "same as from scratch"
+    pct = (step_ms / scratch_ms - 1) * 100
+    return f"{pct:+.1f}% vs from scratch" if abs(pct) >= 0.05 else f"{pct:+.2g}% vs from scratch"
+
+
 def points_frame(points: list[dict]) -> pd.DataFrame:
     """The sweep as rows, fitting points first by step time."""
     rows = []

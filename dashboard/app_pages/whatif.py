@@ -198,8 +198,9 @@ def replan_tab(config: dict) -> None:
     s = res["summary"]
     gib = 2**30
     m = st.columns(3)
-    m[0].metric("Slowest rank", f"{s['step_ms']:.4g} ms",
-                f"{(s['step_ms'] / s['scratch_step_ms'] - 1) * 100:+.1f}% vs from scratch", delta_color="inverse")
+    vs_scratch = whatif.vs_scratch_text(s["step_ms"], s["scratch_step_ms"])
+    m[0].metric("Slowest rank", f"{s['step_ms']:.4g} ms", vs_scratch,
+                delta_color="off" if vs_scratch.startswith("same") else "inverse")
     m[1].metric("Bytes moved", f"{s['moved_bytes'] / gib:.3g} GiB",
                 f"{s['moved_bytes'] / s['scratch_moved_bytes']:.0%} of from scratch" if s["scratch_moved_bytes"]
                 else "from scratch moves nothing", delta_color="off")

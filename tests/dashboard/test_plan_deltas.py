@@ -38,6 +38,17 @@ def test_headlines_side_by_side_with_the_better_plan(two):
     assert plan_deltas.verdict(plan_deltas.headline_frame(typed(a), typed(b))).startswith("A is better on")
 
 
+def test_figures_that_read_the_same_are_the_same_plan_for_plan():
+    """Issue 28: 1.105x against 1.105x is a tie, not a win shaded for A with '+2.562e-06 ms' beside it."""
+    x = plan_deltas.Figure("imbalance (max/mean)", "x")
+    ms = plan_deltas.Figure("slowest rank", "ms")
+    assert plan_deltas.better(x, 1.1051, 1.1052) == "same" and plan_deltas.change_text(1.1051, 1.1052, "x") == "same"
+    assert plan_deltas.better(ms, 0.0054681, 0.0054683) == "same"
+    assert plan_deltas.change_text(0.0054681, 0.0054683, "ms") == "same"
+    assert plan_deltas.better(ms, 0.005468, 0.005478) == "A"  # shown apart: 0.005468 vs 0.005478 ms
+    assert plan_deltas.change_text(0.005468, 0.005478, "ms") == "+1e-05 ms"
+
+
 def test_more_headroom_is_better():
     h = plan_deltas.Figure("least headroom of a rank", "bytes", lower_is_better=False)
     assert plan_deltas.better(h, 10.0, 20.0) == "B" and plan_deltas.better(h, 20.0, 10.0) == "A"

@@ -96,3 +96,10 @@ def test_sweep_figure_marks_every_kind_of_point() -> None:
                                    "1,000,000 samples/s")
     frame = whatif.points_frame(pts)
     assert list(frame["fits"]) == ["yes", "no", "no"] and frame["Pareto"].tolist() == ["yes", "", ""]
+
+
+def test_a_replan_as_fast_as_from_scratch_reads_the_same_not_plus_zero() -> None:
+    assert whatif.vs_scratch_text(2.0001, 2.0) == "same as from scratch"  # 2 ms and 2 ms, as the metric shows them
+    assert whatif.vs_scratch_text(2.1, 2.0) == "+5.0% vs from scratch"
+    assert whatif.vs_scratch_text(1.9, 2.0) == "-5.0% vs from scratch"
+    assert whatif.vs_scratch_text(2.0008, 2.0) == "+0.04% vs from scratch"  # shown apart (2.001 ms), so not 0.0%

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# README's test command: install everything the tests need into .venv, lint with ruff, then run the whole suite
-# (arguments go to pytest) with .venv's Python.
+# README's test command: install everything the tests need into .venv, lint with ruff, check the import contracts
+# with lint-imports, then run the whole suite (arguments go to pytest) with .venv's Python.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh --dev || exit 1
 if ! .venv/bin/python -m ruff check .; then
   echo "test.sh: ruff found the problems above (settings: [tool.ruff] in pyproject.toml)" >&2
+  exit 1
+fi
+if ! .venv/bin/lint-imports; then
+  echo "test.sh: lint-imports found the broken import contracts above ([tool.importlinter] in pyproject.toml)" >&2
   exit 1
 fi
 # Two workers (pytest-xdist) keep both cores busy while one test waits on a browser or a server; each file stays on

@@ -40,7 +40,11 @@ def run(fmt: str, data: str | bytes, workspace: dict, mode: str) -> Outcome:
         got = importers.read(fmt, data)
         return _merge(got, copy.deepcopy(workspace), mode, FORMAT_NAMES.get(fmt, fmt))
     except importers.ImportFormatError as e:
-        return _refused(list(e.problems))
+        if e.readable is None or not e.readable.tables:
+            return _refused(list(e.problems))
+        # the lines that could be read are checked too: every problem at once, in file order
+        existing = grid.config_to_rows(workspace) if mode == "append" else []
+        return _refused(sorted([*e.problems, *_problems(e.readable, existing, None)], key=_row_of))
     except Exception as e:  # noqa: BLE001 - the page must show one message, whatever the input does
         return _refused([f"{UNEXPECTED} ({type(e).__name__}); please report the input"])
 
@@ -116,9 +120,12 @@ def _table_problems(raw: Any, raw_cons: Any, where: str) -> list[str]:
     return problems
 
 
-def _where(row: int, table: Any) -> str:
+def _where(row: int, table: Any, lines: tuple[int, ...] = (), offset: int = 0) -> str:
+    """Where a problem is: an imported table's file line where the input has lines (a CSV: the numbering its
+    reading problems use), else its row in the grid (`row`, counted over the kept rows and the imported ones)."""
     name = table.get("name") if isinstance(table, dict) else None
-    return f"row {row + 1}" + (f" ({shown(name)})" if isinstance(name, str) else "")
+    at = f"line {lines[row - offset]}" if lines and row >= offset else f"row {row + 1}"
+    return at + (f" ({shown(name)})" if isinstance(name, str) else "")
 
 
 def _features(table: Any) -> list[str]:
@@ -128,8 +135,14 @@ def _features(table: Any) -> list[str]:
     return [x for x in f if isinstance(x, str)] if isinstance(f, list) else []
 
 
-def _clashes(tables: list, existing: list[dict], offset: int) -> list[str]:
+def _clashes(tables: list, existing: list[dict], offset: int, lines: tuple[int, ...] = ()) -> list[str]:
     """Names and features used twice, among the imported tables or with the tables kept (append)."""
+
+    def other(i: int) -> str:  # the other row of a clash: an imported table's place, or a kept row of the grid
+        if i >= offset:
+            return _where(i, None, lines, offset)
+        return f"the grid's row {i + 1}" if lines else f"row {i + 1}"
+
     names: dict[str, int] = {r["name"]: i for i, r in enumerate(existing) if isinstance(r.get("name"), str)}
     owner: dict[str, int] = {}
     for i, r in enumerate(existing):
@@ -143,14 +156,16 @@ def _clashes(tables: list, existing: list[dict], offset: int) -> list[str]:
             continue
         name_of[i] = name
         if name in names:
-            problems.append(f"{_where(i, t)}: name: duplicate table name (also row {names[name] + 1})")
+            problems.append(f"{_where(i, t, lines, offset)}: name: duplicate table name (also {other(names[name])})")
         names.setdefault(name, i)
         for f in _features(t):
             if "," in f or f != f.strip():
-                problems.append(f"{_where(i, t)}: features: feature {shown(f)} has a comma or surrounding spaces, "
+                problems.append(f"{_where(i, t, lines, offset)}: features: feature {shown(f)} has a comma or "
+                                "surrounding spaces, "
                                 "which the grid cannot hold; rename it")
             elif f in owner and owner[f] != i and name_of.get(owner[f]) != name:  # one name: flagged by name
-                problems.append(f"{_where(i, t)}: features: feature {shown(f)} is already used by row {owner[f] + 1}")
+                problems.append(f"{_where(i, t, lines, offset)}: features: feature {shown(f)} is already used by "
+                                f"{other(owner[f])}")
             owner.setdefault(f, i)
     return problems
 
@@ -222,10 +237,10 @@ def _problems(got: importers.Imported, existing: list[dict], topology: Optional[
         name = t.get("name") if isinstance(t, dict) and isinstance(t.get("name"), str) else None
         cons = got.constraints.get(name) if name is not None and name not in named else None  # a name's first table
         named.add(name)
-        problems += _table_problems(t, cons, _where(offset + i, t))
+        problems += _table_problems(t, cons, _where(offset + i, t, got.lines, offset))
         if len(problems) > MAX_PROBLEMS:
             break
-    problems += _clashes(got.tables, existing, offset)
+    problems += _clashes(got.tables, existing, offset, got.lines)
     problems.sort(key=_row_of)  # stable: each row's problems together, in the engine's order
     problems += _orphans(got)
     if topology is not None:
@@ -234,7 +249,7 @@ def _problems(got: importers.Imported, existing: list[dict], topology: Optional[
 
 
 def _row_of(problem: str) -> int:
-    m = re.match(r"row (\d+)", problem)
+    m = re.match(r"(?:row|line) (\d+)", problem)
     return int(m.group(1)) if m else 0
 
 

@@ -30,9 +30,10 @@ class ImportFormatError(ValueError):
     """Input that cannot be read; the message is one line naming where and what, `problems` every such line
     when there are several (each bad CSV cell)."""
 
-    def __init__(self, message: str, problems: tuple[str, ...] = ()):
+    def __init__(self, message: str, problems: tuple[str, ...] = (), readable: Optional[Imported] = None):
         super().__init__(message)
         self.problems = tuple(problems) or (message,)
+        self.readable = readable  # what could be read around the problems (a CSV's other lines), to check too
 
 
 @dataclass
@@ -41,6 +42,7 @@ class Imported:
     constraints: dict[str, dict] = field(default_factory=dict)
     topology: Optional[dict] = None
     notes: list[str] = field(default_factory=list)
+    lines: tuple[int, ...] = ()  # a CSV's: the file line of each table, the one numbering of its problems
 
 
 def shown(value: Any) -> str:
@@ -181,7 +183,7 @@ def _csv_tables(reader) -> Imported:
     """Every table of the sheet; every line that cannot be read is listed (ImportFormatError.problems), not only
     the first."""
     header = _csv_header(reader)
-    tables, constraints, problems = [], {}, []
+    tables, constraints, problems, lines = [], {}, [], []
     for row in reader:
         line = reader.line_num
         try:
@@ -198,13 +200,15 @@ def _csv_tables(reader) -> Imported:
         if len(tables) >= MAX_TABLES:
             raise ImportFormatError(f"line {line}: more than {MAX_TABLES:,} tables; import at most {MAX_TABLES:,}")
         tables.append(table)
+        lines.append(line)
         if cons and isinstance(table.get("name"), str):
             constraints[table["name"]] = cons
+    got = Imported(tables=tables, constraints=constraints, lines=tuple(lines))
     if problems:
-        raise ImportFormatError(problems[0], tuple(problems))
+        raise ImportFormatError(problems[0], tuple(problems), got if len(problems) <= MAX_CSV_PROBLEMS else None)
     if not tables:
         raise ImportFormatError("the CSV has a header but no tables")
-    return Imported(tables=tables, constraints=constraints)
+    return got
 
 
 def from_csv(text: str) -> Imported:

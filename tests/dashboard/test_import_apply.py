@@ -48,14 +48,17 @@ def test_one_wrong_type_refuses_the_whole_import_and_lists_every_problem():
     ]
 
 
-def test_duplicates_and_rows_are_numbered_as_the_grid_numbers_them_when_appending():
+def test_a_csvs_problems_are_numbered_by_its_lines_and_the_grids_rows_are_named_as_such_when_appending():
     text = "name,rows,dim,features\nfresh,10,4,f1\nlarge_table_1,10,4,f2\nfresh,10,4,large_table_feature_0\n"
     out = _run("csv", text, mode="append")
     assert list(out.problems) == [
-        "row 6 ('large_table_1'): name: duplicate table name (also row 2)",
-        "row 7 ('fresh'): name: duplicate table name (also row 5)",
-        "row 7 ('fresh'): features: feature 'large_table_feature_0' is already used by row 1",
+        "line 3 ('large_table_1'): name: duplicate table name (also the grid's row 2)",
+        "line 4 ('fresh'): name: duplicate table name (also line 2)",
+        "line 4 ('fresh'): features: feature 'large_table_feature_0' is already used by the grid's row 1",
     ]
+    json_out = _run("json", json.dumps([{"name": "large_table_1", "num_embeddings": 1, "embedding_dim": 4}]),
+                    mode="append")  # JSON has no lines that tables keep: the grid's rows number them
+    assert list(json_out.problems) == ["row 5 ('large_table_1'): name: duplicate table name (also row 2)"]
 
 
 def test_tables_that_are_not_objects_or_lack_fields_are_named_by_row():
@@ -139,7 +142,13 @@ def test_a_csv_import_with_bad_cells_and_bad_values_changes_nothing_and_lists_th
     assert workspace == tutorial()
     out = import_apply.run("csv", "name,rows,dim\na,0,4\na,10,0\n", workspace, "replace")
     assert out.config is None and out.problems == (
-        "row 1 ('a'): rows: must be from 1 to 1,099,511,627,776, got 0",
-        "row 2 ('a'): dim: must be from 1 to 65,536, got 0",
-        "row 2 ('a'): name: duplicate table name (also row 1)")
+        "line 2 ('a'): rows: must be from 1 to 1,099,511,627,776, got 0",
+        "line 3 ('a'): dim: must be from 1 to 65,536, got 0",
+        "line 3 ('a'): name: duplicate table name (also line 2)")
+    # issue 28: an unreadable cell and the other lines' problems at once, in one numbering (the file's lines)
+    out = import_apply.run("csv", "name,rows,dim\na,0,4\nb,abc,4\n\nc,10,0\n", workspace, "replace")
+    assert out.config is None and out.problems == (
+        "line 2 ('a'): rows: must be from 1 to 1,099,511,627,776, got 0",
+        "line 3, column rows: 'abc' is not a number",
+        "line 5 ('c'): dim: must be from 1 to 65,536, got 0")
     assert not any("tables[" in p for p in out.problems)

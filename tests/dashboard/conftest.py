@@ -3,7 +3,6 @@ streamlit.testing's AppTest, and a Store on the same database to assert what the
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,17 +13,6 @@ from db.store import Store
 ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "dashboard" / "app.py"
 RUN_TIMEOUT_S = 120  # the first TorchRec planning imports torch
-
-
-@pytest.fixture(scope="session", autouse=True)
-def in_process_pool_shut_down():
-    """AppTest runs the app in this process: its planning workers (dashboard.services.pool) are this process's
-    children, and end here, before tests/conftest.py checks that none outlives the run."""
-    yield
-    services = sys.modules.get("dashboard.services")
-    if services is not None:
-        services.pool().shutdown()
-        services.pool.clear()
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
+from dashboard import plan_deltas
 from dashboard.text import plotly_text
 
 DEVICE_COLORS = ("#4C78A8", "#F58518", "#54A24B", "#B279A2", "#9D755D")
@@ -96,8 +97,8 @@ def _wrap(text: str, width: int = 90) -> str:
 
 def vs_scratch_text(step_ms: float, scratch_ms: float) -> str:
     """The re-plan's slowest rank against the plan from scratch: '+2.3% vs from scratch', or 'same as from
-    scratch' where the two read the same (4 significant digits, as the metric shows them), never '+0.0%'."""
-    if f"{step_ms:.4g}" == f"{scratch_ms:.4g}" or not scratch_ms:
+    scratch' where the two read the same (plan_deltas.shown_same, as Compare judges ties), never '+0.0%'."""
+    if not scratch_ms or plan_deltas.shown_same(step_ms, scratch_ms, "ms"):
         return "same as from scratch"
     pct = (step_ms / scratch_ms - 1) * 100
     return f"{pct:+.1f}% vs from scratch" if abs(pct) >= 0.05 else f"{pct:+.2g}% vs from scratch"

@@ -36,7 +36,9 @@ def start_form(store, token: str, expanded: bool) -> None:
         kind = c1.radio("Run", list(runner.KINDS), format_func=runner.KINDS.get, key="runs_kind")
         device = c2.selectbox("Device", ["cpu", "cuda"], key="runs_device")
         iters = c3.number_input("Timed steps", 1, 1000, 10, key="runs_iters")
-        dist = c4.selectbox("Ids", ["uniform", "zipf"], key="runs_distribution", disabled=kind != "dryrun")
+        dist = c4.selectbox("Ids", ["config", "uniform", "zipf"], key="runs_distribution", disabled=kind != "dryrun",
+                            help="config: each table's zipf exponent (uniform where unset); every step draws "
+                                 "fresh ids")
         scale = c5.number_input("Scale rows", 0.0001, 1.0, 1.0, format="%.4f", key="runs_scale_rows",
                                 disabled=kind != "dryrun",
                                 help="shrink every table to rows x this, so big plans fit this machine (changes "

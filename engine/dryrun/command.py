@@ -35,7 +35,7 @@ def settings_of(args: argparse.Namespace) -> DryrunSettings:
     return DryrunSettings(
         backend=Backend(args.backend), device=DryrunDevice(args.device), iters=args.iters, warmup=args.warmup,
         threads=args.threads, distribution=Distribution(args.distribution), zipf_alpha=args.zipf_alpha,
-        seed=args.seed, max_bytes=args.max_bytes, scale_rows=args.scale_rows)
+        seed=args.seed, batches=args.batches, max_bytes=args.max_bytes, scale_rows=args.scale_rows)
 
 
 def dryrun_result(args: argparse.Namespace) -> tuple[dict, str]:
@@ -74,10 +74,14 @@ def add_dryrun_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warmup", type=int, default=d.warmup, help="untimed steps first (default %(default)s)")
     p.add_argument("--threads", type=int, default=d.threads, help="torch threads (default %(default)s)")
     p.add_argument("--distribution", choices=[x.value for x in Distribution], default=d.distribution.value,
-                   help="how ids are drawn over a table's rows (default %(default)s)")
+                   help="how ids are drawn over a table's rows: config (each table's zipf_exponent constraint; "
+                        "0 is uniform), or uniform / zipf for every table (default %(default)s)")
     p.add_argument("--zipf-alpha", type=float, default=d.zipf_alpha, metavar="ALPHA",
                    help="skew of --distribution zipf; row 0 is the hottest (default %(default)s)")
     p.add_argument("--seed", type=int, default=d.seed, help="seed of the synthetic batches (default %(default)s)")
+    p.add_argument("--batches", type=int, default=d.batches, metavar="N",
+                   help="distinct batches the steps cycle through; 0: fresh ids every step, as training sees "
+                        "(default %(default)s)")
     p.add_argument("--max-bytes", type=parse_bytes, default=DEFAULT_MAX_BYTES, metavar="SIZE",
                    help="refuse a rank whose weights + optimizer state exceed this, e.g. 8GiB (default 4GiB)")
     p.add_argument("--scale-rows", type=float, default=d.scale_rows, metavar="F",

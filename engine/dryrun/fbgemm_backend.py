@@ -61,21 +61,24 @@ def _group_key(b: PieceBatch) -> tuple:
 
 
 class FbgemmRank:
-    """A rank's TBEs with their inputs on the device; step() is one forward + backward (+ fused update)."""
+    """A rank's TBEs with each step's inputs on the device; step() is one forward + backward (+ fused update) on
+    the next step's ids (cycling through the steps given)."""
 
-    def __init__(self, batches: list[PieceBatch], optimizer: Optimizer, device: torch.device, lr: float):
-        groups: dict[tuple, list[PieceBatch]] = {}
-        for b in batches:
-            groups.setdefault(_group_key(b), []).append(b)
-        self._runs: list[Callable[[], None]] = []
+    def __init__(self, steps: list[list[PieceBatch]], optimizer: Optimizer, device: torch.device, lr: float):
+        groups: dict[tuple, list[int]] = {}
+        for i, b in enumerate(steps[0]):
+            groups.setdefault(_group_key(b), []).append(i)
+        self._runs: list[list[Callable[[], None]]] = [[] for _ in steps]
+        self._next = 0
         self.weight_bytes = 0
         self.optimizer_bytes = 0
-        for key, group in groups.items():
-            self._add_group(key, group, optimizer, device, lr)
+        for key, members in groups.items():
+            self._add_group(key, [[step[i] for i in members] for step in steps], optimizer, device, lr)
 
-    def _add_group(self, key: tuple, group: list[PieceBatch], optimizer: Optimizer, device: torch.device,
-                   lr: float) -> None:
+    def _add_group(self, key: tuple, group_steps: list[list[PieceBatch]], optimizer: Optimizer,
+                   device: torch.device, lr: float) -> None:
         pooling, fp32, weighted = key[0], key[1], key[2]
+        group = group_steps[0]
         on_cuda = device.type == "cuda"
         loc, cdev = (EmbeddingLocation.DEVICE, ComputeDevice.CUDA) if on_cuda else (
             EmbeddingLocation.HOST, ComputeDevice.CPU)
@@ -89,23 +92,31 @@ class FbgemmRank:
         except (AssertionError, RuntimeError, NotImplementedError) as e:
             raise EngineError(f"fbgemm cannot build rank {group[0].piece.rank}'s pieces: {e}; "
                               "try --backend torch") from None
-        features = [f for b in group for f in b.features]
-        lengths = np.concatenate([f.lengths for f in features])
-        indices = torch.from_numpy(np.concatenate([f.ids for f in features])).to(device)
-        offsets = torch.from_numpy(np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)).to(device)
-        psw = torch.ones(len(indices), dtype=torch.float32, device=device) if weighted else None
-        grad = torch.ones_like(tbe(indices, offsets, psw)).detach()
-
-        def run() -> None:
-            tbe(indices, offsets, psw).backward(grad)
-
-        self._runs.append(run)
+        grad = None
+        for k, batches in enumerate(group_steps):
+            features = [f for b in batches for f in b.features]
+            lengths = np.concatenate([f.lengths for f in features])
+            indices = torch.from_numpy(np.concatenate([f.ids for f in features])).to(device)
+            offsets = torch.from_numpy(np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)).to(device)
+            psw = torch.ones(len(indices), dtype=torch.float32, device=device) if weighted else None
+            if grad is None or pooling is PoolingType.NONE:  # pooled outputs have a row per bag in every step
+                grad = torch.ones_like(tbe(indices, offsets, psw)).detach()
+            self._runs[k].append(_run(tbe, indices, offsets, psw, grad))
         self.weight_bytes += _state_bytes(tbe, "weights")
         self.optimizer_bytes += sum(_state_bytes(tbe, p) for p in STATE_PREFIXES[optimizer])
 
     def step(self) -> None:
-        for run in self._runs:
+        for run in self._runs[self._next]:
             run()
+        self._next = (self._next + 1) % len(self._runs)
+
+
+def _run(tbe: torch.nn.Module, indices: torch.Tensor, offsets: torch.Tensor, psw: torch.Tensor | None,
+         grad: torch.Tensor) -> Callable[[], None]:
+    def run() -> None:
+        tbe(indices, offsets, psw).backward(grad)
+
+    return run
 
 
 def _state_bytes(tbe: torch.nn.Module, prefix: str) -> int:

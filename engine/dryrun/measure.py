@@ -68,16 +68,17 @@ def threads(n: int) -> Iterator[None]:
         torch.set_num_threads(old)
 
 
-def measure_rank(batches: list[PieceBatch], backend: Backend, device: torch.device, optimizer: Optimizer,
+def measure_rank(steps: list[list[PieceBatch]], backend: Backend, device: torch.device, optimizer: Optimizer,
                  s: DryrunSettings) -> tuple[float, int, int]:
-    """(median step ms, weight bytes, optimizer-state bytes) of one rank's pieces, as allocated."""
-    if not batches:
+    """(median step ms, weight bytes, optimizer-state bytes) of one rank's pieces, as allocated; each step looks up
+    the next of `steps` (steps[k][i]: piece i's ids in step k)."""
+    if not steps or not steps[0]:
         return 0.0, 0, 0
     if backend is Backend.FBGEMM:
         from engine.dryrun.fbgemm_backend import FbgemmRank as Rank
     else:
         from engine.dryrun.torch_backend import TorchRank as Rank
-    model = Rank(batches, optimizer, device, s.learning_rate)
+    model = Rank(steps, optimizer, device, s.learning_rate)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     ms = median_ms(model.step, s, sync)
     return ms, model.weight_bytes, model.optimizer_bytes

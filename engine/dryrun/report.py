@@ -30,10 +30,14 @@ def dryrun_json(res: DryrunResult, pricing: Pricing | None = None,
 
 
 def dryrun_summary(res: DryrunResult, pricing: Pricing | None = None) -> str:
-    ids = "uniform ids" if res.zipf_alpha is None else f"Zipf ids (alpha {res.zipf_alpha:g})"
+    ids = (f"Zipf ids (alpha {res.zipf_alpha:g})" if res.zipf_alpha is not None
+           else "uniform ids" if res.distribution.value == "uniform"
+           else "uniform ids unless a table's zipf_exponent skews them")
+    fresh = ("fresh ids every step" if res.batches >= res.iters + res.warmup
+             else f"{res.batches} distinct batch{'es' if res.batches > 1 else ''} cycled")
     lines = [
         f"Kernel dry-run: {res.backend.value} on {res.device.value}, {res.threads} thread(s), {ids}, "
-        f"median of {res.iters} step(s) after {res.warmup} warmup",
+        f"median of {res.iters} step(s) after {res.warmup} warmup, {fresh} (seed {res.seed})",
         "",
         f"{HEADER[0]:>4}  {HEADER[1]:>6}  {HEADER[2]:>9}  {HEADER[3]:>11}  {HEADER[4]:>12}  {HEADER[5]:>11}",
     ]

@@ -14,7 +14,7 @@ from engine.types import Config, Optimizer, TablePlan
 
 from engine.dryrun.pieces import low_precision_tables, rank_pieces, state_bytes
 from engine.dryrun.types import Distribution, DryrunDevice, DryrunResult, DryrunSettings, Piece, RankResult
-from engine.dryrun.workload import rank_batches
+from engine.dryrun.workload import distinct_batches, rank_steps
 
 
 def check_settings(s: DryrunSettings) -> None:
@@ -26,6 +26,7 @@ def check_settings(s: DryrunSettings) -> None:
         (s.zipf_alpha > 0, "--zipf-alpha", f"must be > 0, got {s.zipf_alpha:g}"),
         (0 < s.scale_rows <= 1, "--scale-rows", f"must be > 0 and <= 1, got {s.scale_rows:g}"),
         (s.max_bytes > 0, "--max-bytes", f"must be > 0, got {s.max_bytes}"),
+        (s.batches >= 0, "--batches", f"must be >= 0 (0: a fresh batch every step), got {s.batches}"),
     )
     for ok, flag, message in checks:
         if not ok:
@@ -75,11 +76,18 @@ def run_dryrun(cfg: Config, tables: dict[str, TablePlan], settings: DryrunSettin
     device = measure.pick_device(s.device)
     backend, notes = measure.pick_backend(s, [p for rank in pieces for p in rank], optimizer, device)
     notes += _notes(pieces, s)
+    if s.distribution is Distribution.CONFIG:
+        skewed = [f"{t.name} ({cfg.constraint(t.name).zipf_exponent:g})" for t in cfg.tables
+                  if cfg.constraint(t.name).zipf_exponent > 0]
+        if skewed:
+            notes.append(f"Zipf-skewed ids (exponent) in {', '.join(skewed[:10])}"
+                         + (f" and {len(skewed) - 10} more tables" if len(skewed) > 10 else ""))
     results = []
     with measure.threads(s.threads):
         for r, rank in enumerate(pieces):
-            batches = rank_batches(cfg, rank, s)
-            ms, weight_b, opt_b = measure.measure_rank(batches, backend, device, optimizer, s)
+            steps = rank_steps(cfg, rank, s)
+            ms, weight_b, opt_b = measure.measure_rank(steps, backend, device, optimizer, s)
+            batches = steps[0]
             io_b = sum(b.io_bytes for b in batches)
             est = estimates[r].perf
             results.append(RankResult(
@@ -91,7 +99,7 @@ def run_dryrun(cfg: Config, tables: dict[str, TablePlan], settings: DryrunSettin
         ranks=tuple(results), backend=backend, device=DryrunDevice(device.type), iters=s.iters, warmup=s.warmup,
         threads=s.threads, distribution=s.distribution,
         zipf_alpha=s.zipf_alpha if s.distribution is Distribution.ZIPF else None, scale_rows=s.scale_rows,
-        estimate_rank_correlation=corr, notes=tuple(notes))
+        estimate_rank_correlation=corr, notes=tuple(notes), seed=s.seed, batches=distinct_batches(s))
 
 
 def _notes(pieces: list[list[Piece]], s: DryrunSettings) -> list[str]:

@@ -47,43 +47,58 @@ def _update(opt: Optimizer, weight: torch.Tensor, state: list[torch.Tensor], lr:
 
 
 class TorchRank:
-    """A rank's pieces as torch weights with their inputs on the device; step() = forward, backward, update."""
+    """A rank's pieces as torch weights with each step's inputs on the device; step() = forward, backward, update
+    on the next step's ids (cycling through the steps given)."""
 
-    def __init__(self, batches: list[PieceBatch], optimizer: Optimizer, device: torch.device, lr: float):
-        self._runs: list[Callable[[], None]] = []
+    def __init__(self, steps: list[list[PieceBatch]], optimizer: Optimizer, device: torch.device, lr: float):
+        self._runs: list[list[Callable[[], None]]] = [[] for _ in steps]
+        self._next = 0
         self.weight_bytes = 0
         self.optimizer_bytes = 0
-        for b in batches:
-            self._add_piece(b, optimizer, device, lr)
+        for i in range(len(steps[0])):
+            self._add_piece([step[i] for step in steps], optimizer, device, lr)
 
-    def _add_piece(self, b: PieceBatch, opt: Optimizer, device: torch.device, lr: float) -> None:
-        p = b.piece
+    def _add_piece(self, piece_steps: list[PieceBatch], opt: Optimizer, device: torch.device, lr: float) -> None:
+        p = piece_steps[0].piece
         dtype = TORCH_DTYPES.get(p.data_type, torch.float16)
         weight = torch.empty(p.rows, p.cols, dtype=dtype, device=device).uniform_(-0.01, 0.01).requires_grad_()
         state = [torch.zeros((p.rows, *shape), dtype=torch.float32, device=device)
                  for shape in STATE_PER_ROW[opt](p.cols)]
-        lengths = np.concatenate([f.lengths for f in b.features])
-        ids = torch.from_numpy(np.concatenate([f.ids for f in b.features])).to(device)
-        offsets = torch.from_numpy(np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)).to(device)
-        psw = torch.ones(len(ids), dtype=dtype, device=device) if p.is_weighted and p.pooling is PoolingType.SUM \
-            else None
-
-        def forward() -> torch.Tensor:
-            if p.pooling is PoolingType.NONE:
-                return F.embedding(ids, weight, sparse=True)
-            return F.embedding_bag(ids, weight, offsets, mode=p.pooling.value, sparse=True, per_sample_weights=psw)
-
-        grad = torch.ones_like(forward()).detach()
-
-        def run() -> None:
-            forward().backward(grad)
-            with torch.no_grad():
-                _update(opt, weight, state, lr)
-
-        self._runs.append(run)
+        grad = None
+        for k, b in enumerate(piece_steps):
+            lengths = np.concatenate([f.lengths for f in b.features])
+            ids = torch.from_numpy(np.concatenate([f.ids for f in b.features])).to(device)
+            offsets = torch.from_numpy(np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)).to(device)
+            psw = torch.ones(len(ids), dtype=dtype, device=device) if p.is_weighted and p.pooling is PoolingType.SUM \
+                else None
+            forward = _forward(p, weight, ids, offsets, psw)
+            if grad is None or grad.shape != forward().shape:  # sequence tables' outputs follow the id count
+                grad = torch.ones_like(forward()).detach()
+            self._runs[k].append(_run(forward, grad, opt, weight, state, lr))
         self.weight_bytes += weight.numel() * weight.element_size()
         self.optimizer_bytes += sum(s.numel() for s in state) * OPTIMIZER_STATE_BYTES
 
     def step(self) -> None:
-        for run in self._runs:
+        for run in self._runs[self._next]:
             run()
+        self._next = (self._next + 1) % len(self._runs)
+
+
+def _forward(p, weight: torch.Tensor, ids: torch.Tensor, offsets: torch.Tensor,
+             psw: torch.Tensor | None) -> Callable[[], torch.Tensor]:
+    def forward() -> torch.Tensor:
+        if p.pooling is PoolingType.NONE:
+            return F.embedding(ids, weight, sparse=True)
+        return F.embedding_bag(ids, weight, offsets, mode=p.pooling.value, sparse=True, per_sample_weights=psw)
+
+    return forward
+
+
+def _run(forward: Callable[[], torch.Tensor], grad: torch.Tensor, opt: Optimizer, weight: torch.Tensor,
+         state: list[torch.Tensor], lr: float) -> Callable[[], None]:
+    def run() -> None:
+        forward().backward(grad)
+        with torch.no_grad():
+            _update(opt, weight, state, lr)
+
+    return run

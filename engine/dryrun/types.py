@@ -26,8 +26,9 @@ class Backend(str, enum.Enum):
 
 
 class Distribution(str, enum.Enum):
+    CONFIG = "config"  # each table's constraint zipf_exponent (0, the default: uniform)
     UNIFORM = "uniform"
-    ZIPF = "zipf"
+    ZIPF = "zipf"  # every table Zipf with zipf_alpha
 
 
 class DryrunDevice(str, enum.Enum):
@@ -44,9 +45,10 @@ class DryrunSettings:
     iters: int = 10
     warmup: int = 3
     threads: int = 1
-    distribution: Distribution = Distribution.UNIFORM
+    distribution: Distribution = Distribution.CONFIG
     zipf_alpha: float = DEFAULT_ZIPF_ALPHA
     seed: int = 0
+    batches: int = 0  # distinct batches the steps cycle through; 0: a fresh batch for every step
     max_bytes: int = DEFAULT_MAX_BYTES
     scale_rows: float = 1.0
     learning_rate: float = 0.01
@@ -110,6 +112,8 @@ class DryrunResult:
     scale_rows: float
     estimate_rank_correlation: Optional[float]  # Spearman of estimated_ms vs measured_ms over ranks
     notes: tuple[str, ...] = field(default_factory=tuple)
+    seed: int = 0
+    batches: int = 1  # distinct batches the timed and warmup steps cycled through (the ids used: seed, batches)
 
     @property
     def max_rank_measured_ms(self) -> float:
@@ -124,7 +128,8 @@ class DryrunResult:
             "ranks": [r.as_dict() for r in self.ranks],
             "backend": self.backend.value, "device": self.device.value, "iters": self.iters,
             "warmup": self.warmup, "threads": self.threads, "distribution": self.distribution.value,
-            "zipf_alpha": self.zipf_alpha, "scale_rows": self.scale_rows,
+            "zipf_alpha": self.zipf_alpha, "scale_rows": self.scale_rows, "seed": self.seed,
+            "batches": self.batches,
             "max_rank_measured_ms": self.max_rank_measured_ms, "bottleneck_rank": self.bottleneck_rank,
             "estimate_rank_correlation": self.estimate_rank_correlation, "notes": list(self.notes),
         }

@@ -1,8 +1,13 @@
 """Synthetic training batches, as numpy arrays: the global batch of each feature, and what reaches a piece.
 
 A sample's bag holds floor(pf) or ceil(pf) ids (pf = the feature's pooling factor), so a bag averages pf ids
-with the least spread. Ids are uniform over the table's rows, or Zipf-skewed with row 0 the hottest.
-The global batch is every rank's local batch, rank r's being bags [r*b, (r+1)*b).
+with the least spread. Ids are uniform over the table's rows, or Zipf-skewed (the table's constraint
+zipf_exponent, or every table's with --distribution zipf). Hot ids are scattered over the rows by a fixed
+permutation, as hashed ids are in training: the k-th hottest id is row (k x 1,000,003 + rows // 3) mod rows, so a
+row split gets its share of hot and cold ids alike.
+The global batch is every rank's local batch, rank r's being bags [r*b, (r+1)*b). Every step draws its own batch
+(seeded by seed, table, feature and step), as training sees fresh ids; `batches` caps how many distinct ones the
+steps cycle through.
 """
 
 from __future__ import annotations
@@ -63,32 +68,60 @@ def local_bags(cfg: Config, table: TableConfig) -> list[int]:
     return [max(1, round(b * q)) for b, q in zip(bs, npool)]
 
 
-def _ids(rng: np.random.Generator, n: int, rows: int, s: DryrunSettings) -> np.ndarray:
+SCATTER_MULTIPLIERS = (1_000_003, 1_000_033, 1_000_037)  # primes; one of them is coprime to any row count
+SCATTER_MAX_ROWS = 2**40  # (hotness rank x multiplier) stays inside int64 below this
+
+
+def zipf_exponent(cfg: Config, table: TableConfig, s: DryrunSettings) -> float:
+    """The skew of a table's ids in this dry-run: 0 for uniform."""
     if s.distribution is Distribution.UNIFORM:
+        return 0.0
+    if s.distribution is Distribution.ZIPF:
+        return s.zipf_alpha
+    return cfg.constraint(table.name).zipf_exponent
+
+
+def scatter(hot: np.ndarray, rows: int) -> np.ndarray:
+    """Row of each hotness rank (0: the hottest id): a fixed permutation of the rows."""
+    if rows <= 1 or rows >= SCATTER_MAX_ROWS:
+        return hot
+    a = next(m for m in SCATTER_MULTIPLIERS if math.gcd(m, rows) == 1)
+    return (hot * a + rows // 3) % rows
+
+
+def _ids(rng: np.random.Generator, n: int, rows: int, alpha: float) -> np.ndarray:
+    if alpha <= 0:
         return rng.integers(0, rows, size=n, dtype=np.int64)
-    # inverse CDF of the continuous density (x+1)^-alpha on [0, rows): a bounded Zipf, row 0 hottest
+    # inverse CDF of the continuous density (x+1)^-alpha on [0, rows): a bounded Zipf over the hotness ranks
     u = rng.random(n)
-    a = s.zipf_alpha
-    if math.isclose(a, 1.0):
+    if math.isclose(alpha, 1.0):
         x = np.power(rows + 1.0, u) - 1.0
     else:
-        x = np.power(u * ((rows + 1.0) ** (1.0 - a) - 1.0) + 1.0, 1.0 / (1.0 - a)) - 1.0
-    return np.minimum(x.astype(np.int64), rows - 1)
+        x = np.power(u * ((rows + 1.0) ** (1.0 - alpha) - 1.0) + 1.0, 1.0 / (1.0 - alpha)) - 1.0
+    return scatter(np.minimum(x.astype(np.int64), rows - 1), rows)
 
 
-def global_batch(cfg: Config, table_index: int, s: DryrunSettings) -> tuple[FeatureBatch, ...]:
-    """The table's global batch, one FeatureBatch per feature; the same for every rank (seeded by table)."""
+def global_batch(cfg: Config, table_index: int, s: DryrunSettings, step: int = 0) -> tuple[FeatureBatch, ...]:
+    """The table's global batch of one step, one FeatureBatch per feature; the same for every rank (seeded by
+    seed, table, feature and step)."""
     t = cfg.tables[table_index]
     rows = scaled_rows(t.num_embeddings, s.scale_rows)
     pfs = F.pooling_factors(cfg.constraint(t.name), len(t.feature_names))
+    alpha = zipf_exponent(cfg, t, s)
     out = []
     for f, (bags, pf) in enumerate(zip(local_bags(cfg, t), pfs)):
-        rng = np.random.default_rng([s.seed, table_index, f])
+        rng = np.random.default_rng([s.seed, table_index, f, step])
         n = bags * cfg.topology.world_size
         whole = math.floor(pf)
         lengths = whole + (rng.random(n) < pf - whole).astype(np.int64)
-        out.append(FeatureBatch(lengths, _ids(rng, int(lengths.sum()), rows, s)))
+        out.append(FeatureBatch(lengths, _ids(rng, int(lengths.sum()), rows, alpha)))
     return tuple(out)
+
+
+def distinct_batches(s: DryrunSettings) -> int:
+    """How many different batches the warmup and timed steps cycle through."""
+    steps = s.warmup + s.iters
+    return steps if s.batches <= 0 else min(s.batches, steps)
 
 
 def _local(fb: FeatureBatch, rank: int, world_size: int) -> FeatureBatch:
@@ -115,8 +148,8 @@ def piece_batch(p: Piece, batch: tuple[FeatureBatch, ...], world_size: int) -> P
     return PieceBatch(p, batch)
 
 
-def rank_batches(cfg: Config, pieces: list[Piece], s: DryrunSettings) -> list[PieceBatch]:
-    """One PieceBatch per non-empty piece of a rank."""
+def rank_batches(cfg: Config, pieces: list[Piece], s: DryrunSettings, step: int = 0) -> list[PieceBatch]:
+    """One PieceBatch per non-empty piece of a rank, for one step."""
     index = {t.name: i for i, t in enumerate(cfg.tables)}
     cache: dict[str, tuple[FeatureBatch, ...]] = {}
     out = []
@@ -124,6 +157,11 @@ def rank_batches(cfg: Config, pieces: list[Piece], s: DryrunSettings) -> list[Pi
         if p.empty:
             continue
         if p.table not in cache:
-            cache[p.table] = global_batch(cfg, index[p.table], s)
+            cache[p.table] = global_batch(cfg, index[p.table], s, step)
         out.append(piece_batch(p, cache[p.table], cfg.topology.world_size))
     return out
+
+
+def rank_steps(cfg: Config, pieces: list[Piece], s: DryrunSettings) -> list[list[PieceBatch]]:
+    """A rank's batches for each distinct step: steps[k][i] is what piece i looks up in step k."""
+    return [rank_batches(cfg, pieces, s, k) for k in range(distinct_batches(s))]

@@ -1,5 +1,6 @@
 """Each rank's local training batches as KeyedJaggedTensors, drawn like the dry-run's (engine.dryrun.workload):
-bags of floor(pf) or ceil(pf) uniform ids, the global batch split across ranks. Imports torch and torchrec.
+bags of floor(pf) or ceil(pf) ids, uniform or Zipf as each table's zipf_exponent says, the global batch split
+across ranks, a fresh batch for every step (up to MAX_DISTINCT_BATCHES, then cycled). Imports torch and torchrec.
 
 A KeyedJaggedTensor needs the same number of bags for every feature; features with fewer bags (other
 batch_sizes or num_poolings) are padded with empty bags, which keeps their id count.
@@ -15,7 +16,7 @@ from engine.dryrun.types import DryrunSettings
 from engine.dryrun.workload import FeatureBatch, global_batch
 from engine.types import Config
 
-DISTINCT_BATCHES = 4  # iterations cycle through this many batches (different ids, same shape)
+MAX_DISTINCT_BATCHES = 64  # steps draw fresh ids up to this many batches, then cycle through them
 
 
 def local_part(fb: FeatureBatch, rank: int, world_size: int) -> FeatureBatch:
@@ -26,13 +27,13 @@ def local_part(fb: FeatureBatch, rank: int, world_size: int) -> FeatureBatch:
     return FeatureBatch(fb.lengths[rank * b:(rank + 1) * b], fb.ids[lo:hi])
 
 
-def local_batch(cfg: Config, rank: int, seed: int, device: torch.device) -> KeyedJaggedTensor:
-    """One KeyedJaggedTensor of rank `rank`'s share of the global batch, features in config order."""
+def local_batch(cfg: Config, rank: int, seed: int, device: torch.device, step: int = 0) -> KeyedJaggedTensor:
+    """One KeyedJaggedTensor of rank `rank`'s share of one step's global batch, features in config order."""
     settings = DryrunSettings(seed=seed)
     keys: list[str] = []
     parts: list[FeatureBatch] = []
     for i, t in enumerate(cfg.tables):
-        for name, fb in zip(t.feature_names, global_batch(cfg, i, settings)):
+        for name, fb in zip(t.feature_names, global_batch(cfg, i, settings, step)):
             keys.append(name)
             parts.append(local_part(fb, rank, cfg.topology.world_size))
     stride = max(len(p.lengths) for p in parts)
@@ -45,4 +46,4 @@ def local_batch(cfg: Config, rank: int, seed: int, device: torch.device) -> Keye
 
 
 def local_batches(cfg: Config, rank: int, seed: int, device: torch.device, count: int) -> list[KeyedJaggedTensor]:
-    return [local_batch(cfg, rank, seed + i, device) for i in range(min(count, DISTINCT_BATCHES))]
+    return [local_batch(cfg, rank, seed, device, k) for k in range(min(count, MAX_DISTINCT_BATCHES))]

@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from engine import parse_config, plan, plan_to_dict
@@ -54,7 +55,7 @@ def test_cli_json_for_the_tutorial_table_wise_plan(tmp_path):
     proc = cli("dryrun", EXAMPLES / "tutorial_table_wise.json", "--plan", plan_file, "--json", "--iters", 2)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
-    assert {"backend": "fbgemm", "device": "cpu", "iters": 2, "threads": 1, "distribution": "uniform",
+    assert {"backend": "fbgemm", "device": "cpu", "iters": 2, "threads": 1, "distribution": "config", "batches": 5,
             "estimate_rank_correlation": None}.items() <= out.items()
     # the config says cuda; the dry-run measures on cpu and prices the same placement for cpu (engine.pricing)
     assert (out["estimated_device"], out["config_device"]) == ("cpu", "cuda")
@@ -81,7 +82,8 @@ def test_text_output_has_a_row_per_rank(capsys, tmp_path):
     assert main(["dryrun", str(EXAMPLES / "tutorial_column_wise.json"), "--plan", str(plan_file),
                  "--iters", "1", "--warmup", "0", "--backend", "torch"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("Kernel dry-run: torch on cpu, 1 thread(s), uniform ids")
+    assert out.startswith("Kernel dry-run: torch on cpu, 1 thread(s), uniform ids unless a table's zipf_exponent")
+    assert "fresh ids every step (seed 0)" in out.splitlines()[0]
     assert re.search(r"rank\s+pieces\s+lookups\s+measured ms\s+estimated ms\s+bytes", out)
     rows = re.findall(r"^\s+(\d)\s+4\s+4096\s+[\d.]+\s+[\d.]+\s+[\d.]+ MiB$", out, re.M)
     assert rows == ["0", "1"]  # 4 column pieces each, every id of the 4 tables' global batches
@@ -95,12 +97,43 @@ def test_row_wise_pieces_split_the_global_batch_between_ranks():
     assert all(r.num_pieces == 4 for r in res.ranks)
 
 
-def test_zipf_ids_skew_lookups_toward_the_first_rows_shard():
+def test_zipf_ids_are_skewed_but_hot_rows_are_scattered_over_row_shards():
+    from engine.dryrun.workload import global_batch
+
+    cfg = parse_config(tutorial("row_wise"))
+    ids = global_batch(cfg, 0, DryrunSettings(distribution=Distribution.ZIPF))[0].ids
+    counts = np.bincount(ids, minlength=4096)
+    assert counts.max() > 20 * counts.mean()  # skewed: the hottest row is drawn far more often than average
+    assert len(np.unique(ids)) < 0.7 * len(np.unique(np.random.default_rng(0).integers(0, 4096, len(ids))))
     res = dryrun("row_wise", distribution=Distribution.ZIPF)
     first, second = (r.lookups for r in res.ranks)
     assert first + second == 4 * GLOBAL_BAGS
-    assert first > 3 * second
+    assert 0.5 < first / second < 2  # hashed ids: each row range gets hot and cold rows alike
     assert res.zipf_alpha == 1.1 and res.distribution is Distribution.ZIPF
+
+
+def test_every_step_draws_fresh_ids_unless_batches_caps_them():
+    from engine.dryrun.workload import distinct_batches, global_batch
+
+    cfg = parse_config(tutorial("table_wise"))
+    s = DryrunSettings(iters=4, warmup=1)
+    steps = [global_batch(cfg, 0, s, k)[0].ids for k in range(3)]
+    assert not np.array_equal(steps[0], steps[1]) and not np.array_equal(steps[1], steps[2])
+    assert np.array_equal(steps[0], global_batch(cfg, 0, s, 0)[0].ids)  # seeded: the same stream every run
+    assert distinct_batches(s) == 5 and distinct_batches(DryrunSettings(iters=4, warmup=1, batches=2)) == 2
+    res = dryrun("table_wise", batches=1)
+    assert res.batches == 1 and res.as_dict()["batches"] == 1 and res.as_dict()["seed"] == 0
+
+
+def test_the_config_zipf_exponent_skews_only_its_table():
+    from engine.dryrun.workload import global_batch
+
+    raw = tutorial("table_wise")
+    raw.setdefault("constraints", {}).setdefault("large_table_0", {})["zipf_exponent"] = 1.2
+    cfg = parse_config(raw)
+    skewed = global_batch(cfg, 0, DryrunSettings())[0].ids
+    plain = global_batch(cfg, 1, DryrunSettings())[0].ids
+    assert np.bincount(skewed).max() > 20 and np.bincount(plain).max() < 10
 
 
 def test_data_parallel_replicas_see_the_local_batch():

@@ -15,6 +15,7 @@ import numpy as np
 from engine import constants as C
 from engine import fields as F
 from engine.profile import active, piece_perf
+from engine.workset import distinct_array
 from engine.types import (
     ComputeKernel,
     Constraints,
@@ -38,6 +39,7 @@ class ShardEstimates:
     ddr_bytes: np.ndarray  # (k,)
     input_bytes: np.ndarray  # (k,)
     output_bytes: np.ndarray  # (k,)
+    workset_bytes: np.ndarray  # (k,): bytes a step touches (CPU; zeros elsewhere), priced per rank (rank_workset_ms)
 
     @property
     def cost_ms(self) -> np.ndarray:
@@ -52,6 +54,7 @@ class TableLoad:
     batch_outputs: float  # pooled rows produced per rank-local batch
     is_weighted: bool
     cache_load_factor: float
+    zipf: float = 0.0  # the ids' Zipf exponent over the rows (0: uniform)
 
 
 def table_load(table: TableConfig, c: Constraints, topo: Topology) -> TableLoad:
@@ -65,7 +68,7 @@ def table_load(table: TableConfig, c: Constraints, topo: Topology) -> TableLoad:
     else:
         outputs = sum(min(1.0, p) * q * b for p, q, b in zip(pf, npool, bs))
     clf = F.cache_load_factor(c)
-    return TableLoad(inputs, outputs, c.is_weighted, clf)
+    return TableLoad(inputs, outputs, c.is_weighted, clf, c.zipf_exponent)
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,8 @@ class Pieces:
     pooled: np.ndarray  # bool: pooling is not NONE
     clf: np.ndarray  # cache load factor
     state_multiplier: np.ndarray  # optimizer state per weight byte
+    zipf: np.ndarray  # the table's ids' Zipf exponent (0: uniform)
+    opt_work: np.ndarray  # the optimizer's update work per touched weight, bytes at the DDR bandwidth (CPU)
 
 
 def pieces_of(table: TableConfig, load: TableLoad, topo: Topology, rows: np.ndarray, cols: np.ndarray,
@@ -98,7 +103,8 @@ def pieces_of(table: TableConfig, load: TableLoad, topo: Topology, rows: np.ndar
                   full(n, float(table.embedding_dim)), full(n, float(table.data_type.bytes)),
                   full(n, load.batch_inputs), full(n, load.batch_outputs), full(n, load.is_weighted),
                   full(n, table.pooling is not PoolingType.NONE), full(n, load.cache_load_factor),
-                  full(n, topo.optimizer.state_multiplier(table.embedding_dim)))
+                  full(n, topo.optimizer.state_multiplier(table.embedding_dim)), full(n, load.zipf),
+                  full(n, C.CPU_OPTIMIZER_WORK[topo.optimizer.value]))
 
 
 def pieces_for(tables: list[TableConfig], loads: list[TableLoad], topo: Topology, owner: np.ndarray,
@@ -114,7 +120,8 @@ def pieces_for(tables: list[TableConfig], loads: list[TableLoad], topo: Topology
                   per_row([x.batch_outputs for x in loads]), per_row([x.is_weighted for x in loads]),
                   per_row([t.pooling is not PoolingType.NONE for t in tables]),
                   per_row([x.cache_load_factor for x in loads]),
-                  per_row([topo.optimizer.state_multiplier(t.embedding_dim) for t in tables]))
+                  per_row([topo.optimizer.state_multiplier(t.embedding_dim) for t in tables]),
+                  per_row([x.zipf for x in loads]), np.full(len(owner), C.CPU_OPTIMIZER_WORK[topo.optimizer.value]))
 
 
 def device_bw(topo: Topology, kernel: ComputeKernel, clf: float) -> float:
@@ -140,26 +147,41 @@ def block_penalty(cols: np.ndarray) -> np.ndarray:
                     np.where(cols >= C.FULL_BLOCK_EMB_DIM // 2, C.HALF_BLOCK_PENALTY, C.QUARTER_BLOCK_PENALTY))
 
 
-def unique_share(ids: float, rows: np.ndarray) -> np.ndarray:
-    """Expected share of distinct rows among `ids` uniform draws from `rows` rows."""
-    safe_rows = np.maximum(rows, 1.0)
-    return np.where(ids > 0, safe_rows * -np.expm1(-ids / safe_rows) / np.maximum(ids, 1e-12), 1.0)
-
-
 def _decades(piece_bytes: np.ndarray) -> np.ndarray:
     return np.log10(np.maximum(piece_bytes, C.CPU_CACHE_BYTES) / C.CPU_CACHE_BYTES)
 
 
-def cpu_compute(ids: np.ndarray, rows: np.ndarray, cols: np.ndarray, tdt: np.ndarray, read: np.ndarray,
-                out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Forward and backward work of fbgemm's CPU kernels, in bytes at the DDR bandwidth (constants CPU_*):
-    fixed work per id, the row per id (backward: distinct rows only), and the pooled output."""
+def touched_rows(p: Pieces, ids: np.ndarray, local: bool) -> np.ndarray:
+    """Expected distinct rows each piece touches in a step: its share of the table's distinct rows among the
+    step's ids (`ids`: the table's global ids, or a data-parallel replica's local ones); hot rows are scattered
+    over the rows (engine.workset)."""
+    table_rows = p.num_embeddings
+    distinct = distinct_array(ids, table_rows, p.zipf)
+    share = np.where(table_rows > 0, p.rows / np.maximum(table_rows, 1.0), 0.0)
+    return distinct if local else distinct * share
+
+
+def cpu_terms(ids: np.ndarray, touched: np.ndarray, rows: np.ndarray, cols: np.ndarray, tdt: np.ndarray,
+              read: np.ndarray, out: np.ndarray, opt_work: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Forward and backward work of fbgemm's CPU kernels, in bytes at the DDR bandwidth (constants CPU_*): fixed
+    work per id, the row per id (backward: the touched rows only, once each, as fbgemm sorts the ids), the pooled
+    output, and the optimizer's update of each touched row. The rank's touched working set beyond the cache is
+    priced per rank (rank_terms)."""
     d = _decades(rows * cols * tdt)
     per_id = C.CPU_ID_FIXED_BYTES * (1.0 + C.CPU_FIXED_PER_DECADE * d)
     row = cols * tdt * (C.CPU_ROW_IN_CACHE + C.CPU_ROW_FIRST_DECADE * np.minimum(d, 1.0)
                         + C.CPU_ROW_LATER_DECADES * np.maximum(d - 1.0, 0.0))
     base = read + ids * per_id + out * C.CPU_OUTPUT_WORK
-    return base + ids * row, (base + ids * row * unique_share(ids, rows)) * C.BWD_COMPUTE_MULTIPLIER
+    fwd = base + ids * row
+    bwd = (base + touched * row) * C.BWD_COMPUTE_MULTIPLIER + touched * cols * opt_work
+    return fwd, bwd
+
+
+def working_set_bytes(p: Pieces, touched: np.ndarray) -> np.ndarray:
+    """Bytes a step touches per piece: its touched rows' weights and fp32 optimizer state."""
+    state_row = p.state_multiplier * p.embedding_dim * C.OPTIMIZER_STATE_BYTES * p.cols / np.maximum(
+        p.embedding_dim, 1.0)
+    return touched * (p.cols * p.dtype_bytes + state_row)
 
 
 def perf_parts(table: TableConfig, load: TableLoad, topo: Topology, st: ShardingType,
@@ -193,7 +215,9 @@ def pieces_perf_parts(p: Pieces, topo: Topology, st: ShardingType) -> tuple[np.n
         else:
             all_reduce = table_bytes * 2 * (W - 1) / W / topo.intra_host_bw if W > 1 else np.zeros(n)
         if topo.compute_device is Device.CPU:
-            cpu_f, cpu_b = cpu_compute(p.batch_inputs, p.num_embeddings, d, tdt, read, p.batch_outputs * d * out_dt)
+            touched = touched_rows(p, p.batch_inputs, local=True)
+            cpu_f, cpu_b = cpu_terms(p.batch_inputs, touched, p.num_embeddings, d, tdt, read,
+                                     p.batch_outputs * d * out_dt, p.opt_work)
             fwd, bwd = cpu_f * kernel_factor, cpu_b * kernel_factor
         work[:, 0] = fwd
         work[:, 2] = bwd + table_bytes * C.DP_ELEMENTWISE_KERNELS_PERF_FACTOR
@@ -217,7 +241,8 @@ def pieces_perf_parts(p: Pieces, topo: Topology, st: ShardingType) -> tuple[np.n
     work[:, 2] = fwd_work * C.BWD_COMPUTE_MULTIPLIER
     if topo.compute_device is Device.CPU:
         ids = (bi if st.splits_rows else p.batch_inputs) * W
-        cpu_f, cpu_b = cpu_compute(ids, rows, cols, tdt, read, out)
+        touched = touched_rows(p, p.batch_inputs * W, local=False)
+        cpu_f, cpu_b = cpu_terms(ids, touched, rows, cols, tdt, read, out, p.opt_work)
         work[:, 0], work[:, 2] = cpu_f * kernel_factor, cpu_b * kernel_factor
     input_dist = read / weight_factor / cbw
     if st is ShardingType.TABLE_ROW_WISE and topo.num_hosts > 1:
@@ -304,13 +329,35 @@ def estimate_pieces(p: Pieces, topo: Topology, st: ShardingType,
     inp, out = _io_bytes(p, topo, st)
     work, fixed = pieces_perf_parts(p, topo, st)
     inp_i, out_i = inp.astype(np.int64), out.astype(np.int64)
+    ws = piece_workset(p, topo, st)
     result = []
     for kernel in kernels:
         hbm, ddr = _memory(p, topo, kernel, rows, weights, opt, inp, out)
         bw = device_bw(topo, kernel, p.clf)
         perf = with_profile(work / (bw[:, None] if np.ndim(bw) else bw) + fixed, topo, rows, cols)
-        result.append(ShardEstimates(perf, hbm, ddr, inp_i, out_i))
+        result.append(ShardEstimates(perf, hbm, ddr, inp_i, out_i, ws))
     return result
+
+
+def piece_workset(p: Pieces, topo: Topology, st: ShardingType) -> np.ndarray:
+    """Bytes each piece touches in a step (CPU topologies; zeros elsewhere, where the term is not measured)."""
+    if topo.compute_device is not Device.CPU or C.CPU_WORKSET_WORK == 0:
+        return np.zeros(len(p.rows))
+    if st is ShardingType.DATA_PARALLEL:
+        touched = touched_rows(p, p.batch_inputs, local=True)
+    else:
+        touched = touched_rows(p, p.batch_inputs * topo.world_size, local=False)
+    ws = working_set_bytes(p, touched)
+    ws[p.rows * p.cols == 0] = 0.0
+    return ws
+
+
+def rank_workset_ms(workset_bytes: np.ndarray, topo: Topology) -> np.ndarray:
+    """Per rank, the cost of its touched working set beyond the cache (CPU_WORKSET_*): every byte past the knee
+    is CPU_WORKSET_WORK bytes of work at the DDR bandwidth. Zero on other devices."""
+    if topo.compute_device is not Device.CPU or C.CPU_WORKSET_WORK == 0:
+        return np.zeros(np.shape(workset_bytes))
+    return C.CPU_WORKSET_WORK * np.maximum(np.asarray(workset_bytes) - C.CPU_WORKSET_KNEE_BYTES, 0.0) / topo.ddr_mem_bw
 
 
 def estimate_shards(table: TableConfig, c: Constraints, topo: Topology, st: ShardingType,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.errors import ConfigError
-from engine.estimate import estimate_pieces, perf_from_row, pieces_for, table_load
+from engine.estimate import estimate_pieces, perf_from_row, pieces_for, rank_workset_ms, table_load
 from engine.memory import StepMemory, over_memory
 from engine.profile import step_perf
 from engine.types import Config, Plan, RankStats, ShardingType, TablePlan
@@ -37,6 +37,7 @@ def evaluate(cfg: Config, tables: dict[str, TablePlan], planner: str = "engine",
     inp = np.zeros(w, dtype=np.int64)
     out = np.zeros(w, dtype=np.int64)
     count = np.zeros(w, dtype=np.int64)
+    workset = np.zeros(w)
     memory = StepMemory(cfg)
     groups: dict[tuple, list[tuple[int, np.ndarray, np.ndarray, np.ndarray]]] = {}
     index = {t.name: i for i, t in enumerate(cfg.tables)}
@@ -63,13 +64,23 @@ def evaluate(cfg: Config, tables: dict[str, TablePlan], planner: str = "engine",
         np.add.at(inp, ranks, est.input_bytes)
         np.add.at(out, ranks, est.output_bytes)
         np.add.at(count, ranks, 1)
+        np.add.at(workset, ranks, est.workset_bytes)
+    workset_ms = rank_workset_ms(workset, topo)
+    add_workset(perf, workset_ms)
     perf = step_perf(cfg, tables, perf)  # a device profile's per-step, per-collective and per-launch costs
     parts = memory.parts()
     stats = tuple(
         RankStats(rank=r, hbm_bytes=int(hbm[r]), ddr_bytes=int(ddr[r]), hbm_cap_bytes=topo.usable_hbm_bytes,
                   ddr_cap_bytes=topo.usable_ddr_bytes, perf=perf_from_row(perf[r]), input_bytes=int(inp[r]),
-                  output_bytes=int(out[r]), num_shards=int(count[r]), memory=parts[r])
+                  output_bytes=int(out[r]), num_shards=int(count[r]), memory=parts[r],
+                  workset_bytes=float(workset[r]), workset_ms=float(workset_ms[r]))
         for r in range(w)
     )
     return Plan(tables=dict(tables), ranks=stats, planner=planner, planning_seconds=planning_seconds,
                 lower_bound_ms=lower_bound_ms, notes=tuple(notes) + tuple(over_memory(stats, topo)))
+
+
+def add_workset(perf: np.ndarray, ms: np.ndarray) -> None:
+    """A rank's working-set cost is compute: a third in forward, two thirds in backward (as the row terms split)."""
+    perf[:, 0] += ms / 3.0
+    perf[:, 2] += ms * 2.0 / 3.0

@@ -157,8 +157,9 @@ CONSTRAINT: tuple[Field, ...] = (
           help="share of rows cached in HBM by fused_uvm_caching", number_format="%.2f", bulk=(0.01, 1.0, 0.2),
           csv=("cache_load_factor",)),
     Field("zipf_exponent", FLOAT, "the exponent s of the Zipf distribution over the table's rows that a step's ids "
-          "follow (the i-th hottest row drawn with weight 1/i^s; 0: uniform ids). Ours: TorchRec has no such field; "
-          "the estimate does not use it yet", "0.0 (uniform ids)", lo=0.0, hi=5.0, default=0.0,
+          "follow (the i-th hottest row drawn with weight 1/i^s; 0: uniform ids). Ours: TorchRec has no such field. "
+          "CPU estimates price the distinct rows a step touches from it; dry-runs and validation runs draw ids "
+          "with it", "0.0 (uniform ids)", lo=0.0, hi=5.0, default=0.0,
           column="zipf_exponent", width=110, help="skew of the ids over the rows (Zipf exponent s); empty: 0, uniform",
           number_format="%.2f", bulk=(0.0, 5.0, 0.0), csv=("zipf_exponent", "zipf")),
     Field("ranks", IDS, "pin: every piece of the table on these ranks (ours; TorchRec's planner has no such "

@@ -2,8 +2,10 @@
 local search that moves, swaps and re-shards what sits on the slowest rank while it gets faster (making
 room by demoting another table to a DDR-backed kernel where needed), then ruin and recreate around it.
 
-Objective: the slowest rank's summed shard cost (what TorchRec's partitioner minimises), ties broken by
-the spread of the loads. No rank ever exceeds its usable HBM or DDR.
+Objective: the slowest rank's cost (what TorchRec's partitioner minimises), ties broken by the spread of the
+loads. A rank's cost is its shards' summed cost plus, on CPU, the price of its touched working set beyond the cache
+(engine.estimate.rank_workset_ms), which does not add up shard by shard: crowding large tables on one rank costs
+more than the sum of their costs alone. No rank ever exceeds its usable HBM or DDR.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from engine import constants as C
 from engine.config import allowed_ranks
 from engine.enumerate import Option
+from engine.estimate import rank_workset_ms
 from engine.types import Config, ShardingType, Topology
 
 EPS = 1e-9
@@ -143,14 +147,19 @@ class Work:
 
 
 class Placement:
-    """Per-rank load and memory while options are placed, removed and moved."""
+    """Per-rank load and memory while options are placed, removed and moved. `load` is each rank's cost: `base` (its
+    shards' summed cost) plus the working-set term of `ws` (its touched bytes) where the topology prices one."""
 
     def __init__(self, topo: Topology, balance_memory: bool = False, rules: PlacementRules | None = None):
         w = topo.world_size
         self.topo = topo
         self.rules = rules  # placement rules (pins, co-location, apart); None: none
         self.balance_memory = balance_memory  # place by free memory first, load second (tight configs)
+        self.priced_ws = bool(rank_workset_ms(np.array([C.CPU_WORKSET_KNEE_BYTES + 1.0]), topo)[0] > 0)
+        self._ws_per_byte = C.CPU_WORKSET_WORK / topo.ddr_mem_bw if self.priced_ws else 0.0
         self.load = np.zeros(w)
+        self.base = np.zeros(w)
+        self.ws = np.zeros(w)
         self.hbm = np.zeros(w)
         self.ddr = np.zeros(w)
         self.hbm_cap = float(topo.usable_hbm_bytes)
@@ -162,14 +171,42 @@ class Placement:
     def clone(self) -> Placement:
         out = Placement(self.topo, self.balance_memory, self.rules)
         out.load, out.hbm, out.ddr = self.load.copy(), self.hbm.copy(), self.ddr.copy()
+        out.base, out.ws = self.base.copy(), self.ws.copy()
         out.choice, out.ranks, out.held = dict(self.choice), dict(self.ranks), dict(self.held)
         return out
 
     # -- bookkeeping --------------------------------------------------------------------------
     def _apply(self, opt: Option, ranks: np.ndarray, sign: float) -> None:
-        np.add.at(self.load, ranks, sign * opt.cost_ms)
+        if self.priced_ws:
+            np.add.at(self.base, ranks, sign * opt.cost_ms)
+            np.add.at(self.ws, ranks, sign * opt.est.workset_bytes)
+            self.load[ranks] = self.base[ranks] + self.ws_ms(self.ws[ranks])
+        else:
+            np.add.at(self.load, ranks, sign * opt.cost_ms)
         np.add.at(self.hbm, ranks, sign * opt.est.hbm_bytes)
         np.add.at(self.ddr, ranks, sign * opt.est.ddr_bytes)
+
+    def ws_ms(self, ws: np.ndarray) -> np.ndarray:
+        """The working-set term of ranks touching `ws` bytes (engine.estimate.rank_workset_ms, inlined: the search
+        asks it often)."""
+        return self._ws_per_byte * np.maximum(ws - C.CPU_WORKSET_KNEE_BYTES, 0.0)
+
+    def loads_with(self, opt: Option, ranks: np.ndarray) -> np.ndarray:
+        """Every rank's load if the option were added on `ranks`."""
+        if not self.priced_ws:
+            load = self.load.copy()
+            np.add.at(load, ranks, opt.cost_ms)
+            return load
+        base, ws = self.base.copy(), self.ws.copy()
+        np.add.at(base, ranks, opt.cost_ms)
+        np.add.at(ws, ranks, opt.est.workset_bytes)
+        return base + self.ws_ms(ws)
+
+    def after(self, r: np.ndarray | int, cost: np.ndarray | float, ws: np.ndarray | float) -> np.ndarray:
+        """Load of rank(s) r after adding a shard of `cost` ms touching `ws` bytes (negative: taking one off)."""
+        if not self.priced_ws:
+            return self.load[r] + cost
+        return self.base[r] + cost + self.ws_ms(self.ws[r] + ws)
 
     def add(self, opt: Option, ranks: np.ndarray) -> None:
         self._apply(opt, ranks, 1.0)
@@ -228,7 +265,9 @@ class Placement:
             return ranks if self.fits(opt, ranks) else None
         if st is ShardingType.TABLE_ROW_WISE:  # one host's ranks: the fitting host with the lowest peak
             hosts = self.topo.num_hosts
-            peaks = (self.load[:hosts * lw].reshape(hosts, lw) + opt.cost_ms).max(axis=1)
+            host_ranks = np.arange(hosts * lw)
+            peaks = self.after(host_ranks, np.tile(opt.cost_ms, hosts),
+                               np.tile(opt.est.workset_bytes, hosts)).reshape(hosts, lw).max(axis=1)
             ok = ((self.hbm[:hosts * lw].reshape(hosts, lw) + opt.est.hbm_bytes <= self.hbm_cap).all(axis=1)
                   & (self.ddr[:hosts * lw].reshape(hosts, lw) + opt.est.ddr_bytes <= self.ddr_cap).all(axis=1))
             if allowed is not None:
@@ -241,6 +280,8 @@ class Placement:
         return self._free_ranks(opt, allowed)
 
     def _free_ranks(self, opt: Option, allowed: np.ndarray | None = None) -> np.ndarray | None:
+        if self.priced_ws:
+            return self._free_ranks_ws(opt, allowed)
         load, hbm, ddr = self.load.copy(), self.hbm.copy(), self.ddr.copy()
         used = np.zeros(len(load), dtype=bool)
         out = np.empty(opt.num_shards, dtype=np.int64)
@@ -261,6 +302,36 @@ class Placement:
             out[j] = r
             used[r] = True
             load[r] += cost[j]
+            hbm[r] += h[j]
+            ddr[r] += d[j]
+        return out
+
+    def _free_ranks_ws(self, opt: Option, allowed: np.ndarray | None) -> np.ndarray | None:
+        """_free_ranks where the working set is priced: each shard onto the fitting rank whose load after it is
+        lowest (a rank near its cache's knee takes a large shard at more than the shard's own cost)."""
+        base, ws, hbm, ddr = self.base.copy(), self.ws.copy(), self.hbm.copy(), self.ddr.copy()
+        used = np.zeros(len(base), dtype=bool)
+        out = np.empty(opt.num_shards, dtype=np.int64)
+        cost, wsb, h, d = opt.cost_ms, opt.est.workset_bytes, opt.est.hbm_bytes, opt.est.ddr_bytes
+        for j in range(opt.num_shards):
+            ok = (hbm + h[j] <= self.hbm_cap) & (ddr + d[j] <= self.ddr_cap)
+            if allowed is not None:
+                ok &= allowed
+            if not ok.any():
+                return None
+            pick = np.flatnonzero(ok & ~used if (ok & ~used).any() else ok)
+            now = base[pick] + self.ws_ms(ws[pick])
+            then = base[pick] + cost[j] + self.ws_ms(ws[pick] + wsb[j])
+            if self.balance_memory:
+                fill = np.maximum(self._share(hbm[pick] + h[j], self.hbm_cap),
+                                  self._share(ddr[pick] + d[j], self.ddr_cap))
+                r = int(pick[np.lexsort((now, fill))[0]])
+            else:
+                r = int(pick[np.lexsort((now, then))[0]])
+            out[j] = r
+            used[r] = True
+            base[r] += cost[j]
+            ws[r] += wsb[j]
             hbm[r] += h[j]
             ddr[r] += d[j]
         return out
@@ -297,7 +368,7 @@ class FreeShards:
                  if opt.sharding_type in FREE_PLACEMENT and table not in fixed]
         if not parts:
             self.t = self.j = self.r = np.empty(0, dtype=np.int64)
-            self.c = self.h = self.d = np.empty(0)
+            self.c = self.h = self.d = self.w = np.empty(0)
             return
         self.t = np.concatenate([np.full(o.num_shards, table) for table, o, _ in parts])
         self.j = np.concatenate([np.arange(o.num_shards) for _, o, _ in parts])
@@ -305,6 +376,7 @@ class FreeShards:
         self.c = np.concatenate([o.cost_ms for _, o, _ in parts])
         self.h = np.concatenate([o.est.hbm_bytes for _, o, _ in parts]).astype(np.float64)
         self.d = np.concatenate([o.est.ddr_bytes for _, o, _ in parts]).astype(np.float64)
+        self.w = np.concatenate([o.est.workset_bytes for _, o, _ in parts]).astype(np.float64)
 
     def move(self, pl: Placement, i: int, dst: int) -> None:
         _move_shard(pl, int(self.t[i]), int(self.j[i]), dst)
@@ -324,8 +396,13 @@ def _best_move(pl: Placement, fs: FreeShards, a: int, b: int, peak: float) -> tu
     ok[b] = False
     if not ok.any():
         return np.inf, -1
-    dst = int(np.flatnonzero(ok)[np.argmin(pl.load[ok])])
-    return max(peak - fs.c[a], pl.load[dst] + fs.c[a]), dst
+    if not pl.priced_ws:
+        dst = int(np.flatnonzero(ok)[np.argmin(pl.load[ok])])
+        return max(peak - fs.c[a], pl.load[dst] + fs.c[a]), dst
+    cand = np.flatnonzero(ok)
+    then = pl.after(cand, fs.c[a], fs.w[a])
+    dst = int(cand[np.argmin(then)])
+    return max(float(pl.after(b, -fs.c[a], -fs.w[a])), float(then.min())), dst
 
 
 def _best_swap(pl: Placement, fs: FreeShards, a: int, b: int, peak: float) -> tuple[float, int]:
@@ -335,7 +412,14 @@ def _best_swap(pl: Placement, fs: FreeShards, a: int, b: int, peak: float) -> tu
         return np.inf, -1
     delta = fs.c[a] - fs.c[x]
     rx = fs.r[x]
-    val = np.maximum(peak - delta, pl.load[rx] + delta)
+    if pl.priced_ws:  # pl.after, inlined for both ranks of every candidate swap
+        dw = fs.w[a] - fs.w[x]
+        k, knee = pl._ws_per_byte, C.CPU_WORKSET_KNEE_BYTES
+        at_b = pl.base[b] - delta + k * np.maximum(pl.ws[b] - dw - knee, 0.0)
+        at_x = pl.base[rx] + delta + k * np.maximum(pl.ws[rx] + dw - knee, 0.0)
+        val = np.maximum(at_b, at_x)
+    else:
+        val = np.maximum(peak - delta, pl.load[rx] + delta)
     mem_ok = (
         (pl.hbm[rx] - fs.h[x] + fs.h[a] <= pl.hbm_cap) & (pl.ddr[rx] - fs.d[x] + fs.d[a] <= pl.ddr_cap)
         & (pl.hbm[b] - fs.h[a] + fs.h[x] <= pl.hbm_cap) & (pl.ddr[b] - fs.d[a] + fs.d[x] <= pl.ddr_cap)
@@ -502,8 +586,7 @@ def _reinsert(pl: Placement, options: list[Option], work: Work) -> bool:
         ranks = pl.find_ranks(opt)
         if ranks is None:
             continue
-        load = pl.load.copy()
-        np.add.at(load, ranks, opt.cost_ms)
+        load = pl.loads_with(opt, ranks)
         key = (float(load[ranks].max()), opt.total_cost_ms)
         if best_key is None or key < best_key:
             best, best_key = (opt, ranks), key

@@ -313,6 +313,18 @@ def plan(cfg: Config, settings: PlannerSettings = PlannerSettings()) -> Plan:
         return _plan(cfg, settings)
 
 
+def _workset_bound_ms(options: list[list[Option]], arr: OptionArrays, probe: Placement) -> float:
+    """Where the working set is priced (CPU): no plan's slowest rank is faster than the average rank, which holds
+    at least the tables' cheapest costs and, the term being convex in a rank's bytes, at least the term of the
+    average of their smallest working sets (Jensen). 0 elsewhere."""
+    if not probe.priced_ws or not options:
+        return 0.0
+    w = probe.topo.world_size
+    least_ws = sum(min(float(o.est.workset_bytes.sum()) for o in opts) for opts in options if opts)
+    least_cost = float(arr.min_per_table(arr.cost_ms).sum())
+    return (least_cost + w * float(probe.ws_ms(np.array([least_ws / w]))[0])) / w
+
+
 def _plan(cfg: Config, settings: PlannerSettings) -> Plan:
     start = time.perf_counter()
     deadline = start + settings.time_budget_s
@@ -320,7 +332,8 @@ def _plan(cfg: Config, settings: PlannerSettings) -> Plan:
     placeable, arr = _placeable(cfg, all_table_options(cfg, deadline, settings.time_budget_s))
     w = cfg.topology.world_size
     probe = Placement(cfg.topology)
-    bound = relaxed_bound_ms(arr, w, probe.hbm_cap * w, probe.ddr_cap * w)
+    bound = max(relaxed_bound_ms(arr, w, probe.hbm_cap * w, probe.ddr_cap * w),
+                _workset_bound_ms(placeable, arr, probe))
     work = Work(budget=float(settings.effort), world_size=w, deadline=deadline, start=start)
     found = _search(cfg, placeable, arr, bound, work, settings)
     steps = gains = 0

@@ -190,9 +190,7 @@ def _old_option(options: list[Option], o: OldTable, w: int) -> tuple[Option, np.
 
 
 def _peak_with(pl: Placement, opt: Option, ranks: np.ndarray) -> float:
-    load = pl.load.copy()
-    np.add.at(load, ranks, opt.cost_ms)
-    return float(load.max())
+    return float(pl.loads_with(opt, ranks).max())
 
 
 def _affine_ranks(pl: Placement, opt: Option, old_pieces: np.ndarray) -> np.ndarray | None:

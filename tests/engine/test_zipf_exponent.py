@@ -1,5 +1,5 @@
 """zipf_exponent, the first per-table constraint declared in engine.fields alone: read, checked, written back,
-and not yet used by the estimate (plans are unchanged)."""
+and used by CPU estimates only (the distinct rows a step touches)."""
 
 from __future__ import annotations
 
@@ -50,13 +50,28 @@ def test_round_trips_through_config_to_dict():
     assert config_to_dict(plain) == config_to_dict(parse_config(_with({})))
 
 
-def test_the_estimate_does_not_use_it_yet():
+def test_gpu_estimates_do_not_use_it():
+    """TorchRec's GPU formulas have no skew term, and no GPU measurement says what it costs there."""
     skewed, uniform = parse_config(_with({"zipf_exponent": 2.0})), parse_config(tutorial())
-    t = skewed.table("large_table_0")
-    assert table_load(t, skewed.constraint(t.name), skewed.topology) == \
-        table_load(t, uniform.constraint(t.name), uniform.topology)
     a = engine.plan_to_dict(engine.plan(skewed))
     b = engine.plan_to_dict(engine.plan(uniform))
     a.pop("planning_seconds", None)
     b.pop("planning_seconds", None)
     assert a == b
+
+
+def test_cpu_estimates_price_the_fewer_rows_skewed_ids_touch():
+    def cpu(raw):
+        raw["topology"].update(compute_device="cpu", optimizer="adagrad")  # updates each touched row
+        return parse_config(raw)
+
+    skewed, uniform = cpu(_with({"zipf_exponent": 2.0})), cpu(tutorial())
+    t = skewed.table("large_table_0")
+    assert table_load(t, skewed.constraint(t.name), skewed.topology).zipf == 2.0
+    from engine.evaluate import evaluate
+
+    plan = engine.plan(uniform).tables
+    fast, slow = evaluate(skewed, plan), evaluate(uniform, plan)
+    holder = plan["large_table_0"].ranks[0]
+    assert fast.ranks[holder].perf.bwd_compute < slow.ranks[holder].perf.bwd_compute
+    assert fast.ranks[holder].perf.fwd_compute == pytest.approx(slow.ranks[holder].perf.fwd_compute, rel=1e-9)

@@ -1,6 +1,6 @@
 """Measured quality (issue 24, item 5): our plan and TorchRec's of seeded CPU configs, each measured by the kernel
-dry-run (`python -m engine dryrun`), alternating in rounds of three (ours, TorchRec's, ours again): the pair
-ratios ours / TorchRec beside the A/A ratios ours again / ours, which show the noise floor.
+dry-run (`python -m engine dryrun`), alternating in rounds of three (ours, TorchRec's, ours again; the order
+rotates each round): the pair ratios ours / TorchRec beside the A/A ratios ours again / ours, the noise floor.
 
   python -m bench.measured [--configs NAME ...] [--pairs N] [--iters K] [--quick] [--out FILE]
 Writes bench/results/measured.md and measured.json beside it.
@@ -60,6 +60,13 @@ def dryrun(config_path: Path, plan_path: Path, flags: list[str]) -> dict:
     return out
 
 
+def rotated(labels: list[str], i: int) -> list[str]:
+    """Round i's order: the labels rotated by i, so that each takes every position in turn and a drift within a
+    round (a run that follows a run of the same plan, or the first of a round) favours none of them."""
+    k = i % len(labels)
+    return labels[k:] + labels[:k]
+
+
 def same_sharding(a: dict, b: dict) -> bool:
     """Whether two plan files shard every table alike (type, kernel, ranks, shards); figures are not compared."""
     keys = ("sharding_type", "compute_kernel", "ranks", "shards")
@@ -92,12 +99,13 @@ def measure_case(case: MeasuredCase, work: Path, pairs: int, flags: list[str], t
             paths[who] = work / f"{case.name}.{who}.plan.json"
             paths[who].write_text(json.dumps(plan))
             rec[f"{who}_plan"] = plan
-    order = ["ours", "torchrec", "ours_again"] if "torchrec" in paths else ["ours", "ours_again"]
+    base = ["ours", "torchrec", "ours_again"] if "torchrec" in paths else ["ours", "ours_again"]
     series: dict = {"ours": [], "torchrec": [], "ours_again": []}
     rec["load_before"] = os.getloadavg()
     start = time.perf_counter()
     try:
         for i in range(pairs):
+            order = rotated(base, i)
             for who in order:
                 series[who].append(dryrun(cfg_path, paths[who.replace("_again", "")], flags))
             log(f"{case.name} round {i + 1}/{pairs}: " + ", ".join(
@@ -133,7 +141,9 @@ def report_markdown(meta: dict, records: list[dict]) -> str:
             f"{meta['wall_s'] / 60:.1f} min ({meta['cpus']} cores, no GPU; 1/5/15-min load average "
             f"{meta['load_before']} before, {meta['load_after']} after). Dry-run flags: `{' '.join(meta['flags'])}` "
             f"(plus the Zipf ones on the zipf configs). Each config: {meta['pairs']} rounds of three dry-runs, ours, "
-            "TorchRec's, ours again; a plan's time is its slowest rank's measured_ms.", "",
+            "TorchRec's and ours again, the order rotated by one each round (round 1: ours, TorchRec's, ours again; "
+            "round 2: TorchRec's, ours again, ours; ...), so each takes every position; a pair is the two runs of "
+            "one round. A plan's time is its slowest rank's measured_ms.", "",
             "Ratios: ours / TorchRec's measured slowest rank, pair by pair (median and interquartile range); A/A: "
             "ours again / ours, the noise floor. Verdict: the median ratio outside the A/A band (the A/A quartile "
             "furthest from 1, mirrored) is faster or slower, else within noise. Estimate columns use the dry-run's "

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from bench.measured import dryrun_flags, same_sharding
+from bench.measured import dryrun_flags, rotated, same_sharding
 from bench.measured_cases import MAX_CONFIG_BYTES, OPTIMIZERS, MeasuredCase, cases, generate, quick_cases, \
     state_bytes
 from bench.measured_report import median_iqr, noise_band, order_check, rank_check, summarize, tally, verdict
@@ -84,6 +84,14 @@ def test_summary_of_a_series():
     assert "ab" not in alone and "verdict" not in alone
     assert tally([{"summary": s}, {"summary": alone}, {}]) == (
         "3 configs: 1 ours faster beyond the A/A noise, 1 identical plans, 1 not measured.")
+
+
+def test_rounds_rotate_so_each_plan_takes_every_position():
+    base = ["ours", "torchrec", "ours_again"]
+    orders = [rotated(base, i) for i in range(4)]
+    assert orders[0] == base and orders[3] == base
+    assert orders[1] == ["torchrec", "ours_again", "ours"] and orders[2] == ["ours_again", "ours", "torchrec"]
+    assert [rotated(["ours", "ours_again"], i)[0] for i in range(3)] == ["ours", "ours_again", "ours"]
 
 
 def test_same_sharding_and_flags():

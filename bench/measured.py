@@ -1,0 +1,210 @@
+"""Measured quality (issue 24, item 5): our plan and TorchRec's of seeded CPU configs, each measured by the kernel
+dry-run (`python -m engine dryrun`), alternating in rounds of three (ours, TorchRec's, ours again; the order
+rotates each round): the pair ratios ours / TorchRec beside the A/A ratios ours again / ours, the noise floor.
+
+  python -m bench.measured [--configs NAME ...] [--pairs N] [--iters K] [--quick] [--out FILE]
+Writes bench/results/measured.md and measured.json beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Optional
+
+if __package__ in (None, ""):  # run as a script: python bench/measured.py
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.measured_cases import MeasuredCase, cases, quick_cases  # noqa: E402
+from bench.measured_report import summarize, table_markdown, tally  # noqa: E402
+from bench.planner_vs_torchrec import run_planner  # noqa: E402
+from bench.suite import ROOT  # noqa: E402
+from engine import atomicfile  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results" / "measured.md"
+DRYRUN_TIMEOUT_S = 900
+
+
+def dryrun_flags(iters: int, batches: int, case: MeasuredCase, help_text: str) -> list[str]:
+    """The dry-run's flags for a case: --iters, the ids' distribution, and --batches where the dry-run has it."""
+    flags = ["--iters", str(iters)]
+    if "--batches" in help_text:  # fresh ids per step (issue 24 item 1), where the dry-run offers it
+        flags += ["--batches", str(batches)]
+    if case.zipf_alpha is not None:
+        flags += ["--distribution", "zipf", "--zipf-alpha", str(case.zipf_alpha)]
+    return flags
+
+
+def dryrun_help() -> str:
+    proc = subprocess.run([sys.executable, "-m", "engine", "dryrun", "--help"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    return proc.stdout
+
+
+def dryrun(config_path: Path, plan_path: Path, flags: list[str]) -> dict:
+    """One `python -m engine dryrun --json` of a plan; raises RuntimeError with its last error line."""
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "engine", "dryrun", str(config_path), "--plan", str(plan_path),
+                           "--json", *flags], cwd=ROOT, capture_output=True, text=True, timeout=DRYRUN_TIMEOUT_S)
+    if proc.returncode != 0:
+        raise RuntimeError((proc.stderr.strip().splitlines() or ["dry-run failed"])[-1][:300])
+    out = json.loads(proc.stdout)
+    out["wall_s"] = time.perf_counter() - start
+    return out
+
+
+def rotated(labels: list[str], i: int) -> list[str]:
+    """Round i's order: the labels rotated by i, so that each takes every position in turn and a drift within a
+    round (a run that follows a run of the same plan, or the first of a round) favours none of them."""
+    k = i % len(labels)
+    return labels[k:] + labels[:k]
+
+
+def same_sharding(a: dict, b: dict) -> bool:
+    """Whether two plan files shard every table alike (type, kernel, ranks, shards); figures are not compared."""
+    keys = ("sharding_type", "compute_kernel", "ranks", "shards")
+    return a["plan"].keys() == b["plan"].keys() and all(
+        {k: a["plan"][t].get(k) for k in keys} == {k: b["plan"][t].get(k) for k in keys} for t in a["plan"])
+
+
+def measure_case(case: MeasuredCase, work: Path, pairs: int, flags: list[str], torchrec_timeout_s: float,
+                 log=print) -> dict:
+    """Plan a case with both planners and run the rounds; the record of the config (runs, summary, notes)."""
+    cfg_path = work / f"{case.name}.json"
+    cfg_path.write_text(json.dumps(case.config))
+    rec: dict = {"name": case.name, "held_out": case.held_out, "zipf_alpha": case.zipf_alpha, "config": case.config,
+                 "flags": flags, "notes": []}
+    ours = run_planner("plan", cfg_path, 300)
+    theirs = run_planner("torchrec-plan", cfg_path, torchrec_timeout_s)
+    rec["planning_s"] = {"ours": ours.wall_s, "torchrec": theirs.wall_s}
+    if not ours.ok:
+        rec["error"] = f"ours: {ours.error}"
+        return rec
+    if not theirs.ok:
+        rec["notes"].append(f"TorchRec: {theirs.error}; only the A/A series measured")
+    identical = theirs.ok and same_sharding(ours.plan, theirs.plan)
+    if identical:
+        rec["notes"].append("identical plans (same sharding of every table): one series, A/A only")
+    plans = {"ours": ours.plan, "torchrec": theirs.plan if theirs.ok and not identical else None}
+    paths = {}
+    for who, plan in plans.items():
+        if plan is not None:
+            paths[who] = work / f"{case.name}.{who}.plan.json"
+            paths[who].write_text(json.dumps(plan))
+            rec[f"{who}_plan"] = plan
+    base = ["ours", "torchrec", "ours_again"] if "torchrec" in paths else ["ours", "ours_again"]
+    series: dict = {"ours": [], "torchrec": [], "ours_again": []}
+    rec["load_before"] = os.getloadavg()
+    start = time.perf_counter()
+    try:
+        for i in range(pairs):
+            order = rotated(base, i)
+            for who in order:
+                series[who].append(dryrun(cfg_path, paths[who.replace("_again", "")], flags))
+            log(f"{case.name} round {i + 1}/{pairs}: " + ", ".join(
+                f"{w} {series[w][-1]['max_rank_measured_ms']:.2f} ms" for w in order))
+    except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError, KeyError) as e:
+        rec["error"] = f"dry-run: {e}"
+        return rec
+    rec["load_after"], rec["measure_s"] = os.getloadavg(), time.perf_counter() - start
+    rec["series"] = series
+    rec["backends"] = sorted({r["backend"] for runs in series.values() for r in runs})
+    if len(rec["backends"]) > 1:
+        rec["notes"].append("the plans were measured on different backends")
+    rec["notes"] += sorted({n for runs in series.values() for r in runs for n in r.get("notes", [])})
+    rec["summary"] = summarize(series)
+    return rec
+
+
+def git_commit() -> str:
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              timeout=30).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True,
+                               timeout=30).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return head + (" (with uncommitted changes)" if dirty else "")
+
+
+def report_markdown(meta: dict, records: list[dict]) -> str:
+    bench = [r for r in records if not r["held_out"]]
+    later = [r for r in records if r["held_out"]]
+    text = [f"Made by `{meta['command']}` on {meta['started']} UTC at commit {meta['commit']}, in "
+            f"{meta['wall_s'] / 60:.1f} min ({meta['cpus']} cores, no GPU; 1/5/15-min load average "
+            f"{meta['load_before']} before, {meta['load_after']} after). Dry-run flags: `{' '.join(meta['flags'])}` "
+            f"(plus the Zipf ones on the zipf configs). Each config: {meta['pairs']} rounds of three dry-runs, ours, "
+            "TorchRec's and ours again, the order rotated by one each round (round 1: ours, TorchRec's, ours again; "
+            "round 2: TorchRec's, ours again, ours; ...), so each takes every position; a pair is the two runs of "
+            "one round. A plan's time is its slowest rank's measured_ms.", "",
+            "Ratios: ours / TorchRec's measured slowest rank, pair by pair (median and interquartile range); A/A: "
+            "ours again / ours, the noise floor. Verdict: the median ratio outside the A/A band (the A/A quartile "
+            "furthest from 1, mirrored) is faster or slower, else within noise. Estimate columns use the dry-run's "
+            "estimated_ms (priced for cpu); a plan's measured per-rank time is the rank's median over its runs.", ""]
+    if bench:
+        text += ["Bench configs:", "", tally(bench), "", table_markdown(bench), ""]
+    if later:
+        text += ["Held-out configs (added later; settings drawn from their seeds):", "", tally(later), "",
+                 table_markdown(later), ""]
+    return "\n".join(text)
+
+
+def write_report(out: Path, meta: dict, records: list[dict], start: float, planned: int) -> str:
+    """The Markdown report and the JSON beside it, written atomically after every config (a run cut short keeps
+    what it measured, and says so)."""
+    meta.update(wall_s=time.perf_counter() - start, load_after=" / ".join(f"{x:.1f}" for x in os.getloadavg()),
+                configs_done=len(records), configs_planned=planned)
+    text = report_markdown(meta, records)
+    if len(records) < planned:
+        text = f"**Partial: {len(records)} of {planned} configs measured so far.**\n\n" + text
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomicfile.write_json(out.with_suffix(".json"), {"meta": meta, "configs": records})
+    atomicfile.write_text(out, text)
+    return text
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.measured", description=__doc__.splitlines()[0])
+    p.add_argument("--configs", nargs="*", help="only these configs (default: all)")
+    p.add_argument("--pairs", type=int, help="rounds per config (default 7; 2 with --quick)")
+    p.add_argument("--iters", type=int, help="the dry-run's timed steps (default 20; 5 with --quick)")
+    p.add_argument("--batches", type=int, default=8, help="fresh batches, where the dry-run has --batches "
+                   "(default %(default)s)")
+    p.add_argument("--quick", action="store_true", help="one small config, 2 rounds (for tests)")
+    p.add_argument("--torchrec-timeout", type=float, default=600, metavar="S", help="default %(default)s")
+    p.add_argument("--out", type=Path, default=RESULTS, help="the Markdown report; the JSON goes beside it")
+    args = p.parse_args(argv)
+    pool = quick_cases() if args.quick else cases()
+    selected = [c for c in pool if not args.configs or c.name in args.configs]
+    pairs, iters = args.pairs or (2 if args.quick else 7), args.iters or (5 if args.quick else 20)
+    if not selected or pairs < 1 or iters < 1:
+        print(f"error: no config matches --configs, or --pairs/--iters below 1; configs: "
+              f"{', '.join(c.name for c in pool)}", file=sys.stderr)
+        return 2
+    help_text, log = dryrun_help(), (lambda m: print(m, file=sys.stderr, flush=True))
+    meta = {"command": ("python -m bench.measured " + " ".join(argv if argv is not None else sys.argv[1:])).strip(),
+            "started": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "commit": git_commit(),
+            "cpus": os.cpu_count(), "machine": platform.platform(), "pairs": pairs,
+            "load_before": " / ".join(f"{x:.1f}" for x in os.getloadavg()),
+            "flags": dryrun_flags(iters, args.batches, MeasuredCase("", {}, None), help_text)}
+    start = time.perf_counter()
+    records: list[dict] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for case in selected:
+            records.append(measure_case(case, Path(tmp), pairs, dryrun_flags(iters, args.batches, case, help_text),
+                                        args.torchrec_timeout, log))
+            log(f"{case.name}: {records[-1].get('summary', {}).get('verdict', records[-1].get('error', 'done'))}")
+            text = write_report(args.out, meta, records, start, len(selected))
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

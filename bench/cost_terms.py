@@ -148,13 +148,23 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--only", default="", help="cases whose name starts with this")
     f = sub.add_parser("fit")
     f.add_argument("--data", type=Path, default=DATA)
+    f.add_argument("--out", type=Path, default=None, help="also write the report here (Markdown)")
     args = p.parse_args(argv)
     if args.cmd == "measure":
         measure([c for c in cases() if c.name.startswith(args.only)], args.out, args.iters, args.reps)
         return 0
     from bench.cost_terms_fit import report
 
-    print(report(args.data))
+    text = report(args.data)
+    print(text)
+    if args.out is not None:
+        from engine import atomicfile
+
+        head = (f"# CPU cost terms, fitted to kernel dry-runs\n\nMade by `python -m bench.cost_terms measure` then "
+                f"`python -m bench.cost_terms fit --out {args.out.name}` ({time.strftime('%Y-%m-%d')}). Each case "
+                "is a set of tables on one rank, timed with fbgemm on this machine's CPU (1 thread, fresh ids every "
+                "step, the 25th percentile of 20 steps, the median over repetitions).\n\n")
+        atomicfile.write_text(args.out, head + text + "\n")
     return 0
 
 

@@ -57,3 +57,24 @@ def distinct_array(ids: np.ndarray, rows: np.ndarray, zipf: np.ndarray) -> np.nd
     for i in np.flatnonzero(zipf > 0):
         out.flat[i] = distinct_rows(float(ids.flat[i]), float(rows.flat[i]), float(zipf.flat[i]))
     return out
+
+
+MAX_ZIPF = 5.0  # the constraint's range (engine.fields)
+
+
+def zipf_matching(ids: float, rows: float, distinct: float, steps: int = 50) -> float:
+    """The Zipf exponent under which `ids` draws over `rows` rows touch `distinct` distinct rows on average: how a
+    measured sample's distinct rows per batch become the skew the estimate prices (0 where the sample touches as
+    many rows as uniform ids would, or more; MAX_ZIPF where it touches fewer than that skew gives)."""
+    if ids <= 0 or rows <= 0 or distinct >= distinct_rows(ids, rows):
+        return 0.0
+    if distinct <= distinct_rows(ids, rows, MAX_ZIPF):
+        return MAX_ZIPF
+    lo, hi = 0.0, MAX_ZIPF  # distinct rows fall as the exponent grows
+    for _ in range(steps):
+        mid = (lo + hi) / 2
+        if distinct_rows(ids, rows, mid) > distinct:
+            lo = mid
+        else:
+            hi = mid
+    return round((lo + hi) / 2, 4)

@@ -42,6 +42,7 @@ def applied(result: dict, cfg) -> tuple[dict, dict]:  # noqa: ANN001 - engine.ty
             "pooling_factors": [result["features"][f]["pooling_factor"] for f in t["features"]],
             "unique_rows": t["unique_rows"],
             "unique_rows_per_batch": t["unique_rows_per_batch"],
+            "zipf_exponent": t.get("batch_zipf_exponent"),
             "lru_miss_rate_at_10pct_rows": _at_share(curve, t["num_embeddings"], 0.1),
             "miss_ratio_method": t["miss_ratio_method"],
         }

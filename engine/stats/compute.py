@@ -13,6 +13,7 @@ from typing import Optional
 
 import numpy as np
 
+from engine.workset import zipf_matching
 from engine.stats.counts import Batcher, IdCounter, histogram_quantile, nearest_rank, top_share, zipf_fit
 from engine.stats.lru import EXACT_MAX_LOOKUPS, LookupSampler, error_bound, miss_curve
 from engine.stats.sample import SampleError, check_size, read_sample, sample_format
@@ -173,6 +174,8 @@ def workload_stats(cfg: Config, sample: str | Path, batch_size: Optional[int] = 
     out = {"sample": _sample_info(sample, size, rows), "batch_size": batch,
            "features": {f: s.result() for f, s in fstats.items()},
            "tables": {name: s.result(rows) for name, s in tstats.items()}}
+    for t in out["tables"].values():
+        t["batch_zipf_exponent"] = batch_skew(t, out["features"])
     if plan is not None:
         out["working_set"] = _working_set(cfg, tstats, batch, rows)
     return out
@@ -215,9 +218,27 @@ def _working_set(cfg: Config, tstats: dict[str, _Table], batch: int, rows: int) 
             "per_rank": ranks, "tables": tables}
 
 
-def pooling_constraints(result: dict, cfg: Config) -> dict[str, dict[str, list[float]]]:
-    """Per table: the measured pooling_factors (mean ids per sample, per feature) and num_poolings (1 per
-    feature: in this layout a sample has one bag per feature)."""
-    return {t.name: {"pooling_factors": [result["features"][f]["pooling_factor"] for f in t.feature_names],
-                     "num_poolings": [1.0 for _ in t.feature_names]} for t in cfg.tables}
+def pooling_constraints(result: dict, cfg: Config) -> dict[str, dict]:
+    """Per table: the measured pooling_factors (mean ids per sample, per feature), num_poolings (1 per feature: in
+    this layout a sample has one bag per feature) and, where the sample is skewed, the zipf_exponent that makes the
+    estimate touch as many distinct rows per batch as the sample does (batch_skew)."""
+    out = {}
+    for t in cfg.tables:
+        fields = {"pooling_factors": [result["features"][f]["pooling_factor"] for f in t.feature_names],
+                  "num_poolings": [1.0 for _ in t.feature_names]}
+        s = result["tables"][t.name].get("batch_zipf_exponent")
+        if s:
+            fields["zipf_exponent"] = s
+        out[t.name] = fields
+    return out
+
+
+def batch_skew(table: dict, features: dict) -> float | None:
+    """The Zipf exponent whose draws touch the sample's mean distinct rows per batch (engine.workset.zipf_matching):
+    the skew the CPU estimate prices, read from what it prices. None without a whole batch."""
+    per = table["unique_rows_per_batch"]
+    if not per["batches"] or per["partial"]:
+        return None
+    ids = sum(features[f]["pooling_factor"] for f in table["features"]) * per["batch_size"]
+    return zipf_matching(ids, table["num_embeddings"], per["mean"])
 

@@ -22,7 +22,7 @@ import numpy as np
 from engine import limits as L
 from engine.config import parse_config
 from engine.errors import ConfigError, EngineError
-from engine.estimate import comms_bw, device_bw, perf_parts, table_load
+from engine.estimate import comms_bw, device_bw, perf_parts, piece_workset, pieces_of, rank_workset_ms, table_load
 from engine.evaluate import shard_arrays
 from engine.fitting import nnls, r_squared
 from engine.profile import BACKEND, DeviceProfile, parse_profile, plan_counts
@@ -136,11 +136,12 @@ def _float_or_none(v: Any) -> float | None:
 def step_features(cfg: Config, tables: dict[str, TablePlan]) -> tuple[np.ndarray, tuple[float, float, float]]:
     """(W, 7) per-rank features of one step (1, collective latency rounds, lookup launches, table pieces, lookup
     bytes, comms bytes in / across hosts) and the bandwidths (bytes/ms) the bytes were priced at. Lookup bytes are
-    work at the fused kernel's bandwidth (a dense kernel's count double)."""
+    work at the fused kernel's bandwidth (a dense kernel's count double), the rank's working-set term included
+    (CPU): a fitted lookup bandwidth scales every CPU compute term alike."""
     topo = replace(cfg.topology, profile=None)
     w, multi = topo.world_size, topo.num_hosts > 1
     lookup_bw, cbw = device_bw(topo, ComputeKernel.FUSED, 1.0), comms_bw(topo)
-    compute_ms, comms_ms = np.zeros(w), np.zeros(w)
+    compute_ms, comms_ms, workset = np.zeros(w), np.zeros(w), np.zeros(w)
     for name, tp in tables.items():
         ranks, rows, cols = shard_arrays(cfg, name, tp)
         t = cfg.table(name)
@@ -148,6 +149,9 @@ def step_features(cfg: Config, tables: dict[str, TablePlan]) -> tuple[np.ndarray
         work, fixed = perf_parts(t, load, topo, tp.sharding_type, rows.astype(float), cols.astype(float))
         np.add.at(compute_ms, ranks, work.sum(axis=1) / device_bw(topo, tp.compute_kernel, load.cache_load_factor))
         np.add.at(comms_ms, ranks, fixed.sum(axis=1))
+        np.add.at(workset, ranks, piece_workset(pieces_of(t, load, topo, rows.astype(float), cols.astype(float)),
+                                                topo, tp.sharding_type))
+    compute_ms += rank_workset_ms(workset, topo)
     counts = plan_counts(cfg, tables, BACKEND[topo.compute_device])
     x = np.zeros((w, len(FEATURES)))
     x[:, 0], x[:, 1], x[:, 2], x[:, 3] = 1.0, counts.rounds, counts.launches, counts.pieces

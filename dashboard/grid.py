@@ -338,6 +338,17 @@ def row_issues(rows: list[dict], topology: dict) -> tuple[list[str], Optional[st
     return ["; ".join(p) for p in problems], outside
 
 
+def row_notes(rows: list[dict]) -> list[str]:
+    """Per row, what the plan does about a value the config accepts but that limits the row ("" when nothing):
+    a dim that is not a multiple of 4 plans data_parallel only (engine.dim_note)."""
+    return [f"note: {n}" if (n := engine.dim_note(_clean(r.get("dim")))) else "" for r in rows]
+
+
+def issue_column(issues: list[str], notes: list[str]) -> list[str]:
+    """The issue column's text per row: its problems, then its note."""
+    return ["; ".join(t for t in pair if t) for pair in zip(issues, notes)]
+
+
 def _row_key(row: dict) -> str:
     return json.dumps(row, sort_keys=True, default=repr)
 

@@ -188,13 +188,13 @@ def apply_pending(key: str) -> None:
 
 
 def grid_base() -> tuple[list[dict], list[str]]:
-    """Rows the table editors were drawn from, and their issues. A fresh editor (first visit, or back
-    from another page, whose run dropped the editors' state) starts from the current config."""
+    """Rows the table editors were drawn from, and their issue column (issues and notes). A fresh editor (first
+    visit, or back from another page, whose run dropped the editors' state) starts from the current config."""
     if GRID_BASE not in st.session_state or not (has_widget(TABLES_GRID) or has_widget(CONSTRAINTS_GRID)):
         rows = grid.config_to_rows(config())
         issues, _ = grid.row_issues(rows, topology())
         st.session_state[GRID_BASE] = rows
-        st.session_state[GRID_ISSUES] = issues
+        st.session_state[GRID_ISSUES] = grid.issue_column(issues, grid.row_notes(rows))
     return st.session_state[GRID_BASE], st.session_state[GRID_ISSUES]
 
 

@@ -125,7 +125,7 @@ def bulk_tool(rows: list[dict]) -> None:
 
 def _commit(rows: list[dict], message: str) -> None:
     issues, _ = grid.row_issues(rows, state.topology())
-    state.set_grid_base(rows, issues)
+    state.set_grid_base(rows, grid.issue_column(issues, grid.row_notes(rows)))
     state.update_config(grid.rows_to_config(rows, state.topology()))
     state.flash(message)
     st.rerun()

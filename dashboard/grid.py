@@ -500,8 +500,10 @@ def issue_lines(rows: list[dict], issues: list[str]) -> list[str]:
 
 
 def matching(rows: list[dict], pattern: str) -> list[int]:
-    """Positions of the rows whose name matches a glob (empty or * matches every row)."""
-    pattern = (pattern or "").strip() or "*"
+    """Positions of the rows whose name matches a glob (* matches every row; an empty pattern none)."""
+    pattern = (pattern or "").strip()
+    if not pattern:
+        return []
     return [i for i, r in enumerate(rows) if fnmatch.fnmatchcase(str(r.get("name") or ""), pattern)]
 
 
@@ -514,8 +516,12 @@ def bulk_set(rows: list[dict], pattern: str, column: str, value: Any) -> tuple[l
 
 
 def bulk_delete(rows: list[dict], pattern: str) -> tuple[list[dict], int]:
-    hits = set(matching(rows, pattern))
-    return [dict(r) for i, r in enumerate(rows) if i not in hits], len(hits)
+    return delete_rows(rows, matching(rows, pattern))
+
+
+def delete_rows(rows: list[dict], positions: list[int]) -> tuple[list[dict], int]:
+    gone = set(positions)
+    return [dict(r) for i, r in enumerate(rows) if i not in gone], len(gone)
 
 
 def new_table_row(rows: list[dict], num_embeddings: int = 1000, dim: int = 64) -> dict:

@@ -5,7 +5,7 @@ and bulk edits; each row's validation error is shown in its own `issue` column.
 import streamlit as st
 
 import engine
-from dashboard import grid, state, table_tools, views
+from dashboard import grid, state, table_tools, views, workspace
 from dashboard.text import md
 
 GRID_HEIGHT_PX = 480
@@ -124,6 +124,7 @@ def toolbar(rows: list[dict]) -> None:
         bulk_tool(rows)
     if bar.button("Add table", key="tables_add", icon=":material/add:"):
         table_tools.add_table(rows)
+    workspace.undo_button(bar, "tables_undo")
 
 
 st.title("Tables & constraints")

@@ -71,6 +71,7 @@ def sidebar(store) -> None:
             doing = "is waiting for a free worker" if job.job.state is jobs.JobState.QUEUED else "is planning"
             st.caption(f"{md(services.PLANNERS[job.planner])} {doing} in the background (the Plan page shows "
                        "its time and a Cancel)")
+        workspace.undo_button(st, "ws_undo")
         st.divider()
         st.caption(f"Database: {code(store.where)}")
 

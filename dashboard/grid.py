@@ -338,6 +338,17 @@ def row_issues(rows: list[dict], topology: dict) -> tuple[list[str], Optional[st
     return ["; ".join(p) for p in problems], outside
 
 
+def row_notes(rows: list[dict]) -> list[str]:
+    """Per row, what the plan does about a value the config accepts but that limits the row ("" when nothing):
+    a dim that is not a multiple of 4 plans data_parallel only (engine.dim_note)."""
+    return [f"note: {n}" if (n := engine.dim_note(_clean(r.get("dim")))) else "" for r in rows]
+
+
+def issue_column(issues: list[str], notes: list[str]) -> list[str]:
+    """The issue column's text per row: its problems, then its note."""
+    return ["; ".join(t for t in pair if t) for pair in zip(issues, notes)]
+
+
 def _row_key(row: dict) -> str:
     return json.dumps(row, sort_keys=True, default=repr)
 
@@ -489,8 +500,10 @@ def issue_lines(rows: list[dict], issues: list[str]) -> list[str]:
 
 
 def matching(rows: list[dict], pattern: str) -> list[int]:
-    """Positions of the rows whose name matches a glob (empty or * matches every row)."""
-    pattern = (pattern or "").strip() or "*"
+    """Positions of the rows whose name matches a glob (* matches every row; an empty pattern none)."""
+    pattern = (pattern or "").strip()
+    if not pattern:
+        return []
     return [i for i, r in enumerate(rows) if fnmatch.fnmatchcase(str(r.get("name") or ""), pattern)]
 
 
@@ -503,8 +516,12 @@ def bulk_set(rows: list[dict], pattern: str, column: str, value: Any) -> tuple[l
 
 
 def bulk_delete(rows: list[dict], pattern: str) -> tuple[list[dict], int]:
-    hits = set(matching(rows, pattern))
-    return [dict(r) for i, r in enumerate(rows) if i not in hits], len(hits)
+    return delete_rows(rows, matching(rows, pattern))
+
+
+def delete_rows(rows: list[dict], positions: list[int]) -> tuple[list[dict], int]:
+    gone = set(positions)
+    return [dict(r) for i, r in enumerate(rows) if i not in gone], len(gone)
 
 
 def new_table_row(rows: list[dict], num_embeddings: int = 1000, dim: int = 64) -> dict:

@@ -1,6 +1,6 @@
-"""The one module touching st.session_state: the workspace's config, the calibration its bandwidths come
-from, the grid's base rows, the current plan and the one before it, the background planning job, the first
-view's guide, the last saved token, the plans picked for comparison, the pages' background jobs and their
+"""The one module touching st.session_state: the workspace's config and its undo history, the calibration its
+bandwidths come from, the grid's base rows, the current plan and the one before it, the background planning job, the
+first view's guide, the last saved token, the plans picked for comparison, the pages' background jobs and their
 results (Compare's TorchRec plan, What-if's sweep and re-plan), and one-shot messages.
 """
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import zlib
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
@@ -18,6 +19,9 @@ from dashboard import calibration as calib
 from dashboard import grid, presets
 
 CONFIG = "ws_config"
+BULK_DELETE = "ws_bulk_delete"  # a bulk delete waiting for its confirmation: the rows' positions and names
+HISTORY = "ws_history"  # earlier workspace configs, newest last: (what the edit was, zlib'd canonical JSON)
+MAX_HISTORY = 20  # edits an undo can go back
 GRID_BASE = "ws_grid_base"
 GRID_ISSUES = "ws_grid_issues"
 PLAN = "ws_plan"
@@ -38,6 +42,7 @@ REPLAN_RESULT = "whatif_replan_result"  # What-if: the last re-plan from a saved
 TABLES_GRID = "tables_grid"
 CONSTRAINTS_GRID = "tables_constraints_grid"
 TOPOLOGY_PREFIX = "topology_"
+TOPOLOGY_HOSTS = "topology_hosts"  # the Topology page's hosts input (not a topology field: world / local world)
 
 
 @dataclass
@@ -92,31 +97,102 @@ def topology() -> dict:
     return config().get("topology") or {}
 
 
-def set_config(cfg: dict, reset_widgets: bool = True) -> None:
-    """Replace the workspace config; the grid and topology widgets start again from it."""
-    st.session_state[CONFIG] = _full_topology(copy.deepcopy(cfg))
+def set_config(cfg: dict, reset_widgets: bool = True, edit: str = "replace the tables") -> None:
+    """Replace the workspace config (`edit` says how, for undo); the grid and topology widgets start again
+    from it."""
+    new = _full_topology(copy.deepcopy(cfg))
+    _remember(new, edit)
+    st.session_state[CONFIG] = new
     if reset_widgets:
-        st.session_state.pop(GRID_BASE, None)
-        st.session_state.pop(GRID_ISSUES, None)
-        forget_widgets([TABLES_GRID, CONSTRAINTS_GRID, *topology_widget_keys()])
+        _restart_widgets(new)
 
 
-def update_config(cfg: dict) -> None:
+def _restart_widgets(cfg: dict) -> None:
+    st.session_state.pop(GRID_BASE, None)
+    st.session_state.pop(GRID_ISSUES, None)
+    forget_widgets([TABLES_GRID, CONSTRAINTS_GRID, *topology_widget_keys()])
+
+
+def update_config(cfg: dict, edit: str = "a grid edit") -> None:
     """The config as the widgets now show it (no widget reset)."""
+    old = st.session_state.get(CONFIG)
+    if old is not None and cfg != old and not _only_written_out(old, cfg):
+        _remember(cfg, edit)
     st.session_state[CONFIG] = cfg
 
 
-def set_topology(topo: dict, reset_widgets: bool = True) -> None:
+def _only_written_out(old: dict, new: dict) -> bool:
+    """True when `new` is `old` as the grid writes it (an imported config's first view): not an edit."""
+    try:
+        return grid.rows_to_config(grid.config_to_rows(old), old.get("topology") or {}) == new
+    except (TypeError, ValueError, AttributeError):
+        return False
+
+
+def set_topology(topo: dict, reset_widgets: bool = True, edit: str = "a topology edit") -> None:
     """Replace the topology; reset_widgets: the Topology page's inputs show it from the next run on. They are on
     screen when a button there calls this, so they are handed the new values: forgetting their state would leave
     the browser showing, and sending back, the old ones."""
     cfg = dict(config())
     cfg["topology"] = dict(topo)
+    _remember(cfg, edit)
     st.session_state[CONFIG] = cfg
     if reset_widgets:
-        form = presets.topology_form(topo)
-        for f in engine.TOPOLOGY_FIELDS:
-            set_pending(f"{TOPOLOGY_PREFIX}{f}", form[f])
+        _topology_inputs_show(topo)
+
+
+def _topology_inputs_show(topo: dict) -> None:
+    form = presets.topology_form(topo)
+    for f in engine.TOPOLOGY_FIELDS:
+        set_pending(f"{TOPOLOGY_PREFIX}{f}", form[f])
+
+
+def bulk_delete_request() -> Optional[dict]:
+    """The bulk delete waiting for its confirmation: {"positions": [...], "names": [...]}, or None."""
+    return st.session_state.get(BULK_DELETE)
+
+
+def set_bulk_delete_request(request: Optional[dict]) -> None:
+    if request is None:
+        st.session_state.pop(BULK_DELETE, None)
+    else:
+        st.session_state[BULK_DELETE] = request
+
+
+# ---- undo ---------------------------------------------------------------------------------------
+
+
+def _remember(new: dict, edit: str) -> None:
+    """Keep the config `new` replaces (when it differs) as the newest undo step, at most MAX_HISTORY of them."""
+    old = st.session_state.get(CONFIG)
+    if old is None or old == new:
+        return
+    history = st.session_state.setdefault(HISTORY, [])
+    history.append((edit, zlib.compress(config_key(old).encode())))  # a 10,000-table config is megabytes
+    del history[:-MAX_HISTORY]
+
+
+def undo_steps() -> list[str]:
+    """The edits undo can take back, newest first."""
+    return [edit for edit, _ in reversed(st.session_state.get(HISTORY) or [])]
+
+
+def undo() -> Optional[str]:
+    """Put back the config from before the newest edit (every widget then shows it); returns what was undone,
+    or None when there is nothing to undo."""
+    history = st.session_state.get(HISTORY) or []
+    if not history:
+        return None
+    edit, packed = history.pop()
+    cfg = json.loads(zlib.decompress(packed))
+    st.session_state[CONFIG] = cfg
+    _restart_widgets(cfg)
+    try:
+        _topology_inputs_show(cfg.get("topology") or {})
+        set_pending(TOPOLOGY_HOSTS, presets.topology_form(cfg.get("topology") or {})["hosts"])
+    except (TypeError, ValueError, KeyError):  # a topology the inputs cannot show: they start from their defaults
+        pass
+    return edit
 
 
 def apply_topology_pending() -> None:
@@ -188,13 +264,13 @@ def apply_pending(key: str) -> None:
 
 
 def grid_base() -> tuple[list[dict], list[str]]:
-    """Rows the table editors were drawn from, and their issues. A fresh editor (first visit, or back
-    from another page, whose run dropped the editors' state) starts from the current config."""
+    """Rows the table editors were drawn from, and their issue column (issues and notes). A fresh editor (first
+    visit, or back from another page, whose run dropped the editors' state) starts from the current config."""
     if GRID_BASE not in st.session_state or not (has_widget(TABLES_GRID) or has_widget(CONSTRAINTS_GRID)):
         rows = grid.config_to_rows(config())
         issues, _ = grid.row_issues(rows, topology())
         st.session_state[GRID_BASE] = rows
-        st.session_state[GRID_ISSUES] = issues
+        st.session_state[GRID_ISSUES] = grid.issue_column(issues, grid.row_notes(rows))
     return st.session_state[GRID_BASE], st.session_state[GRID_ISSUES]
 
 

@@ -22,6 +22,8 @@ IMPORT_HELP = {
     "torchrec": "Paste Python with EmbeddingBagConfig(...) calls (list comprehensions over range() are fine). "
                 "It is read, never run.",
 }
+BULK_PATTERN = "tables_bulk_pattern"
+MAX_NAMED = 5  # tables a delete's confirmation names
 # columns a bulk edit sets (fields declaring `bulk`), dim first: the tool opens on it
 BULK_COLUMNS = ("dim", *(f.column for f in grid.GRID_FIELDS if f.bulk is not None and f.column != "dim"))
 
@@ -50,7 +52,7 @@ def preset_tool() -> None:
             return
         if not with_topology:
             cfg["topology"] = state.topology()
-        state.set_config(cfg)
+        state.set_config(cfg, edit=f"load the preset {presets.TABLE_PRESETS[key]}")
         state.flash(f"Loaded preset: {presets.TABLE_PRESETS[key]} ({len(cfg['tables'])} tables).")
         st.rerun()
 
@@ -84,7 +86,7 @@ def import_tool() -> None:
     if outcome.config is None:
         st.error(refusal_markdown(outcome), icon=":material/error:")
         return
-    state.set_config(outcome.config)
+    state.set_config(outcome.config, edit=f"import ({mode})")
     state.flash(md(outcome.message))
     st.rerun()
 
@@ -108,28 +110,52 @@ def _bulk_value(column: str):
 
 
 def bulk_tool(rows: list[dict]) -> None:
-    pattern = st.text_input("Tables whose name matches", "*", key="tables_bulk_pattern",
+    state.apply_pending(BULK_PATTERN)  # emptied after each bulk action
+    pattern = st.text_input("Tables whose name matches", key=BULK_PATTERN, placeholder="e.g. large_*  (* for all)",
                             help="a glob: * matches all, large_* the names starting with large_")
     hits = grid.matching(rows, pattern)
-    st.caption(f"{len(hits)} of {len(rows)} tables match.")
+    st.caption(f"{len(hits)} of {len(rows)} tables match." if pattern.strip() else
+               "Type a pattern to pick tables: * picks them all.")
     column = st.selectbox("Set", BULK_COLUMNS, format_func=grid.LABELS.get, key="tables_bulk_column")
     value = _bulk_value(column)
     c1, c2 = st.columns(2)
     if c1.button(f"Apply to {len(hits)}", key="tables_bulk_apply", type="primary", disabled=not hits):
         new_rows, n = grid.bulk_set(rows, pattern, column, value)
-        _commit(new_rows, f"Set {grid.LABELS[column]} on {n} tables.")
-    if c2.button(f"Delete {len(hits)}", key="tables_bulk_delete", disabled=not hits):
-        new_rows, n = grid.bulk_delete(rows, pattern)
-        _commit(new_rows, f"Deleted {n} tables.")
+        _commit(new_rows, f"Set {grid.LABELS[column]} on {n} tables.", f"set {grid.LABELS[column]} on {n} tables")
+    request = {"positions": hits, "names": [rows[i].get("name") for i in hits]}
+    c2.button(f"Delete {len(hits)}...", key="tables_bulk_delete", disabled=not hits,
+              on_click=state.set_bulk_delete_request, args=(request,))
+    confirm_delete(rows, request)
 
 
-def _commit(rows: list[dict], message: str) -> None:
+def confirm_delete(rows: list[dict], request: dict) -> None:
+    """The bulk delete asked for, waiting for its confirmation while the pattern still picks the same tables."""
+    asked = state.bulk_delete_request()
+    if asked is None:
+        return
+    if asked != request:  # the pattern or the tables changed since: ask again
+        state.set_bulk_delete_request(None)
+        return
+    n, names = len(asked["names"]), [md(x) for x in asked["names"][:MAX_NAMED]]
+    more = f" and {n - MAX_NAMED} more" if n > MAX_NAMED else ""
+    st.warning(f"Delete {n} table{'s' if n != 1 else ''} ({', '.join(names)}{more})? Undo brings them back.",
+               icon=":material/delete:")
+    c1, c2 = st.columns(2)
+    if c1.button(f"Delete {n}", key="tables_bulk_delete_confirm", type="primary"):
+        state.set_bulk_delete_request(None)
+        new_rows, n = grid.delete_rows(rows, asked["positions"])
+        _commit(new_rows, f"Deleted {n} tables.", f"delete {n} tables")
+    c2.button("Cancel", key="tables_bulk_delete_cancel", on_click=state.set_bulk_delete_request, args=(None,))
+
+
+def _commit(rows: list[dict], message: str, edit: str) -> None:
     issues, _ = grid.row_issues(rows, state.topology())
-    state.set_grid_base(rows, issues)
-    state.update_config(grid.rows_to_config(rows, state.topology()))
+    state.set_grid_base(rows, grid.issue_column(issues, grid.row_notes(rows)))
+    state.update_config(grid.rows_to_config(rows, state.topology()), edit=edit)
+    state.set_pending(BULK_PATTERN, "")
     state.flash(message)
     st.rerun()
 
 
 def add_table(rows: list[dict]) -> None:
-    _commit(rows + [grid.new_table_row(rows)], "Added a table at the end of the grid.")
+    _commit(rows + [grid.new_table_row(rows)], "Added a table at the end of the grid.", "add a table")

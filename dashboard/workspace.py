@@ -28,6 +28,25 @@ def make_current(result: services.PlanResult, planner: str, effort: int | None, 
                        source_key=source_key)
 
 
+# ---- undo ---------------------------------------------------------------------------------------
+
+
+def undo() -> None:
+    """Take back the newest workspace edit (a button's callback: it runs before the page draws, so every widget
+    shows the config as it was)."""
+    edit = state.undo()
+    if edit is not None:
+        state.flash(f"Undid {md(edit)}.")
+
+
+def undo_button(where, key: str) -> None:
+    """An Undo button in `where` (a container), naming the edit it takes back."""
+    steps = state.undo_steps()
+    tip = (f"Undo {steps[0]} ({len(steps)} edit{'s' if len(steps) != 1 else ''} can be undone, the last "
+           f"{state.MAX_HISTORY} are kept)") if steps else "No edit to undo"
+    where.button("Undo", key=key, icon=":material/undo:", disabled=not steps, help=md(tip), on_click=undo)
+
+
 # ---- the headline -------------------------------------------------------------------------------
 
 

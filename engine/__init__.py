@@ -51,6 +51,7 @@ from engine.replan import replan as replan_plan  # (not `replan`: that name is t
 from engine.report import has_moved, parameter_sharding_text, placement_text, ranks_list_text
 from engine.sweep import ACCELERATORS, WORLD_SIZES, point_config
 from engine.validate.types import RunStatus
+from engine.widths import dim_note
 from engine.workloads import CRITEO_1TB_EMBEDDING_DIM, CRITEO_1TB_MULTI_HOT, CRITEO_1TB_ROWS
 
 
@@ -74,7 +75,7 @@ __all__ = [
     "CRITEO_1TB_MULTI_HOT", "CRITEO_1TB_ROWS", "CONSTRAINT_FIELD_DECLS", "DATA_TYPE_BYTES", "FIELDS", "FIXED_COSTS",
     "Field", "FieldKind", "JsonError", "OUT_OF_MEMORY", "PROFILE_FIELD", "RunStatus", "TABLE_FIELDS",
     "TABLE_FIELD_DECLS",
-    "TOPOLOGY_FIELDS", "WORLD_SIZES", "apply_calibration", "fit_calibration", "human_bytes", "json_loads",
+    "TOPOLOGY_FIELDS", "WORLD_SIZES", "apply_calibration", "dim_note", "fit_calibration", "human_bytes", "json_loads",
     "one_line", "parameter_sharding_text", "parse_profile", "point_config", "pricing_cache_info", "read_old_plan",
     "replan_plan",
     "torchrec_planner", "write_json_file",

@@ -13,7 +13,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from engine import constants as C
+from engine import widths
 from engine.errors import PlanningError
 from engine.estimate import ShardEstimates, estimate_pieces, pieces_for, table_load
 from engine.types import (
@@ -34,9 +34,7 @@ DEFAULT_SHARDING_TYPES = {
                  ShardingType.TABLE_COLUMN_WISE),
 }
 
-# The smallest column-wise width the width search tries (FBGEMM rows are 4-float aligned; narrower
-# shards pay the quarter-block penalty and repeat the input read once more per shard).
-MIN_SEARCH_CW_DIM = 32
+MIN_SEARCH_CW_DIM = widths.MIN_SEARCH_CW_DIM
 
 
 class Option:
@@ -146,23 +144,15 @@ def row_split(rows: int, parts: int) -> np.ndarray:
 
 
 def cw_width(table: TableConfig, c: Constraints) -> int:
-    """TorchRec's column-wise block: min_partition (default 128) if it divides the dim, else the whole dim."""
-    w = min(c.min_partition or C.MIN_CW_DIM, table.embedding_dim)
-    return w if table.embedding_dim % w == 0 else table.embedding_dim
+    """TorchRec's column-wise block (engine.widths.cw_block): the first multiple of 4 from min_partition (default
+    128) up that divides the dim, else the whole dim."""
+    return widths.cw_block(table.embedding_dim, c.min_partition)
 
 
 def cw_widths(table: TableConfig, c: Constraints, topo: Topology) -> list[int]:
-    """Widths to try: the user's min_partition exactly when given, else TorchRec's default plus the
-    divisors of the dim that cut it into 2..world_size shards."""
-    default = cw_width(table, c)
-    if c.min_partition is not None:
-        return [default]
-    d = table.embedding_dim
-    widths = {default}
-    for k in range(2, min(topo.world_size, d // MIN_SEARCH_CW_DIM) + 1):
-        if d % k == 0 and (d // k) % 4 == 0 and d // k >= MIN_SEARCH_CW_DIM:
-            widths.add(d // k)
-    return sorted(widths, reverse=True)
+    """Widths to try: TorchRec's block for the user's min_partition when given, else TorchRec's default plus the
+    divisors of the dim that cut it into 2..world_size shards (engine.widths.cw_widths)."""
+    return widths.cw_widths(table.embedding_dim, c.min_partition, topo.world_size)
 
 
 def geometry(table: TableConfig, st: ShardingType, topo: Topology, width: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -311,6 +301,8 @@ def _geometries(cfg: Config, i: int) -> list[Geometry]:
     table = cfg.tables[i]
     c = cfg.constraint(table.name)
     out = _geometries_of(table.embedding_dim, c.sharding_types, c.compute_kernels, c.min_partition, cfg.topology)
+    if not widths.runs_fused(table.embedding_dim):
+        _check_dense_only(cfg, table, c, out)
     if not out:
         kinds = ", ".join(k.value for k in c.compute_kernels or ())
         raise PlanningError(
@@ -324,6 +316,24 @@ def _geometries(cfg: Config, i: int) -> list[Geometry]:
     return out
 
 
+def _check_dense_only(cfg: Config, table: TableConfig, c: Constraints, out: list[Geometry]) -> None:
+    """A table whose dim only data_parallel runs: refused, saying why, when its constraints rule that out."""
+    topo = cfg.topology
+    pinned = set(c.ranks if c.ranks is not None else range(topo.world_size))
+    if c.hosts is not None:
+        pinned &= {h * topo.local_world_size + r for h in c.hosts for r in range(topo.local_world_size)}
+    if out and len(pinned) == topo.world_size:
+        return
+    why = (f"its constraints rule out data_parallel (sharding_types "
+           f"[{', '.join(s.value for s in c.sharding_types or ())}])" if not out else
+           f"data_parallel holds a copy on every rank, and constraints.{table.name} pins it to fewer ranks")
+    fix = (f"add 'data_parallel' to constraints.{table.name}.sharding_types" if not out else
+           f"remove the ranks and hosts pins of constraints.{table.name}")
+    raise PlanningError(f"Table {table.name!r}: {widths.dim_note(table.embedding_dim)}, and {why}.",
+                        tables=(table.name,),
+                        fixes=(fix, f"or set tables[{cfg.tables.index(table)}].embedding_dim to a multiple of 4"))
+
+
 @lru_cache(maxsize=4096)
 def _geometries_of(dim: int, sharding_types: tuple | None, compute_kernels: tuple | None, min_partition: int | None,
                    topo: Topology) -> list[Geometry]:
@@ -332,6 +342,8 @@ def _geometries_of(dim: int, sharding_types: tuple | None, compute_kernels: tupl
     c = Constraints(sharding_types=sharding_types, compute_kernels=compute_kernels, min_partition=min_partition)
     by_type: dict[ShardingType, list[ComputeKernel]] = {}
     for st, kernel in allowed(table, c, topo):
+        if kernel is not ComputeKernel.DENSE and not widths.runs_fused(dim):
+            continue  # fbgemm's fused kernels need a multiple of 4 (engine.widths); data_parallel runs dense
         by_type.setdefault(st, []).append(kernel)
     out = []
     for st, kernels in by_type.items():

@@ -12,6 +12,7 @@ from engine.estimate import estimate_pieces, perf_from_row, pieces_for, rank_wor
 from engine.memory import StepMemory, over_memory
 from engine.profile import step_perf
 from engine.types import Config, Plan, RankStats, ShardingType, TablePlan
+from engine.widths import plan_notes
 
 
 def shard_arrays(cfg: Config, name: str, tp: TablePlan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -76,8 +77,10 @@ def evaluate(cfg: Config, tables: dict[str, TablePlan], planner: str = "engine",
                   workset_bytes=float(workset[r]), workset_ms=float(workset_ms[r]))
         for r in range(w)
     )
+    notes = tuple(notes)
+    notes += tuple(n for n in plan_notes(cfg, tables) if n not in notes)  # a re-plan passes on earlier notes
     return Plan(tables=dict(tables), ranks=stats, planner=planner, planning_seconds=planning_seconds,
-                lower_bound_ms=lower_bound_ms, notes=tuple(notes) + tuple(over_memory(stats, topo)))
+                lower_bound_ms=lower_bound_ms, notes=notes + tuple(over_memory(stats, topo)))
 
 
 def add_workset(perf: np.ndarray, ms: np.ndarray) -> None:

@@ -104,9 +104,11 @@ TABLE: tuple[Field, ...] = (
     Field("num_embeddings", INT, "rows", "required", unit="rows", lo=1, hi=L.MAX_NUM_EMBEDDINGS, required=True,
           torchrec="num_embeddings", column="rows", tab=TABLES_TAB, label="rows", width=100, help="num_embeddings",
           number_format="%d", grid_stand_in=1, bulk=(1, None, 1000), csv=("num_embeddings", "rows"), snippet=True),
-    Field("embedding_dim", INT, "columns", "required", unit="columns", lo=1, hi=L.MAX_EMBEDDING_DIM, required=True,
-          torchrec="embedding_dim", column="dim", tab=TABLES_TAB, label="dim", width=60, help="embedding_dim",
-          number_format="%d", grid_stand_in=1, bulk=(1, None, 64), csv=("embedding_dim", "dim"), snippet=True),
+    Field("embedding_dim", INT, "columns; fbgemm's fused kernels need a multiple of 4, so another dim plans "
+          "`data_parallel` only (dense kernel)", "required", unit="columns", lo=1, hi=L.MAX_EMBEDDING_DIM,
+          required=True, torchrec="embedding_dim", column="dim", tab=TABLES_TAB, label="dim", width=60,
+          help="embedding_dim; a multiple of 4 to be sharded", number_format="%d", grid_stand_in=1,
+          bulk=(1, None, 64), csv=("embedding_dim", "dim"), snippet=True),
     Field("feature_names", NAMES, "the features that look up this table; unique across tables (TorchRec's default "
           "is empty, which leaves a table unused)", "`[name]`", hi=L.MAX_FEATURES_PER_TABLE,
           range_text=f"1-{L.MAX_FEATURES_PER_TABLE:,} names, each as `name`", torchrec="feature_names",
@@ -135,10 +137,15 @@ CONSTRAINT: tuple[Field, ...] = (
           range_text="", torchrec="compute_kernels", column="compute_kernels", label="kernels", width=190,
           help="allowed compute kernels; empty: the planner chooses", bulk=(),
           csv=("compute_kernels", "kernels")),
-    Field("min_partition", INT, "column-wise shard width; when given, used exactly (the tutorial's 32); when absent "
-          "the planner also tries widths that cut the dim into 2..world_size pieces",
+    Field("min_partition", INT, "smallest column-wise shard width, read as TorchRec reads it: the pieces are the "
+          "first multiple of 4 from it up that divides the dim, else the whole dim in one piece (the tutorial's 32 "
+          "cuts dim 64 into 2 x 32; the default 128 leaves a dim of 128 or less whole). When absent the planner "
+          "also tries widths that cut the dim into 2..world_size pieces",
           "128 (TorchRec `MIN_CW_DIM`)", unit="columns", lo=1, hi=L.MAX_EMBEDDING_DIM, torchrec="min_partition",
-          column="min_partition", width=105, help="smallest column-wise shard width", number_format="%d",
+          column="min_partition", width=105,
+          help=f"smallest column-wise piece width; empty: {C.MIN_CW_DIM} (TorchRec's MIN_CW_DIM), which leaves a dim "
+               f"of {C.MIN_CW_DIM} or less in one piece unless narrower pieces cost less; 32 cuts dim 64 into "
+               "2 x 32 (TorchRec's tutorial)", number_format="%d",
           bulk=(1, None, 1000), csv=("min_partition",)),
     Field("pooling_factors", FLOATS, "mean ids per sample, one per feature (a single value applies to all)",
           "`[1.0]`", unit="ids per sample", lo=0.0, hi=L.MAX_POOLING_FACTOR, default=C.POOLING_FACTOR,

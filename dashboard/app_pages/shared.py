@@ -12,7 +12,7 @@ from db.store import StoreError
 
 
 def open_in_workspace(rec, typed: services.PlanResult) -> None:
-    state.set_config(rec.config)
+    state.set_config(rec.config, edit=f"open the shared plan's config ({rec.label or rec.token[:8]})")
     state.set_calibration(calib.of_settings(rec.settings))  # kept only while the config holds the fit
     state.set_plan(CurrentPlan(plan=typed.plan, config=typed.config, planner=services.planner_key(rec.planner),
                                settings=dict(rec.settings), token=rec.token, label=rec.label,

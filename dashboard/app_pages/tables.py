@@ -5,7 +5,7 @@ and bulk edits; each row's validation error is shown in its own `issue` column.
 import streamlit as st
 
 import engine
-from dashboard import grid, state, table_tools, views
+from dashboard import grid, state, table_tools, views, workspace
 from dashboard.text import md
 
 GRID_HEIGHT_PX = 480
@@ -52,21 +52,22 @@ def column_order(columns: tuple[str, ...], issues: list[str]) -> list[str]:
     return [rest[0], "issue", *rest[1:]] if any(issues) else rest
 
 
-def current_rows() -> tuple[list[dict], list[str], list[dict], list[dict], list[str], str | None]:
-    """(base rows and their issues, rows after table edits, rows after all edits, issues, error outside
-    the grid); folds
-    the edits into new base rows when rows were added or removed, constraints edited, or issues changed."""
-    base, base_issues = state.grid_base()
+def current_rows() -> tuple[list[dict], list[str], list[dict], list[dict], list[str], list[str], str | None]:
+    """(base rows and their issue column, rows after table edits, rows after all edits, issues to fix, the
+    issue column (issues and notes), error outside the grid); folds the edits into new base rows when rows were
+    added or removed, constraints edited, or the issue column changed."""
+    base, base_column = state.grid_base()
     t_delta = state.widget(state.TABLES_GRID)
     after_tables = grid.apply_edits(base, t_delta)
     c_delta = state.widget(state.CONSTRAINTS_GRID)
     rows = grid.apply_edits(after_tables, c_delta, allow_structure=False)
     issues, outside = grid.row_issues(rows, state.topology())
-    if grid.changes_structure(t_delta) or (c_delta or {}).get("edited_rows") or issues != base_issues:
-        state.set_grid_base(rows, issues)
-        base, base_issues, after_tables = rows, issues, rows
+    column = grid.issue_column(issues, grid.row_notes(rows))
+    if grid.changes_structure(t_delta) or (c_delta or {}).get("edited_rows") or column != base_column:
+        state.set_grid_base(rows, column)
+        base, base_column, after_tables = rows, column, rows
     state.update_config(grid.rows_to_config(rows, state.topology()))
-    return base, base_issues, after_tables, rows, issues, outside
+    return base, base_column, after_tables, rows, issues, column, outside
 
 
 def header(rows: list[dict], issues: list[str], outside: str | None) -> None:
@@ -123,25 +124,26 @@ def toolbar(rows: list[dict]) -> None:
         bulk_tool(rows)
     if bar.button("Add table", key="tables_add", icon=":material/add:"):
         table_tools.add_table(rows)
+    workspace.undo_button(bar, "tables_undo")
 
 
 st.title("Tables & constraints")
 views.workspace_headline()
 views.show_flash()
-base_rows, base_issues, table_rows, all_rows, row_issues, topology_error = current_rows()
+base_rows, base_column, table_rows, all_rows, row_issues, issue_texts, topology_error = current_rows()
 header(all_rows, row_issues, topology_error)
 toolbar(all_rows)
 tab_tables, tab_constraints = st.tabs([f"Tables ({len(all_rows)})", "Constraints"])
 with tab_tables:
-    st.data_editor(grid.tables_frame(base_rows, base_issues), key=state.TABLES_GRID, num_rows="dynamic",
+    st.data_editor(grid.tables_frame(base_rows, base_column), key=state.TABLES_GRID, num_rows="dynamic",
                    hide_index=False, height=GRID_HEIGHT_PX, column_config=TABLE_COLUMN_CONFIG, placeholder="",
-                   column_order=column_order(grid.TABLE_COLUMNS, base_issues))
+                   column_order=column_order(grid.TABLE_COLUMNS, base_column))
 with tab_constraints:
     st.caption("Per-table constraints, as TorchRec's ParameterConstraints: empty cells leave the choice to the "
                "planner. Add or delete tables on the Tables tab.")
     if any(row_issues):
         st.caption(f"⚠ {grid.rows_text([i for i, t in enumerate(row_issues) if t])} to fix: see the issue column "
                    "and the list above.")
-    st.data_editor(grid.constraints_frame(table_rows, row_issues), key=state.CONSTRAINTS_GRID, num_rows="fixed",
+    st.data_editor(grid.constraints_frame(table_rows, issue_texts), key=state.CONSTRAINTS_GRID, num_rows="fixed",
                    hide_index=False, height=GRID_HEIGHT_PX, column_config=CONSTRAINT_COLUMN_CONFIG, placeholder="",
-                   column_order=column_order(grid.CONSTRAINT_COLUMNS, row_issues))
+                   column_order=column_order(grid.CONSTRAINT_COLUMNS, issue_texts))

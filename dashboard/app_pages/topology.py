@@ -13,7 +13,7 @@ from dashboard.text import md
 
 
 CUSTOM = "custom"
-HOSTS_KEY = "topology_hosts"
+HOSTS_KEY = state.TOPOLOGY_HOSTS
 CLUSTER_KEY = "topology_cluster"
 GPU_KEY = "topology_gpu"
 

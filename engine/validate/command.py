@@ -24,6 +24,7 @@ from engine.evaluate import evaluate
 from engine.planfile import load_plan
 from engine.pricing import Pricing, priced_for
 from engine.types import ComputeKernel, Config, Device, Optimizer, Plan, PoolingType, ShardingType, TablePlan
+from engine.widths import runs_fused
 from engine.validate.types import (
     DEFAULT_ITERS,
     DEFAULT_PG_TIMEOUT_S,
@@ -73,6 +74,12 @@ def check_runnable(cfg: Config, tables: dict[str, TablePlan], backend: Backend) 
             if tp.compute_kernel not in (ComputeKernel.FUSED, ComputeKernel.DENSE):
                 raise EngineError(f"plan.{name}.compute_kernel: {tp.compute_kernel.value} runs on cuda only; "
                                   "validate with --device cuda, or plan the config for cpu")
+    for name, tp in tables.items():
+        bad = next((s.sizes[1] for s in tp.shards or () if s.sizes[0] and not runs_fused(s.sizes[1])), None)
+        if tp.compute_kernel is not ComputeKernel.DENSE and bad is not None:
+            raise EngineError(f"plan.{name}.compute_kernel: {tp.compute_kernel.value} needs piece widths that are "
+                              f"multiples of 4 (fbgemm), and table {name!r} has a {bad}-column piece; plan it "
+                              "data_parallel (python -m engine plan does), or make its embedding_dim a multiple of 4")
     sharded = [n for n, tp in tables.items() if tp.sharding_type is not ShardingType.DATA_PARALLEL]
     if backend.device is Device.CPU and cfg.topology.optimizer is Optimizer.ADAM and sharded:
         raise EngineError("topology.optimizer: fbgemm has no CPU kernel for adam (tables "

@@ -124,7 +124,8 @@ def test_bulk_set_and_delete_by_glob():
     assert set(cfg["constraints"]) == {"large_table_0", "large_table_1"}
     rows, n = grid.bulk_delete(rows, "small_table_?")
     assert n == 2 and [r["name"] for r in rows] == ["large_table_0", "large_table_1"]
-    assert grid.matching(_rows(), "") == [0, 1, 2, 3]
+    assert grid.matching(_rows(), "*") == [0, 1, 2, 3]
+    assert grid.matching(_rows(), "") == [] and grid.matching(_rows(), "  ") == []  # no pick-everything default
 
 
 def test_new_rows_get_unique_names_and_frames_have_editor_types():

@@ -145,6 +145,7 @@ def test_bulk_edit_and_bulk_delete(app):
     assert app.dataframe[1].value["compute_kernels"].tolist()[0] == ["fused_uvm_caching"]
     app.text_input(key="tables_bulk_pattern").set_value("small_*").run()
     app.button(key="tables_bulk_delete").click().run()
+    app.button(key="tables_bulk_delete_confirm").click().run()  # deletes ask first (tests/dashboard/test_bulk_edit.py)
     assert [t["name"] for t in workspace(app)["tables"]] == ["large_table_0", "large_table_1"]
 
 

@@ -44,6 +44,9 @@ def cases() -> list[Case]:
     for rows in (2_000, 8_000, 30_000):
         for k in (1, 2, 4, 8, 16):
             out.append(Case(f"ws/{k}x{rows}", tuple((rows, 64, 16.0, 0.0) for _ in range(k))))
+    # the working set in wide and narrow rows: as many bytes in few wide rows or many narrow ones
+    for dim, rows, k in ((256, 8_000, 4), (256, 30_000, 4), (16, 30_000, 16), (16, 120_000, 16)):
+        out.append(Case(f"wsdim/{dim}/{k}x{rows}", tuple((rows, dim, 16.0, 0.0) for _ in range(k))))
     # the same ids on large tables: table size at a fixed touched set
     for rows in (100_000, 1_000_000):
         for k in (1, 4):
@@ -52,6 +55,10 @@ def cases() -> list[Case]:
     for opt in ("sgd", "adagrad", "rowwise_adagrad"):
         for rows, k in ((4_000, 1), (30_000, 4), (200_000, 4)):
             out.append(Case(f"opt/{opt}/{k}x{rows}", tuple((rows, 64, 8.0, 0.0) for _ in range(k)), opt))
+    # the optimizers' work per row and per column: the same rows at three widths
+    for opt in ("sgd", "adagrad", "rowwise_adagrad"):
+        for dim in (16, 256):
+            out.append(Case(f"optdim/{opt}/{dim}", ((30_000, dim, 8.0, 0.0),) * 4, opt))
     # dims at a fixed row count
     for dim in (16, 32, 128, 256):
         out.append(Case(f"dim/{dim}", ((50_000, dim, 8.0, 0.0),) * 2))

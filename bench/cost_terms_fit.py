@@ -21,7 +21,9 @@ from engine.fitting import nnls
 from engine.workset import distinct_rows
 
 TERMS = ("id", "id_decade", "row", "row_first_decade", "row_later_decades", "output", "piece",
-         "opt_adagrad", "opt_rowwise_adagrad", "workset")
+         "opt_adagrad", "opt_rowwise_adagrad", "opt_adagrad_row", "opt_rowwise_adagrad_row", "workset",
+         "workset_rows")
+OPTIMIZER_TERMS = ("opt_adagrad", "opt_rowwise_adagrad", "opt_adagrad_row", "opt_rowwise_adagrad_row")
 KNEES_MIB = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32)
 STATE_PER_WEIGHT = {"sgd": 0.0, "adagrad": 1.0, "rowwise_adagrad": None, "adam": 2.0}  # None: one per row
 
@@ -45,7 +47,7 @@ def features(row: dict, knee_bytes: float) -> np.ndarray:
     """The case's work per term, in bytes (what a fitted constant turns into bytes at the DDR bandwidth)."""
     f = dict.fromkeys(TERMS, 0.0)
     tdt = 4.0
-    ws = 0.0
+    ws = ws_rows = 0.0
     for rows, dim, pf, zipf in row["tables"]:
         ids = pf * row["batch_size"]
         touched = distinct_rows(ids, rows, zipf)
@@ -61,10 +63,13 @@ def features(row: dict, knee_bytes: float) -> np.ndarray:
         f["piece"] += 1.0
         if row["optimizer"] in ("adagrad", "rowwise_adagrad"):
             f[f"opt_{row['optimizer']}"] += touched * dim
+            f[f"opt_{row['optimizer']}_row"] += touched
         per_weight = STATE_PER_WEIGHT[row["optimizer"]]
         state = C.OPTIMIZER_STATE_BYTES * (dim * per_weight if per_weight is not None else 1.0)
         ws += touched * (dim * tdt + state)
+        ws_rows += touched
     f["workset"] = max(ws - knee_bytes, 0.0)
+    f["workset_rows"] = f["workset"] * ws_rows / ws if ws else 0.0  # the rows beyond the knee, not their bytes
     return np.array([f[t] for t in TERMS])
 
 
@@ -110,15 +115,15 @@ def best_knee(rows: list[dict], terms: tuple[str, ...]) -> float:
                key=lambda kb: float(np.sqrt(np.mean(log_errors(rows, fit(rows, terms, kb), kb) ** 2))))
 
 
+BASE = ("id", "id_decade", "row", "row_first_decade", "row_later_decades", "output")
 MODELS = {
-    "rows and ids only (today's form)": ("id", "id_decade", "row", "row_first_decade", "row_later_decades",
-                                         "output"),
-    "+ optimizer": ("id", "id_decade", "row", "row_first_decade", "row_later_decades", "output", "opt_adagrad",
-                    "opt_rowwise_adagrad"),
-    "+ optimizer + working set": ("id", "id_decade", "row", "row_first_decade", "row_later_decades", "output",
-                                  "opt_adagrad", "opt_rowwise_adagrad", "workset"),
-    "+ optimizer + working set + per piece": TERMS,
+    "rows and ids only (the form before)": BASE,
+    "+ optimizer": BASE + OPTIMIZER_TERMS,
+    "+ optimizer + working set": BASE + OPTIMIZER_TERMS + ("workset",),
+    "+ optimizer + working set + per piece": TERMS[:-1],
+    "+ optimizer + working set in bytes and rows": BASE + OPTIMIZER_TERMS + ("workset", "workset_rows"),
 }
+CHOSEN = "+ optimizer + working set"  # what engine.estimate computes
 
 
 def rms(x: np.ndarray) -> float:
@@ -146,8 +151,16 @@ def report(path: Path) -> str:
     for name, (coef, knee) in fitted.items():
         lines.append(f"- {name}: " + ", ".join(f"{t} {c:.4g}" for t, c in zip(TERMS, coef) if c)
                      + (f"; knee {knee / 2**20:g} MiB" if knee else ""))
-    coef, knee = fitted["+ optimizer + working set"]
-    lines += ["", "Per case under '+ optimizer + working set' (measured p25 ms, predicted, ratio, today's estimate):",
+    coef, knee = fitted[CHOSEN]
+    lines += ["", "Constants for engine/constants.py (the chosen model):", "", "```",
+              f"CPU_ID_FIXED_BYTES = {coef[0]:.4g}",
+              f"CPU_FIXED_PER_DECADE = {coef[1] / coef[0] if coef[0] else 0.0:.4g}",
+              f"CPU_ROW_IN_CACHE = {coef[2]:.4g}", f"CPU_ROW_FIRST_DECADE = {coef[3]:.4g}",
+              f"CPU_ROW_LATER_DECADES = {coef[4]:.4g}", f"CPU_OUTPUT_WORK = {coef[5]:.4g}",
+              f"CPU_OPTIMIZER_WORK adagrad {coef[7]:.4g}, rowwise_adagrad {coef[8]:.4g}",
+              f"CPU_OPTIMIZER_ROW_WORK adagrad {coef[9]:.4g}, rowwise_adagrad {coef[10]:.4g}",
+              f"CPU_WORKSET_KNEE_BYTES = {knee / 2**20:g} MiB", f"CPU_WORKSET_WORK = {coef[11]:.4g}", "```"]
+    lines += ["", f"Per case under '{CHOSEN}' (measured p25 ms, predicted, ratio, the estimate when measured):",
               "", "| case | measured | predicted | ratio | estimate today | ratio today | spread of reps |",
               "|---|---|---|---|---|---|---|"]
     for r in rows:

@@ -65,24 +65,30 @@ OPTIMIZER_STATE_MULTIPLIER: dict[str, float] = {
 # FIRST x min(d, 1) + LATER x max(d - 1, 0)) (backward: distinct rows only); per output element OUTPUT_WORK x
 # its bytes. d: decades of the piece's bytes above CPU_CACHE_BYTES (random rows miss the cache, then the TLB).
 CPU_CACHE_BYTES: float = 2**20
-CPU_ID_FIXED_BYTES: float = 1180.0
-CPU_FIXED_PER_DECADE: float = 1.525
+CPU_ID_FIXED_BYTES: float = 1272.0
+CPU_FIXED_PER_DECADE: float = 1.505
 CPU_ROW_IN_CACHE: float = 0.0
-CPU_ROW_FIRST_DECADE: float = 0.5079
+CPU_ROW_FIRST_DECADE: float = 0.0
 CPU_ROW_LATER_DECADES: float = 0.0
-CPU_OUTPUT_WORK: float = 36.47
+CPU_OUTPUT_WORK: float = 34.04
 
 # The optimizer's update of each touched row on CPU (fbgemm's fused backward), per touched weight, in bytes at the
 # DDR bandwidth, on top of sgd's (which the row terms above hold). Fitted with the CPU terms (docs/estimator.md).
 OPTIMIZER_STATE_BYTES: int = 4  # fbgemm keeps optimizer state in fp32
 CPU_OPTIMIZER_WORK: dict[str, float] = {
     "sgd": 0.0,
-    "adagrad": 690.9,
-    "rowwise_adagrad": 502.4,
-    "adam": 2 * 690.9,  # not measured (fbgemm has no CPU adam kernel): two moments, twice adagrad's one
+    "adagrad": 317.9,
+    "rowwise_adagrad": 0.0,
+    "adam": 2 * 317.9,  # not measured (fbgemm has no CPU adam kernel): two moments, twice adagrad's one
+}
+CPU_OPTIMIZER_ROW_WORK: dict[str, float] = {  # the same, per touched row (rowwise_adagrad's state is per row)
+    "sgd": 0.0,
+    "adagrad": 18840.0,
+    "rowwise_adagrad": 34150.0,
+    "adam": 2 * 18840.0,  # not measured, as above
 }
 # The rank's touched working set (distinct rows of a step x their weight and state bytes, summed over the rank's
 # pieces): beyond CPU_WORKSET_KNEE_BYTES every further byte costs CPU_WORKSET_WORK bytes of work at the DDR
 # bandwidth (rows evicted from the last-level cache before the step comes back to them).
 CPU_WORKSET_KNEE_BYTES: float = 2 * 2**20
-CPU_WORKSET_WORK: float = 59.43
+CPU_WORKSET_WORK: float = 52.71

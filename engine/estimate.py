@@ -91,6 +91,7 @@ class Pieces:
     state_multiplier: np.ndarray  # optimizer state per weight byte
     zipf: np.ndarray  # the table's ids' Zipf exponent (0: uniform)
     opt_work: np.ndarray  # the optimizer's update work per touched weight, bytes at the DDR bandwidth (CPU)
+    opt_row_work: np.ndarray  # and per touched row
 
 
 def pieces_of(table: TableConfig, load: TableLoad, topo: Topology, rows: np.ndarray, cols: np.ndarray,
@@ -104,7 +105,8 @@ def pieces_of(table: TableConfig, load: TableLoad, topo: Topology, rows: np.ndar
                   full(n, load.batch_inputs), full(n, load.batch_outputs), full(n, load.is_weighted),
                   full(n, table.pooling is not PoolingType.NONE), full(n, load.cache_load_factor),
                   full(n, topo.optimizer.state_multiplier(table.embedding_dim)), full(n, load.zipf),
-                  full(n, C.CPU_OPTIMIZER_WORK[topo.optimizer.value]))
+                  full(n, C.CPU_OPTIMIZER_WORK[topo.optimizer.value]),
+                  full(n, C.CPU_OPTIMIZER_ROW_WORK[topo.optimizer.value]))
 
 
 def pieces_for(tables: list[TableConfig], loads: list[TableLoad], topo: Topology, owner: np.ndarray,
@@ -121,7 +123,8 @@ def pieces_for(tables: list[TableConfig], loads: list[TableLoad], topo: Topology
                   per_row([t.pooling is not PoolingType.NONE for t in tables]),
                   per_row([x.cache_load_factor for x in loads]),
                   per_row([topo.optimizer.state_multiplier(t.embedding_dim) for t in tables]),
-                  per_row([x.zipf for x in loads]), np.full(len(owner), C.CPU_OPTIMIZER_WORK[topo.optimizer.value]))
+                  per_row([x.zipf for x in loads]), np.full(len(owner), C.CPU_OPTIMIZER_WORK[topo.optimizer.value]),
+                  np.full(len(owner), C.CPU_OPTIMIZER_ROW_WORK[topo.optimizer.value]))
 
 
 def device_bw(topo: Topology, kernel: ComputeKernel, clf: float) -> float:
@@ -162,7 +165,8 @@ def touched_rows(p: Pieces, ids: np.ndarray, local: bool) -> np.ndarray:
 
 
 def cpu_terms(ids: np.ndarray, touched: np.ndarray, rows: np.ndarray, cols: np.ndarray, tdt: np.ndarray,
-              read: np.ndarray, out: np.ndarray, opt_work: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+              read: np.ndarray, out: np.ndarray, opt_work: np.ndarray,
+              opt_row_work: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Forward and backward work of fbgemm's CPU kernels, in bytes at the DDR bandwidth (constants CPU_*): fixed
     work per id, the row per id (backward: the touched rows only, once each, as fbgemm sorts the ids), the pooled
     output, and the optimizer's update of each touched row. The rank's touched working set beyond the cache is
@@ -173,7 +177,7 @@ def cpu_terms(ids: np.ndarray, touched: np.ndarray, rows: np.ndarray, cols: np.n
                         + C.CPU_ROW_LATER_DECADES * np.maximum(d - 1.0, 0.0))
     base = read + ids * per_id + out * C.CPU_OUTPUT_WORK
     fwd = base + ids * row
-    bwd = (base + touched * row) * C.BWD_COMPUTE_MULTIPLIER + touched * cols * opt_work
+    bwd = (base + touched * row) * C.BWD_COMPUTE_MULTIPLIER + touched * (opt_row_work + cols * opt_work)
     return fwd, bwd
 
 
@@ -217,7 +221,7 @@ def pieces_perf_parts(p: Pieces, topo: Topology, st: ShardingType) -> tuple[np.n
         if topo.compute_device is Device.CPU:
             touched = touched_rows(p, p.batch_inputs, local=True)
             cpu_f, cpu_b = cpu_terms(p.batch_inputs, touched, p.num_embeddings, d, tdt, read,
-                                     p.batch_outputs * d * out_dt, p.opt_work)
+                                     p.batch_outputs * d * out_dt, p.opt_work, p.opt_row_work)
             fwd, bwd = cpu_f * kernel_factor, cpu_b * kernel_factor
         work[:, 0] = fwd
         work[:, 2] = bwd + table_bytes * C.DP_ELEMENTWISE_KERNELS_PERF_FACTOR
@@ -242,7 +246,7 @@ def pieces_perf_parts(p: Pieces, topo: Topology, st: ShardingType) -> tuple[np.n
     if topo.compute_device is Device.CPU:
         ids = (bi if st.splits_rows else p.batch_inputs) * W
         touched = touched_rows(p, p.batch_inputs * W, local=False)
-        cpu_f, cpu_b = cpu_terms(ids, touched, rows, cols, tdt, read, out, p.opt_work)
+        cpu_f, cpu_b = cpu_terms(ids, touched, rows, cols, tdt, read, out, p.opt_work, p.opt_row_work)
         work[:, 0], work[:, 2] = cpu_f * kernel_factor, cpu_b * kernel_factor
     input_dist = read / weight_factor / cbw
     if st is ShardingType.TABLE_ROW_WISE and topo.num_hosts > 1:

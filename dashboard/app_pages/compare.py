@@ -252,7 +252,8 @@ if picked and st.button("Add TorchRec's plan for the same config", key="compare_
                         help=f"runs TorchRec's EmbeddingShardingPlanner on the config of '{md(opts[picked[0]])}' "
                              "in the background"):
     add_torchrec(picked[0], opts[picked[0]])
-torchrec_progress()
+if state.page_value(state.TORCHREC_JOB) is not None:  # polls only while a baseline runs (workspace.job_box)
+    torchrec_progress()
 if not picked:
     st.info("Pick one or more plans.", icon=":material/info:")
     st.stop()

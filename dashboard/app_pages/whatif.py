@@ -119,7 +119,8 @@ def sweep_tab(config: dict) -> None:
             state.set_page_value(state.SWEEP_JOB, {"job": job, "points": points, "key": state.config_key(config)})
             state.set_page_value(state.SWEEP_RESULT, None)
             st.rerun()
-    sweep_progress()
+    if state.page_value(state.SWEEP_JOB) is not None:  # polls only while a sweep runs (workspace.job_box)
+        sweep_progress()
     result = state.page_value(state.SWEEP_RESULT)
     if result is None:
         return

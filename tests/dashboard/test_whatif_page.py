@@ -31,9 +31,11 @@ def run_sweep(at, devices, sizes, batches="512"):
     return at.session_state["whatif_sweep_result"]
 
 
-def test_sweep_runs_in_the_background_and_opens_a_point(app) -> None:
+def test_sweep_runs_in_the_background_and_opens_a_point(app, polls) -> None:
     at = goto(app, "whatif")
+    assert polls == []  # no sweep, no polling (tests/dashboard/conftest.py: polls)
     result = run_sweep(at, ["h100_80gb", "a100_40gb"], [2, 8, 16], "512 1024")
+    assert polls  # its elapsed time while it ran
     points = result["points"]
     assert len(points) == 2 * 3 * 2 and all(p["fits"] for p in points)
     cfg = engine.load_config(ROOT / "examples" / "tutorial.json")

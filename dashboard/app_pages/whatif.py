@@ -154,7 +154,8 @@ def sweep_tab(config: dict) -> None:
                                           p["batch_size"]))
             state.flash(f"The workspace config is now {md(whatif.point_label(p))}.")
             st.rerun()
-    st.dataframe(whatif.points_frame(pts), hide_index=True, height=320)
+    st.dataframe(whatif.points_frame(pts), hide_index=True, height=320, key="whatif_points",
+                 column_config={c: st.column_config.NumberColumn(format=f) for c, f in whatif.POINT_FORMATS.items()})
 
 
 def replan_tab(config: dict) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from streamlit.testing.v1 import AppTest
 
 import engine
+from dashboard.text import ms_text
 
 from tests.dashboard.conftest import APP, RUN_TIMEOUT_S
 from tests.dashboard.helpers import goto, plotly_specs, shown, workspace
@@ -54,7 +55,7 @@ def test_share_link_opens_the_same_plan_read_only(app, store):
     shared = _open(token)
     assert shared.title[0].value == "shared tutorial"
     assert shared.caption[0].value.startswith("Read-only")
-    assert shared.metric[0].value == f"{plan['max_rank_cost_ms']:.4g} ms"
+    assert shared.metric[0].value == ms_text(plan["max_rank_cost_ms"])
     assert shared.dataframe[0].value["sharding"].tolist() == [plan["plan"][t]["sharding_type"]
                                                              for t in shared.dataframe[0].value["table"]]
     assert len(plotly_specs(shared)) >= 3

@@ -72,6 +72,18 @@ def test_clear_all_shows_the_empty_state_and_the_page_polls_only_while_a_baselin
     assert polls == []
 
 
+def test_the_picks_come_back_after_a_visit_to_another_page(app, store):
+    a, b = _save_two(store)
+    _pick(app, b)
+    goto(app, "topology")  # Streamlit forgets the picker's state there
+    goto(app, "compare")
+    assert app.multiselect(key="compare_pick").value == [f"saved:{b}"]
+    app.multiselect(key="compare_pick").set_value([]).run()
+    goto(app, "topology")
+    goto(app, "compare")
+    assert app.multiselect(key="compare_pick").value == [] and shown(app, "info") == ["Pick one or more plans."]
+
+
 def test_two_saved_plans_side_by_side_with_their_differences(app, store):
     a, b = _save_two(store)
     _pick(app, a, b)

@@ -3,6 +3,8 @@ the saved plans list every whole link with one to copy, unknown tokens say so.""
 
 from __future__ import annotations
 
+import dataclasses
+
 from streamlit.testing.v1 import AppTest
 
 import engine
@@ -47,6 +49,20 @@ def test_save_stores_the_plan_and_shows_its_link(app, store):
     assert any("Saved 'tutorial, first try'" in t for t in shown(app, "toast"))
     saved = app.dataframe[0].value
     assert saved["label"].tolist() == ["tutorial, first try"] and saved["tables"].tolist() == [4]
+
+
+def test_author_and_config_name_come_back_and_the_form_says_whose_plan_it_saves(app, store):
+    _save(app, "first", author="ada", config_name="tutorial-2gpu")
+    goto(app, "topology")  # another page: Streamlit forgets the form's widgets
+    goto(app, "save_share")
+    assert app.text_input(key="save_author").value == "ada"
+    assert app.text_input(key="save_config_name").value == "tutorial-2gpu"
+    assert any(m.startswith("Saving the current plan by **Ours (engine)**: 4 tables on 2 ranks, slowest rank ")
+               for m in shown(app, "markdown"))
+    app.session_state["ws_plan"] = dataclasses.replace(app.session_state["ws_plan"], planner="torchrec", token=None)
+    app.run()
+    assert any(m.startswith("Saving the current plan by **TorchRec's EmbeddingShardingPlanner (baseline)**")
+               for m in shown(app, "markdown"))
 
 
 def test_share_link_opens_the_same_plan_read_only(app, store):

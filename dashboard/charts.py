@@ -26,7 +26,7 @@ from dashboard.analysis import (
     peak_bytes,
 )
 from dashboard.measured import RATIO_HIGH, RATIO_LOW, ratio_text
-from dashboard.text import plotly_text
+from dashboard.text import plotly_text, short_name
 
 GIB = 1024**3
 COMPONENT_COLORS = {"fwd_compute_ms": "#4C78A8", "bwd_compute_ms": "#72B7B2", "fwd_comms_ms": "#F58518",
@@ -56,6 +56,10 @@ _TEMPLATE_SPEC = TEMPLATE.to_plotly_json()  # validated once, here
 LEGEND = dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0)
 _PANELS = {1: [[0.0, 1.0]], 2: [[0.0, 0.44], [0.56, 1.0]]}  # make_subplots' x domains, horizontal spacing 0.12
 _BLUES = go.Heatmap(colorscale="Blues").colorscale  # the named scale as validation spells it out
+# The heatmap's cells: Blues from its light blue on (its near-white quarter dropped), so the smallest cell that holds
+# something is never taken for an empty one (those show the white background).
+CELL_SCALE = tuple((round((at - 0.25) / 0.75, 4), color) for at, color in _BLUES if at >= 0.25)
+HEATMAP_NAME_CHARS = 28  # a row's label (the name in full in its hover): long names no longer take half the width
 
 
 def _layout(fig: go.Figure, title: Optional[str], height: int = 360) -> go.Figure:
@@ -184,10 +188,15 @@ def heatmap(m: TableRankMatrix, metric: str = "cost_ms", rows: Optional[list[int
     unit = "GiB" if scale == GIB else "ms"
     names = [plotly_text(m.tables[i]) for i in rows]
     z = [[v / scale if v else None for v in row] for row in values.tolist()]
-    data = [{"type": "heatmap", "z": z, "x": [str(r) for r in m.ranks], "y": names, "colorscale": _BLUES,
-             "hoverongaps": False, "colorbar": {"title": {"text": unit}, "thickness": 12},
-             "hovertemplate": "%{y} on rank %{x}: %{z:.4g} " + unit + "<extra></extra>"}]
-    layout = {"yaxis": {"autorange": "reversed", "type": "category", "tickfont": {"size": 10}},
+    top = max((v for row in z for v in row if v is not None), default=0.0)
+    data = [{"type": "heatmap", "z": z, "x": [str(r) for r in m.ranks], "y": names, "colorscale": CELL_SCALE,
+             "xgap": 1, "ygap": 1, "hoverongaps": False,
+             "colorbar": {"title": {"text": unit}, "thickness": 12, "tickformat": ".3~g"},
+             "hovertemplate": "%{y} on rank %{x}: %{z:.3g} " + unit + "<extra></extra>"}]
+    if top > 0:  # the colours span 0 to the largest cell (plotly's own range runs 0.5 past a single value)
+        data[0].update(zmin=0.0, zmax=top)
+    layout = {"yaxis": {"autorange": "reversed", "type": "category", "tickfont": {"size": 10}, "tickvals": names,
+                        "ticktext": [plotly_text(short_name(m.tables[i], HEATMAP_NAME_CHARS)) for i in rows]},
               "xaxis": {"title": {"text": "rank"}, "type": "category", "side": "top"}}
     height = min(max(260, HEATMAP_ROW_PX * len(names) + 110), 4000)
     return _spec_figure(data, layout, f"Tables by rank: {MATRIX_METRICS[metric]}", height=height)

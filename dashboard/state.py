@@ -1,7 +1,7 @@
 """The one module touching st.session_state: the workspace's config and its undo history, the calibration its
 bandwidths come from, the grid's base rows, the current plan and the one before it, the background planning job, the
 first view's guide, the last saved token, the plans picked for comparison, the pages' background jobs and their
-results (Compare's TorchRec plan, What-if's sweep and re-plan), and one-shot messages.
+results (Compare's TorchRec plan, What-if's sweep and re-plan), inputs kept across pages, and one-shot messages.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ FLASH = "ws_flash"
 RUNS = "ws_runs"
 CALIBRATION = "ws_calibration"
 PENDING_PREFIX = "ws_pending_"
+KEPT = "ws_kept"  # inputs' values kept across pages: Save & share's author and config name, Compare's picks
 TORCHREC_JOB = "compare_torchrec_job"  # Compare: TorchRec's planner on a picked plan's config, in the background
 SWEEP_JOB, SWEEP_RESULT = "whatif_sweep_job", "whatif_sweep_result"  # What-if: the capacity sweep, its points
 REPLAN_RESULT = "whatif_replan_result"  # What-if: the last re-plan from a saved plan
@@ -246,6 +247,17 @@ def forget_widgets(keys: Iterable[str]) -> None:
 def set_widget(key: str, value: Any) -> None:
     """Set a widget's value before it is drawn in this run (e.g. a preset filling inputs)."""
     st.session_state[key] = value
+
+
+def kept(key: str, default: Any = None) -> Any:
+    """The value widget `key` had when a run last drew it (remember), to draw it with again: Streamlit forgets a
+    widget's state once a run does not draw it, so a visit to another page would reset it."""
+    return st.session_state.get(KEPT, {}).get(key, default)
+
+
+def remember(key: str, value: Any) -> None:
+    """Keep widget `key`'s value (as drawn in this run) beyond this page: kept(key) gives it back."""
+    st.session_state.setdefault(KEPT, {})[key] = copy.deepcopy(value)
 
 
 def set_pending(key: str, value: Any) -> None:

@@ -1,10 +1,13 @@
 """User text (labels, authors, table and planner names, notes, tokens, paths, messages that quote them) made
 safe where it is rendered: Streamlit's markdown (`md`, `code`) and plotly's HTML-like labels (`plotly_text`).
-What the person typed is what the page shows: never a link, an image, HTML, an emoji or an icon.
+What the person typed is what the page shows: never a link, an image, HTML, an emoji or an icon. And numbers as
+the pages write them, each with its unit: times (`ms_text`), rates (`rate_text`), shares (`pct_text`), long names
+cut to fit (`short_name`); bytes are engine.human_bytes.
 """
 
 from __future__ import annotations
 
+import math
 import re
 
 # Every ASCII punctuation character: CommonMark lets a backslash escape each of them, and escaping all of
@@ -41,3 +44,41 @@ def plotly_text(value: object) -> str:
     and entities in them; escaped, they show as typed."""
     return str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
+
+
+SIGNIFICANT = 3  # digits of an estimate worth reading: the cost model is not finer than that
+
+
+def _sig(value: float, digits: int = SIGNIFICANT) -> str:
+    """`value` to `digits` significant digits in plain decimal (never 1e-05), thousands separated."""
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    if abs(value) >= 10 ** digits:  # whole units: 1,235 reads better than 1,230
+        return f"{value:,.0f}"
+    rounded = float(f"{value:.{digits}g}")
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(rounded))))
+    return f"{rounded:,.{decimals}f}"
+
+
+def ms_text(ms: float | None) -> str:
+    """A time in milliseconds, 3 significant digits and the unit: '0.00547 ms', '12.3 ms', '1,235 ms'."""
+    return "n/a" if ms is None or (isinstance(ms, float) and math.isnan(ms)) else f"{_sig(float(ms))} ms"
+
+
+def rate_text(per_s: float | None, unit: str = "samples/s") -> str:
+    """A rate, whole and thousands separated: '45,076,415 samples/s'."""
+    return "n/a" if per_s is None or math.isnan(per_s) else f"{per_s:,.0f} {unit}"
+
+
+def pct_text(fraction: float | None) -> str:
+    """A share (0.0123 is 1.23%), 3 significant digits: '1.23%', '0.0512%', '100%'."""
+    return "n/a" if fraction is None or math.isnan(fraction) else f"{_sig(100 * float(fraction))}%"
+
+
+def short_name(name: str, limit: int = 24) -> str:
+    """A name cut to `limit` characters with an ellipsis in the middle, where a chart has room for its start and
+    end only (the full name stays in the hover)."""
+    if len(name) <= limit:
+        return name
+    head = (limit - 1) // 2 + (limit - 1) % 2
+    return f"{name[:head]}\u2026{name[len(name) - (limit - 1 - head):]}"

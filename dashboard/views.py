@@ -12,7 +12,7 @@ import streamlit as st
 import engine
 from dashboard import analysis, exports, figures, headline, measured, services, state, workspace
 from dashboard import calibration as calib
-from dashboard.text import md
+from dashboard.text import md, ms_text
 
 HEATMAP_DEFAULT_ROWS = 40
 TABLE_FRAME_HEIGHT_PX = 320
@@ -62,7 +62,7 @@ def plan_metrics(plan: engine.Plan) -> None:
     room = analysis.headroom(plan, kind)
     secs = plan.planning_seconds
     cols = st.columns(5)
-    cols[0].metric("Slowest rank", f"{imb.max_ms:.4g} ms", help=f"rank {imb.bottleneck_rank}, per training step"
+    cols[0].metric("Slowest rank", ms_text(imb.max_ms), help=f"rank {imb.bottleneck_rank}, per training step"
                    + (f"; planned in {secs:.2f} s" if secs is not None else ""))
     cols[1].metric("Imbalance (max/mean)", f"{imb.ratio:.3f}x")
     vs = imb.vs_lower_bound

@@ -10,7 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from dashboard import plan_deltas
-from dashboard.text import plotly_text
+from dashboard.text import ms_text, pct_text, plotly_text, rate_text
 
 DEVICE_COLORS = ("#4C78A8", "#F58518", "#54A24B", "#B279A2", "#9D755D")
 GIB = 1024**3
@@ -76,9 +76,9 @@ def sweep_figure(points: list[dict]) -> go.Figure:
 def _hover(p: dict) -> str:
     """A fitting point's hover text: each line escaped (a device label is data), joined by plotly's line break."""
     lines = [f"{p['device_label']}: {p['world_size']} GPUs, batch {p['batch_size']}",
-             f"step {p['step_ms']:.4g} ms, peak HBM {p['peak_hbm_fraction']:.0%} of usable"]
+             f"step {ms_text(p['step_ms'])}, peak HBM {pct_text(p['peak_hbm_fraction'])} of usable"]
     if p["samples_per_s"]:
-        lines.append(f"{p['samples_per_s']:,.0f} samples/s")
+        lines.append(rate_text(p["samples_per_s"]))
     return "<br>".join(plotly_text(x) for x in lines)
 
 
@@ -104,14 +104,20 @@ def vs_scratch_text(step_ms: float, scratch_ms: float) -> str:
     return f"{pct:+.1f}% vs from scratch" if abs(pct) >= 0.05 else f"{pct:+.2g}% vs from scratch"
 
 
+# How the sweep table shows its numbers (st.column_config.NumberColumn formats): 3 significant digits with the
+# unit, rates with thousands separators (the browser's locale).
+POINT_FORMATS = {"step ms": "%.3g ms", "peak HBM, % of usable": "%.3g%%", "samples/s": "localized"}
+
+
 def points_frame(points: list[dict]) -> pd.DataFrame:
-    """The sweep as rows, fitting points first by step time."""
+    """The sweep as rows, fitting points first by step time: numbers as they are (sortable), shown with
+    POINT_FORMATS."""
     rows = []
     for p in points:
         rows.append({"device": p["device_label"], "GPUs": p["world_size"], "hosts": p["hosts"],
                      "batch per rank": p["batch_size"],
-                     "step ms": round(p["step_ms"], 4) if p["step_ms"] is not None else math.nan,
-                     "peak HBM of usable": round(100 * p["peak_hbm_fraction"], 1)
+                     "step ms": p["step_ms"] if p["step_ms"] is not None else math.nan,
+                     "peak HBM, % of usable": 100 * p["peak_hbm_fraction"]
                      if p["peak_hbm_fraction"] is not None else math.nan,
                      "samples/s": round(p["samples_per_s"]) if p["fits"] and p["samples_per_s"] else math.nan,
                      "Pareto": "yes" if p["pareto"] else "", "fits": "yes" if p["fits"] else "no",

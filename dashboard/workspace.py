@@ -228,7 +228,11 @@ def job_line(job: jobs.Job, doing: str, who: str) -> str:
 
 def job_box(key: str, cancel_key: str, text: str) -> bool:
     """A running background job's line (markdown `text`: its elapsed time, what happens when it ends) and its
-    Cancel button, in a bordered box; True when Cancel was clicked. Pages draw it in a polling fragment."""
+    Cancel button, in a bordered box; True when Cancel was clicked. Pages draw it in a polling fragment
+    (`st.fragment(run_every=...)`), called only while the job is there: the browser asks for a run of it every
+    interval, and Streamlit 1.67 drops the messages of a full run whose script thread ended before they were sent
+    when such a run starts a new ScriptRunner ("Ignoring event from non-current ScriptRunner"): the run that a
+    click started (Compare's 'Clear all') then never reaches the page, which keeps its old elements."""
     with st.container(border=True, key=key):
         c1, c2 = st.columns([5, 1], vertical_alignment="center")
         c1.markdown(f":material/hourglass_top: {text}")

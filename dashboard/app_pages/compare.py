@@ -113,6 +113,16 @@ def default_pick(opts: dict[str, str]) -> list[str]:
     return list(opts)[:2]
 
 
+def first_pick(opts: dict[str, str]) -> list[str]:
+    """The picks the page opens with: those of the last visit that are still offered (none if none were picked),
+    else default_pick."""
+    before = state.kept(PICK)
+    if before is None:
+        return default_pick(opts)
+    still = [o for o in before if o in opts]
+    return still if still or not before else default_pick(opts)
+
+
 def bounds(plans: dict[str, tuple[engine.Plan, engine.Config, dict]]) -> dict[str, float | None]:
     """The lower bound of each plan's config: the plan's own, another picked plan's of the same config, or our
     planner's for that config (TorchRec's plans carry none; the bound depends on the config only)."""
@@ -245,14 +255,16 @@ if not opts:
     st.info("Nothing to compare yet: make a plan, save it, then come back.", icon=":material/info:")
     st.stop()
 state.apply_pending(PICK)
-picked = st.multiselect("Plans to compare", list(opts), default=default_pick(opts) if not state.has_widget(PICK)
+picked = st.multiselect("Plans to compare", list(opts), default=first_pick(opts) if not state.has_widget(PICK)
                         else None, format_func=opts.get, key=PICK)
+state.remember(PICK, picked)  # the picks come back after a visit to another page
 if picked and st.button("Add TorchRec's plan for the same config", key="compare_add_torchrec", icon=":material/add:",
                         disabled=state.page_value(state.TORCHREC_JOB) is not None,
                         help=f"runs TorchRec's EmbeddingShardingPlanner on the config of '{md(opts[picked[0]])}' "
                              "in the background"):
     add_torchrec(picked[0], opts[picked[0]])
-torchrec_progress()
+if state.page_value(state.TORCHREC_JOB) is not None:  # polls only while a baseline runs (workspace.job_box)
+    torchrec_progress()
 if not picked:
     st.info("Pick one or more plans.", icon=":material/info:")
     st.stop()

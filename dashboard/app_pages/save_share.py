@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 import engine
-from dashboard import exports, services, state, views
+from dashboard import exports, services, state, text, views
 from dashboard.text import md
 from db.bundle import read_bundle_text
 from db.store import StoreError
@@ -22,13 +22,28 @@ def link_for(token: str) -> str:
                               str(st.get_option("server.baseUrlPath") or ""))
 
 
+AUTHOR, CONFIG_NAME = "save_author", "save_config_name"  # kept across pages (state.kept)
+
+
+def saving_line(current) -> str:
+    """Which plan the form saves (markdown): whose planner made it, its size and slowest rank."""
+    n, w = len(current.plan.tables), current.config.topology.world_size
+    return (f"Saving the current plan by **{md(services.planner_label(current.planner))}**: {n:,} "
+            f"table{'' if n == 1 else 's'} on {w:,} rank{'' if w == 1 else 's'}, slowest rank "
+            f"{md(text.ms_text(current.plan.max_rank_cost_ms))}.")
+
+
 def save_form(store, current) -> None:
     n, w = len(current.plan.tables), current.config.topology.world_size
+    st.markdown(saving_line(current))
     label = st.text_input("Label", value=current.label or f"{n} tables on {w} ranks", key="save_label", max_chars=200)
     c1, c2 = st.columns(2)
-    author = c1.text_input("Author", key="save_author", max_chars=200)
-    config_name = c2.text_input("Config name", value="untitled", key="save_config_name", max_chars=200,
+    author = c1.text_input("Author", value=state.kept(AUTHOR, ""), key=AUTHOR, max_chars=200)
+    config_name = c2.text_input("Config name", value=state.kept(CONFIG_NAME, "untitled"), key=CONFIG_NAME,
+                                max_chars=200,
                                 help="saving a changed config under the same name makes a new version of it")
+    state.remember(AUTHOR, author)
+    state.remember(CONFIG_NAME, config_name)
     if st.button("Save plan", type="primary", key="save_run", icon=":material/save:"):
         try:
             token = store.save_plan(engine.config_to_dict(current.config), engine.plan_to_dict(current.plan),

@@ -119,7 +119,8 @@ def sweep_tab(config: dict) -> None:
             state.set_page_value(state.SWEEP_JOB, {"job": job, "points": points, "key": state.config_key(config)})
             state.set_page_value(state.SWEEP_RESULT, None)
             st.rerun()
-    sweep_progress()
+    if state.page_value(state.SWEEP_JOB) is not None:  # polls only while a sweep runs (workspace.job_box)
+        sweep_progress()
     result = state.page_value(state.SWEEP_RESULT)
     if result is None:
         return
@@ -153,7 +154,8 @@ def sweep_tab(config: dict) -> None:
                                                  p["batch_size"]), edit=f"open the sweep point {whatif.point_label(p)}")
             state.flash(f"The workspace config is now {md(whatif.point_label(p))}.")
             st.rerun()
-    st.dataframe(whatif.points_frame(pts), hide_index=True, height=320)
+    st.dataframe(whatif.points_frame(pts), hide_index=True, height=320, key="whatif_points",
+                 column_config={c: st.column_config.NumberColumn(format=f) for c, f in whatif.POINT_FORMATS.items()})
 
 
 def replan_tab(config: dict) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from streamlit.runtime.forward_msg_queue import ForwardMsgQueue
 from streamlit.testing.v1 import AppTest
 
 from db.store import Store
@@ -37,3 +38,21 @@ def app(db_url) -> AppTest:
     at.run()
     assert not at.exception, at.exception
     return at
+
+
+@pytest.fixture
+def polls(monkeypatch) -> list[float]:
+    """The polling a page's runs ask the browser for: the interval (s) of every `st.fragment(run_every=...)` called,
+    in order. Each poll is a script run of its own, and Streamlit drops the messages of a full run whose thread
+    ended before they were sent when a poll's run starts (dashboard.workspace.job_box): a page polls only while
+    it waits for something."""
+    seen: list[float] = []
+    enqueue = ForwardMsgQueue.enqueue
+
+    def recording(self, msg) -> None:
+        if msg.WhichOneof("type") == "auto_rerun":
+            seen.append(msg.auto_rerun.interval)
+        enqueue(self, msg)
+
+    monkeypatch.setattr(ForwardMsgQueue, "enqueue", recording)
+    return seen

@@ -3,11 +3,13 @@ the plan's numbers."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
 import engine
 from dashboard import analysis, charts
+from dashboard.text import short_name
 from tests.dashboard.helpers import typed, typed_config
 from tests.factories import tutorial, with_changes
 
@@ -65,6 +67,27 @@ def test_heatmap_rows_and_empty_cells():
     assert len(z) == 2 and len(z[0]) == 2
     placed = plan["plan"][m.tables[1]]["ranks"][0]
     assert z[0][placed] == pytest.approx(m.values["cost_ms"][1, placed]) and z[0][1 - placed] is None
+
+
+def test_heatmap_colours_span_the_data_and_long_names_are_cut():
+    """Every cell 0.00273 ms: the scale runs 0 to 0.00273 (plotly's own ran 0.5 past a single value, so every cell
+    looked empty); the lightest colour is a tint, not the white of an empty cell; a long name is cut to its start
+    and end on the axis and stays whole in the hover."""
+    long = "user_embedding_table_for_the_" + "very_" * 8 + "long_ids"
+    values = np.array([[0.00273, 0.0], [0.00273, 0.00273]])
+    m = analysis.TableRankMatrix(tables=[long, "t<b>"], ranks=[0, 1],
+                                 values={k: values for k in analysis.MATRIX_METRICS})
+    heat = charts.heatmap(m, "cost_ms").data[0]
+    assert heat.zmin == 0 and heat.zmax == pytest.approx(0.00273)
+    assert heat.z[0][1] is None and heat.colorscale[0][1] not in ("rgb(247,251,255)", "white", "#ffffff")
+    assert list(heat.y) == [long, "t&lt;b&gt;"]  # the hover's %{y}: whole, escaped
+    layout = charts.heatmap(m, "cost_ms").layout.yaxis
+    assert list(layout.tickvals) == list(heat.y)
+    assert list(layout.ticktext) == [short_name(long, charts.HEATMAP_NAME_CHARS), "t&lt;b&gt;"]
+    assert len(layout.ticktext[0]) == charts.HEATMAP_NAME_CHARS < len(long)
+    empty = analysis.TableRankMatrix(tables=["t"], ranks=[0], values={k: np.zeros((1, 1))
+                                                                      for k in analysis.MATRIX_METRICS})
+    assert charts.heatmap(empty, "cost_ms").data[0].zmax is None  # nothing to span: plotly's default
 
 
 def test_compare_and_measured_figures():

@@ -54,6 +54,36 @@ def test_the_unsaved_current_plan_alone(app):
     assert not [h for h in app.subheader if h.value == "Differences"]
 
 
+def test_clear_all_shows_the_empty_state_and_the_page_polls_only_while_a_baseline_runs(app, store, polls):
+    """The browser test's 'Clear all' once left the page as it was: the page polled every second with no TorchRec
+    job (a run_every fragment called on every run), and a poll's run made Streamlit drop the messages of the run
+    that the click started. No job, no polling; and 'Clear all' draws the empty state at once, every time."""
+    a, b = _save_two(store)
+    goto(app, "compare")
+    pick = app.multiselect(key="compare_pick")
+    assert len(pick.value) == 2 and not shown(app, "info")
+    for _ in range(2):  # the first 'Clear all' and another after picking again
+        app.multiselect(key="compare_pick").set_value([]).run()
+        assert not app.exception, app.exception
+        assert shown(app, "info") == ["Pick one or more plans."]
+        assert app.multiselect(key="compare_pick").value == []
+        app.multiselect(key="compare_pick").set_value([f"saved:{a}", f"saved:{b}"]).run()
+        assert not app.exception and [h.value for h in app.subheader if h.value == "Differences"]
+    assert polls == []
+
+
+def test_the_picks_come_back_after_a_visit_to_another_page(app, store):
+    a, b = _save_two(store)
+    _pick(app, b)
+    goto(app, "topology")  # Streamlit forgets the picker's state there
+    goto(app, "compare")
+    assert app.multiselect(key="compare_pick").value == [f"saved:{b}"]
+    app.multiselect(key="compare_pick").set_value([]).run()
+    goto(app, "topology")
+    goto(app, "compare")
+    assert app.multiselect(key="compare_pick").value == [] and shown(app, "info") == ["Pick one or more plans."]
+
+
 def test_two_saved_plans_side_by_side_with_their_differences(app, store):
     a, b = _save_two(store)
     _pick(app, a, b)
@@ -187,19 +217,22 @@ def test_a_run_40x_slower_than_estimated_is_flagged_on_compare_too(app, store):
 
 
 @pytest.mark.timeout(300)
-def test_add_torchrecs_plan_for_the_same_config(app, store):
+def test_add_torchrecs_plan_for_the_same_config(app, store, polls):
     a, _ = _save_two(store)
     goto(app, "compare")
     app.multiselect(key="compare_pick").set_value([f"saved:{a}"]).run()
     app.button(key="compare_add_torchrec").click().run()
     assert "compare_torchrec_job" in app.session_state  # running in its own process; the page stays usable
     assert app.button(key="compare_add_torchrec").disabled
+    assert polls and set(polls) == {1.0}  # its elapsed time, redrawn every second while it runs
     deadline = time.monotonic() + 240
     while "compare_torchrec_job" in app.session_state and time.monotonic() < deadline:
         time.sleep(0.5)
         app.run()  # the browser's fragment polls; here each run looks
+    polls.clear()
     app.run()  # the run after the one that collected it shows the picked plans
     assert not app.exception and not shown(app, "error"), shown(app, "error")
+    assert polls == []  # no job: no polling
     picked = app.multiselect(key="compare_pick").value
     assert len(picked) == 2 and picked[1] == "extra:TorchRec for free choice"
     summary = app.dataframe[0].value

@@ -4,6 +4,7 @@ replan after an edit; errors in one line. TorchRec's planner as the baseline: te
 from __future__ import annotations
 
 from dashboard import analysis
+from dashboard.text import ms_text
 from tests.dashboard.helpers import edit, goto, plotly_specs, shown, workspace
 
 
@@ -29,7 +30,7 @@ def test_plan_the_tutorial_and_see_it(app):
     parts = analysis.memory_parts(plan)  # the step's peak part by part (engine.memory), stacked in the HBM panel
     assert [t["name"] for t in memory["data"]] == ["usable capacity", *parts, "usable capacity", "used"]
     assert app.metric[4].label == "Tightest headroom"
-    assert app.metric[0].value == f"{plan.max_rank_cost_ms:.4g} ms"
+    assert app.metric[0].value == ms_text(plan.max_rank_cost_ms)  # 3 significant digits: never cut off
     story = [m for m in shown(app, "markdown") if m.startswith("- Rank")]
     assert story and f"Rank {plan.bottleneck_rank}" in story[0]
     assert len(app.get("download_button")) == 4

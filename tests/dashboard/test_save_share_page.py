@@ -3,9 +3,12 @@ the saved plans list every whole link with one to copy, unknown tokens say so.""
 
 from __future__ import annotations
 
+import dataclasses
+
 from streamlit.testing.v1 import AppTest
 
 import engine
+from dashboard.text import ms_text
 
 from tests.dashboard.conftest import APP, RUN_TIMEOUT_S
 from tests.dashboard.helpers import goto, plotly_specs, shown, workspace
@@ -48,13 +51,27 @@ def test_save_stores_the_plan_and_shows_its_link(app, store):
     assert saved["label"].tolist() == ["tutorial, first try"] and saved["tables"].tolist() == [4]
 
 
+def test_author_and_config_name_come_back_and_the_form_says_whose_plan_it_saves(app, store):
+    _save(app, "first", author="ada", config_name="tutorial-2gpu")
+    goto(app, "topology")  # another page: Streamlit forgets the form's widgets
+    goto(app, "save_share")
+    assert app.text_input(key="save_author").value == "ada"
+    assert app.text_input(key="save_config_name").value == "tutorial-2gpu"
+    assert any(m.startswith("Saving the current plan by **Ours (engine)**: 4 tables on 2 ranks, slowest rank ")
+               for m in shown(app, "markdown"))
+    app.session_state["ws_plan"] = dataclasses.replace(app.session_state["ws_plan"], planner="torchrec", token=None)
+    app.run()
+    assert any(m.startswith("Saving the current plan by **TorchRec's EmbeddingShardingPlanner (baseline)**")
+               for m in shown(app, "markdown"))
+
+
 def test_share_link_opens_the_same_plan_read_only(app, store):
     token = _save(app, "shared tutorial")
     plan = store.get_plan(token).plan
     shared = _open(token)
     assert shared.title[0].value == "shared tutorial"
     assert shared.caption[0].value.startswith("Read-only")
-    assert shared.metric[0].value == f"{plan['max_rank_cost_ms']:.4g} ms"
+    assert shared.metric[0].value == ms_text(plan["max_rank_cost_ms"])
     assert shared.dataframe[0].value["sharding"].tolist() == [plan["plan"][t]["sharding_type"]
                                                              for t in shared.dataframe[0].value["table"]]
     assert len(plotly_specs(shared)) >= 3

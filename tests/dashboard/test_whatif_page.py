@@ -31,9 +31,11 @@ def run_sweep(at, devices, sizes, batches="512"):
     return at.session_state["whatif_sweep_result"]
 
 
-def test_sweep_runs_in_the_background_and_opens_a_point(app) -> None:
+def test_sweep_runs_in_the_background_and_opens_a_point(app, polls) -> None:
     at = goto(app, "whatif")
+    assert polls == []  # no sweep, no polling (tests/dashboard/conftest.py: polls)
     result = run_sweep(at, ["h100_80gb", "a100_40gb"], [2, 8, 16], "512 1024")
+    assert polls  # its elapsed time while it ran
     points = result["points"]
     assert len(points) == 2 * 3 * 2 and all(p["fits"] for p in points)
     cfg = engine.load_config(ROOT / "examples" / "tutorial.json")
@@ -92,10 +94,14 @@ def test_sweep_figure_marks_every_kind_of_point() -> None:
                      "Pareto front"]
     assert list(fig.data[2].customdata) == [2] and "&lt;script&gt;" in fig.data[2].text[0]
     # a fitting point's hover: three lines broken by plotly's <br> (not shown as "&lt;br&gt;"), the label escaped
-    assert fig.data[0].text[0] == ("H100 &lt;b&gt;: 8 GPUs, batch 512<br>step 2 ms, peak HBM 50% of usable<br>"
+    assert fig.data[0].text[0] == ("H100 &lt;b&gt;: 8 GPUs, batch 512<br>step 2.00 ms, peak HBM 50.0% of usable<br>"
                                    "1,000,000 samples/s")
     frame = whatif.points_frame(pts)
     assert list(frame["fits"]) == ["yes", "no", "no"] and frame["Pareto"].tolist() == ["yes", "", ""]
+    # numbers stay numbers (sortable), each column a format with its unit: 3 significant digits, rates separated
+    assert frame["peak HBM, % of usable"].tolist()[:2] == [50.0, 130.0] and frame["step ms"].tolist()[:2] == [2, 3]
+    assert set(whatif.POINT_FORMATS) <= set(frame.columns)
+    assert whatif.POINT_FORMATS == {"step ms": "%.3g ms", "peak HBM, % of usable": "%.3g%%", "samples/s": "localized"}
 
 
 def test_a_replan_as_fast_as_from_scratch_reads_the_same_not_plus_zero() -> None:

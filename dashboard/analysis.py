@@ -324,9 +324,9 @@ def bottleneck(plan: engine.Plan, m: Optional[TableRankMatrix] = None, top: int 
         out.append(f"Most of its time is {COMPONENT_LABELS[comp]}: {parts_ms.get(comp, 0.0):.4g} ms ({share:.0f}%).")
     if worst.workset_ms > 0 and imb.max_ms > 0:
         share = worst.workset_ms / imb.max_ms * 100
-        out.append(f"Its step touches {engine.human_bytes(int(worst.workset_bytes))} of rows and optimizer state, more "
-                   f"than the cache holds: {worst.workset_ms:.3g} ms ({share:.0f}%) of its time, inside its compute, "
-                   "goes to rows fetched from memory (the working-set term, CPU).")
+        out.append(f"Its step touches {worst.workset_rows:,.0f} rows ({engine.human_bytes(int(worst.workset_bytes))} "
+                   f"with their optimizer state), more than the cache holds: {worst.workset_ms:.3g} ms ({share:.0f}%) "
+                   "of its time, inside its compute, goes to rows fetched from memory (the working-set term, CPU).")
     if m is not None and imb.max_ms > 0:
         col = m.values["cost_ms"][:, imb.bottleneck_rank]
         order = [int(i) for i in np.argsort(-col, kind="stable")[:top] if col[i] > 0]

@@ -141,7 +141,7 @@ def step_features(cfg: Config, tables: dict[str, TablePlan]) -> tuple[np.ndarray
     topo = replace(cfg.topology, profile=None)
     w, multi = topo.world_size, topo.num_hosts > 1
     lookup_bw, cbw = device_bw(topo, ComputeKernel.FUSED, 1.0), comms_bw(topo)
-    compute_ms, comms_ms, workset = np.zeros(w), np.zeros(w), np.zeros(w)
+    compute_ms, comms_ms, workset, workset_rows = np.zeros(w), np.zeros(w), np.zeros(w), np.zeros(w)
     for name, tp in tables.items():
         ranks, rows, cols = shard_arrays(cfg, name, tp)
         t = cfg.table(name)
@@ -149,9 +149,11 @@ def step_features(cfg: Config, tables: dict[str, TablePlan]) -> tuple[np.ndarray
         work, fixed = perf_parts(t, load, topo, tp.sharding_type, rows.astype(float), cols.astype(float))
         np.add.at(compute_ms, ranks, work.sum(axis=1) / device_bw(topo, tp.compute_kernel, load.cache_load_factor))
         np.add.at(comms_ms, ranks, fixed.sum(axis=1))
-        np.add.at(workset, ranks, piece_workset(pieces_of(t, load, topo, rows.astype(float), cols.astype(float)),
-                                                topo, tp.sharding_type))
-    compute_ms += rank_workset_ms(workset, topo)
+        ws_bytes, ws_rows = piece_workset(pieces_of(t, load, topo, rows.astype(float), cols.astype(float)), topo,
+                                          tp.sharding_type)
+        np.add.at(workset, ranks, ws_bytes)
+        np.add.at(workset_rows, ranks, ws_rows)
+    compute_ms += rank_workset_ms(workset, workset_rows, topo)
     counts = plan_counts(cfg, tables, BACKEND[topo.compute_device])
     x = np.zeros((w, len(FEATURES)))
     x[:, 0], x[:, 1], x[:, 2], x[:, 3] = 1.0, counts.rounds, counts.launches, counts.pieces

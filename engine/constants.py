@@ -59,36 +59,38 @@ OPTIMIZER_STATE_MULTIPLIER: dict[str, float] = {
     "adam": 2.0,
 }
 
-# fbgemm's CPU kernels (forward + backward), fitted to kernel dry-runs of one table at a time (24 tables,
-# 0.4 MiB to 123 MiB, dims 32-256, pooling factors 0.7-68; docs/estimator.md), in bytes at the DDR bandwidth:
+# fbgemm's CPU kernels (forward + backward), fitted to kernel dry-runs of one rank's tables with fresh ids every
+# step (python -m bench.cost_terms: 59 cases, bench/results/cost_terms.md; docs/estimator.md), in bytes at the DDR
+# bandwidth:
 # per id FIXED x (1 + FIXED_PER_DECADE x d) (forward and backward alike); per id its row's bytes x (IN_CACHE +
 # FIRST x min(d, 1) + LATER x max(d - 1, 0)) (backward: distinct rows only); per output element OUTPUT_WORK x
 # its bytes. d: decades of the piece's bytes above CPU_CACHE_BYTES (random rows miss the cache, then the TLB).
 CPU_CACHE_BYTES: float = 2**20
-CPU_ID_FIXED_BYTES: float = 1272.0
-CPU_FIXED_PER_DECADE: float = 1.505
+CPU_ID_FIXED_BYTES: float = 946.3
+CPU_FIXED_PER_DECADE: float = 0.1698
 CPU_ROW_IN_CACHE: float = 0.0
-CPU_ROW_FIRST_DECADE: float = 0.0
-CPU_ROW_LATER_DECADES: float = 0.0
-CPU_OUTPUT_WORK: float = 34.04
+CPU_ROW_FIRST_DECADE: float = 5.979
+CPU_ROW_LATER_DECADES: float = 6.18
+CPU_OUTPUT_WORK: float = 17.17
 
 # The optimizer's update of each touched row on CPU (fbgemm's fused backward), per touched weight, in bytes at the
 # DDR bandwidth, on top of sgd's (which the row terms above hold). Fitted with the CPU terms (docs/estimator.md).
 OPTIMIZER_STATE_BYTES: int = 4  # fbgemm keeps optimizer state in fp32
 CPU_OPTIMIZER_WORK: dict[str, float] = {
     "sgd": 0.0,
-    "adagrad": 317.9,
+    "adagrad": 287.0,
     "rowwise_adagrad": 0.0,
-    "adam": 2 * 317.9,  # not measured (fbgemm has no CPU adam kernel): two moments, twice adagrad's one
+    "adam": 2 * 287.0,  # not measured (fbgemm has no CPU adam kernel): two moments, twice adagrad's one
 }
 CPU_OPTIMIZER_ROW_WORK: dict[str, float] = {  # the same, per touched row (rowwise_adagrad's state is per row)
     "sgd": 0.0,
-    "adagrad": 18840.0,
-    "rowwise_adagrad": 34150.0,
-    "adam": 2 * 18840.0,  # not measured, as above
+    "adagrad": 12250.0,
+    "rowwise_adagrad": 19850.0,
+    "adam": 2 * 12250.0,  # not measured, as above
 }
 # The rank's touched working set (distinct rows of a step x their weight and state bytes, summed over the rank's
-# pieces): beyond CPU_WORKSET_KNEE_BYTES every further byte costs CPU_WORKSET_WORK bytes of work at the DDR
-# bandwidth (rows evicted from the last-level cache before the step comes back to them).
-CPU_WORKSET_KNEE_BYTES: float = 2 * 2**20
-CPU_WORKSET_WORK: float = 52.71
+# pieces): the rows beyond the first CPU_WORKSET_KNEE_BYTES (the rank's rows x the share of its bytes past the knee)
+# each cost CPU_WORKSET_ROW_WORK bytes of work at the DDR bandwidth: a row evicted before the step comes back to it
+# costs a miss whatever its width (measured: narrow and wide rows alike, bench/results/cost_terms.md).
+CPU_WORKSET_KNEE_BYTES: float = 2**20
+CPU_WORKSET_ROW_WORK: float = 6040.0

@@ -233,7 +233,8 @@ class Priced:
         if self._ests is None:
             lo, hi = self._lo, self._hi
             self._ests = tuple(ShardEstimates(e.perf_ms[lo:hi], e.hbm_bytes[lo:hi], e.ddr_bytes[lo:hi],
-                                              e.input_bytes[lo:hi], e.output_bytes[lo:hi], e.workset_bytes[lo:hi])
+                                              e.input_bytes[lo:hi], e.output_bytes[lo:hi], e.workset_bytes[lo:hi],
+                                              e.workset_rows[lo:hi])
                                for e in self._group)
         return self._ests
 
@@ -249,7 +250,7 @@ class Priced:
         counts = self.counts  # the distinct shapes come in shard order
         return ShardEstimates(*(np.repeat(a, counts, axis=0) for a in
                                 (e.perf_ms, e.hbm_bytes, e.ddr_bytes, e.input_bytes, e.output_bytes,
-                                 e.workset_bytes)))
+                                 e.workset_bytes, e.workset_rows)))
 
 
 Geometry = tuple[ShardingType, tuple[ComputeKernel, ...], int]  # sharding type, its kernels, column width (or 0)

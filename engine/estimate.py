@@ -40,6 +40,7 @@ class ShardEstimates:
     input_bytes: np.ndarray  # (k,)
     output_bytes: np.ndarray  # (k,)
     workset_bytes: np.ndarray  # (k,): bytes a step touches (CPU; zeros elsewhere), priced per rank (rank_workset_ms)
+    workset_rows: np.ndarray  # (k,): the distinct rows those bytes are
 
     @property
     def cost_ms(self) -> np.ndarray:
@@ -333,35 +334,45 @@ def estimate_pieces(p: Pieces, topo: Topology, st: ShardingType,
     inp, out = _io_bytes(p, topo, st)
     work, fixed = pieces_perf_parts(p, topo, st)
     inp_i, out_i = inp.astype(np.int64), out.astype(np.int64)
-    ws = piece_workset(p, topo, st)
+    ws, ws_rows = piece_workset(p, topo, st)
     result = []
     for kernel in kernels:
         hbm, ddr = _memory(p, topo, kernel, rows, weights, opt, inp, out)
         bw = device_bw(topo, kernel, p.clf)
         perf = with_profile(work / (bw[:, None] if np.ndim(bw) else bw) + fixed, topo, rows, cols)
-        result.append(ShardEstimates(perf, hbm, ddr, inp_i, out_i, ws))
+        result.append(ShardEstimates(perf, hbm, ddr, inp_i, out_i, ws, ws_rows))
     return result
 
 
-def piece_workset(p: Pieces, topo: Topology, st: ShardingType) -> np.ndarray:
-    """Bytes each piece touches in a step (CPU topologies; zeros elsewhere, where the term is not measured)."""
-    if topo.compute_device is not Device.CPU or C.CPU_WORKSET_WORK == 0:
-        return np.zeros(len(p.rows))
+def piece_workset(p: Pieces, topo: Topology, st: ShardingType) -> tuple[np.ndarray, np.ndarray]:
+    """(bytes, distinct rows) each piece touches in a step (CPU topologies; zeros elsewhere, where the term is not
+    measured)."""
+    if topo.compute_device is not Device.CPU or C.CPU_WORKSET_ROW_WORK == 0:
+        return np.zeros(len(p.rows)), np.zeros(len(p.rows))
     if st is ShardingType.DATA_PARALLEL:
         touched = touched_rows(p, p.batch_inputs, local=True)
     else:
         touched = touched_rows(p, p.batch_inputs * topo.world_size, local=False)
     ws = working_set_bytes(p, touched)
-    ws[p.rows * p.cols == 0] = 0.0
-    return ws
+    empty = p.rows * p.cols == 0
+    ws[empty] = 0.0
+    touched = np.where(empty, 0.0, touched)
+    return ws, touched
 
 
-def rank_workset_ms(workset_bytes: np.ndarray, topo: Topology) -> np.ndarray:
-    """Per rank, the cost of its touched working set beyond the cache (CPU_WORKSET_*): every byte past the knee
-    is CPU_WORKSET_WORK bytes of work at the DDR bandwidth. Zero on other devices."""
-    if topo.compute_device is not Device.CPU or C.CPU_WORKSET_WORK == 0:
+def rows_beyond(workset_bytes: np.ndarray, workset_rows: np.ndarray) -> np.ndarray:
+    """The rows of a rank's working set beyond the knee: its rows x the share of its bytes past CPU_WORKSET_KNEE."""
+    b = np.asarray(workset_bytes, dtype=np.float64)
+    past = np.maximum(b - C.CPU_WORKSET_KNEE_BYTES, 0.0)
+    return np.where(b > 0, np.asarray(workset_rows) * past / np.maximum(b, 1.0), 0.0)
+
+
+def rank_workset_ms(workset_bytes: np.ndarray, workset_rows: np.ndarray, topo: Topology) -> np.ndarray:
+    """Per rank, the cost of its touched working set beyond the cache (CPU_WORKSET_*): every row past the knee is
+    CPU_WORKSET_ROW_WORK bytes of work at the DDR bandwidth. Zero on other devices."""
+    if topo.compute_device is not Device.CPU or C.CPU_WORKSET_ROW_WORK == 0:
         return np.zeros(np.shape(workset_bytes))
-    return C.CPU_WORKSET_WORK * np.maximum(np.asarray(workset_bytes) - C.CPU_WORKSET_KNEE_BYTES, 0.0) / topo.ddr_mem_bw
+    return C.CPU_WORKSET_ROW_WORK * rows_beyond(workset_bytes, workset_rows) / topo.ddr_mem_bw
 
 
 def estimate_shards(table: TableConfig, c: Constraints, topo: Topology, st: ShardingType,

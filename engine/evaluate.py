@@ -38,7 +38,7 @@ def evaluate(cfg: Config, tables: dict[str, TablePlan], planner: str = "engine",
     inp = np.zeros(w, dtype=np.int64)
     out = np.zeros(w, dtype=np.int64)
     count = np.zeros(w, dtype=np.int64)
-    workset = np.zeros(w)
+    workset, workset_rows = np.zeros(w), np.zeros(w)
     memory = StepMemory(cfg)
     groups: dict[tuple, list[tuple[int, np.ndarray, np.ndarray, np.ndarray]]] = {}
     index = {t.name: i for i, t in enumerate(cfg.tables)}
@@ -66,7 +66,8 @@ def evaluate(cfg: Config, tables: dict[str, TablePlan], planner: str = "engine",
         np.add.at(out, ranks, est.output_bytes)
         np.add.at(count, ranks, 1)
         np.add.at(workset, ranks, est.workset_bytes)
-    workset_ms = rank_workset_ms(workset, topo)
+        np.add.at(workset_rows, ranks, est.workset_rows)
+    workset_ms = rank_workset_ms(workset, workset_rows, topo)
     add_workset(perf, workset_ms)
     perf = step_perf(cfg, tables, perf)  # a device profile's per-step, per-collective and per-launch costs
     parts = memory.parts()
@@ -74,7 +75,8 @@ def evaluate(cfg: Config, tables: dict[str, TablePlan], planner: str = "engine",
         RankStats(rank=r, hbm_bytes=int(hbm[r]), ddr_bytes=int(ddr[r]), hbm_cap_bytes=topo.usable_hbm_bytes,
                   ddr_cap_bytes=topo.usable_ddr_bytes, perf=perf_from_row(perf[r]), input_bytes=int(inp[r]),
                   output_bytes=int(out[r]), num_shards=int(count[r]), memory=parts[r],
-                  workset_bytes=float(workset[r]), workset_ms=float(workset_ms[r]))
+                  workset_bytes=float(workset[r]), workset_rows=float(workset_rows[r]),
+                  workset_ms=float(workset_ms[r]))
         for r in range(w)
     )
     notes = tuple(notes)

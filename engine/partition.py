@@ -155,11 +155,13 @@ class Placement:
         self.topo = topo
         self.rules = rules  # placement rules (pins, co-location, apart); None: none
         self.balance_memory = balance_memory  # place by free memory first, load second (tight configs)
-        self.priced_ws = bool(rank_workset_ms(np.array([C.CPU_WORKSET_KNEE_BYTES + 1.0]), topo)[0] > 0)
-        self._ws_per_byte = C.CPU_WORKSET_WORK / topo.ddr_mem_bw if self.priced_ws else 0.0
+        self.priced_ws = bool(rank_workset_ms(np.array([2.0 * C.CPU_WORKSET_KNEE_BYTES + 1.0]), np.array([1.0]),
+                                              topo)[0] > 0)
+        self._ws_per_row = C.CPU_WORKSET_ROW_WORK / topo.ddr_mem_bw if self.priced_ws else 0.0
         self.load = np.zeros(w)
         self.base = np.zeros(w)
         self.ws = np.zeros(w)
+        self.wsr = np.zeros(w)  # the rows those bytes are
         self.hbm = np.zeros(w)
         self.ddr = np.zeros(w)
         self.hbm_cap = float(topo.usable_hbm_bytes)
@@ -171,7 +173,7 @@ class Placement:
     def clone(self) -> Placement:
         out = Placement(self.topo, self.balance_memory, self.rules)
         out.load, out.hbm, out.ddr = self.load.copy(), self.hbm.copy(), self.ddr.copy()
-        out.base, out.ws = self.base.copy(), self.ws.copy()
+        out.base, out.ws, out.wsr = self.base.copy(), self.ws.copy(), self.wsr.copy()
         out.choice, out.ranks, out.held = dict(self.choice), dict(self.ranks), dict(self.held)
         return out
 
@@ -180,16 +182,17 @@ class Placement:
         if self.priced_ws:
             np.add.at(self.base, ranks, sign * opt.cost_ms)
             np.add.at(self.ws, ranks, sign * opt.est.workset_bytes)
-            self.load[ranks] = self.base[ranks] + self.ws_ms(self.ws[ranks])
+            np.add.at(self.wsr, ranks, sign * opt.est.workset_rows)
+            self.load[ranks] = self.base[ranks] + self.ws_ms(self.ws[ranks], self.wsr[ranks])
         else:
             np.add.at(self.load, ranks, sign * opt.cost_ms)
         np.add.at(self.hbm, ranks, sign * opt.est.hbm_bytes)
         np.add.at(self.ddr, ranks, sign * opt.est.ddr_bytes)
 
-    def ws_ms(self, ws: np.ndarray) -> np.ndarray:
-        """The working-set term of ranks touching `ws` bytes (engine.estimate.rank_workset_ms, inlined: the search
-        asks it often)."""
-        return self._ws_per_byte * np.maximum(ws - C.CPU_WORKSET_KNEE_BYTES, 0.0)
+    def ws_ms(self, ws: np.ndarray, wsr: np.ndarray) -> np.ndarray:
+        """The working-set term of ranks touching `ws` bytes in `wsr` rows (engine.estimate.rank_workset_ms, inlined:
+        the search asks it often)."""
+        return ws_term(self._ws_per_row, ws, wsr)
 
     def loads_with(self, opt: Option, ranks: np.ndarray) -> np.ndarray:
         """Every rank's load if the option were added on `ranks`."""
@@ -197,16 +200,19 @@ class Placement:
             load = self.load.copy()
             np.add.at(load, ranks, opt.cost_ms)
             return load
-        base, ws = self.base.copy(), self.ws.copy()
+        base, ws, wsr = self.base.copy(), self.ws.copy(), self.wsr.copy()
         np.add.at(base, ranks, opt.cost_ms)
         np.add.at(ws, ranks, opt.est.workset_bytes)
-        return base + self.ws_ms(ws)
+        np.add.at(wsr, ranks, opt.est.workset_rows)
+        return base + self.ws_ms(ws, wsr)
 
-    def after(self, r: np.ndarray | int, cost: np.ndarray | float, ws: np.ndarray | float) -> np.ndarray:
-        """Load of rank(s) r after adding a shard of `cost` ms touching `ws` bytes (negative: taking one off)."""
+    def after(self, r: np.ndarray | int, cost: np.ndarray | float, ws: np.ndarray | float,
+              wsr: np.ndarray | float = 0.0) -> np.ndarray:
+        """Load of rank(s) r after adding a shard of `cost` ms touching `ws` bytes in `wsr` rows (negative: taking
+        one off)."""
         if not self.priced_ws:
             return self.load[r] + cost
-        return self.base[r] + cost + self.ws_ms(self.ws[r] + ws)
+        return self.base[r] + cost + self.ws_ms(self.ws[r] + ws, self.wsr[r] + wsr)
 
     def add(self, opt: Option, ranks: np.ndarray) -> None:
         self._apply(opt, ranks, 1.0)
@@ -266,8 +272,8 @@ class Placement:
         if st is ShardingType.TABLE_ROW_WISE:  # one host's ranks: the fitting host with the lowest peak
             hosts = self.topo.num_hosts
             host_ranks = np.arange(hosts * lw)
-            peaks = self.after(host_ranks, np.tile(opt.cost_ms, hosts),
-                               np.tile(opt.est.workset_bytes, hosts)).reshape(hosts, lw).max(axis=1)
+            peaks = self.after(host_ranks, np.tile(opt.cost_ms, hosts), np.tile(opt.est.workset_bytes, hosts),
+                               np.tile(opt.est.workset_rows, hosts)).reshape(hosts, lw).max(axis=1)
             ok = ((self.hbm[:hosts * lw].reshape(hosts, lw) + opt.est.hbm_bytes <= self.hbm_cap).all(axis=1)
                   & (self.ddr[:hosts * lw].reshape(hosts, lw) + opt.est.ddr_bytes <= self.ddr_cap).all(axis=1))
             if allowed is not None:
@@ -309,10 +315,11 @@ class Placement:
     def _free_ranks_ws(self, opt: Option, allowed: np.ndarray | None) -> np.ndarray | None:
         """_free_ranks where the working set is priced: each shard onto the fitting rank whose load after it is
         lowest (a rank near its cache's knee takes a large shard at more than the shard's own cost)."""
-        base, ws, hbm, ddr = self.base.copy(), self.ws.copy(), self.hbm.copy(), self.ddr.copy()
+        base, ws, wsr, hbm, ddr = self.base.copy(), self.ws.copy(), self.wsr.copy(), self.hbm.copy(), self.ddr.copy()
         used = np.zeros(len(base), dtype=bool)
         out = np.empty(opt.num_shards, dtype=np.int64)
-        cost, wsb, h, d = opt.cost_ms, opt.est.workset_bytes, opt.est.hbm_bytes, opt.est.ddr_bytes
+        cost, wsb, wsn, h, d = (opt.cost_ms, opt.est.workset_bytes, opt.est.workset_rows, opt.est.hbm_bytes,
+                                opt.est.ddr_bytes)
         for j in range(opt.num_shards):
             ok = (hbm + h[j] <= self.hbm_cap) & (ddr + d[j] <= self.ddr_cap)
             if allowed is not None:
@@ -320,8 +327,8 @@ class Placement:
             if not ok.any():
                 return None
             pick = np.flatnonzero(ok & ~used if (ok & ~used).any() else ok)
-            now = base[pick] + self.ws_ms(ws[pick])
-            then = base[pick] + cost[j] + self.ws_ms(ws[pick] + wsb[j])
+            now = base[pick] + self.ws_ms(ws[pick], wsr[pick])
+            then = base[pick] + cost[j] + self.ws_ms(ws[pick] + wsb[j], wsr[pick] + wsn[j])
             if self.balance_memory:
                 fill = np.maximum(self._share(hbm[pick] + h[j], self.hbm_cap),
                                   self._share(ddr[pick] + d[j], self.ddr_cap))
@@ -332,6 +339,7 @@ class Placement:
             used[r] = True
             base[r] += cost[j]
             ws[r] += wsb[j]
+            wsr[r] += wsn[j]
             hbm[r] += h[j]
             ddr[r] += d[j]
         return out
@@ -347,6 +355,12 @@ class Placement:
     # -- objective --------------------------------------------------------------------------------
     def score(self) -> tuple[float, float]:
         return float(self.load.max()), float(np.square(self.load).sum())
+
+
+def ws_term(per_row: float, ws: np.ndarray, wsr: np.ndarray) -> np.ndarray:
+    """engine.estimate.rank_workset_ms with its constant folded: per_row x the rows past the knee."""
+    past = np.maximum(ws - C.CPU_WORKSET_KNEE_BYTES, 0.0)
+    return per_row * np.maximum(wsr, 0.0) * past / np.maximum(ws, 1.0)
 
 
 def better(new: tuple[float, float], old: tuple[float, float]) -> bool:
@@ -368,7 +382,7 @@ class FreeShards:
                  if opt.sharding_type in FREE_PLACEMENT and table not in fixed]
         if not parts:
             self.t = self.j = self.r = np.empty(0, dtype=np.int64)
-            self.c = self.h = self.d = self.w = np.empty(0)
+            self.c = self.h = self.d = self.w = self.wr = np.empty(0)
             return
         self.t = np.concatenate([np.full(o.num_shards, table) for table, o, _ in parts])
         self.j = np.concatenate([np.arange(o.num_shards) for _, o, _ in parts])
@@ -377,6 +391,7 @@ class FreeShards:
         self.h = np.concatenate([o.est.hbm_bytes for _, o, _ in parts]).astype(np.float64)
         self.d = np.concatenate([o.est.ddr_bytes for _, o, _ in parts]).astype(np.float64)
         self.w = np.concatenate([o.est.workset_bytes for _, o, _ in parts]).astype(np.float64)
+        self.wr = np.concatenate([o.est.workset_rows for _, o, _ in parts]).astype(np.float64)
 
     def move(self, pl: Placement, i: int, dst: int) -> None:
         _move_shard(pl, int(self.t[i]), int(self.j[i]), dst)
@@ -400,9 +415,9 @@ def _best_move(pl: Placement, fs: FreeShards, a: int, b: int, peak: float) -> tu
         dst = int(np.flatnonzero(ok)[np.argmin(pl.load[ok])])
         return max(peak - fs.c[a], pl.load[dst] + fs.c[a]), dst
     cand = np.flatnonzero(ok)
-    then = pl.after(cand, fs.c[a], fs.w[a])
+    then = pl.after(cand, fs.c[a], fs.w[a], fs.wr[a])
     dst = int(cand[np.argmin(then)])
-    return max(float(pl.after(b, -fs.c[a], -fs.w[a])), float(then.min())), dst
+    return max(float(pl.after(b, -fs.c[a], -fs.w[a], -fs.wr[a])), float(then.min())), dst
 
 
 def _best_swap(pl: Placement, fs: FreeShards, a: int, b: int, peak: float) -> tuple[float, int]:
@@ -413,10 +428,10 @@ def _best_swap(pl: Placement, fs: FreeShards, a: int, b: int, peak: float) -> tu
     delta = fs.c[a] - fs.c[x]
     rx = fs.r[x]
     if pl.priced_ws:  # pl.after, inlined for both ranks of every candidate swap
-        dw = fs.w[a] - fs.w[x]
-        k, knee = pl._ws_per_byte, C.CPU_WORKSET_KNEE_BYTES
-        at_b = pl.base[b] - delta + k * np.maximum(pl.ws[b] - dw - knee, 0.0)
-        at_x = pl.base[rx] + delta + k * np.maximum(pl.ws[rx] + dw - knee, 0.0)
+        dw, dr = fs.w[a] - fs.w[x], fs.wr[a] - fs.wr[x]
+        k = pl._ws_per_row
+        at_b = pl.base[b] - delta + ws_term(k, pl.ws[b] - dw, pl.wsr[b] - dr)
+        at_x = pl.base[rx] + delta + ws_term(k, pl.ws[rx] + dw, pl.wsr[rx] + dr)
         val = np.maximum(at_b, at_x)
     else:
         val = np.maximum(peak - delta, pl.load[rx] + delta)

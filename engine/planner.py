@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine import constants as C
+
 from engine.enumerate import Option, all_table_options
 from engine.errors import PlanningError, human_bytes
 from engine.evaluate import evaluate
@@ -314,15 +316,27 @@ def plan(cfg: Config, settings: PlannerSettings = PlannerSettings()) -> Plan:
 
 
 def _workset_bound_ms(options: list[list[Option]], arr: OptionArrays, probe: Placement) -> float:
-    """Where the working set is priced (CPU): no plan's slowest rank is faster than the average rank, which holds
-    at least the tables' cheapest costs and, the term being convex in a rank's bytes, at least the term of the
-    average of their smallest working sets (Jensen). 0 elsewhere."""
+    """Where the working set is priced (CPU): no plan's slowest rank is faster than the average rank. A rank's rows
+    past the knee are at least its rows less knee / (the narrowest row's bytes), a convex function of its rows, so
+    the ranks together pay at least the term of the average of the tables' fewest rows (Jensen), on top of the
+    tables' cheapest costs. 0 elsewhere."""
     if not probe.priced_ws or not options:
         return 0.0
     w = probe.topo.world_size
-    least_ws = sum(min(float(o.est.workset_bytes.sum()) for o in opts) for opts in options if opts)
+    least_rows, narrowest = 0.0, np.inf
+    for opts in options:
+        if not opts:
+            continue
+        least_rows += min(float(o.est.workset_rows.sum()) for o in opts)
+        for o in opts:
+            held = o.est.workset_rows > 0
+            if held.any():
+                narrowest = min(narrowest, float((o.est.workset_bytes[held] / o.est.workset_rows[held]).min()))
+    if not np.isfinite(narrowest):
+        return 0.0
+    past = max(least_rows / w - C.CPU_WORKSET_KNEE_BYTES / narrowest, 0.0)
     least_cost = float(arr.min_per_table(arr.cost_ms).sum())
-    return (least_cost + w * float(probe.ws_ms(np.array([least_ws / w]))[0])) / w
+    return (least_cost + w * probe._ws_per_row * past) / w
 
 
 def _plan(cfg: Config, settings: PlannerSettings) -> Plan:

@@ -47,7 +47,7 @@ def hand_option(table, costs, hbm=0, st=None, kernel=None, ddr=0):
     perf = np.zeros((k, 6))
     perf[:, 0] = costs
     est = ShardEstimates(perf, np.full(k, hbm, dtype=np.int64), np.full(k, ddr, dtype=np.int64), np.zeros(k),
-                         np.zeros(k), np.zeros(k))
+                         np.zeros(k), np.zeros(k), np.zeros(k))
     return Option(table, st or ShardingType.TABLE_WISE, kernel or ComputeKernel.FUSED,
                   np.zeros((k, 2), dtype=np.int64), np.ones((k, 2), dtype=np.int64), est)
 

@@ -24,8 +24,8 @@ def engine_coefficients() -> np.ndarray:
           "opt_adagrad": C.CPU_OPTIMIZER_WORK["adagrad"],
           "opt_rowwise_adagrad": C.CPU_OPTIMIZER_WORK["rowwise_adagrad"],
           "opt_adagrad_row": C.CPU_OPTIMIZER_ROW_WORK["adagrad"],
-          "opt_rowwise_adagrad_row": C.CPU_OPTIMIZER_ROW_WORK["rowwise_adagrad"], "workset": C.CPU_WORKSET_WORK,
-          "workset_rows": 0.0}  # not in the engine (a candidate the fit reports)
+          "opt_rowwise_adagrad_row": C.CPU_OPTIMIZER_ROW_WORK["rowwise_adagrad"], "workset": 0.0,
+          "workset_rows": C.CPU_WORKSET_ROW_WORK}  # the engine prices rows past the knee, not bytes
     return np.array([by[t] for t in TERMS])
 
 

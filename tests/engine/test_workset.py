@@ -57,8 +57,9 @@ def test_crowding_tables_on_a_rank_costs_more_than_their_sum():
     assert one.workset_bytes > 0
     assert crowded.ranks[0].workset_bytes == pytest.approx(4 * one.workset_bytes)
     assert crowded.ranks[0].cost_ms > 4 * one.cost_ms  # the knee: the term is not additive
-    assert crowded.ranks[0].workset_ms == pytest.approx(float(rank_workset_ms(np.array([4 * one.workset_bytes]),
-                                                                              cfg.topology)[0]))
+    assert crowded.ranks[0].workset_rows == pytest.approx(4 * one.workset_rows)
+    assert crowded.ranks[0].workset_ms == pytest.approx(float(rank_workset_ms(
+        np.array([4 * one.workset_bytes]), np.array([4 * one.workset_rows]), cfg.topology)[0]))
     spread = evaluate(cfg, _on(cfg, [0, 1, 0, 1]))
     assert spread.max_rank_cost_ms < crowded.max_rank_cost_ms
 
@@ -68,7 +69,7 @@ def test_gpu_topologies_price_no_working_set():
            "topology": {"world_size": 1}}
     p = plan(parse_config(raw))
     assert p.ranks[0].workset_bytes == 0 and p.ranks[0].workset_ms == 0
-    assert float(rank_workset_ms(np.array([1e12]), parse_config(raw).topology)[0]) == 0.0
+    assert float(rank_workset_ms(np.array([1e12]), np.array([1e9]), parse_config(raw).topology)[0]) == 0.0
 
 
 def test_the_planner_spreads_working_sets_it_would_otherwise_crowd():
@@ -80,14 +81,16 @@ def test_the_planner_spreads_working_sets_it_would_otherwise_crowd():
     big = 8 * 2**20
     near = hand_option(0, [1.0])
     near.est.workset_bytes[:] = C.CPU_WORKSET_KNEE_BYTES + big
+    near.est.workset_rows[:] = (C.CPU_WORKSET_KNEE_BYTES + big) / 256  # 256-byte rows
     cheap = hand_option(1, [1.2])
     pl.add(near, np.array([0]))
     pl.add(cheap, np.array([1]))
     assert pl.load[0] > 1.0 + 1e-9  # rank 0's load holds the term
     newcomer = hand_option(2, [0.3])
     newcomer.est.workset_bytes[:] = big
-    after_0 = pl.after(0, 0.3, big)
-    after_1 = pl.after(1, 0.3, big)
+    newcomer.est.workset_rows[:] = big / 256
+    after_0 = pl.after(0, 0.3, big, big / 256)
+    after_1 = pl.after(1, 0.3, big, big / 256)
     assert after_0 > after_1
     assert int(pl.find_ranks(newcomer)[0]) == 1
     clone = pl.clone()

@@ -33,11 +33,12 @@ DRYRUN_TIMEOUT_S = 900
 
 
 def dryrun_flags(iters: int, batches: int, case: MeasuredCase, help_text: str) -> list[str]:
-    """The dry-run's flags for a case: --iters, the ids' distribution, and --batches where the dry-run has it."""
+    """The dry-run's flags for a case: --iters, --batches where the dry-run has it (0: fresh ids every step), and the
+    Zipf flags where the dry-run cannot read the ids' skew from the config's zipf_exponent (older dry-runs)."""
     flags = ["--iters", str(iters)]
-    if "--batches" in help_text:  # fresh ids per step (issue 24 item 1), where the dry-run offers it
+    if "--batches" in help_text:
         flags += ["--batches", str(batches)]
-    if case.zipf_alpha is not None:
+    if case.zipf_alpha is not None and "{config," not in help_text:
         flags += ["--distribution", "zipf", "--zipf-alpha", str(case.zipf_alpha)]
     return flags
 
@@ -140,7 +141,8 @@ def report_markdown(meta: dict, records: list[dict]) -> str:
     text = [f"Made by `{meta['command']}` on {meta['started']} UTC at commit {meta['commit']}, in "
             f"{meta['wall_s'] / 60:.1f} min ({meta['cpus']} cores, no GPU; 1/5/15-min load average "
             f"{meta['load_before']} before, {meta['load_after']} after). Dry-run flags: `{' '.join(meta['flags'])}` "
-            f"(plus the Zipf ones on the zipf configs). Each config: {meta['pairs']} rounds of three dry-runs, ours, "
+            f"(plus `--distribution zipf --zipf-alpha A` on the zipf configs where the dry-run cannot read the "
+            "config's zipf_exponent). Each config: {meta['pairs']} rounds of three dry-runs, ours, "
             "TorchRec's and ours again, the order rotated by one each round (round 1: ours, TorchRec's, ours again; "
             "round 2: TorchRec's, ours again, ours; ...), so each takes every position; a pair is the two runs of "
             "one round. A plan's time is its slowest rank's measured_ms.", "",
@@ -175,8 +177,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--configs", nargs="*", help="only these configs (default: all)")
     p.add_argument("--pairs", type=int, help="rounds per config (default 7; 2 with --quick)")
     p.add_argument("--iters", type=int, help="the dry-run's timed steps (default 20; 5 with --quick)")
-    p.add_argument("--batches", type=int, default=8, help="fresh batches, where the dry-run has --batches "
-                   "(default %(default)s)")
+    p.add_argument("--batches", type=int, default=0, help="the dry-run's --batches, where it has it: distinct "
+                   "batches the steps cycle through, 0 fresh ids every step (default %(default)s)")
     p.add_argument("--quick", action="store_true", help="one small config, 2 rounds (for tests)")
     p.add_argument("--torchrec-timeout", type=float, default=600, metavar="S", help="default %(default)s")
     p.add_argument("--out", type=Path, default=RESULTS, help="the Markdown report; the JSON goes beside it")

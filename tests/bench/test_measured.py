@@ -104,6 +104,9 @@ def test_same_sharding_and_flags():
     assert dryrun_flags(5, 8, case, "--iters --seed") == ["--iters", "5", "--distribution", "zipf",
                                                           "--zipf-alpha", "1.2"]
     assert dryrun_flags(5, 8, MeasuredCase("x", {}, None), "--batches N") == ["--iters", "5", "--batches", "8"]
+    # a dry-run that reads each table's zipf_exponent from the config needs no Zipf flags
+    assert dryrun_flags(5, 0, case, "--distribution {config,uniform,zipf} --batches N") == ["--iters", "5",
+                                                                                           "--batches", "0"]
 
 
 def test_quick_mode_end_to_end(tmp_path):

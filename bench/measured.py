@@ -142,7 +142,7 @@ def report_markdown(meta: dict, records: list[dict]) -> str:
             f"{meta['wall_s'] / 60:.1f} min ({meta['cpus']} cores, no GPU; 1/5/15-min load average "
             f"{meta['load_before']} before, {meta['load_after']} after). Dry-run flags: `{' '.join(meta['flags'])}` "
             f"(plus `--distribution zipf --zipf-alpha A` on the zipf configs where the dry-run cannot read the "
-            "config's zipf_exponent). Each config: {meta['pairs']} rounds of three dry-runs, ours, "
+            f"config's zipf_exponent). Each config: {meta['pairs']} rounds of three dry-runs, ours, "
             "TorchRec's and ours again, the order rotated by one each round (round 1: ours, TorchRec's, ours again; "
             "round 2: TorchRec's, ours again, ours; ...), so each takes every position; a pair is the two runs of "
             "one round. A plan's time is its slowest rank's measured_ms.", "",

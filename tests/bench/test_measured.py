@@ -116,6 +116,7 @@ def test_quick_mode_end_to_end(tmp_path):
     assert proc.returncode == 0, proc.stderr
     text = out.read_text()
     assert text.startswith("Made by `python -m bench.measured --quick --out ")
+    assert "Each config: 2 rounds of three dry-runs" in text and "{" not in text.split("\n")[0]
     data = json.loads(out.with_suffix(".json").read_text())
     [rec] = data["configs"]
     assert rec["name"] == "quick-2r-sgd-uniform" and "error" not in rec

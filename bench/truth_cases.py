@@ -73,7 +73,7 @@ def cases() -> list[TruthCase]:
                                                 "table_column_wise")),
         TruthCase("heavy-2r", heavy(2), ("engine", "skew", "row_wise")),
         TruthCase("many-2r", many_small(), ("engine", "data_parallel", "skew")),
-        TruthCase("wide-2r", wide(), ("engine", "column_wise", "skew")),
+        TruthCase("wide-2r", wide(), ("engine", "table_wise", "skew")),  # the engine now splits by columns itself
         TruthCase("mixed-2r", mixed(2), ("engine", "skew", "row_wise")),
         TruthCase("tutorial-4r", tutorial(4), ("engine", "row_wise", "data_parallel")),
         TruthCase("heavy-4r", heavy(4), ("engine", "skew", "row_wise")),

@@ -44,7 +44,7 @@ from pathlib import Path
 from bench.interactive import (CHROMIUM, CHROMIUM_ARGS, ERROR, METRIC, ROOT, SIDEBAR, VIEWPORT, Runs, Session,
                                _git, _goto, _plan_shown, _served, describe,
                                serving)
-from dashboard import planpool
+from dashboard.serve import planpool
 from engine import atomicfile
 
 RESULTS = ROOT / "bench" / "results" / "load.md"

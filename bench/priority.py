@@ -1,8 +1,8 @@
-"""What the planning workers' lower priority buys the app server (dashboard.planpool, PLANNER_WORKER_NICE).
+"""What the planning workers' lower priority buys the app server (dashboard.serve.planpool, PLANNER_WORKER_NICE).
 
   python -m bench.priority [--pairs 5] [--phase-s 20] [--nices 0 10] [--tables 1000] [--out FILE]
 
-A stand-in for the app server, in this process: the real planning pool (dashboard.planpool.Pool, one worker per
+A stand-in for the app server, in this process: the real planning pool (dashboard.serve.planpool.Pool, one worker per
 core), kept full with plans of a synthetic config (--tables tables, each its own key), while this process's main
 thread runs an asyncio HTTP endpoint (as Streamlit's event loop answers /_stcore/health and the websockets) and
 one more thread runs pure-Python work (a page's script rerunning: it holds the GIL as a page does). A probe
@@ -29,7 +29,8 @@ import time
 from pathlib import Path
 
 from bench.load import _stat, descendants
-from dashboard import planpool, presets
+from dashboard.serve import planpool
+from dashboard.tables import presets
 from engine import atomicfile
 
 _PROBE = r"""

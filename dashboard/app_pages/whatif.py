@@ -1,6 +1,6 @@
 """What-if: plan the workspace config over accelerators and world sizes (capacity sweep, in the background), and
 re-plan it from a saved plan moving few bytes. The numbers come from the engine (engine.sweep, engine.replan);
-the figures from dashboard.whatif.
+the figures from dashboard.plans.whatif.
 """
 
 import json
@@ -13,8 +13,10 @@ from pathlib import Path
 import streamlit as st
 
 import engine
-from dashboard import jobs, planpool, services, state, views, whatif, workspace
-from dashboard.state import CurrentPlan
+from dashboard.plans import whatif
+from dashboard.serve import jobs, planpool
+from dashboard.ui import services, state, views, workspace
+from dashboard.ui.state import CurrentPlan
 from dashboard.text import md
 
 ROOT = Path(__file__).resolve().parents[2]

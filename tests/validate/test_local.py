@@ -86,12 +86,12 @@ def test_each_run_is_stored_with_measured_and_estimated_metrics(recorded_runs):
 
 def test_compare_reads_the_measured_time(recorded_runs):
     """What the Compare page reads of each saved plan: its latest run's measured time on every rank."""
-    from dashboard import measured, plans
+    from dashboard.plans import measured, plan_files
 
     store = Store(recorded_runs.database_url)
     for summary in store.list_plans():
         rec = store.get_plan(summary.token)
         run = measured.latest_run(store.runs_for_plan(summary.token))
-        plan, cfg = plans.parse(rec.plan, rec.config)
+        plan, cfg = plan_files.parse(rec.plan, rec.config)
         frame = measured.run_frame(plan, store.metrics(run.id), str(run.kind), measured.same_device(cfg, run))
         assert (frame["measured_ms"] > 0).all() and len(frame) == len(plan.ranks)

@@ -1,5 +1,5 @@
 """Heavy work out of the app server's process: a pool of worker processes, as many as the machine has cores, that
-plan configs (dashboard.planwork's named tasks) while the server's threads keep serving pages.
+plan configs (dashboard.serve.planwork's named tasks) while the server's threads keep serving pages.
 
 - A task is asked for by name with plain arguments and a key (what it computes); a second request for a key that
   is queued or running joins it instead of planning the same thing twice.
@@ -9,7 +9,7 @@ plan configs (dashboard.planwork's named tasks) while the server's threads keep 
   its worker is killed (a fresh one replaces it on demand).
 - At most `size` tasks run at once; the rest wait in order. A worker is replaced after `max_tasks` tasks or once
   its resident memory passes `max_rss_bytes`, so what planning leaves in memory is given back to the system.
-- Workers are `python -m dashboard.planpool` processes fed length-prefixed pickles on stdin/stdout by this server
+- Workers are `python -m dashboard.serve.planpool` processes fed length-prefixed pickles on stdin/stdout by this server
   only; they end when their stdin closes (the server stopped or retired them).
 - Workers run `nice` levels below the server (PLANNER_WORKER_NICE, default 10; lower_priority): when planning
   fills every core, the server's thread still answers pages, websockets and health checks first.
@@ -30,7 +30,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Callable, Hashable, Optional, Sequence
 
-from dashboard import housekeeping
+from dashboard.serve import housekeeping
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_TASKS = 200  # tasks a worker runs before it is replaced
@@ -265,7 +265,7 @@ class Pool:
                  nice: Optional[int] = None):
         self.size = size or default_size()
         self.max_tasks, self.max_rss_bytes, self.grace_s = max_tasks, max_rss_bytes, grace_s
-        self.argv = list(argv or [sys.executable, "-m", "dashboard.planpool"])
+        self.argv = list(argv or [sys.executable, "-m", "dashboard.serve.planpool"])
         path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
         self.nice = worker_nice() if nice is None else nice
         self.env = {**os.environ, "PYTHONPATH": path, "PLANNER_WORKER_NICE": str(self.nice)}
@@ -443,7 +443,7 @@ class Pool:
 def worker_main() -> int:
     """A worker: answer (name, args) frames on stdin with (ok, value or error line, rss) frames on stdout, until
     stdin closes. What the tasks print goes to stderr (stdout is the pipe)."""
-    from dashboard.planwork import TASKS
+    from dashboard.serve.planwork import TASKS
 
     lower_priority(0, worker_nice())  # the pool passes its own in the environment
     inp, out = sys.stdin.buffer, sys.stdout.buffer

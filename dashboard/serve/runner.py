@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Optional
 
 import engine
-from dashboard import jobs, planpool
+from dashboard.serve import jobs, planpool
 from db.run_commands import RUN_COMMANDS
 from db.runsink import record_result
 
@@ -50,7 +50,7 @@ def runs_size() -> int:
 
 def _server_gate() -> jobs.Slots:
     """The server's gate for runs; with a bad PLANNER_RUNS, one (the app refuses to start with the setting's
-    message: dashboard.services.settings_problems), so importing this module never fails."""
+    message: dashboard.ui.services.settings_problems), so importing this module never fails."""
     try:
         return jobs.Slots(runs_size())
     except ValueError:

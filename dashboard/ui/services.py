@@ -1,5 +1,5 @@
 """The app's shared resources and cached computations: the Store (one per database URL), planning with our
-engine in the server's worker processes (dashboard.planpool; remembered by config JSON), TorchRec's planner as a
+engine in the server's worker processes (dashboard.serve.planpool; remembered by config JSON), TorchRec's planner as a
 background job, saved plans parsed once, the table-by-rank matrix of a plan, and the calibration fitted to the
 stored validation runs of a device kind (cached briefly).
 
@@ -25,7 +25,10 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 import engine
-from dashboard import analysis, figures, grid, housekeeping, jobs, lru, plans, planpool, planwork, runner
+from dashboard.plans import analysis, figure_cache, plan_files
+from dashboard import lru
+from dashboard.serve import housekeeping, jobs, planpool, planwork, runner
+from dashboard.tables import grid
 
 OURS, TORCHREC = "ours", "torchrec"
 PLANNERS = {OURS: "Ours (engine)", TORCHREC: "TorchRec's EmbeddingShardingPlanner (baseline)"}
@@ -79,9 +82,30 @@ def freeze_startup_objects() -> None:
 
 
 @st.cache_resource(show_spinner=False)
+def streamlit_sessions() -> Optional[int]:
+    """Sessions this Streamlit server holds (connected or not yet forgotten); None outside a server.
+
+    Streamlit forgets a disconnected session once its TTL passed, but only when it next writes its session
+    storage (a visitor comes or goes): this asks its event loop to drop the expired ones now, so a server that
+    everyone left gives their memory back too. (Streamlit 1.x has no public API for either: without these
+    internals the count is None and nothing is swept.)"""
+    try:
+        from streamlit.runtime import Runtime
+
+        runtime = Runtime.instance()
+        mgr = runtime._session_mgr
+        cache = getattr(getattr(mgr, "_session_storage", None), "_cache", None)
+        loop = runtime._async_objs.eventloop if runtime._async_objs is not None else None
+        if cache is not None and hasattr(cache, "expire") and loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(cache.expire)  # the storage is the event loop's: never touched from here
+        return mgr.num_sessions()
+    except Exception:  # noqa: BLE001 - no runtime (tests, scripts) or another Streamlit: no count
+        return None
+
+
 def start_housekeeping() -> housekeeping.Janitor:
     """Once per server: the thread that gives a closed session's memory back to the system."""
-    return housekeeping.Janitor(when_empty=(_OUTCOMES.clear, _MATRICES.clear, figures.clear,
+    return housekeeping.Janitor(streamlit_sessions, when_empty=(_OUTCOMES.clear, _MATRICES.clear, figure_cache.clear,
                                             analysis.clear_table_scores, grid.clear_row_checks)).start()
 
 
@@ -96,7 +120,7 @@ def store():
 
 PlanResult, PlanOutcome, ReplanOutcome = planwork.PlanResult, planwork.PlanOutcome, planwork.ReplanOutcome
 
-# ---- planning in the worker processes (dashboard.planpool), never in a page's thread ----------------------
+# ---- planning in the worker processes (dashboard.serve.planpool), never in a page's thread ----------------------
 
 SHOW_WAIT_AFTER_S = 0.3  # a plan that takes longer shows its elapsed time where the page waits for it
 WAIT_POLL_S = 0.1
@@ -241,7 +265,7 @@ def saved_result(rec) -> PlanResult:
 
 @st.cache_resource(max_entries=SAVED_CACHE_ENTRIES, show_spinner=False)
 def _saved_result(token: str, created_at: str, url: str, data_dir: str, _rec) -> PlanResult:
-    plan, cfg = plans.parse(_rec.plan, _rec.config)
+    plan, cfg = plan_files.parse(_rec.plan, _rec.config)
     return PlanResult(plan, cfg)
 
 

@@ -12,7 +12,7 @@ latency (median, p99, worst), the page thread's work done per second, and the pl
 
 Only this machine's processes, only 127.0.0.1. Linux puts each worker (a session leader) in an autogroup of its
 own, which gets the same CPU share as the server's whole group whatever its threads' nice; the pool lowers the
-autogroup's nice with the thread's (planpool.lower_priority).
+autogroup's nice with the thread's (priority.lower_priority).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from bench.load import _stat, descendants
-from dashboard.serve import planpool
+from dashboard.serve import planpool, priority
 from dashboard.tables import presets
 from engine import atomicfile
 
@@ -120,7 +120,7 @@ def main() -> None:
     p = argparse.ArgumentParser(prog="python -m bench.priority", description=__doc__.splitlines()[0])
     p.add_argument("--pairs", type=int, default=5, help="A B rounds of phases")
     p.add_argument("--phase-s", type=float, default=20.0, help="seconds the probe polls in each phase")
-    p.add_argument("--nices", type=int, nargs=2, default=[0, planpool.WORKER_NICE], metavar=("A", "B"))
+    p.add_argument("--nices", type=int, nargs=2, default=[0, priority.WORKER_NICE], metavar=("A", "B"))
     p.add_argument("--tables", type=int, default=1000, help="tables of the synthetic config the workers plan")
     p.add_argument("--effort", type=int, default=20_000, help="the plans' work budget (each a few seconds)")
     p.add_argument("--out", type=Path, help="a JSON file for every phase's figures")

@@ -14,7 +14,7 @@ import streamlit as st
 
 import engine
 from dashboard.plans import whatif
-from dashboard.serve import jobs, planpool
+from dashboard.serve import jobs, priority
 from dashboard.ui import services, state, views, workspace
 from dashboard.ui.state import CurrentPlan
 from dashboard.text import md
@@ -35,7 +35,7 @@ def start_sweep(config: dict, devices: list[str], sizes: list[int], batches: lis
             "--effort", str(effort), "--json"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     return jobs.Job(argv, workdir, label="capacity sweep", cwd=ROOT, env=env, slots=jobs.HEAVY,
-                    nice=planpool.worker_nice())
+                    nice=priority.worker_nice())
 
 
 def parse_batches(text: str) -> list[int] | None:

@@ -27,7 +27,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 import engine
 from dashboard.plans import analysis, figure_cache, plan_files
 from dashboard import lru
-from dashboard.serve import housekeeping, jobs, planpool, planwork, runner
+from dashboard.serve import housekeeping, jobs, planpool, planwork, priority, runner
 from dashboard.tables import grid
 
 OURS, TORCHREC = "ours", "torchrec"
@@ -131,7 +131,7 @@ def settings_problems() -> list[str]:
     PLANNER_WORKER_NICE), each a line that names the variable and the fix; empty when they are fine. The app shows
     them and starts nothing."""
     problems = []
-    for check in (planpool.default_size, jobs.heavy_size, runner.runs_size, planpool.worker_nice):
+    for check in (priority.default_size, jobs.heavy_size, runner.runs_size, priority.worker_nice):
         try:
             check()
         except ValueError as e:
@@ -222,7 +222,7 @@ def replan_outcome(config: dict, old_plan: dict, from_token: str, max_move_bytes
 
 # ---- TorchRec's planner in the background (it can take a minute on 1,000 tables) ----------------
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 JOB_CONFIG, JOB_PLAN = "config.json", "plan.json"
 
 
@@ -238,7 +238,7 @@ def start_torchrec_plan(config: dict | engine.Config) -> jobs.Job:
             str(workdir / JOB_PLAN)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     return jobs.Job(argv, workdir, label=PLANNERS[TORCHREC], cwd=ROOT, env=env, slots=jobs.HEAVY,
-                    nice=planpool.worker_nice())
+                    nice=priority.worker_nice())
 
 
 def torchrec_result(job: jobs.Job, config: dict | engine.Config) -> PlanResult:

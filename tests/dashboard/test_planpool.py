@@ -13,7 +13,7 @@ import time
 import pytest
 
 import engine
-from dashboard.serve import planpool, planwork
+from dashboard.serve import planpool, planwork, priority
 from dashboard.tables import presets
 from tests.factories import tutorial
 
@@ -242,12 +242,12 @@ def test_workers_run_below_the_server_and_so_does_their_autogroup():
 
 def test_the_workers_nice_comes_from_planner_worker_nice(monkeypatch):
     monkeypatch.delenv("PLANNER_WORKER_NICE", raising=False)
-    assert planpool.worker_nice() == planpool.WORKER_NICE == 10
+    assert priority.worker_nice() == priority.WORKER_NICE == 10
     monkeypatch.setenv("PLANNER_WORKER_NICE", " 0 ")
-    assert planpool.worker_nice() == 0
+    assert priority.worker_nice() == 0
     for bad in ("20", "-1", "low", "2.5"):
         monkeypatch.setenv("PLANNER_WORKER_NICE", bad)
         with pytest.raises(ValueError, match=rf"PLANNER_WORKER_NICE='{bad}': give a whole number from 0"):
-            planpool.worker_nice()
+            priority.worker_nice()
         with pytest.raises(ValueError, match="PLANNER_WORKER_NICE"):
             planpool.Pool(size=1)

@@ -174,6 +174,9 @@ def gather(job: Job, launcher: LauncherKind, end: Ending) -> ValidationResult:
     ranks = tuple(_rank_result(r, done[r], est[r] if r < len(est) else None) for r in sorted(done))
     info = {k: v for k, v in (done[min(done)].get("device_info", {}) if done else {}).items()
             if isinstance(v, (str, int, float))}
+    ids = done[min(done)].get("ids") if done else None
+    if isinstance(ids, dict):
+        info["ids"] = ids
     info.update(world_size=cfg.topology.world_size, nodes=job.slurm.nodes,
                 estimate_multi_host=cfg.topology.world_size > cfg.topology.local_world_size, **pricing.fields(),
                 notes=[pricing.note] if pricing.note else [])
@@ -200,6 +203,10 @@ def summary(result: ValidationResult) -> str:
             f"({result.backend.value}, {result.launcher.value}), {result.iters} iterations after "
             f"{result.warmup} warm-up")
     lines = [head]
+    ids = result.device_info.get("ids")
+    if isinstance(ids, dict) and ids.get("source") == "sample":
+        lines.append(f"ids of the sample {ids.get('file')}: {ids.get('rows_used'):,} rows in {ids.get('batches')} "
+                     f"global batch(es)" + (", cycled" if ids.get("cycled") else ""))
     if result.error:
         lines.append(f"error: {result.error}")
     if result.ranks:

@@ -41,6 +41,7 @@ class Settings:
     warmup: int
     seed: int
     learning_rate: float
+    ids: str | None = None  # a sample file to replay (engine.dryrun.sample_ids), else synthetic batches
 
 
 def _peak_rss_bytes() -> int:
@@ -171,7 +172,7 @@ def measure(cfg: Config, tables: dict[str, TablePlan], rank: int, device: torch.
         before = torch.cuda.memory_allocated(device)
     else:
         before = _peak_rss_bytes()
-    batches = local_batches(cfg, rank, s.seed, device, s.warmup + s.iters)
+    batches, ids = local_batches(cfg, rank, s.seed, device, s.warmup + s.iters, s.ids)
     for b in batches:
         b.offsets()  # computed now, with the batch, rather than inside a measured step
     counted = cuda or memory.track_cpu_allocations()
@@ -185,5 +186,5 @@ def measure(cfg: Config, tables: dict[str, TablePlan], rank: int, device: torch.
         "iteration_ms": float(statistics.median(times)), "iteration_ms_all": times, "peak_bytes": int(peak),
         "peak_rss_bytes": _peak_rss_bytes(), "state_bytes": state_bytes(model, optimizer),
         "local_shards": pieces_to_json(held), "mismatches": mismatches(expected_pieces(cfg, tables, rank), held),
-        "batch_ids": int(sum(b.values().numel() for b in batches[:1])), **measured,
+        "batch_ids": int(sum(b.values().numel() for b in batches[:1])), "ids": ids, **measured,
     }

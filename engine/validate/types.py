@@ -79,6 +79,7 @@ class Job:
     slurm: SlurmOptions = field(default_factory=SlurmOptions)
     script_path: Path | None = None
     results_file: Path | None = None  # --results; default out_dir/results.json
+    ids: str | None = None  # --ids: a sample file (absolute path) whose ids the ranks replay instead of synthetic ones
 
     @property
     def device(self) -> Device:
@@ -112,7 +113,8 @@ class Job:
         """What follows torchrun's own flags: the worker module and its flags (paths absolute: any cwd works)."""
         return ["-m", "engine.validate.worker", "--config", str(self.config_path), "--plan", str(self.plan_path),
                 "--results-dir", str(self.ranks_dir), "--backend", self.backend.value, "--iters", str(self.iters),
-                "--warmup", str(self.warmup), "--seed", str(self.seed), "--pg-timeout", str(self.pg_timeout_s)]
+                "--warmup", str(self.warmup), "--seed", str(self.seed), "--pg-timeout", str(self.pg_timeout_s),
+                *(["--ids", self.ids] if self.ids else [])]
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -127,7 +129,7 @@ class Job:
                    iters=int(d["iters"]), warmup=int(d["warmup"]), seed=int(d["seed"]),
                    pg_timeout_s=int(d["pg_timeout_s"]), python=d["python"], slurm=SlurmOptions(**d["slurm"]),
                    script_path=Path(d["script_path"]) if d.get("script_path") else None,
-                   results_file=Path(d["results_file"]) if d.get("results_file") else None)
+                   results_file=Path(d["results_file"]) if d.get("results_file") else None, ids=d.get("ids"))
 
     def write_spec(self) -> None:
         atomicfile.write_json(self.spec_path, self.to_dict())
@@ -176,7 +178,7 @@ class ValidationResult:
     launcher: LauncherKind
     error: str | None = None  # one line, when status is not succeeded
     log_tail: str = ""
-    device_info: dict = field(default_factory=dict)  # flat: str/int/float values only
+    device_info: dict = field(default_factory=dict)  # str/int/float values, notes (a list), ids (a dict of those)
     compute_bw: float | None = None  # bytes/ms the estimate assumed for lookups (calibration reads it)
     comms_bw: float | None = None  # bytes/ms the estimate assumed for collectives
     elapsed_s: float | None = None

@@ -20,6 +20,9 @@ DEFAULT_SEED = 0
 DEFAULT_PG_TIMEOUT_S = 120  # a collective whose peer died fails after this long instead of hanging
 LEARNING_RATE = 0.01
 LOG_TAIL_CHARS = 4000  # what a result keeps of the job's log
+# a rank's own embedding work per step, medians (engine.validate.embtime): the sum, then its parts. embedding_ms is
+# the name the dry-run gives its per-rank time too (the same work, there without any collective)
+EMBEDDING_TIMES = ("embedding_ms", "embedding_forward_ms", "embedding_backward_ms", "embedding_optimizer_ms")
 
 
 class Backend(str, enum.Enum):
@@ -154,6 +157,7 @@ class RankResult:
     estimated_comms_ms: float | None = None
     estimated_bytes: int | None = None
     memory: dict[str, int] = field(default_factory=dict)  # measured and estimated memory parts (results.py)
+    embedding: dict[str, float] = field(default_factory=dict)  # EMBEDDING_TIMES: this rank's own embedding work
 
     def as_dict(self) -> dict:
         return {
@@ -162,7 +166,7 @@ class RankResult:
             "peak_bytes": self.peak_bytes, "state_bytes": self.state_bytes, "shards_match": self.shards_match,
             "mismatches": list(self.mismatches), "estimated_ms": self.estimated_ms,
             "estimated_compute_ms": self.estimated_compute_ms, "estimated_comms_ms": self.estimated_comms_ms,
-            "estimated_bytes": self.estimated_bytes, **self.memory,
+            "estimated_bytes": self.estimated_bytes, **self.embedding, **self.memory,
         }
 
 
@@ -202,4 +206,5 @@ class ValidationResult:
         }
 
 
-__all__ = ["Backend", "Job", "LauncherKind", "RankResult", "RunStatus", "SlurmOptions", "ValidationResult"]
+__all__ = ["EMBEDDING_TIMES", "Backend", "Job", "LauncherKind", "RankResult", "RunStatus", "SlurmOptions",
+           "ValidationResult"]

@@ -91,3 +91,21 @@ def test_a_bad_sample_is_refused_before_anything_starts(tmp_path):
     np.savez(tmp_path / "renamed.npz", **renamed)
     p = run_cli("validate", str(cfg), "--plan", str(plan), "--ids", str(tmp_path / "renamed.npz"))
     assert p.returncode == 2 and "has no column for feature 'small_f'" in p.stderr and p.stderr.count("\n") == 1
+
+
+def test_each_rank_records_its_own_embedding_time_beside_the_step(heavy_run):
+    """Rank 0 looks up 40 ids of 64 floats per sample, rank 1 one id of 8: about 300x the bytes. The step times are
+    synchronised (each rank waits for the other in the all-to-alls); the embedding times are not."""
+    _, result, url = heavy_run
+    heavy, light = result["ranks"]
+    for r in (heavy, light):
+        assert r["embedding_forward_ms"] > 0 and r["embedding_backward_ms"] > 0 and r["embedding_optimizer_ms"] >= 0
+        assert 0 < r["embedding_ms"] < r["iteration_ms"]
+    assert heavy["embedding_ms"] > 1.5 * light["embedding_ms"], (heavy, light)
+    assert heavy["embedding_backward_ms"] > light["embedding_backward_ms"], (heavy, light)
+    store = Store(url)
+    (plan,) = store.list_plans()
+    (run,) = store.runs_for_plan(plan.token)
+    stored = {(m.rank, m.name): (m.value, m.unit) for m in store.metrics(run.id)}
+    for r in (heavy, light):
+        assert stored[(r["rank"], "embedding_ms")] == (r["embedding_ms"], "ms")

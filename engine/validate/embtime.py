@@ -48,10 +48,6 @@ class EmbeddingTimer:
                 self._handles.append(inner.register_forward_pre_hook(self._forward_start))
                 self._handles.append(inner.register_forward_hook(self._forward_end))
 
-    @property
-    def lookups(self) -> int:
-        return len(self._handles) // 2
-
     def _now(self) -> float:
         self.sync()
         return time.perf_counter()

@@ -4,6 +4,7 @@ sample's ids, checked against a direct count on the sample's rows as pyarrow rea
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -111,3 +112,24 @@ def test_bad_samples_are_refused_in_one_line_naming_the_feature_and_row(files, t
     err = refusal(capsys, base + [str(short)])
     assert "has 10 rows; one step needs 64" in err
     assert "does not exist" in refusal(capsys, base + [str(tmp_path / "missing.parquet")])
+
+
+def test_db_dryrun_stores_the_ids_block_and_each_rank_embedding_time(files, tmp_path):
+    config, plan, sample, _ = files
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    proc = subprocess.run([sys.executable, "-m", "db", "dryrun", str(config), "--plan", str(plan), "--ids", str(sample),
+                           "--backend", "torch", "--json", "--iters", "1", "--warmup", "0"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "DATABASE_URL": url})
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    from db.store import Store
+
+    store = Store(url)
+    (summary,) = store.list_plans()
+    (run,) = store.runs_for_plan(summary.token)
+    assert run.device_info["ids"] == out["ids"] == {"source": "sample", "file": "sample.parquet",
+                                                     "rows_used": GLOBAL, "batches": 1, "cycled": False}
+    stored = {(m.rank, m.name): m.value for m in store.metrics(run.id)}
+    for r in out["ranks"]:
+        assert stored[(r["rank"], "embedding_ms")] == stored[(r["rank"], "step_ms")] == r["measured_ms"]

@@ -109,3 +109,15 @@ def test_each_rank_records_its_own_embedding_time_beside_the_step(heavy_run):
     stored = {(m.rank, m.name): (m.value, m.unit) for m in store.metrics(run.id)}
     for r in (heavy, light):
         assert stored[(r["rank"], "embedding_ms")] == (r["embedding_ms"], "ms")
+
+
+def test_the_job_passes_the_sample_to_every_rank_and_keeps_it_in_its_spec(tmp_path):
+    """The ranks get --ids with the absolute path (slurm and script jobs read job.json on the nodes)."""
+    from engine.validate.types import Job
+
+    job = Job(out_dir=tmp_path, nproc=2, ids=str(tmp_path / "sample.npz"))
+    args = job.worker_args()
+    assert args[args.index("--ids") + 1] == str(tmp_path / "sample.npz")
+    job.write_spec()
+    assert Job.read_spec(tmp_path) == job
+    assert "--ids" not in Job(out_dir=tmp_path, nproc=2).worker_args()

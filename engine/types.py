@@ -108,7 +108,8 @@ class TableConfig:
 @dataclass(frozen=True)
 class Workload:
     """A table's workload measured on a sample of its ids (`python -m engine stats --apply`; engine.workload_block
-    reads and writes it). Read and written with the config; nothing prices it yet."""
+    reads and writes it). The estimates price fused_uvm_caching's misses from miss_ratio_curve; the planner picks
+    the cache load factor among its points (engine.clf)."""
 
     miss_ratio_curve: tuple[tuple[int, float], ...]  # (cache_rows, lru_miss_rate), cache_rows increasing
     source_file: str  # where it was measured: the sample's file name, its rows, its modification date
@@ -255,6 +256,11 @@ class TablePlan:
     compute_kernel: ComputeKernel
     ranks: tuple[int, ...]
     shards: Optional[tuple[Shard, ...]]  # None for data_parallel (a full copy on every rank)
+    # fused_uvm_caching's cache load factor as the planner chose it from the table's miss curve (engine.clf); None:
+    # the table's constraint (or its default) holds
+    cache_load_factor: Optional[float] = None
+    # why the cache is that size and where its miss rate comes from: an explanation, not part of the placement
+    cache_note: Optional[str] = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

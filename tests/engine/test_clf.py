@@ -125,6 +125,14 @@ def test_the_plan_file_carries_the_choice_and_reads_back_to_the_same_figures(zip
     assert evaluate(cfg, forced).ranks[0].hbm_bytes > p.ranks[0].hbm_bytes  # the chosen size is what is priced
 
 
+def test_the_cli_summary_says_why(zipf, tmp_path, capsys):
+    path = tmp_path / "applied.json"
+    path.write_text(json.dumps(zipf))
+    assert main(["plan", str(path)]) == 0
+    line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("Cache of big: ")]
+    assert len(line) == 1 and "holds the hot rows" in line[0] and "from sample ids.parquet" in line[0]
+
+
 def test_the_same_input_gives_a_byte_identical_plan(zipf):
     def text() -> str:
         d = plan_to_dict(planned(zipf)[1])

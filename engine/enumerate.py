@@ -127,8 +127,9 @@ class Option:
 
     def same_shards(self, other: Option) -> bool:
         """Whether the two options cut the table into the same shards (options of one geometry share it)."""
-        if self._priced is not None and other._priced is not None:
-            return self._priced is other._priced
+        p, q = self._priced, other._priced
+        if p is not None and q is not None:  # a geometry priced at several cache load factors (engine.clf) too
+            return p is q or (p.table is q.table and p.sharding_type is q.sharding_type and p.width == q.width)
         return self.sizes.shape == other.sizes.shape and bool((self.sizes == other.sizes).all())
 
     @property

@@ -140,3 +140,40 @@ def test_the_same_input_gives_a_byte_identical_plan(zipf):
         return json.dumps(d, sort_keys=True)
 
     assert text() == text()
+
+
+def test_two_tables_sharing_the_hbm_get_the_best_pair_of_sizes(zipf, uniform):
+    """A Zipf table and a uniform one on one rank: the sizes placement picks are the cheapest pair of candidates
+    that fits (every pair tried by hand, priced by the same evaluate)."""
+    from dataclasses import replace
+
+    from engine.clf import candidates
+
+    data = copy.deepcopy(zipf)
+    data["tables"].append(dict(data["tables"][0], name="flat", feature_names=["g0"]))
+    data["constraints"]["flat"] = copy.deepcopy(uniform["constraints"]["big"])
+    data["topology"]["hbm_cap"] = 16_000_000
+    cfg = parse_config(data)
+    p = plan(cfg)
+    assert all(tp.compute_kernel is CACHING and tp.cache_load_factor is not None for tp in p.tables.values())
+    costs = {}
+    for a in candidates(cfg.table("big"), cfg.constraint("big")):
+        for b in candidates(cfg.table("flat"), cfg.constraint("flat")):
+            e = evaluate(cfg, {"big": replace(p.tables["big"], cache_load_factor=a),
+                               "flat": replace(p.tables["flat"], cache_load_factor=b)})
+            if all(r.hbm_bytes <= r.hbm_cap_bytes for r in e.ranks):
+                costs[(a, b)] = e.max_rank_cost_ms
+    assert len(costs) > 3 and p.max_rank_cost_ms == pytest.approx(min(costs.values()))
+    # the Zipf table's hot rows need less than the uniform table's share: it gets the smaller cache
+    assert p.tables["big"].cache_load_factor < p.tables["flat"].cache_load_factor
+
+
+def test_the_sizes_of_one_geometry_hold_the_same_shards(zipf):
+    data = copy.deepcopy(zipf)
+    data["topology"]["world_size"] = 2
+    opts = table_options(parse_config(data), 0)
+    tw = [o for o in opts if o.sharding_type.value == "table_wise"]
+    rw = [o for o in opts if o.sharding_type.value == "row_wise"]
+    assert len([o for o in tw if o.clf is not None]) > 2 and rw
+    assert all(o.same_shards(tw[0]) for o in tw)  # so HBM demotions may shrink a cache, as they pick a kernel
+    assert not any(o.same_shards(tw[0]) for o in rw)

@@ -65,6 +65,19 @@ def test_the_generator_is_seeded(files, tmp_path):
         assert (again == pq.read_table(d / "s.parquet").to_pydict()) is same
 
 
+def test_the_generators_zipf_draws_every_feature_so(files, tmp_path):
+    d, cfg = files
+    shares = {}
+    for s in (0, 1.05):
+        assert run(cfg, "--rows", 1500, "--seed", 5, "--zipf", s, "--out", tmp_path / f"z{s}.parquet",
+                   module="engine.stats.generate").returncode == 0
+        shares[s] = [f["top_1pct_share"] for f in stats(cfg, tmp_path / f"z{s}.parquet")["features"].values()]
+    assert max(shares[0]) < 0.1 < min(shares[1.05])  # uniform everywhere, then skewed everywhere
+    bad = run(cfg, "--rows", 10, "--zipf", 7, "--out", tmp_path / "x.parquet", module="engine.stats.generate")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--zipf must be from 0 to 5" in bad.stderr
+    assert not (tmp_path / "x.parquet").exists()
+
+
 def test_out_apply_and_batch_size(files, tmp_path):
     d, cfg = files
     out, applied = tmp_path / "stats.json", tmp_path / "tuned.json"

@@ -1,0 +1,175 @@
+"""Re-plan from an earlier plan: tables stay where they were when they still can, new and changed tables are placed
+around them, and the slowest rank is then improved only while the bytes that would move between ranks (weights
+and optimizer state) stay within a limit. Beside the re-plan come the earlier placement kept as it is (on the
+new config) and a plan from scratch, with what each would move, so a user sees what the limit costs.
+
+The bytes moved and the checkpoint breaks are worked out in engine.replan.moves; the placing in
+engine.replan.place.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Optional
+
+from engine import limits as L
+from engine.enumerate import Option, all_table_options
+from engine.errors import ConfigError, PlanningError
+from engine.evaluate import evaluate
+from engine.placement import Placement
+from engine.planfile import placement_problem
+from engine.planner import PlannerSettings, plan, rules_of, safety_stop_note, to_table_plan
+from engine.replan.moves import Moves, OldTable, checkpoint_breaks, load_old_plan, moved_bytes, read_old_plan
+from engine.replan.place import changed_tables, improve_within, keep, place_rest, search_peak
+from engine.types import Config, Plan, TablePlan
+from engine.work import Work
+
+__all__ = ["Moves", "OldTable", "Replan", "checkpoint_breaks", "load_old_plan", "moved_bytes", "read_old_plan",
+           "replan"]
+
+# Without a byte limit, the re-plan buys speed with moved bytes only down to this far above the slowest rank of a
+# plan from scratch (in the search's own load figures): past it, every move is a byte that need not move.
+STEP_SLACK = 0.03
+REPLAN_STEP_TOLERANCE = 1.05  # an attempt this close to the plan from scratch is as fast
+
+
+@dataclass(frozen=True)
+class Replan:
+    plan: Plan  # the re-plan
+    kept: Optional[Plan]  # the earlier placement kept as it is, new and changed tables placed around it (before
+    # the moves that improve the slowest rank; of the attempt the re-plan comes from)
+    scratch: Plan  # a plan from scratch of the new config, same settings
+    moves: Moves
+    kept_moves: Optional[Moves]
+    scratch_moves: Moves
+    kept_tables: tuple[str, ...]  # tables on their earlier ranks in the re-plan
+    moved_tables: tuple[str, ...]  # tables with bytes to move in the re-plan
+    new_tables: tuple[str, ...]  # tables the earlier plan did not have
+    checkpoint: dict[str, str] = field(default_factory=dict)  # table -> why its checkpoint does not load as is
+    max_move_bytes: Optional[int] = None
+
+    def summary(self) -> dict:
+        def pairs(m: Moves) -> list[dict]:
+            return [{"from": a, "to": b, "bytes": v} for (a, b), v in m.by_pair.items()]
+
+        return {
+            "max_move_bytes": self.max_move_bytes,
+            "moved_bytes": self.moves.total_bytes, "moved_by_pair": pairs(self.moves),
+            "moved_tables": list(self.moved_tables), "kept_tables": len(self.kept_tables),
+            "new_tables": list(self.new_tables),
+            "step_ms": self.plan.max_rank_cost_ms,
+            "kept_step_ms": self.kept.max_rank_cost_ms if self.kept is not None else None,
+            "kept_moved_bytes": self.kept_moves.total_bytes if self.kept_moves is not None else None,
+            "scratch_step_ms": self.scratch.max_rank_cost_ms, "scratch_moved_bytes": self.scratch_moves.total_bytes,
+            "checkpoint_breaks": [{"table": k, "why": v} for k, v in sorted(self.checkpoint.items())],
+        }
+
+
+@dataclass
+class _Attempt:
+    kept_idx: list[int]
+    rest: list[int]
+    unplaced: list[int]
+    tables: Optional[dict[str, TablePlan]] = None
+    kept: Optional[Plan] = None
+    kept_moves: Optional[Moves] = None
+    steps: int = 0
+    refusal: Optional[PlanningError] = None
+    work: Optional[Work] = None
+
+
+def _attempt(cfg: Config, old: dict[str, OldTable], options: list[list[Option]], settings: PlannerSettings,
+             start: float, deadline: float, skip: frozenset[int], target_peak: float, budget: float,
+             max_move_bytes: Optional[int]) -> _Attempt:
+    """One re-plan: keep what can stay (but the tables in `skip`), place the rest, then improve within the
+    budget."""
+    work = Work(budget=float(settings.effort), world_size=cfg.topology.world_size, deadline=deadline,
+                start=start)
+    pl = Placement(cfg.topology, rules=rules_of(cfg))
+    kept_idx, rest = keep(cfg, old, options, pl, skip)
+    unplaced = place_rest(cfg, old, pl, options, rest, work, target_peak)
+    if not unplaced and placement_problem(cfg, {cfg.tables[t].name: to_table_plan(pl.choice[t], pl.ranks[t])
+                                                for t in range(len(cfg.tables))}) is not None:
+        unplaced = [t for t in range(len(cfg.tables)) if t in (pl.rules.fixed if pl.rules else ())]
+    a = _Attempt(kept_idx, rest, unplaced, work=work)
+    if unplaced:
+        return a
+    a.kept = evaluate(cfg, {cfg.tables[t].name: to_table_plan(pl.choice[t], pl.ranks[t])
+                            for t in range(len(cfg.tables))}, planner="engine")
+    a.kept_moves = moved_bytes(cfg, old, a.kept.tables)
+    if a.kept_moves.total_bytes > budget:
+        a.refusal = PlanningError(
+            f"Keeping every table that can stay where it was still moves {a.kept_moves.total_bytes:,} bytes "
+            f"(grown or re-split tables), more than --max-move-bytes {max_move_bytes:,}.",
+            fixes=(f"allow at least {a.kept_moves.total_bytes:,} bytes (--max-move-bytes)",))
+        return a
+    # Without a byte limit, stop buying speed with bytes once near the plan from scratch; with one, go on.
+    stop = target_peak if max_move_bytes is None else 0.0
+    _, a.steps = improve_within(cfg, pl, old, budget - a.kept_moves.total_bytes, work, stop)
+    a.tables = {cfg.tables[t].name: to_table_plan(pl.choice[t], pl.ranks[t]) for t in range(len(cfg.tables))}
+    return a
+
+
+def replan(cfg: Config, old: dict[str, OldTable], max_move_bytes: Optional[int] = None,
+           settings: PlannerSettings = PlannerSettings()) -> Replan:
+    """The re-plan of `cfg` from the earlier plan `old` (see the module's docstring). Two attempts: every table
+    that fits stays where it was; and the same with grown or re-shaped tables placed last, near their earlier
+    ranks, so a grown table re-splits around its old shards instead of pushing others off theirs. The attempt
+    that moves fewer bytes at a slowest rank within 5% of a plan from scratch wins (else the faster one)."""
+    if max_move_bytes is not None and not 0 <= max_move_bytes <= L.MAX_MOVE_BYTES:
+        raise ConfigError("max_move_bytes", f"must be from 0 to {L.MAX_MOVE_BYTES:,} bytes (None: no limit), got "
+                          f"{'less' if max_move_bytes < 0 else 'more'}")
+    start = time.perf_counter()
+    scratch = plan(cfg, settings)
+    scratch_tables = scratch.tables
+    options = all_table_options(cfg)
+    budget = float("inf") if max_move_bytes is None else float(max_move_bytes)
+    target_peak = search_peak(cfg, options, scratch_tables) * (1 + STEP_SLACK)
+    deadline = start + settings.time_budget_s
+    changed = changed_tables(cfg, old)
+    attempts = [_attempt(cfg, old, options, settings, start, deadline, frozenset(), target_peak, budget,
+                         max_move_bytes)]
+    if changed:
+        attempts.append(_attempt(cfg, old, options, settings, start, deadline, changed, target_peak, budget,
+                                 max_move_bytes))
+    new_names = tuple(t.name for t in cfg.tables if t.name not in old)
+    first = attempts[0]
+    results = []
+    for a in attempts:
+        if a.tables is None:
+            continue
+        ev = evaluate(cfg, a.tables, planner="engine")
+        results.append((ev.max_rank_cost_ms > scratch.max_rank_cost_ms * REPLAN_STEP_TOLERANCE,
+                        moved_bytes(cfg, old, ev.tables).total_bytes, ev.max_rank_cost_ms, a))
+    candidate: Optional[dict[str, TablePlan]] = None
+    best = first
+    if results:
+        best = min(results, key=lambda r: r[:3])[3]
+        candidate = best.tables
+        note = (f"re-planned from the earlier plan: {len(best.kept_idx)} of {len(cfg.tables)} tables kept their "
+                f"ranks, {len(best.rest)} placed around them, then {best.steps} moves of shards within the byte "
+                "limit")
+    else:
+        refusals = [a.refusal for a in attempts if a.refusal is not None]
+        if refusals:
+            raise refusals[0]
+        names = ", ".join(cfg.tables[t].name for t in first.unplaced[:3])
+        note = f"the earlier placement leaves no room for {names}: re-planned from scratch"
+    notes = [note]
+    if candidate is None:  # the plan from scratch: its own notes (its safety stop's among them) still hold
+        notes += scratch.notes
+    elif best.work is not None and best.work.cut:
+        notes.append(safety_stop_note(best.work, settings.time_budget_s, "the re-plan's search"))
+    result = evaluate(cfg, candidate if candidate is not None else scratch_tables, planner="engine",
+                      planning_seconds=time.perf_counter() - start, lower_bound_ms=scratch.lower_bound_ms,
+                      notes=tuple(notes))
+    moves = moved_bytes(cfg, old, result.tables)
+    if candidate is None and max_move_bytes is not None and moves.total_bytes > max_move_bytes:
+        raise PlanningError(f"{note}, which moves {moves.total_bytes:,} bytes, more than --max-move-bytes "
+                            f"{max_move_bytes:,}.", fixes=("allow more bytes to move", "add memory or ranks"))
+    kept_on = tuple(t.name for t in cfg.tables if t.name in old and t.name not in moves.by_table)
+    return Replan(plan=result, kept=best.kept, scratch=scratch, moves=moves, kept_moves=best.kept_moves,
+                  scratch_moves=moved_bytes(cfg, old, scratch_tables), kept_tables=kept_on,
+                  moved_tables=tuple(moves.by_table), new_tables=new_names,
+                  checkpoint=checkpoint_breaks(cfg, old, result.tables), max_move_bytes=max_move_bytes)

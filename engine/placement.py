@@ -130,6 +130,12 @@ class Placement:
 
     # -- bookkeeping --------------------------------------------------------------------------
     def _apply(self, opt: Option, ranks: np.ndarray, sign: float) -> None:
+        if len(ranks) == 1 and not self.priced_ws:  # one shard (table-wise): what np.add.at does, without its cost
+            r = ranks[0]
+            self.load[r] += sign * opt.cost_ms[0]
+            self.hbm[r] += sign * opt.est.hbm_bytes[0]
+            self.ddr[r] += sign * opt.est.ddr_bytes[0]
+            return
         if self.priced_ws:
             np.add.at(self.base, ranks, sign * opt.cost_ms)
             np.add.at(self.ws, ranks, sign * opt.est.workset_bytes)
@@ -196,6 +202,10 @@ class Placement:
         return None if g is None else self.held.get(g, (0, None))[1]
 
     def fits(self, opt: Option, ranks: np.ndarray) -> bool:
+        if len(ranks) == 1:
+            r = ranks[0]
+            return bool(self.hbm[r] + opt.est.hbm_bytes[0] <= self.hbm_cap
+                        and self.ddr[r] + opt.est.ddr_bytes[0] <= self.ddr_cap)
         hbm, ddr = self.hbm.copy(), self.ddr.copy()
         np.add.at(hbm, ranks, opt.est.hbm_bytes)
         np.add.at(ddr, ranks, opt.est.ddr_bytes)

@@ -96,13 +96,20 @@ class Moves:
     by_table: dict[str, int]
 
 
+def _in_place(tp: TablePlan, o: OldTable) -> bool:
+    """Whether every piece of `tp` is a piece the earlier plan held on the same rank (nothing of it moves)."""
+    if tp.shards is None or o.shards is None:
+        return tp.shards is None and o.shards is None and set(tp.ranks) <= set(o.ranks)
+    return o.shards == tuple((s.offsets[0], s.offsets[1], s.sizes[0], s.sizes[1], s.rank) for s in tp.shards)
+
+
 def moved_bytes(cfg: Config, old: dict[str, OldTable], new: dict[str, TablePlan]) -> Moves:
     """What going from the earlier plan to `new` moves between ranks (weights and optimizer state)."""
     pairs: dict[tuple[int, int], float] = {}
     tables: dict[str, int] = {}
     for name, tp in new.items():
         o = old.get(name)
-        if o is None:
+        if o is None or _in_place(tp, o):
             continue
         t = cfg.table(name)
         per = _bytes_per_element(cfg, name)

@@ -131,10 +131,10 @@ class Placement:
     # -- bookkeeping --------------------------------------------------------------------------
     def _apply(self, opt: Option, ranks: np.ndarray, sign: float) -> None:
         if len(ranks) == 1 and not self.priced_ws:  # one shard (table-wise): what np.add.at does, without its cost
-            r = ranks[0]
-            self.load[r] += sign * opt.cost_ms[0]
-            self.hbm[r] += sign * opt.est.hbm_bytes[0]
-            self.ddr[r] += sign * opt.est.ddr_bytes[0]
+            r = ranks[0]  # (and from the option's totals: its per-shard arrays need not be made)
+            self.load[r] += sign * opt.total_cost_ms
+            self.hbm[r] += sign * opt.total_hbm_bytes
+            self.ddr[r] += sign * opt.total_ddr_bytes
             return
         if self.priced_ws:
             np.add.at(self.base, ranks, sign * opt.cost_ms)
@@ -202,10 +202,10 @@ class Placement:
         return None if g is None else self.held.get(g, (0, None))[1]
 
     def fits(self, opt: Option, ranks: np.ndarray) -> bool:
-        if len(ranks) == 1:
+        if len(ranks) == 1:  # one shard: its figures are the option's totals
             r = ranks[0]
-            return bool(self.hbm[r] + opt.est.hbm_bytes[0] <= self.hbm_cap
-                        and self.ddr[r] + opt.est.ddr_bytes[0] <= self.ddr_cap)
+            return bool(self.hbm[r] + opt.total_hbm_bytes <= self.hbm_cap
+                        and self.ddr[r] + opt.total_ddr_bytes <= self.ddr_cap)
         hbm, ddr = self.hbm.copy(), self.ddr.copy()
         np.add.at(hbm, ranks, opt.est.hbm_bytes)
         np.add.at(ddr, ranks, opt.est.ddr_bytes)

@@ -10,6 +10,7 @@ engine.replan.place.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -69,6 +70,23 @@ class Replan:
         }
 
 
+class _Target:
+    """The slowest rank (in the search's load figures) down to which a re-plan buys speed with moved bytes: the
+    higher of `low` and `bound()`, times 1 + STEP_SLACK; `bound` (costly) is worked out only when asked whether a
+    rank above `low` is above the target."""
+
+    def __init__(self, low: float, bound: Optional[Callable[[], float]] = None):
+        self.low, self._bound, self._value = low * (1 + STEP_SLACK), bound, None
+
+    def value(self) -> float:
+        if self._value is None:
+            self._value = max(self.low, self._bound() * (1 + STEP_SLACK)) if self._bound is not None else self.low
+        return self._value
+
+    def above(self, peak: float) -> bool:
+        return peak > self.low and peak > self.value()
+
+
 @dataclass
 class _Attempt:
     kept_idx: list[int]
@@ -83,7 +101,7 @@ class _Attempt:
 
 
 def _attempt(cfg: Config, old: dict[str, OldTable], options: list[list[Option]], settings: PlannerSettings,
-             start: float, deadline: float, skip: frozenset[int], target_peak: float, budget: float,
+             start: float, deadline: float, skip: frozenset[int], target: _Target, budget: float,
              max_move_bytes: Optional[int], compare: bool = True) -> _Attempt:
     """One re-plan: keep what can stay (but the tables in `skip`), place the rest, then improve within the
     budget. compare: evaluate the placement before the improving moves too (`kept`)."""
@@ -91,7 +109,7 @@ def _attempt(cfg: Config, old: dict[str, OldTable], options: list[list[Option]],
                 start=start)
     pl = Placement(cfg.topology, rules=rules_of(cfg))
     kept_idx, rest = keep(cfg, old, options, pl, skip)
-    unplaced = place_rest(cfg, old, pl, options, rest, work, target_peak)
+    unplaced = place_rest(cfg, old, pl, options, rest, work, target.value() if rest else 0.0)
     kept = None if unplaced else _table_plans(cfg, pl)
     if kept is not None and placement_problem(cfg, kept) is not None:
         unplaced = [t for t in range(len(cfg.tables)) if t in (pl.rules.fixed if pl.rules else ())]
@@ -107,7 +125,10 @@ def _attempt(cfg: Config, old: dict[str, OldTable], options: list[list[Option]],
             fixes=(f"allow at least {a.kept_moves.total_bytes:,} bytes (--max-move-bytes)",))
         return a
     # Without a byte limit, stop buying speed with bytes once near the plan from scratch; with one, go on.
-    stop = target_peak if max_move_bytes is None else 0.0
+    if max_move_bytes is not None:
+        stop = 0.0
+    else:
+        stop = target.value() if target.above(float(pl.load.max())) else float("inf")  # inf: nothing to buy
     _, a.steps = improve_within(cfg, pl, old, budget - a.kept_moves.total_bytes, work, stop)
     if max_move_bytes is None:  # no byte limit: a table that loads the slowest rank may take another option too
         known: dict = {}
@@ -164,15 +185,15 @@ def replan(cfg: Config, old: dict[str, OldTable], max_move_bytes: Optional[int] 
     options = all_table_options(cfg)
     budget = float("inf") if max_move_bytes is None else float(max_move_bytes)
     if scratch is not None:
-        target_peak = search_peak(cfg, options, scratch.tables) * (1 + STEP_SLACK)
+        target = _Target(search_peak(cfg, options, scratch.tables))
     else:
-        target_peak = max(earlier_step_ms or 0.0, _bound_peak(cfg, options)) * (1 + STEP_SLACK)
+        target = _Target(earlier_step_ms or 0.0, lambda: _bound_peak(cfg, options))
     deadline = start + settings.time_budget_s
     changed = changed_tables(cfg, old)
-    attempts = [_attempt(cfg, old, options, settings, start, deadline, frozenset(), target_peak, budget,
+    attempts = [_attempt(cfg, old, options, settings, start, deadline, frozenset(), target, budget,
                          max_move_bytes, compare)]
     if changed:
-        attempts.append(_attempt(cfg, old, options, settings, start, deadline, changed, target_peak, budget,
+        attempts.append(_attempt(cfg, old, options, settings, start, deadline, changed, target, budget,
                                  max_move_bytes, compare))
     new_names = tuple(t.name for t in cfg.tables if t.name not in old)
     first = attempts[0]

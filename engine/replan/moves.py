@@ -84,7 +84,7 @@ def _elements_moved(new: np.ndarray, old: np.ndarray, replicated: bool) -> dict[
     return out
 
 
-def _bytes_per_element(cfg: Config, name: str) -> float:
+def bytes_per_element(cfg: Config, name: str) -> float:
     t = cfg.table(name)
     return t.data_type.bytes * (1.0 + cfg.topology.optimizer.state_multiplier(t.embedding_dim))
 
@@ -112,7 +112,7 @@ def moved_bytes(cfg: Config, old: dict[str, OldTable], new: dict[str, TablePlan]
         if o is None or _in_place(tp, o):
             continue
         t = cfg.table(name)
-        per = _bytes_per_element(cfg, name)
+        per = bytes_per_element(cfg, name)
         moved = _elements_moved(_pieces(tp, t.num_embeddings, t.embedding_dim),
                                 old_pieces(o, t.num_embeddings, t.embedding_dim), o.shards is None)
         total = 0.0
@@ -135,7 +135,7 @@ def piece_bytes_moved(cfg: Config, old: dict[str, OldTable], opt: Option, j: int
     off, size = opt.offsets[j], opt.sizes[j]
     piece = np.array([(rank, off[0], off[0] + size[0], off[1], off[1] + size[1])], dtype=np.int64)
     moved = _elements_moved(piece, old_pieces(o, t.num_embeddings, t.embedding_dim), o.shards is None)
-    return sum(moved.values()) * _bytes_per_element(cfg, name)
+    return sum(moved.values()) * bytes_per_element(cfg, name)
 
 
 # ---- checkpoints ----------------------------------------------------------------------------------

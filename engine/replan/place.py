@@ -127,6 +127,8 @@ def improve_within(cfg: Config, pl: Placement, old: dict[str, OldTable], budget:
     """Moves and swaps of table-wise and column-wise shards off the slowest rank (the planner's local search,
     engine.localsearch.move_or_swap), each kept only while the bytes moved so far stay within `budget`, until the
     slowest rank is at or below `stop_peak`. Returns the bytes the moves add and how many were made."""
+    if float(pl.load.max()) <= stop_peak:
+        return 0.0, 0
     fs = FreeShards(pl)
     spent, steps = 0.0, 0
 

@@ -22,7 +22,7 @@ from engine.evaluate import evaluate
 from engine.placement import Placement
 from engine.planfile import placement_problem
 from engine.planner import PlannerSettings, plan, rules_of, safety_stop_note, to_table_plan
-from engine.strategy import option_arrays, relaxed_bound_ms
+from engine.strategy import option_arrays
 from engine.replan.moves import Moves, OldTable, checkpoint_breaks, load_old_plan, moved_bytes, read_old_plan
 from engine.replan.place import changed_tables, improve_within, keep, place_rest, search_peak
 from engine.types import Config, Plan, TablePlan
@@ -34,6 +34,7 @@ __all__ = ["Moves", "OldTable", "Replan", "checkpoint_breaks", "load_old_plan", 
 # Without a byte limit, the re-plan buys speed with moved bytes only down to this far above the slowest rank of a
 # plan from scratch (in the search's own load figures): past it, every move is a byte that need not move.
 STEP_SLACK = 0.03
+EDIT_SLACK = 1e-6  # an interactive re-plan leaves a slowest rank this close to the earlier plan's as it is
 REPLAN_STEP_TOLERANCE = 1.05  # an attempt this close to the plan from scratch is as fast
 
 
@@ -72,11 +73,11 @@ class Replan:
 
 class _Target:
     """The slowest rank (in the search's load figures) down to which a re-plan buys speed with moved bytes: the
-    higher of `low` and `bound()`, times 1 + STEP_SLACK; `bound` (costly) is worked out only when asked whether a
+    higher of `low` and `bound()` x (1 + STEP_SLACK); `bound` (costly) is worked out only when asked whether a
     rank above `low` is above the target."""
 
     def __init__(self, low: float, bound: Optional[Callable[[], float]] = None):
-        self.low, self._bound, self._value = low * (1 + STEP_SLACK), bound, None
+        self.low, self._bound, self._value = low, bound, None
 
     def value(self) -> float:
         if self._value is None:
@@ -152,11 +153,13 @@ def _best_attempt(cfg: Config, old: dict[str, OldTable], done: list[_Attempt], s
 
 
 def _bound_peak(cfg: Config, options: list[list[Option]]) -> float:
-    """The planner's relaxed lower bound on the slowest rank (engine.strategy.relaxed_bound_ms), in the search's
-    own load figures: where no plan from scratch is at hand, the re-plan stops buying speed with bytes near it."""
-    w = cfg.topology.world_size
-    probe = Placement(cfg.topology)
-    return relaxed_bound_ms(option_arrays(options), w, probe.hbm_cap * w, probe.ddr_cap * w)
+    """A lower bound on the slowest rank in the search's own load figures, quick to work out: every table's
+    cheapest option spread evenly over the ranks, and no table's smallest largest piece split (where no plan from
+    scratch is at hand, the re-plan stops buying speed with bytes near it; the planner's own bound,
+    strategy.relaxed_bound_ms, adds memory and takes longer)."""
+    arr = option_arrays(options)
+    return max(float(arr.min_per_table(arr.cost_ms).sum()) / cfg.topology.world_size,
+               float(arr.min_per_table(arr.piece_ms).max()))
 
 
 def replan(cfg: Config, old: dict[str, OldTable], max_move_bytes: Optional[int] = None,
@@ -169,9 +172,9 @@ def replan(cfg: Config, old: dict[str, OldTable], max_move_bytes: Optional[int] 
 
     scratch: the plan from scratch of `cfg` with `settings`, where the caller has it (the same result as without
     it). compare=False with no `scratch`: none is made (an interactive re-plan after an edit, the plan from
-    scratch one click away): the re-plan stops buying speed with bytes near the higher of `earlier_step_ms` (the
+    scratch one click away): the re-plan stops buying speed with bytes at the higher of `earlier_step_ms` (the
     earlier plan's slowest rank, as its plan file gives it: an edit that made no rank slower moves nothing) and
-    the planner's lower bound for `cfg` (an edit that adds more load than the ranks can share); attempts are
+    near the planner's lower bound for `cfg` (an edit that adds more load than the ranks can share); attempts are
     weighed against the faster of them, `kept` is not evaluated, and the result's `scratch`, `scratch_moves` and
     `kept` are None. Without a byte limit, a table that loads the slowest rank may also take another option
     (engine.localsearch.reshard) while that rank is above the target. Deterministic: the same config, earlier
@@ -185,9 +188,9 @@ def replan(cfg: Config, old: dict[str, OldTable], max_move_bytes: Optional[int] 
     options = all_table_options(cfg)
     budget = float("inf") if max_move_bytes is None else float(max_move_bytes)
     if scratch is not None:
-        target = _Target(search_peak(cfg, options, scratch.tables))
-    else:
-        target = _Target(earlier_step_ms or 0.0, lambda: _bound_peak(cfg, options))
+        target = _Target(search_peak(cfg, options, scratch.tables) * (1 + STEP_SLACK))
+    else:  # back to the earlier plan's slowest rank (not past it: edits one after another would drift)
+        target = _Target((earlier_step_ms or 0.0) * (1 + EDIT_SLACK), lambda: _bound_peak(cfg, options))
     deadline = start + settings.time_budget_s
     changed = changed_tables(cfg, old)
     attempts = [_attempt(cfg, old, options, settings, start, deadline, frozenset(), target, budget,

@@ -128,6 +128,7 @@ def improve_within(cfg: Config, pl: Placement, old: dict[str, OldTable], budget:
     engine.localsearch.move_or_swap), each kept only while the bytes moved so far stay within `budget`, until the
     slowest rank is at or below `stop_peak`. Returns the bytes the moves add and how many were made."""
     if float(pl.load.max()) <= stop_peak:
+        work.done()  # the safety stop's clock, read as the loop below would (its note says when it fired)
         return 0.0, 0
     fs = FreeShards(pl)
     spent, steps = 0.0, 0

@@ -21,6 +21,12 @@ A git checkout is served from a copy of its working tree made at the start (edit
 nothing served).
 --plan-input sets a number input of the Plan page (by its label) after the first plan, and plans again if the
 first failed.
+
+  python -m bench.interactive --engine [--presets NAME ...] [--repeats 5] [--out-dir bench/results]
+
+times the engine's side of the working view instead, on every table preset the dashboard offers: a one-table
+edit re-planned from the plan on screen, with the tables it moves and its slowest rank against a plan from scratch
+(bench/interactive_replan.py; results in bench/results/interactive_replan.md and .json).
 """
 
 from __future__ import annotations
@@ -493,6 +499,10 @@ def _pairs(cases: list[Case]) -> dict[int, tuple[Case, Case]]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["--engine"]:  # the engine's re-plan after an edit, every preset (bench/interactive_replan.py)
+        from bench import interactive_replan
+        return interactive_replan.main(args[1:])
     p = argparse.ArgumentParser(prog="python -m bench.interactive", description=__doc__.splitlines()[0])
     p.add_argument("--tables", type=int, nargs="+", default=[1000, 200], help="table counts, one case each")
     p.add_argument("--repeats", type=int, default=5, help="edits per case")

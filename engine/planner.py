@@ -31,7 +31,7 @@ from engine.types import PLACEMENT_FIELDS, ComputeKernel, Config, Plan, Shard, S
 
 @dataclass(frozen=True)
 class PlannerSettings:
-    """How hard the planner searches. The search is bounded by work (engine.partition.Work), so the same config
+    """How hard the planner searches. The search is bounded by work (engine.work.Work), so the same config
     and settings give the same plan on any machine, quiet or busy; time_budget_s is only a safety stop on the
     whole planning, and a plan it cut says so in its notes."""
 
@@ -337,7 +337,7 @@ def _workset_bound_ms(options: list[list[Option]], arr: OptionArrays, probe: Pla
         return 0.0
     past = max(least_rows / w - C.CPU_WORKSET_KNEE_BYTES / narrowest, 0.0)
     least_cost = float(arr.min_per_table(arr.cost_ms).sum())
-    return (least_cost + w * probe._ws_per_row * past) / w
+    return (least_cost + w * probe.ws_per_row * past) / w
 
 
 def _plan(cfg: Config, settings: PlannerSettings) -> Plan:

@@ -12,7 +12,7 @@ import pytest
 import engine
 from bench.suite import synthetic, tight
 from engine import planner as planner_module
-from engine import partition
+from engine import work as work_module
 
 
 def _plan_json(cfg, settings=engine.PlannerSettings()) -> str:
@@ -45,7 +45,7 @@ def test_a_slow_or_busy_machine_gets_the_same_plan(name, monkeypatch):
     quiet = _plan_json(cfg, settings)
     assert quiet == _plan_json(cfg, settings)  # and again
     for step in (1e-3, 0.5):  # every clock read 1 ms or half a second later: a machine 1,000s of times slower
-        monkeypatch.setattr(partition.time, "perf_counter", _Clock(step))  # the one time module both read
+        monkeypatch.setattr(work_module.time, "perf_counter", _Clock(step))  # the one time module both read
         assert _plan_json(cfg, settings) == quiet
 
 
@@ -58,7 +58,7 @@ def test_the_seed_and_the_effort_are_the_only_knobs():
 
 def test_the_safety_stop_says_when_it_cut_the_search(monkeypatch):
     cfg = engine.parse_config(CASES["tight-100x16"])
-    monkeypatch.setattr(partition.time, "perf_counter", _Clock(1.0))  # the search's clock runs out at once
+    monkeypatch.setattr(work_module.time, "perf_counter", _Clock(1.0))  # the search's clock runs out at once
     p = engine.plan(cfg, engine.PlannerSettings(effort=1_000_000, time_budget_s=5))
     assert any("wall-clock safety stop (5 s)" in n and "depends on the machine" in n for n in p.notes)
     cut = next(n for n in p.notes if "safety stop" in n)

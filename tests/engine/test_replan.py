@@ -249,3 +249,50 @@ def test_a_replan_cut_by_the_safety_stop_says_so() -> None:
                for n in r.plan.notes), r.plan.notes
     unhurried = replan(engine.parse_config(grow(raw)), old)
     assert not any("safety stop" in n for n in unhurried.plan.notes)
+
+
+def _no_seconds(p: engine.Plan) -> str:
+    d = engine.plan_to_dict(p)
+    d.pop("planning_seconds")
+    return json.dumps(d, sort_keys=True)
+
+
+def test_an_interactive_replan_after_a_small_edit_moves_nothing_and_plans_nothing_from_scratch() -> None:
+    """The working view's re-plan (compare=False): no plan from scratch is made, an edit that made no rank slower
+    keeps every table where it was, and the same config and earlier plan give the same plan."""
+    raw = synthetic(60, 8, seed=3)
+    first = engine.plan(engine.parse_config(raw))
+    old = read_old_plan(engine.plan_to_dict(first))
+    edited = json.loads(json.dumps(raw))
+    edited["constraints"]["t5"]["pooling_factors"] = [0.5]  # lighter: no rank gets slower
+    cfg = engine.parse_config(edited)
+    runs = [replan(cfg, old, compare=False, earlier_step_ms=first.max_rank_cost_ms) for _ in range(2)]
+    r = runs[0]
+    assert r.scratch is None and r.scratch_moves is None and r.kept is None
+    assert r.moves.total_bytes == 0 and r.moved_tables == () and len(r.kept_tables) == 60
+    assert r.plan.max_rank_cost_ms <= first.max_rank_cost_ms * (1 + 1e-9)
+    assert _no_seconds(runs[0].plan) == _no_seconds(runs[1].plan)
+    s = r.summary()
+    assert s["scratch_step_ms"] is None and s["scratch_moved_bytes"] is None and s["moved_bytes"] == 0
+
+
+def test_an_interactive_replan_buys_back_a_slower_rank_with_few_moves() -> None:
+    """An edit that makes the slowest rank much slower: the re-plan moves a few tables to bring it back near the
+    earlier plan's slowest rank, far fewer than a plan from scratch moves, and the plan stays valid."""
+    raw = synthetic(60, 8, seed=3)
+    first = engine.plan(engine.parse_config(raw))
+    old = read_old_plan(engine.plan_to_dict(first))
+    slowest = first.bottleneck_rank
+    on_it = sorted(n for n, tp in first.tables.items() if tp.ranks == (slowest,))
+    edited = json.loads(json.dumps(raw))
+    edited["constraints"][on_it[0]]["pooling_factors"] = [
+        edited["constraints"][on_it[0]]["pooling_factors"][0] * 8]  # its table's load 8x: no move helps, a split does
+    cfg = engine.parse_config(edited)
+    kept = replan(cfg, old, compare=False, earlier_step_ms=float("inf"))  # no target: nothing bought back
+    r = replan(cfg, old, compare=False, earlier_step_ms=first.max_rank_cost_ms)
+    scratch = engine.plan(cfg)
+    assert kept.moved_tables == ()
+    assert r.plan.max_rank_cost_ms < kept.plan.max_rank_cost_ms
+    assert 0 < len(r.moved_tables) < len(moved_bytes(cfg, old, scratch.tables).by_table)
+    assert r.plan.max_rank_cost_ms <= scratch.max_rank_cost_ms * 1.05
+    assert set(r.plan.tables) == {t.name for t in cfg.tables}

@@ -1,0 +1,337 @@
+"""Where shards sit while a plan is made: the per-rank load and memory of a partial placement (`Placement`), the
+config's placement rules by table (`PlacementRules`), and the objective the search compares plans by (`better`).
+
+A rank's cost is its shards' summed cost plus, on CPU, the price of its touched working set beyond the cache
+(engine.estimate.rank_workset_ms), which does not add up shard by shard: crowding large tables on one rank costs
+more than the sum of their costs alone. No rank ever exceeds its usable HBM or DDR.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine import constants as C
+from engine.config import allowed_ranks
+from engine.enumerate import Option
+from engine.estimate import rank_workset_ms
+from engine.types import Config, ShardingType, Topology
+
+EPS = 1e-9
+FREE_PLACEMENT = (ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE, ShardingType.TABLE_COLUMN_WISE)
+
+
+@dataclass(frozen=True)
+class PlacementRules:
+    """The config's placement rules by table index: the ranks a pin allows, the co-located groups (symmetric and
+    transitive: every member holds exactly the same ranks), the tables kept apart (symmetric). Tables with a rule
+    are `fixed`: placed by the greedy pass within their rules and left where they are by the local search."""
+
+    mask: dict[int, np.ndarray]  # table -> allowed ranks (bool per rank; a group's members share one array)
+    group: dict[int, int]  # table -> its co-located group (the group's smallest table index)
+    members: dict[int, tuple[int, ...]]  # group -> its tables, ascending
+    apart: dict[int, tuple[int, ...]]
+    fixed: frozenset[int]
+
+    @staticmethod
+    def of(cfg: Config) -> PlacementRules | None:
+        if not any(c.places for c in cfg.constraints.values()):
+            return None
+        index = {t.name: i for i, t in enumerate(cfg.tables)}
+        w = cfg.topology.world_size
+        mask, parent, apart = {}, {}, {}
+        for name, c in cfg.constraints.items():
+            if not c.places:
+                continue
+            i = index[name]
+            ranks = allowed_ranks(c, cfg.topology)
+            if ranks is not None:
+                m = np.zeros(w, dtype=bool)
+                m[sorted(ranks)] = True
+                mask[i] = m
+            for other in c.colocate or ():
+                a, b = _root(parent, i), _root(parent, index[other])
+                parent[max(a, b)] = parent[a] = parent[b] = min(a, b)
+            for other in c.apart or ():
+                j = index[other]
+                apart.setdefault(i, set()).add(j)
+                apart.setdefault(j, set()).add(i)
+        group = {t: _root(parent, t) for t in sorted(parent)}
+        members: dict[int, list[int]] = {}
+        for t, g in group.items():
+            members.setdefault(g, []).append(t)
+        for g, ts in members.items():  # a group's pins bind every member
+            pins = [mask[t] for t in ts if t in mask]
+            if pins:
+                both = np.logical_and.reduce(pins)
+                mask.update((t, both) for t in ts)
+        fixed = frozenset(mask) | frozenset(group) | frozenset(apart)
+        return PlacementRules(mask, group, {g: tuple(ts) for g, ts in members.items()},
+                              {i: tuple(sorted(v)) for i, v in apart.items()}, fixed)
+
+    def allowed(self, pl: Placement, table: int) -> np.ndarray | None:
+        """The ranks `table` may use now: its pins, within the ranks its placed co-located tables hold, none of
+        the ranks of its placed apart tables. None: any rank."""
+        if table not in self.fixed:
+            return None
+        out = self.mask.get(table)
+        out = np.ones(pl.topo.world_size, dtype=bool) if out is None else out.copy()
+        need = pl.group_ranks(table)
+        if need is not None:
+            out &= need
+        for k in self.apart.get(table, ()):
+            if k in pl.ranks:
+                out[pl.ranks[k]] = False
+        return out
+
+
+def _root(parent: dict[int, int], x: int) -> int:
+    """x's co-located group in the union-find `parent`, shortening the path it walked (near-constant time)."""
+    root = x
+    while parent.get(root, root) != root:
+        root = parent[root]
+    while x != root:
+        parent[x], x = root, parent[x]
+    return root
+
+
+
+class Placement:
+    """Per-rank load and memory while options are placed, removed and moved. `load` is each rank's cost: `base` (its
+    shards' summed cost) plus the working-set term of `ws` (its touched bytes) where the topology prices one."""
+
+    def __init__(self, topo: Topology, balance_memory: bool = False, rules: PlacementRules | None = None):
+        w = topo.world_size
+        self.topo = topo
+        self.rules = rules  # placement rules (pins, co-location, apart); None: none
+        self.balance_memory = balance_memory  # place by free memory first, load second (tight configs)
+        self.priced_ws = bool(rank_workset_ms(np.array([2.0 * C.CPU_WORKSET_KNEE_BYTES + 1.0]), np.array([1.0]),
+                                              topo)[0] > 0)
+        self.ws_per_row = C.CPU_WORKSET_ROW_WORK / topo.ddr_mem_bw if self.priced_ws else 0.0
+        self.load = np.zeros(w)
+        self.base = np.zeros(w)
+        self.ws = np.zeros(w)
+        self.wsr = np.zeros(w)  # the rows those bytes are
+        self.hbm = np.zeros(w)
+        self.ddr = np.zeros(w)
+        self.hbm_cap = float(topo.usable_hbm_bytes)
+        self.ddr_cap = float(topo.usable_ddr_bytes)
+        self.choice: dict[int, Option] = {}
+        self.ranks: dict[int, np.ndarray] = {}
+        self.held: dict[int, tuple[int, np.ndarray]] = {}  # co-located group -> (members placed, their ranks)
+
+    def clone(self) -> Placement:
+        out = Placement(self.topo, self.balance_memory, self.rules)
+        out.load, out.hbm, out.ddr = self.load.copy(), self.hbm.copy(), self.ddr.copy()
+        out.base, out.ws, out.wsr = self.base.copy(), self.ws.copy(), self.wsr.copy()
+        out.choice, out.ranks, out.held = dict(self.choice), dict(self.ranks), dict(self.held)
+        return out
+
+    # -- bookkeeping --------------------------------------------------------------------------
+    def _apply(self, opt: Option, ranks: np.ndarray, sign: float) -> None:
+        if len(ranks) == 1 and not self.priced_ws:  # one shard (table-wise): what np.add.at does, without its cost
+            r = ranks[0]  # (and from the option's totals: its per-shard arrays need not be made)
+            self.load[r] += sign * opt.total_cost_ms
+            self.hbm[r] += sign * opt.total_hbm_bytes
+            self.ddr[r] += sign * opt.total_ddr_bytes
+            return
+        if self.priced_ws:
+            np.add.at(self.base, ranks, sign * opt.cost_ms)
+            np.add.at(self.ws, ranks, sign * opt.est.workset_bytes)
+            np.add.at(self.wsr, ranks, sign * opt.est.workset_rows)
+            self.load[ranks] = self.base[ranks] + self.ws_ms(self.ws[ranks], self.wsr[ranks])
+        else:
+            np.add.at(self.load, ranks, sign * opt.cost_ms)
+        np.add.at(self.hbm, ranks, sign * opt.est.hbm_bytes)
+        np.add.at(self.ddr, ranks, sign * opt.est.ddr_bytes)
+
+    def ws_ms(self, ws: np.ndarray, wsr: np.ndarray) -> np.ndarray:
+        """The working-set term of ranks touching `ws` bytes in `wsr` rows (engine.estimate.rank_workset_ms, inlined:
+        the search asks it often)."""
+        return ws_term(self.ws_per_row, ws, wsr)
+
+    def loads_with(self, opt: Option, ranks: np.ndarray) -> np.ndarray:
+        """Every rank's load if the option were added on `ranks`."""
+        if not self.priced_ws:
+            load = self.load.copy()
+            np.add.at(load, ranks, opt.cost_ms)
+            return load
+        base, ws, wsr = self.base.copy(), self.ws.copy(), self.wsr.copy()
+        np.add.at(base, ranks, opt.cost_ms)
+        np.add.at(ws, ranks, opt.est.workset_bytes)
+        np.add.at(wsr, ranks, opt.est.workset_rows)
+        return base + self.ws_ms(ws, wsr)
+
+    def after(self, r: np.ndarray | int, cost: np.ndarray | float, ws: np.ndarray | float,
+              wsr: np.ndarray | float = 0.0) -> np.ndarray:
+        """Load of rank(s) r after adding a shard of `cost` ms touching `ws` bytes in `wsr` rows (negative: taking
+        one off)."""
+        if not self.priced_ws:
+            return self.load[r] + cost
+        return self.base[r] + cost + self.ws_ms(self.ws[r] + ws, self.wsr[r] + wsr)
+
+    def add(self, opt: Option, ranks: np.ndarray) -> None:
+        self._apply(opt, ranks, 1.0)
+        self.choice[opt.table] = opt
+        self.ranks[opt.table] = ranks
+        g = self.rules.group.get(opt.table) if self.rules is not None else None
+        if g is not None:
+            n, on = self.held.get(g, (0, None))
+            if on is None:
+                on = np.zeros(self.topo.world_size, dtype=bool)
+                on[ranks] = True
+            self.held[g] = (n + 1, on)
+
+    def remove(self, table: int) -> tuple[Option, np.ndarray]:
+        opt, ranks = self.choice.pop(table), self.ranks.pop(table)
+        self._apply(opt, ranks, -1.0)
+        g = self.rules.group.get(table) if self.rules is not None else None
+        if g is not None:
+            n, on = self.held[g]
+            if n > 1:
+                self.held[g] = (n - 1, on)
+            else:
+                del self.held[g]
+        return opt, ranks
+
+    def group_ranks(self, table: int) -> np.ndarray | None:
+        """The ranks the placed members of `table`'s co-located group hold (bool per rank; never to be changed),
+        which it must hold exactly too; None where none is placed or it has no group."""
+        g = self.rules.group.get(table) if self.rules is not None else None
+        return None if g is None else self.held.get(g, (0, None))[1]
+
+    def fits(self, opt: Option, ranks: np.ndarray) -> bool:
+        if len(ranks) == 1:  # one shard: its figures are the option's totals
+            r = ranks[0]
+            return bool(self.hbm[r] + opt.total_hbm_bytes <= self.hbm_cap
+                        and self.ddr[r] + opt.total_ddr_bytes <= self.ddr_cap)
+        hbm, ddr = self.hbm.copy(), self.ddr.copy()
+        np.add.at(hbm, ranks, opt.est.hbm_bytes)
+        np.add.at(ddr, ranks, opt.est.ddr_bytes)
+        return bool((hbm[ranks] <= self.hbm_cap).all() and (ddr[ranks] <= self.ddr_cap).all())
+
+    # -- where an option's shards can go ----------------------------------------------------------
+    def find_ranks(self, opt: Option) -> np.ndarray | None:
+        """Where the option's shards go (see _find_ranks); None where they fit nowhere, or where they would not
+        hold exactly the ranks that the placed members of its co-located group hold."""
+        ranks = self._find_ranks(opt)
+        need = self.group_ranks(opt.table) if ranks is not None else None
+        if need is not None and not (len(np.unique(ranks)) == need.sum() and need[ranks].all()):
+            return None
+        return ranks
+
+    def _find_ranks(self, opt: Option) -> np.ndarray | None:
+        w, lw = self.topo.world_size, self.topo.local_world_size
+        st = opt.sharding_type
+        allowed = self.rules.allowed(self, opt.table) if self.rules is not None else None
+        if st in (ShardingType.DATA_PARALLEL, ShardingType.ROW_WISE):
+            ranks = np.arange(w)
+            if allowed is not None and not allowed.all():
+                return None  # every rank holds a piece: a pin to fewer ranks rules these out
+            return ranks if self.fits(opt, ranks) else None
+        if st is ShardingType.TABLE_ROW_WISE:  # one host's ranks: the fitting host with the lowest peak
+            hosts = self.topo.num_hosts
+            host_ranks = np.arange(hosts * lw)
+            peaks = self.after(host_ranks, np.tile(opt.cost_ms, hosts), np.tile(opt.est.workset_bytes, hosts),
+                               np.tile(opt.est.workset_rows, hosts)).reshape(hosts, lw).max(axis=1)
+            ok = ((self.hbm[:hosts * lw].reshape(hosts, lw) + opt.est.hbm_bytes <= self.hbm_cap).all(axis=1)
+                  & (self.ddr[:hosts * lw].reshape(hosts, lw) + opt.est.ddr_bytes <= self.ddr_cap).all(axis=1))
+            if allowed is not None:
+                ok &= allowed[:hosts * lw].reshape(hosts, lw).all(axis=1)
+            best, best_peak = None, np.inf
+            for host, (peak, fits) in enumerate(zip(peaks.tolist(), ok.tolist())):
+                if fits and peak < best_peak - EPS:
+                    best, best_peak = host, peak
+            return None if best is None else np.arange(best * lw, (best + 1) * lw)
+        return self._free_ranks(opt, allowed)
+
+    def _free_ranks(self, opt: Option, allowed: np.ndarray | None = None) -> np.ndarray | None:
+        if self.priced_ws:
+            return self._free_ranks_ws(opt, allowed)
+        load, hbm, ddr = self.load.copy(), self.hbm.copy(), self.ddr.copy()
+        used = np.zeros(len(load), dtype=bool)
+        out = np.empty(opt.num_shards, dtype=np.int64)
+        cost, h, d = opt.cost_ms, opt.est.hbm_bytes, opt.est.ddr_bytes
+        for j in range(opt.num_shards):
+            pick = self._fitting(hbm, ddr, h[j], d[j], allowed, used)
+            if pick is None:
+                return None
+            if self.balance_memory:
+                fill = self._fill_after(hbm[pick] + h[j], ddr[pick] + d[j])
+                r = int(pick[np.lexsort((load[pick], fill))[0]])
+            else:
+                r = int(pick[np.argmin(load[pick])])
+            out[j] = r
+            used[r] = True
+            load[r] += cost[j]
+            hbm[r] += h[j]
+            ddr[r] += d[j]
+        return out
+
+    def _free_ranks_ws(self, opt: Option, allowed: np.ndarray | None) -> np.ndarray | None:
+        """_free_ranks where the working set is priced: each shard onto the fitting rank whose load after it is
+        lowest (a rank near its cache's knee takes a large shard at more than the shard's own cost)."""
+        base, ws, wsr, hbm, ddr = self.base.copy(), self.ws.copy(), self.wsr.copy(), self.hbm.copy(), self.ddr.copy()
+        used = np.zeros(len(base), dtype=bool)
+        out = np.empty(opt.num_shards, dtype=np.int64)
+        cost, wsb, wsn, h, d = (opt.cost_ms, opt.est.workset_bytes, opt.est.workset_rows, opt.est.hbm_bytes,
+                                opt.est.ddr_bytes)
+        for j in range(opt.num_shards):
+            pick = self._fitting(hbm, ddr, h[j], d[j], allowed, used)
+            if pick is None:
+                return None
+            now = base[pick] + self.ws_ms(ws[pick], wsr[pick])
+            then = base[pick] + cost[j] + self.ws_ms(ws[pick] + wsb[j], wsr[pick] + wsn[j])
+            if self.balance_memory:
+                fill = self._fill_after(hbm[pick] + h[j], ddr[pick] + d[j])
+                r = int(pick[np.lexsort((now, fill))[0]])
+            else:
+                r = int(pick[np.lexsort((now, then))[0]])
+            out[j] = r
+            used[r] = True
+            base[r] += cost[j]
+            ws[r] += wsb[j]
+            wsr[r] += wsn[j]
+            hbm[r] += h[j]
+            ddr[r] += d[j]
+        return out
+
+    def _fitting(self, hbm: np.ndarray, ddr: np.ndarray, h: float, d: float, allowed: np.ndarray | None,
+                 used: np.ndarray) -> np.ndarray | None:
+        """The ranks a shard of `h` HBM and `d` DDR bytes may go to, given the ranks' `hbm` and `ddr`: those with room
+        (and `allowed`), only those not `used` yet where any is; None where none has room."""
+        ok = (hbm + h <= self.hbm_cap) & (ddr + d <= self.ddr_cap)
+        if allowed is not None:
+            ok &= allowed
+        if not ok.any():
+            return None
+        return np.flatnonzero(ok & ~used if (ok & ~used).any() else ok)
+
+    def _fill_after(self, hbm: np.ndarray, ddr: np.ndarray) -> np.ndarray:
+        """The fuller of `hbm` and `ddr` bytes as a share of the usable bytes."""
+        return np.maximum(self._share(hbm, self.hbm_cap), self._share(ddr, self.ddr_cap))
+
+    @staticmethod
+    def _share(used: np.ndarray, cap: float) -> np.ndarray:
+        return used / cap if cap else np.where(used > 0, np.inf, 0.0)
+
+    def fill(self) -> np.ndarray:
+        """Per rank, the fuller of HBM and DDR as a share of the usable bytes."""
+        return self._fill_after(self.hbm, self.ddr)
+
+    # -- objective --------------------------------------------------------------------------------
+    def score(self) -> tuple[float, float]:
+        return float(self.load.max()), float(np.square(self.load).sum())
+
+
+def ws_term(per_row: float, ws: np.ndarray, wsr: np.ndarray) -> np.ndarray:
+    """engine.estimate.rank_workset_ms with its constant folded: per_row x the rows past the knee."""
+    past = np.maximum(ws - C.CPU_WORKSET_KNEE_BYTES, 0.0)
+    return per_row * np.maximum(wsr, 0.0) * past / np.maximum(ws, 1.0)
+
+
+def better(new: tuple[float, float], old: tuple[float, float]) -> bool:
+    if new[0] < old[0] * (1 - 1e-9) - EPS:
+        return True
+    return new[0] <= old[0] * (1 + 1e-12) + EPS and new[1] < old[1] * (1 - 1e-9) - EPS

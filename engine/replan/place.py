@@ -1,0 +1,197 @@
+"""How a re-plan places tables: keep those that can stay on their earlier ranks, place the others around them
+(near their earlier shards where they had some), then move shards off the slowest rank within a byte budget
+(the local search's move/swap, engine.localsearch.move_or_swap, with the budget as its hook)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.enumerate import Option
+from engine.localsearch import FreeShards, Shift, move_or_swap
+from engine.placement import FREE_PLACEMENT, Placement
+from engine.replan.moves import OldTable, as_old, old_pieces, piece_bytes_moved
+from engine.types import Config, TablePlan
+from engine.work import Work
+
+MAX_CANDIDATES = 16  # options tried per table placed around the kept ones, cheapest first
+
+
+def old_option(options: list[Option], o: OldTable, w: int) -> tuple[Option, np.ndarray] | None:
+    """The option with the earlier plan's sharding type, kernel and column split, on its earlier ranks."""
+    if max(o.ranks) >= w:
+        return None
+    for opt in options:
+        if opt.sharding_type is not o.sharding_type or opt.kernel is not o.compute_kernel:
+            continue
+        if o.shards is None:
+            if opt.num_shards == len(o.ranks):
+                return opt, np.array(o.ranks, dtype=np.int64)
+            continue
+        if opt.num_shards != len(o.shards) or any(int(opt.sizes[j][1]) != o.shards[j][3]
+                                                  for j in range(opt.num_shards)):
+            continue
+        return opt, np.array([s[4] for s in o.shards], dtype=np.int64)
+    return None
+
+
+def _peak_with(pl: Placement, opt: Option, ranks: np.ndarray) -> float:
+    return float(pl.loads_with(opt, ranks).max())
+
+
+def _affine_ranks(pl: Placement, opt: Option, old_pieces: np.ndarray) -> np.ndarray | None:
+    """Ranks for a freely placed option that keep each shard where the earlier plan held most of its region (when
+    it fits there and the rules allow it; the shards holding the most earlier elements choose first), the least
+    loaded fitting rank otherwise; None when a shard fits nowhere."""
+    w, n = pl.topo.world_size, opt.num_shards
+    allowed = pl.rules.allowed(pl, opt.table) if pl.rules is not None else None
+    load, hbm, ddr = pl.load.copy(), pl.hbm.copy(), pl.ddr.copy()
+    h, d, cost = opt.est.hbm_bytes, opt.est.ddr_bytes, opt.cost_ms
+    held = np.zeros((n, w))  # elements of shard j that rank r held
+    ranks = old_pieces[:, 0]
+    inside = ranks < w
+    for j in range(n):
+        r0, c0 = int(opt.offsets[j][0]), int(opt.offsets[j][1])
+        r1, c1 = r0 + int(opt.sizes[j][0]), c0 + int(opt.sizes[j][1])
+        rows = np.clip(np.minimum(r1, old_pieces[:, 2]) - np.maximum(r0, old_pieces[:, 1]), 0, None)
+        cols = np.clip(np.minimum(c1, old_pieces[:, 4]) - np.maximum(c0, old_pieces[:, 3]), 0, None)
+        np.add.at(held[j], ranks[inside], (rows * cols)[inside].astype(np.float64))
+    out = np.full(n, -1, dtype=np.int64)
+    used = np.zeros(w, dtype=bool)
+
+    def take(j: int, r: int) -> None:
+        out[j] = r
+        used[r] = True
+        load[r] += cost[j]
+        hbm[r] += h[j]
+        ddr[r] += d[j]
+
+    def fitting(j: int) -> np.ndarray:
+        ok = (hbm + h[j] <= pl.hbm_cap) & (ddr + d[j] <= pl.ddr_cap)
+        return ok & allowed if allowed is not None else ok
+
+    for j in sorted(range(n), key=lambda j: (-held[j].max(), j)):  # first: shards that go home
+        home = fitting(j) & (held[j] > 0)
+        if home.any():
+            pick = np.flatnonzero(home)
+            take(j, int(pick[np.lexsort((load[pick], -held[j][pick]))[0]]))
+    for j in np.flatnonzero(out < 0):  # then the rest, least loaded first
+        ok = fitting(int(j))
+        if not ok.any():
+            return None
+        pick = np.flatnonzero(ok & ~used if (ok & ~used).any() else ok)
+        take(int(j), int(pick[np.argmin(load[pick])]))
+    return out
+
+
+def place_rest(cfg: Config, old: dict[str, OldTable], pl: Placement, options: list[list[Option]],
+                tables: list[int], work: Work, target_peak: float) -> list[int]:
+    """Place each table around what is there (heaviest first). Its candidates: its cheapest options on the ranks
+    the search would pick, and, for a table the earlier plan had, its options of the earlier sharding type kept
+    as near the earlier ranks as they fit. Of the candidates that keep the slowest rank within `target_peak` (or
+    the lowest peak, when none does), the one that moves the fewest bytes, then the lowest peak. Returns the
+    tables that found no room."""
+    unplaced = []
+    order = sorted(tables, key=lambda t: (-min(o.total_cost_ms for o in options[t]), t))
+    for t in order:
+        name = cfg.tables[t].name
+        o = old.get(name)
+        pieces = None if o is None else old_pieces(o, cfg.tables[t].num_embeddings, cfg.tables[t].embedding_dim)
+        cheapest = sorted(options[t], key=lambda x: x.total_cost_ms)
+        tried = cheapest[:MAX_CANDIDATES]
+        if o is not None:
+            tried += [x for x in cheapest[MAX_CANDIDATES:] if x.sharding_type is o.sharding_type][:MAX_CANDIDATES]
+        found = []  # (peak, moved bytes, cost, option, ranks)
+        for opt in tried:
+            work.spend()
+            choices = [pl.find_ranks(opt)]
+            if pieces is not None and opt.sharding_type in FREE_PLACEMENT and not (
+                    pl.rules is not None and t in pl.rules.fixed):
+                choices.append(_affine_ranks(pl, opt, pieces))
+            for ranks in choices:
+                if ranks is None or not pl.fits(opt, ranks):
+                    continue
+                moved = 0.0 if o is None else sum(piece_bytes_moved(cfg, old, opt, j, int(r))
+                                                  for j, r in enumerate(ranks))
+                found.append((_peak_with(pl, opt, ranks), moved, opt.total_cost_ms, opt, ranks))
+        if not found:
+            unplaced.append(t)
+            continue
+        limit = max(target_peak, min(f[0] for f in found))
+        best = min(found, key=lambda f: (f[0] > limit * (1 + 1e-9), f[1], f[0], f[2]))
+        pl.add(best[3], best[4])
+    return unplaced
+
+
+def improve_within(cfg: Config, pl: Placement, old: dict[str, OldTable], budget: float, work: Work,
+                    stop_peak: float = 0.0) -> tuple[float, int]:
+    """Moves and swaps of table-wise and column-wise shards off the slowest rank (the planner's local search,
+    engine.localsearch.move_or_swap), each kept only while the bytes moved so far stay within `budget`, until the
+    slowest rank is at or below `stop_peak`. Returns the bytes the moves add and how many were made."""
+    if float(pl.load.max()) <= stop_peak:
+        work.done()  # the safety stop's clock, read as the loop below would (its note says when it fired)
+        return 0.0, 0
+    fs = FreeShards(pl)
+    spent, steps = 0.0, 0
+
+    def moved(step: tuple[Shift, ...]) -> float:
+        """Bytes a step adds to what the re-plan moves (less where a shard goes back to where it was)."""
+        total = 0.0
+        for i, src, dst in step:
+            opt, j = pl.choice[int(fs.t[i])], int(fs.j[i])
+            total += piece_bytes_moved(cfg, old, opt, j, dst) - piece_bytes_moved(cfg, old, opt, j, src)
+        return total
+
+    while len(fs.t) and not work.done():
+        if float(pl.load.max()) <= stop_peak:
+            break
+        step = move_or_swap(pl, fs, work, allow=lambda s: spent + moved(s) <= budget, margin=1e-12)
+        if not step:
+            break
+        spent += moved(step)
+        steps += 1
+    return spent, steps
+
+
+def keep(cfg: Config, old: dict[str, OldTable], options: list[list[Option]], pl: Placement,
+          skip: frozenset[int] = frozenset()) -> tuple[list[int], list[int]]:
+    """Put every table that can stay on its earlier ranks there, in config order, except the tables in `skip`.
+    (Making room for a grown table by sending smaller ones away was tried: on the bench cases it moved more bytes
+    in the end, 42-49% of a plan from scratch; re-placing the grown table itself near its old shards is the second
+    attempt of `replan`.) Returns (kept tables, tables to place)."""
+    w = cfg.topology.world_size
+    kept, rest = [], []
+    for i, t in enumerate(cfg.tables):
+        o = old.get(t.name) if i not in skip else None
+        found = old_option(options[i], o, w) if o is not None else None
+        allowed = pl.rules.allowed(pl, i) if pl.rules is not None and found is not None else None
+        if allowed is not None and not allowed[found[1]].all():
+            found = None  # its placement rules (new, or its partners') no longer allow its earlier ranks
+        if found is not None and pl.fits(*found):
+            pl.add(*found)
+            kept.append(i)
+        else:
+            rest.append(i)
+    return kept, rest
+
+
+def search_peak(cfg: Config, options: list[list[Option]], tables: dict[str, TablePlan]) -> float:
+    """The slowest rank of a plan in the search's own load figures (0.0 when an option cannot be matched)."""
+    load = np.zeros(cfg.topology.world_size)
+    for i, t in enumerate(cfg.tables):
+        found = old_option(options[i], as_old(tables[t.name]), cfg.topology.world_size)
+        if found is None:
+            return 0.0
+        np.add.at(load, found[1], found[0].cost_ms)
+    return float(load.max())
+
+
+def changed_tables(cfg: Config, old: dict[str, OldTable]) -> frozenset[int]:
+    """Tables whose rows or columns differ from the earlier plan's shards (grown, shrunk or widened)."""
+    out = set()
+    for i, t in enumerate(cfg.tables):
+        o = old.get(t.name)
+        if o is not None and o.shards is not None and (max(r0 + nr for r0, _, nr, _, _ in o.shards),
+                                                        max(c0 + nc for _, c0, _, nc, _ in o.shards)) != (
+                                                           t.num_embeddings, t.embedding_dim):
+            out.add(i)
+    return frozenset(out)

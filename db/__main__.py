@@ -20,8 +20,7 @@ from db.compare import placement
 from db.errors import StoreError
 from db.records import PlanRecord
 from db.store import Store
-from engine import atomicfile
-from engine.errors import EngineError, human_bytes, one_line
+from engine import EngineError, human_bytes, one_line, write_text_file
 
 EXIT_ERROR = 2  # bad input or a database that cannot do it: the engine's code for input a user can fix
 EXIT_USAGE = 2
@@ -119,7 +118,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     text = json.dumps(Store().export_bundle(args.token), indent=1) + "\n"
     if args.out:
         try:
-            atomicfile.write_text(args.out, text)  # on a full disk the earlier file stays whole
+            write_text_file(args.out, text)  # on a full disk the earlier file stays whole
         except OSError as e:
             raise StoreError(f"--out: cannot write {args.out!r}: {e.strerror or e}") from None
     else:

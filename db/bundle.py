@@ -26,7 +26,8 @@ from db.errors import StoreError
 from db.estimates import BUNDLED, prepare_plan
 from db.models import SHORT_LEN, MetricRow, PlanRow, RunKind, RunRow, RunStatus
 from db.writes import ensure_config, insert_metrics, insert_plan, insert_run, plan_by_token, require_plan
-from engine.jsonsafe import JsonError, loads
+from engine import JsonError
+from engine import json_loads as loads
 
 BUNDLE_VERSION = 1
 BUNDLE_FIELDS = ("bundle_version", "token", "label", "author", "created_at", "planner", "settings", "config",

@@ -18,10 +18,7 @@ from typing import Any, TypeVar
 
 from db.errors import StoreError
 from db.models import LABEL_LEN, NAME_LEN, SHORT_LEN
-from engine import ConfigError, config_to_dict, parse_config
-from engine.jsonsafe import JsonError
-from engine.jsonsafe import loads as json_loads
-from engine.limits import MAX_WORLD_SIZE
+from engine import MAX_WORLD_SIZE, ConfigError, JsonError, config_to_dict, json_loads, parse_config
 
 E = TypeVar("E", bound=enum.Enum)
 TOKEN_BYTES = 16  # 128 random bits: unguessable

@@ -7,7 +7,7 @@ dashboard.plans.measured.)
 
 from __future__ import annotations
 
-from engine.report import placement_words
+from engine import placement_words
 
 MEASURED_TIME_METRIC = "step_ms"  # what dry-runs and validation runs report per rank, in milliseconds
 

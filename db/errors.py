@@ -6,7 +6,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL
 
 from db.urls import scrub, url_for_people
-from engine.errors import one_line
+from engine import one_line
 
 
 class StoreError(Exception):

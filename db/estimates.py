@@ -14,8 +14,9 @@ from typing import Any
 from db.checks import check_json_object, check_number, check_str, content_hash, normalize_config, shown, type_name
 from db.errors import StoreError
 from db.models import SHORT_LEN
-from engine import ConfigError, evaluate, parse_config, parse_plan, plan_to_dict
-from engine.planfile import MEMORY_PREFIX, PLAN_FORMAT_VERSION
+from engine import (
+    MEMORY_PREFIX, PLAN_FORMAT_VERSION, ConfigError, evaluate, parse_config, parse_plan, plan_to_dict,
+)
 
 REL_TOL = 1e-9  # milliseconds: summed in another order (TorchRec's plans list tables in their own) they differ
 ABS_TOL_MS = 1e-12  # by a few ulps; a changed estimator or an edit differs by far more

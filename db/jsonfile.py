@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from db.errors import StoreError
-from engine import atomicfile
-from engine.errors import EngineError
-from engine.jsonsafe import JsonError, loads
+from engine import EngineError, JsonError, write_json_file
+from engine import json_loads as loads
 
 
 def read_json_object(path: str, flag: str) -> dict:
@@ -24,6 +23,6 @@ def read_json_object(path: str, flag: str) -> dict:
 
 def write_json(path: Path, data: dict, flag: str) -> None:
     try:
-        atomicfile.write_json(path, data)
+        write_json_file(path, data)
     except OSError as e:
         raise EngineError(f"{flag} {str(path)!r}: cannot write there ({e.strerror or e})") from None

@@ -26,7 +26,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
-from engine.validate.types import RunStatus  # the one definition; re-exported for the store's modules
+from engine import RunStatus  # the one definition; re-exported for the store's modules
 
 NAME_LEN = 200
 LABEL_LEN = 500

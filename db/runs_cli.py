@@ -22,14 +22,13 @@ from db.jsonfile import read_json_object
 from db.models import RunKind
 from db.run_commands import RECORD_OPTIONS, RUN_COMMANDS
 from db.runsink import DbSink, check_results, import_results, open_store, store_plan
-from engine.config import load_config
-from engine.dryrun.command import add_dryrun_arguments, dryrun_result
-from engine.errors import EngineError
-from engine.evaluate import evaluate
-from engine.planfile import load_plan
-from engine.types import Config, Plan, TablePlan
-from engine.validate.command import EXIT_CODES, add_validate_arguments, run_validate, say
-from engine.validate.types import Job, RunStatus
+from engine import (
+    Config, EngineError, Plan, RunStatus, TablePlan, add_dryrun_arguments, add_validate_arguments, dryrun_result,
+    evaluate, load_config, load_plan, run_validate,
+)
+from engine import RUN_EXIT_CODES as EXIT_CODES
+from engine import ValidationJob as Job
+from engine import say_progress as say
 
 EXIT_USAGE, EXIT_CANCELLED = 2, 130
 Command = Callable[[argparse.Namespace], int]
@@ -56,7 +55,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_dryrun(args: argparse.Namespace) -> int:
     """`python -m engine dryrun`, recorded: the run row goes running, then holds the result (or the one-line
     error, or cancelled on Ctrl-C or SIGTERM, which is how the dashboard cancels)."""
-    from engine.validate.run import Stopped, stop_on_sigterm
+    from engine import Stopped, stop_on_sigterm
 
     cfg = load_config(args.config)
     tables = load_plan(args.plan, cfg)

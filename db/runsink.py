@@ -17,11 +17,9 @@ from typing import Any
 from db.compare import MEASURED_TIME_METRIC
 from db.models import RunKind
 from db.store import Store
-from engine.config import config_to_dict
-from engine.errors import EngineError
-from engine.planfile import parse_plan, plan_to_dict
-from engine.types import Config, Plan, TablePlan
-from engine.validate.types import RunStatus, ValidationResult
+from engine import (
+    Config, EngineError, Plan, RunStatus, TablePlan, ValidationResult, config_to_dict, parse_plan, plan_to_dict,
+)
 
 MAX_LOG_CHARS = 1_000_000  # a run's log in the database stops growing here
 MEASURED_NAMES = ("measured_ms", "iteration_ms")  # the first present is stored as step_ms

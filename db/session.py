@@ -18,7 +18,7 @@ from sqlalchemy.engine import URL, Engine, create_engine, make_url
 
 from db.errors import StoreError
 from db.urls import NOT_SHOWN, scrub, url_for_people
-from engine.errors import one_line
+from engine import one_line
 
 DATABASE_URL_ENV = "DATABASE_URL"
 DATA_DIR_ENV = "PLANNER_DATA_DIR"

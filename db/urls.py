@@ -10,7 +10,7 @@ from urllib.parse import quote, quote_plus
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, make_url
 
-from engine.errors import one_line
+from engine import one_line
 
 HIDDEN = "***"
 NOT_SHOWN = "(not shown: it does not parse as a URL)"

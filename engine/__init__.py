@@ -1,6 +1,7 @@
 """The planning core: configs in, sharding plans out, and the estimates that score them.
 
-Public API: load_config / parse_config, plan, evaluate, the plan-file helpers and the types.
+Public API: load_config / parse_config, plan, evaluate, the plan-file helpers and the types; then what the
+dashboard and the store use besides (they import `engine` only, never a submodule: tests/test_engine_api.py).
 Nothing here imports torch; engine.torchrec_compat and engine.dryrun do, when asked for (torchrec_planner below
 imports it when called).
 """
@@ -55,6 +56,20 @@ from engine.validate.types import RunStatus
 from engine.widths import dim_note
 from engine.workloads import CRITEO_1TB_EMBEDDING_DIM, CRITEO_1TB_MULTI_HOT, CRITEO_1TB_ROWS
 
+
+# ---- what the store (db) uses besides the core: files, limits, and the measuring commands it records -----------
+from engine.atomicfile import write_text as write_text_file
+from engine.dryrun.command import add_dryrun_arguments, dryrun_result
+from engine.limits import MAX_WORLD_SIZE
+from engine.planfile import MEMORY_PREFIX, PLAN_FORMAT_VERSION
+from engine.report import placement_words
+from engine.validate.command import EXIT_CODES as RUN_EXIT_CODES
+from engine.validate.command import add_validate_arguments, run_validate
+from engine.validate.command import say as say_progress
+from engine.validate.run import Stopped, stop_on_sigterm
+from engine.validate.types import Job as ValidationJob
+from engine.validate.types import ValidationResult
+
 # every field a table's constraints may hold: the scalars, and the workload block (no grid column: the grid keeps it)
 CONSTRAINT_FIELD_DECLS = (*CONSTRAINT, WORKLOAD_FIELD)
 
@@ -84,5 +99,9 @@ __all__ = [
     "replan_moved_bytes", "replan_plan",
     "torchrec_planner", "write_json_file",
     # where a table is, and whether it moved (the dashboard's comparisons and the store's)
-    "has_moved", "placement_text", "ranks_list_text",
+    "has_moved", "placement_text", "placement_words", "ranks_list_text",
+    # for the store
+    "MAX_WORLD_SIZE", "MEMORY_PREFIX", "PLAN_FORMAT_VERSION", "RUN_EXIT_CODES", "Stopped", "ValidationJob",
+    "ValidationResult", "add_dryrun_arguments", "add_validate_arguments", "dryrun_result", "run_validate",
+    "say_progress", "stop_on_sigterm", "write_text_file",
 ]

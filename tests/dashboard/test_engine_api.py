@@ -1,6 +1,7 @@
-"""The dashboard reaches the engine through its public API only: `import engine`, then engine.X for names
-engine/__init__.py exports. Any import of an engine submodule (from engine.sub import ..., import engine.sub)
-or a from-import of the package fails here, naming file:line."""
+"""The dashboard and the store (db) reach the engine through its public API only: `import engine`, then engine.X
+for names engine/__init__.py exports (the store may also write `from engine import X` for an exported X). Any
+import of an engine submodule (from engine.sub import ..., import engine.sub), or in the dashboard a from-import
+of the package, fails here, naming file:line."""
 
 from __future__ import annotations
 
@@ -74,3 +75,29 @@ def test_the_engine_imports_neither_streamlit_nor_the_store():
             bad += [f"{path.relative_to(ROOT)}:{node.lineno}: {m}" for m in mods
                     if m.split(".")[0] in ("streamlit", "db", "dashboard")]
     assert not bad, "\n".join(bad)
+
+
+def _store_imports(path: Path) -> list[str]:
+    """'file:line: statement' for each import of the engine by a store module other than `import engine` or
+    `from engine import X` with X in engine.__all__."""
+    where = str(path.relative_to(ROOT))
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=where)
+    bad = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            bad += [f"{where}:{node.lineno}: import {a.name}" for a in node.names if a.name.startswith("engine.")]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module is not None:
+            if node.module.startswith("engine."):
+                bad.append(f"{where}:{node.lineno}: from {node.module} import ...")
+            elif node.module == "engine":
+                bad += [f"{where}:{node.lineno}: from engine import {a.name} (not in engine.__all__)"
+                        for a in node.names if a.name not in engine.__all__]
+    return bad
+
+
+def test_the_store_imports_no_engine_submodule():
+    files = sorted((ROOT / "db").rglob("*.py"))
+    assert len(files) > 15
+    bad = [line for path in files for line in _store_imports(path)]
+    assert not bad, "the store imports engine submodules (export the name from engine/__init__.py):\n" + \
+        "\n".join(bad)

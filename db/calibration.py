@@ -10,6 +10,8 @@ from db.models import RunKind, RunStatus
 from db.records import PlanRecord, RunRecord
 from db.store import Store
 from engine.calibrate import Calibration, HeldOut, StepObservation, fit, leave_one_out, observation
+from engine.calibrate_terms import TermFit, TermRun, fit_terms, term_run
+from engine.fields import BY_NAME
 from engine.config import parse_config
 from engine.errors import EngineError
 from engine.planfile import parse_plan
@@ -81,5 +83,65 @@ def leave_one_out_from_store(store: Store, device: Device, device_name: str | No
     return leave_one_out(observations_from_store(store, device, device_name, hosts), device)
 
 
+# ---- per-term calibration from dry-runs ------------------------------------------------------------------
+
+REFERENCE_DDR_BW = BY_NAME["ddr_mem_bw"].default  # every run is priced at it: the terms' bytes are at this bandwidth
+
+
+def _dryrun_unusable(info: dict) -> str | None:
+    """Why a dry-run's per-rank times cannot fit the terms, or None."""
+    if info.get("scale_rows", 1.0) != 1.0:
+        return "measured with --scale-rows (smaller tables than its config's)"
+    iters, warmup, batches = info.get("iters"), info.get("warmup"), info.get("batches")
+    if isinstance(iters, int) and isinstance(warmup, int) and isinstance(batches, int) and batches < iters + warmup:
+        return "its steps cycled a few batches (big tables look cached); run with fresh ids (--batches 0)"
+    if info.get("distribution", "config") != "config":
+        return "its ids were not drawn as its config says (--distribution other than config)"
+    if info.get("threads", 1) != 1:
+        return "measured with more than one thread (the terms are per thread)"
+    return None
+
+
+def term_runs_from_store(store: Store, device_name: str | None = None) -> tuple[list[TermRun], list[str]]:
+    """Every succeeded CPU dry-run (whose device name contains device_name, when given) as a TermRun priced at
+    REFERENCE_DDR_BW, and notes on the runs left out and why."""
+    runs, skipped, validations = [], {}, 0
+    for summary in store.list_plans(limit=MAX_PLANS):
+        rec = None
+        for run in store.runs_for_plan(summary.token):
+            info = run.device_info or {}
+            name = str(info.get("device_name") or "")
+            if run.status != RunStatus.SUCCEEDED or run.device != Device.CPU.value or \
+                    (device_name and device_name.lower() not in name.lower()):
+                continue
+            if run.kind == RunKind.VALIDATION:
+                validations += 1
+                continue
+            why = _dryrun_unusable(info)
+            rec = rec or store.get_plan(summary.token)
+            try:
+                cfg = parse_config(rec.config)
+                tables = parse_plan(rec.plan, cfg)
+            except EngineError:
+                why = "its stored config or plan no longer parses"
+            measured = None if why else _per_rank_steps(store, run, cfg.topology.world_size)
+            if measured is None:
+                skipped.setdefault(why or "a rank's measured time is missing", []).append(run.id)
+                continue
+            cfg = replace(cfg, topology=replace(cfg.topology, ddr_mem_bw=REFERENCE_DDR_BW))
+            runs.append(term_run(cfg, tables, measured, run.id, rec.config_name, name))
+    notes = [f"runs {', '.join(map(str, sorted(ids)))} left out: {why}" for why, ids in sorted(skipped.items())]
+    if validations:
+        notes.append(f"{validations} validation run{'s' if validations > 1 else ''} not used: their per-rank times "
+                     "are synchronised steps (every rank waits for the slowest), not each rank's own work")
+    return sorted(runs, key=lambda r: r.run_id), notes
+
+
+def terms_from_store(store: Store, device_name: str | None = None) -> TermFit:
+    """The CPU terms fitted to the stored dry-runs of one device (computed on demand; nothing is stored)."""
+    runs, notes = term_runs_from_store(store, device_name)
+    return fit_terms(runs, REFERENCE_DDR_BW, notes)
+
+
 __all__ = ["MAX_PLANS", "calibrate_from_store", "leave_one_out_from_store", "observations_from_store",
-           "run_observation"]
+           "run_observation", "term_runs_from_store", "terms_from_store"]

@@ -75,9 +75,20 @@ def cmd_dryrun(args: argparse.Namespace) -> int:
     except Exception as e:
         sink.fail(str(e) if isinstance(e, EngineError) else f"{type(e).__name__}: {e}")
         raise
-    sink.record(data)
+    sink.record({**data, "device_name": _device_name(args.device)})  # per-term calibration fits per device
     print(json.dumps(data, indent=1) if args.json else text)
     return 0
+
+
+def _device_name(device: str) -> str:
+    """The name of the device a dry-run measured on: the GPU's, or the CPU's model name (as validation records)."""
+    if device == "cuda":
+        import torch
+
+        return torch.cuda.get_device_name(0)
+    from engine.validate.worker import _cpu_name
+
+    return _cpu_name()
 
 
 def cmd_import_results(args: argparse.Namespace) -> int:

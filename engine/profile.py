@@ -69,7 +69,9 @@ def notes(topo: Topology) -> list[str]:
     if prof.published:
         return [f"step priced with profile {where}; its fixed costs are defaults from published figures until a "
                 f"GPU profile is measured (python -m db calibrate --device cuda)"]
-    return [f"step priced with profile {where} ({prof.source})"]
+    fitted = [f"CPU terms {', '.join(n for n, _ in prof.terms)} as fitted on {prof.device_name!r}"] \
+        if prof.terms else []
+    return [f"step priced with profile {where} ({prof.source})", *fitted]
 
 
 # ---- config <-> profile -------------------------------------------------------------------------

@@ -7,7 +7,7 @@ fitted on its device; a term it lacks keeps its default.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 from engine.fields import PROFILE_TERMS
 from engine.types import Topology
@@ -73,7 +73,12 @@ def terms_of(topo: Topology) -> CpuTerms:
     prof = topo.profile
     if prof is None or not prof.terms or not prof.applies(topo):
         return DEFAULT_TERMS
-    return with_values(dict(prof.terms))
+    return _of_profile(prof.terms)
+
+
+@lru_cache(maxsize=64)
+def _of_profile(terms: tuple[tuple[str, float], ...]) -> CpuTerms:
+    return with_values(dict(terms))  # the estimate asks once per table option: built once per profile
 
 
 __all__ = ["DEFAULTS", "DEFAULT_TERMS", "CpuTerms", "terms_of", "with_values"]

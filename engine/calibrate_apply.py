@@ -9,10 +9,11 @@ import math
 
 from engine.config import parse_config
 from engine.errors import ConfigError
-from engine.fields import PROFILE_TERM_NAMES
+from engine.fields import BY_NAME, PROFILE_TERM_NAMES
 from engine.profile import BACKEND
 from engine.types import Device
 
+DDR_DEFAULT = BY_NAME["ddr_mem_bw"].default
 BANDWIDTH_FIELDS = ("hbm_mem_bw", "ddr_mem_bw", "hbm_to_ddr_mem_bw", "intra_host_bw", "inter_host_bw")
 
 
@@ -29,6 +30,7 @@ def apply_calibration(config: dict, patch: dict) -> dict:
     topo = out.setdefault("topology", {})
     if not isinstance(topo, dict):
         raise ConfigError("topology", "must be an object")
+    before = (topo.get("profile"), topo.get("ddr_mem_bw", DDR_DEFAULT))
     for name, value in patch.items():
         if name not in BANDWIDTH_FIELDS:
             raise ConfigError(f"calibration.{name}", f"not a bandwidth; known: {', '.join(BANDWIDTH_FIELDS)}")
@@ -40,8 +42,22 @@ def apply_calibration(config: dict, patch: dict) -> dict:
             raise ConfigError("calibration.profile", "must be an object (a device profile)")
         topo["profile"] = copy.deepcopy(profile)
         topo["compute_device"] = profile.get("device")
+    _keep_terms(topo, *before)
     parse_config(out)
     return out
+
+
+def _keep_terms(topo: dict, old: object, old_ddr: object) -> None:
+    """The CPU terms (and their device) the config's profile carried stay in the calibrated profile of the same
+    device kind, rescaled to its ddr_mem_bw so that they price the same time (they were fitted to measured times)."""
+    prof = topo.get("profile")
+    if not isinstance(old, dict) or not isinstance(prof, dict) or prof.get("device") != old.get("device"):
+        return
+    terms = {k: v for k, v in old.items() if k in PROFILE_TERM_NAMES and isinstance(v, (int, float))}
+    new_ddr = topo.get("ddr_mem_bw", DDR_DEFAULT)
+    if not terms or not all(isinstance(b, (int, float)) and b > 0 for b in (old_ddr, new_ddr)):
+        return
+    prof.update({k: float(v) * new_ddr / old_ddr for k, v in terms.items()}, device_name=old.get("device_name"))
 
 
 def apply_terms(config: dict, fit: dict) -> dict:

@@ -139,6 +139,7 @@ def test_profile_terms_price_the_plan_on_their_device_and_hosts_only(synthetic):
     want = predict([replace(t, value=t.value if t.fitted and t.name != INTERCEPT else t.default) for t in fit.terms],
                    run)
     np.testing.assert_allclose([r.perf.fwd_compute + r.perf.bwd_compute for r in got], want, rtol=1e-9)
+    assert any("as fitted on 'test cpu'" in n for n in engine.plan(priced).notes)  # the plan says whose terms
     two_hosts = engine.parse_config({**applied, "topology": {**applied["topology"], "local_world_size": 1}})
     assert terms_of(two_hosts.topology).by_name == DEFAULTS  # the profile is for one host: not applied
 
@@ -188,3 +189,16 @@ def test_active_set_nnls_matches_the_exhaustive_one():
         x = rng.random((30, 6))
         y = rng.normal(size=30) + x @ rng.normal(size=6)  # some coefficients want to be negative
         np.testing.assert_allclose(nnls_active_set(x, y), nnls(x, y), atol=1e-7)
+
+
+def test_a_bandwidth_calibration_keeps_the_terms_pricing_the_same_time(synthetic):
+    from engine.calibrate_apply import apply_calibration
+
+    data = {**fit_terms(synthetic, 1.0).as_dict(), "ddr_mem_bw": 4e7}
+    raw = apply_terms(config("adagrad", [32, 64], [1000, 50000], [1, 4], ddr_mem_bw=4e7), data)
+    cal = {"patch": {"ddr_mem_bw": 8e7}, "profile": {"device": "cpu", "backend": "gloo", "hosts": 1, "step_ms": 0.5}}
+    for calibration in (cal, cal["patch"]):  # a whole calibration (a new profile), or the bandwidths only
+        prof = apply_calibration(raw, calibration)["topology"]["profile"]
+        assert prof["device_name"] == "test cpu"
+        assert {k: prof[k] for k in data["values"]} == {k: 2.0 * v for k, v in data["values"].items()}
+    assert apply_calibration(raw, cal)["topology"]["profile"]["step_ms"] == 0.5

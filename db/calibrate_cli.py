@@ -56,7 +56,8 @@ def terms_text(fit: TermFit) -> str:
     """Each term: value +- standard error, unit, default, fitted or refused (why, and which runs would fit it); then
     the leave-one-run-out per-rank error before (the defaults) and after."""
     lines = [f"CPU terms of {fit.device_name or 'an unnamed device'!r} from {len(fit.run_ids)} dry-runs "
-             f"({fit.n_ranks} ranks), bytes of work at ddr_mem_bw {fit.ddr_mem_bw:.6g} bytes/ms:"]
+             f"({fit.n_ranks} ranks, {fit.backend or 'unknown'} backend), bytes of work at ddr_mem_bw "
+             f"{fit.ddr_mem_bw:.6g} bytes/ms:"]
     for t in fit.terms:
         value = f"{t.value:.4g} +- {t.se:.2g}" if t.se is not None else f"{t.value:.4g}"
         state = "fitted" if t.fitted else f"not fitted, default kept: {t.refused}; would be fitted from {t.hint}"
@@ -75,7 +76,7 @@ def cmd_terms(args: argparse.Namespace) -> int:
     if Device(args.device) is not Device.CPU:
         raise EngineError("--terms fits the CPU estimate's terms (engine/estimate.py cpu_terms): use --device cpu; "
                           "GPU estimates have no such terms yet")
-    fit = terms_from_store(open_store(), args.device_name)
+    fit = terms_from_store(open_store(), args.device_name, args.backend)
     data = fit.as_dict()
     if args.out:
         write_json(Path(args.out), data, "--out")
@@ -120,6 +121,7 @@ def register(sub: argparse._SubParsersAction, wrap: Callable) -> None:
     p.add_argument("--device", choices=[d.value for d in Device], default=Device.CPU.value,
                    help="calibrate from runs on this device (default %(default)s)")
     p.add_argument("--device-name", metavar="TEXT", help="only runs whose device name contains TEXT, e.g. H100")
+    p.add_argument("--backend", choices=("fbgemm", "torch"), help="with --terms: only dry-runs with this backend")
     p.add_argument("--hosts", type=int, metavar="N", help="only runs on N hosts (a profile is for one host count)")
     p.add_argument("--leave-one-out", action="store_true",
                    help="also fit on all configs but one and report the error on the one left out, for each config")

@@ -102,9 +102,10 @@ def _dryrun_unusable(info: dict) -> str | None:
     return None
 
 
-def term_runs_from_store(store: Store, device_name: str | None = None) -> tuple[list[TermRun], list[str]]:
-    """Every succeeded CPU dry-run (whose device name contains device_name, when given) as a TermRun priced at
-    REFERENCE_DDR_BW, and notes on the runs left out and why."""
+def term_runs_from_store(store: Store, device_name: str | None = None,
+                         backend: str | None = None) -> tuple[list[TermRun], list[str]]:
+    """Every succeeded CPU dry-run (whose device name contains device_name, whose backend is `backend`, when given)
+    as a TermRun priced at REFERENCE_DDR_BW, and notes on the runs left out and why."""
     runs, skipped, validations = [], {}, 0
     for summary in store.list_plans(limit=MAX_PLANS):
         rec = None
@@ -112,7 +113,8 @@ def term_runs_from_store(store: Store, device_name: str | None = None) -> tuple[
             info = run.device_info or {}
             name = str(info.get("device_name") or "")
             if run.status != RunStatus.SUCCEEDED or run.device != Device.CPU.value or \
-                    (device_name and device_name.lower() not in name.lower()):
+                    (device_name and device_name.lower() not in name.lower()) or \
+                    (backend and run.kind == RunKind.DRYRUN and info.get("backend") != backend):
                 continue
             if run.kind == RunKind.VALIDATION:
                 validations += 1
@@ -129,7 +131,7 @@ def term_runs_from_store(store: Store, device_name: str | None = None) -> tuple[
                 skipped.setdefault(why or "a rank's measured time is missing", []).append(run.id)
                 continue
             cfg = replace(cfg, topology=replace(cfg.topology, ddr_mem_bw=REFERENCE_DDR_BW))
-            runs.append(term_run(cfg, tables, measured, run.id, rec.config_name, name))
+            runs.append(term_run(cfg, tables, measured, run.id, rec.config_name, name, str(info.get("backend", ""))))
     notes = [f"runs {', '.join(map(str, sorted(ids)))} left out: {why}" for why, ids in sorted(skipped.items())]
     if validations:
         notes.append(f"{validations} validation run{'s' if validations > 1 else ''} not used: their per-rank times "
@@ -137,9 +139,10 @@ def term_runs_from_store(store: Store, device_name: str | None = None) -> tuple[
     return sorted(runs, key=lambda r: r.run_id), notes
 
 
-def terms_from_store(store: Store, device_name: str | None = None) -> TermFit:
-    """The CPU terms fitted to the stored dry-runs of one device (computed on demand; nothing is stored)."""
-    runs, notes = term_runs_from_store(store, device_name)
+def terms_from_store(store: Store, device_name: str | None = None, backend: str | None = None) -> TermFit:
+    """The CPU terms fitted to the stored dry-runs of one device and backend (computed on demand; nothing is
+    stored)."""
+    runs, notes = term_runs_from_store(store, device_name, backend)
     return fit_terms(runs, REFERENCE_DDR_BW, notes)
 
 

@@ -68,6 +68,7 @@ class TermRun:
     run_id: int = 0
     group: str = ""  # the config's name
     device_name: str = ""
+    backend: str = ""  # the dry-run's kernels (fbgemm, or the torch fallback)
 
     @property
     def design(self) -> np.ndarray:
@@ -94,9 +95,9 @@ def term_features(cfg: Config, tables: dict[str, TablePlan]) -> tuple[np.ndarray
 
 
 def term_run(cfg: Config, tables: dict[str, TablePlan], measured_ms: Sequence[float], run_id: int = 0,
-             group: str = "", device_name: str = "") -> TermRun:
+             group: str = "", device_name: str = "", backend: str = "") -> TermRun:
     x, off = term_features(cfg, tables)
-    return TermRun(x, off, np.asarray(measured_ms, dtype=np.float64), run_id, group, device_name)
+    return TermRun(x, off, np.asarray(measured_ms, dtype=np.float64), run_id, group, device_name, backend)
 
 
 @dataclass(frozen=True)
@@ -227,6 +228,7 @@ class TermFit:
     ddr_mem_bw: float  # the bandwidth the terms' bytes are at (every run priced at it)
     held_out: dict
     notes: tuple[str, ...] = ()
+    backend: str = ""
 
     def values(self) -> dict[str, float]:
         """The fitted profile terms (the intercept is not one)."""
@@ -234,6 +236,7 @@ class TermFit:
 
     def as_dict(self) -> dict:
         return {"kind": "cpu_terms", "device": Device.CPU.value, "device_name": self.device_name,
+                "backend": self.backend,
                 "ddr_mem_bw": self.ddr_mem_bw, "run_ids": list(self.run_ids), "n_runs": len(self.run_ids),
                 "n_ranks": self.n_ranks, "cond_max": COND_MAX, "terms": [t.as_dict() for t in self.terms],
                 "values": self.values(), "leave_one_run_out": self.held_out, "notes": list(self.notes)}
@@ -248,12 +251,21 @@ def fit_terms(runs: Sequence[TermRun], ddr_mem_bw: float, notes: Sequence[str] =
         counts = ", ".join(f"{n or 'unnamed'!r}: {sum(r.device_name == n for r in runs)} runs" for n in names)
         raise EngineError(f"the runs are on {len(names)} devices ({counts}): terms are fitted per device; pick one "
                           "with --device-name TEXT")
+    backends = sorted({r.backend for r in runs})
+    if len(backends) > 1:
+        counts = ", ".join(f"{b or 'unknown'}: {sum(r.backend == b for r in runs)} runs" for b in backends)
+        raise EngineError(f"the dry-runs used {len(backends)} backends ({counts}): terms are fitted per backend; "
+                          "pick one with --backend NAME")
     if len(runs) < MIN_RUNS:
         have = f"found {len(runs)}" + (f" (run {runs[0].run_id})" if runs else "")
         raise EngineError(f"fitting the CPU terms needs at least {MIN_RUNS} succeeded dry-runs on one device, {have}; "
                           "record some with `python -m db dryrun CONFIG.json --plan PLAN.json`")
+    if backends[0] != "fbgemm":
+        notes = [*notes, f"fitted on {backends[0] or 'unknown'}-backend dry-runs: TorchRec trains with fbgemm's "
+                 "kernels, which the defaults were fitted to"]
     return TermFit(names[0], tuple(solve(runs)), tuple(r.run_id for r in runs),
-                   sum(len(r.measured_ms) for r in runs), ddr_mem_bw, leave_one_run_out(runs), tuple(notes))
+                   sum(len(r.measured_ms) for r in runs), ddr_mem_bw, leave_one_run_out(runs), tuple(notes),
+                   backends[0])
 
 
 __all__ = ["COND_MAX", "INTERCEPT", "TERMS", "TermFit", "TermResult", "TermRun", "fit_terms", "identify",

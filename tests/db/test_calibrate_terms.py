@@ -66,7 +66,7 @@ def test_dryruns_are_recorded_with_their_device_and_become_term_runs(recorded):
     url, _ = recorded
     runs, notes = term_runs_from_store(Store(url))
     assert [r.group for r in runs] == [f"c{i}" for i in range(len(CASES))] and notes == []
-    assert len({r.device_name for r in runs}) == 1 and runs[0].device_name
+    assert len({r.device_name for r in runs}) == 1 and runs[0].device_name and {r.backend for r in runs} == {"torch"}
     for r in runs:
         assert r.features.shape == (2, len(TERMS) - 1) and (r.measured_ms > 0).all()
 
@@ -105,7 +105,8 @@ def test_calibrate_terms_fits_what_the_runs_identify_and_refuses_the_rest(record
     assert again == out  # the same runs give the same fit, byte for byte
 
     code, text, _ = db(capsys, "calibrate", "--terms")
-    assert code == 0 and f"from {len(CASES)} dry-runs ({2 * len(CASES)} ranks)" in text
+    assert code == 0 and f"from {len(CASES)} dry-runs ({2 * len(CASES)} ranks, torch backend)" in text
+    assert "note: fitted on torch-backend dry-runs" in text
     assert "rank_step_ms = " in text and "+- " in text and "Leave one run out" in text
     assert "cpu_workset_row_work = 6040 bytes per row past the knee (default 6040): not fitted, default kept: " \
            "no run exercises it" in text
@@ -137,6 +138,8 @@ def test_bad_input_is_one_line(recorded, monkeypatch, capsys, tmp_path):
     monkeypatch.setenv("DATABASE_URL", url)
     code, _, err = db(capsys, "calibrate", "--terms", "--device-name", "no such device")
     assert code == 2 and err.count("\n") == 1 and "needs at least 2 succeeded dry-runs" in err and "found 0" in err
+    code, _, err = db(capsys, "calibrate", "--terms", "--backend", "fbgemm")  # the runs are torch's
+    assert code == 2 and err.count("\n") == 1 and "found 0" in err
     code, _, err = db(capsys, "calibrate", "--terms", "--device", "cuda")
     assert code == 2 and err.count("\n") == 1 and "--device cpu" in err
 

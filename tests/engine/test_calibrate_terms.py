@@ -124,6 +124,9 @@ def test_bad_input_is_one_line_error(synthetic):
     other = replace(synthetic[1], device_name="other cpu")
     with pytest.raises(EngineError, match=r"on 2 devices \('other cpu': 1 runs, 'test cpu': 1 runs\).*--device-name"):
         fit_terms([synthetic[0], other], 1.0)
+    other = replace(synthetic[1], backend="torch")
+    with pytest.raises(EngineError, match=r"2 backends \(unknown: 1 runs, torch: 1 runs\).*--backend NAME"):
+        fit_terms([synthetic[0], other], 1.0)
 
 
 def test_profile_terms_price_the_plan_on_their_device_and_hosts_only(synthetic):

@@ -106,7 +106,7 @@ def term_runs_from_store(store: Store, device_name: str | None = None,
                          backend: str | None = None) -> tuple[list[TermRun], list[str]]:
     """Every succeeded CPU dry-run (whose device name contains device_name, whose backend is `backend`, when given)
     as a TermRun priced at REFERENCE_DDR_BW, and notes on the runs left out and why."""
-    runs, skipped, validations = [], {}, 0
+    runs, skipped, validations, loads = [], {}, 0, []
     for summary in store.list_plans(limit=MAX_PLANS):
         rec = None
         for run in store.runs_for_plan(summary.token):
@@ -132,7 +132,13 @@ def term_runs_from_store(store: Store, device_name: str | None = None,
                 continue
             cfg = replace(cfg, topology=replace(cfg.topology, ddr_mem_bw=REFERENCE_DDR_BW))
             runs.append(term_run(cfg, tables, measured, run.id, rec.config_name, name, str(info.get("backend", ""))))
-    notes = [f"runs {', '.join(map(str, sorted(ids)))} left out: {why}" for why, ids in sorted(skipped.items())]
+            if isinstance(info.get("load_average"), (int, float)):
+                loads.append(float(info["load_average"]))
+    notes = [f"run{'s' if len(ids) > 1 else ''} {', '.join(map(str, sorted(ids)))} left out: {why}"
+             for why, ids in sorted(skipped.items())]
+    if loads:
+        notes.append(f"1-minute load average as the runs ended: {min(loads):.1f}-{max(loads):.1f} "
+                     f"({len(loads)} of {len(runs)} runs): a busy machine's times fit busy-machine terms")
     if validations:
         notes.append(f"{validations} validation run{'s' if validations > 1 else ''} not used: their per-rank times "
                      "are synchronised steps (every rank waits for the slowest), not each rank's own work")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 from collections.abc import Callable
@@ -75,7 +76,8 @@ def cmd_dryrun(args: argparse.Namespace) -> int:
     except Exception as e:
         sink.fail(str(e) if isinstance(e, EngineError) else f"{type(e).__name__}: {e}")
         raise
-    sink.record({**data, "device_name": _device_name(args.device)})  # per-term calibration fits per device
+    # per-term calibration fits per device, and says how busy the machine was while its runs measured
+    sink.record({**data, "device_name": _device_name(args.device), "load_average": os.getloadavg()[0]})
     print(json.dumps(data, indent=1) if args.json else text)
     return 0
 

@@ -65,7 +65,9 @@ def recorded(tmp_path_factory):
 def test_dryruns_are_recorded_with_their_device_and_become_term_runs(recorded):
     url, _ = recorded
     runs, notes = term_runs_from_store(Store(url))
-    assert [r.group for r in runs] == [f"c{i}" for i in range(len(CASES))] and notes == []
+    assert [r.group for r in runs] == [f"c{i}" for i in range(len(CASES))]
+    assert notes == [next(n for n in notes if n.startswith("1-minute load average as the runs ended: "))]
+    assert f"({len(CASES)} of {len(CASES)} runs)" in notes[0]
     assert len({r.device_name for r in runs}) == 1 and runs[0].device_name and {r.backend for r in runs} == {"torch"}
     for r in runs:
         assert r.features.shape == (2, len(TERMS) - 1) and (r.measured_ms > 0).all()
@@ -152,3 +154,18 @@ def test_bad_input_is_one_line(recorded, monkeypatch, capsys, tmp_path):
     code, _, err = db(capsys, "calibrate", "--terms", "--device-name", "Other CPU")
     assert code == 2 and err.count("\n") == 1 and f"found 1 (run {first.id})" in err
     store.update_run(first.id, device_info=first.device_info)
+
+
+def test_dryruns_that_do_not_measure_their_config_are_left_out_with_why(monkeypatch, tmp_path):
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    monkeypatch.setenv("DATABASE_URL", url)
+    raw = config(*CASES[1])
+    path, plan = write(tmp_path, raw, "c.json"), write(tmp_path, plan_to_dict(engine.plan(engine.parse_config(raw))),
+                                                       "p.json")
+    for flags in (("--batches", "1"), ("--scale-rows", "0.5")):
+        assert main(["dryrun", str(path), "--plan", str(plan), "--backend", "torch", "--iters", "2", "--warmup", "1",
+                     "--json", *flags]) == 0
+    runs, notes = term_runs_from_store(Store(url))
+    assert runs == [] and notes == [
+        "run 1 left out: its steps cycled a few batches (big tables look cached); run with fresh ids (--batches 0)",
+        "run 2 left out: measured with --scale-rows (smaller tables than its config's)"]

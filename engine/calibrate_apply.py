@@ -70,6 +70,10 @@ def apply_terms(config: dict, fit: dict) -> dict:
     name, values, ref = fit.get("device_name"), fit["values"], fit.get("ddr_mem_bw")
     if not isinstance(name, str) or not isinstance(ref, (int, float)) or not ref > 0:
         raise ConfigError("calibration", "lacks its device_name or the ddr_mem_bw its terms were fitted at")
+    if not name:
+        raise ConfigError("calibration.device_name", "is empty: the dry-runs name no device (recorded before "
+                          "dry-runs recorded it); record them again with `python -m db dryrun` to fit terms for a "
+                          "device")
     unknown = [k for k in values if k not in PROFILE_TERM_NAMES]
     if unknown:
         raise ConfigError(f"calibration.values.{unknown[0]}", f"not a CPU term; known: {', '.join(PROFILE_TERM_NAMES)}")

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import engine
+from bench.calibrate_terms import config, random_configs
 from engine.calibrate_apply import apply_terms
 from engine.calibrate_terms import COND_MAX, INTERCEPT, TERMS, fit_terms, identify, predict, term_run
 from engine.errors import ConfigError, EngineError
@@ -20,26 +21,6 @@ from engine.terms import DEFAULTS, terms_of
 
 TRUE = {**{n: v * 1.3 for n, v in DEFAULTS.items()}, "cpu_optimizer_work_rowwise_adagrad": 0.0, INTERCEPT: 0.2}
 NOISE = 0.03  # relative, seeded
-
-
-def config(opt: str, dims, rows, pfs, world_size: int = 2, batch_size: int = 256, **topology) -> dict:
-    tables = [{"name": f"t{i}", "num_embeddings": int(r), "embedding_dim": int(d), "feature_names": [f"f{i}"]}
-              for i, (r, d) in enumerate(zip(rows, dims))]
-    return {"tables": tables, "constraints": {f"t{i}": {"pooling_factors": [float(p)]} for i, p in enumerate(pfs)},
-            "topology": {"world_size": world_size, "compute_device": "cpu", "batch_size": batch_size,
-                         "optimizer": opt, **topology}}
-
-
-def random_configs(seed: int = 0) -> list[dict]:
-    """Three configs per optimizer: 3-6 tables of 1k-300k rows, dims 16-128, pooling factors 1-16."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for opt in ("sgd", "adagrad", "rowwise_adagrad", "adam"):
-        for _ in range(3):
-            k = int(rng.integers(3, 7))
-            out.append(config(opt, rng.choice([16, 32, 64, 128], k), np.exp(rng.uniform(np.log(1e3), np.log(3e5), k)),
-                              rng.choice([1, 2, 4, 8, 16], k)))
-    return out
 
 
 def runs_of(raws: list[dict], truth: dict, noise: float, seed: int = 1, device: str = "test cpu"):
@@ -162,6 +143,8 @@ def test_applying_scales_to_the_config_bandwidth_and_refuses_another_device(synt
     with pytest.raises(ConfigError, match=r"topology.compute_device: is cuda; the terms are CPU terms fitted on "
                                           r"'test cpu'"):
         apply_terms(config("sgd", [32], [1000], [1], compute_device="cuda"), data)
+    with pytest.raises(ConfigError, match=r"calibration.device_name: is empty: the dry-runs name no device"):
+        apply_terms(config("sgd", [32], [1000], [1]), {**data, "device_name": ""})
 
 
 @pytest.mark.parametrize("extra, match", [

@@ -44,7 +44,7 @@ from pathlib import Path
 from bench.interactive import (CHROMIUM, CHROMIUM_ARGS, ERROR, METRIC, ROOT, SIDEBAR, VIEWPORT, Runs, Session,
                                _git, _goto, _plan_shown, _served, describe,
                                serving)
-from dashboard import planpool
+from dashboard.serve import priority
 from engine import atomicfile
 
 RESULTS = ROOT / "bench" / "results" / "load.md"
@@ -211,10 +211,10 @@ def clients_apart(nice: int, stack: ExitStack) -> str:
         except PermissionError:  # a process-group leader: lower the terminal's session, and restore it after
             try:
                 before = int(Path(f"/proc/{me}/autogroup").read_text().split()[-1])
-                stack.callback(planpool.set_autogroup_nice, me, before)
+                stack.callback(priority.set_autogroup_nice, me, before)
             except (OSError, IndexError, ValueError):
                 pass
-    got = planpool.set_autogroup_nice(me, nice)
+    got = priority.set_autogroup_nice(me, nice)
     return f"the clients' autogroup at nice {got}" if got is not None else "the clients' autogroup not lowered"
 
 

@@ -1,8 +1,8 @@
-"""What the planning workers' lower priority buys the app server (dashboard.planpool, PLANNER_WORKER_NICE).
+"""What the planning workers' lower priority buys the app server (dashboard.serve.planpool, PLANNER_WORKER_NICE).
 
   python -m bench.priority [--pairs 5] [--phase-s 20] [--nices 0 10] [--tables 1000] [--out FILE]
 
-A stand-in for the app server, in this process: the real planning pool (dashboard.planpool.Pool, one worker per
+A stand-in for the app server, in this process: the real planning pool (dashboard.serve.planpool.Pool, one worker per
 core), kept full with plans of a synthetic config (--tables tables, each its own key), while this process's main
 thread runs an asyncio HTTP endpoint (as Streamlit's event loop answers /_stcore/health and the websockets) and
 one more thread runs pure-Python work (a page's script rerunning: it holds the GIL as a page does). A probe
@@ -12,7 +12,7 @@ latency (median, p99, worst), the page thread's work done per second, and the pl
 
 Only this machine's processes, only 127.0.0.1. Linux puts each worker (a session leader) in an autogroup of its
 own, which gets the same CPU share as the server's whole group whatever its threads' nice; the pool lowers the
-autogroup's nice with the thread's (planpool.lower_priority).
+autogroup's nice with the thread's (priority.lower_priority).
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ import time
 from pathlib import Path
 
 from bench.load import _stat, descendants
-from dashboard import planpool, presets
+from dashboard.serve import planpool, priority
+from dashboard.tables import presets
 from engine import atomicfile
 
 _PROBE = r"""
@@ -119,7 +120,7 @@ def main() -> None:
     p = argparse.ArgumentParser(prog="python -m bench.priority", description=__doc__.splitlines()[0])
     p.add_argument("--pairs", type=int, default=5, help="A B rounds of phases")
     p.add_argument("--phase-s", type=float, default=20.0, help="seconds the probe polls in each phase")
-    p.add_argument("--nices", type=int, nargs=2, default=[0, planpool.WORKER_NICE], metavar=("A", "B"))
+    p.add_argument("--nices", type=int, nargs=2, default=[0, priority.WORKER_NICE], metavar=("A", "B"))
     p.add_argument("--tables", type=int, default=1000, help="tables of the synthetic config the workers plan")
     p.add_argument("--effort", type=int, default=20_000, help="the plans' work budget (each a few seconds)")
     p.add_argument("--out", type=Path, help="a JSON file for every phase's figures")

@@ -12,9 +12,9 @@ if ROOT not in sys.path:  # `streamlit run` puts only dashboard/ on the path; en
 
 import streamlit as st  # noqa: E402
 
-from dashboard import calibration as calib  # noqa: E402
-from dashboard import jobs  # noqa: E402
-from dashboard import services, state, views, workspace  # noqa: E402, F401 - views: the pages' imports, before freezing
+from dashboard.plans import calibration as calib  # noqa: E402
+from dashboard.serve import jobs  # noqa: E402
+from dashboard.ui import services, state, views, workspace  # noqa: E402, F401 - views: the pages' imports, before freezing
 from dashboard.text import code, md  # noqa: E402
 from db.store import StoreError  # noqa: E402
 

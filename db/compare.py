@@ -1,8 +1,8 @@
 """What the store and its command line say of a plan's runs and placements: the metric a run's measured step
 time is stored under, and a stored table plan as one line of text (engine.report's placement text).
 
-(Plans side by side are the dashboard's Compare page: dashboard.plan_deltas, dashboard.plan_diff and
-dashboard.measured.)
+(Plans side by side are the dashboard's Compare page: dashboard.plans.plan_deltas, dashboard.plans.plan_diff and
+dashboard.plans.measured.)
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The measuring runs of `python -m db` as data: for each run kind its command (`python -m db validate|dryrun
 CONFIG.json --plan PLAN.json ...`), its help line and the options a caller such as the dashboard may give it.
 db.runs_cli builds the commands' argparse from it (the engine's flags of the run, plus RECORD_OPTIONS), and
-dashboard.runner builds a run's command line from it: nobody reads argparse's internals.
+dashboard.serve.runner builds a run's command line from it: nobody reads argparse's internals.
 """
 
 from __future__ import annotations

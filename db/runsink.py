@@ -65,10 +65,14 @@ def metrics(result: dict) -> list[tuple[int, str, float, str]]:
 
 def device_info(result: dict) -> dict:
     """The result's top-level values but ranks, log, status and error (backend, device, versions, the device the
-    estimates are priced for, the bandwidths they assumed, notes): scalars, and lists of scalars."""
+    estimates are priced for, the bandwidths they assumed, notes, the ids used): scalars, and lists and objects of
+    scalars (such as `ids`, {"source": "sample", "file", ...})."""
     def keep(v: Any) -> bool:
-        return (isinstance(v, SCALARS) and not (isinstance(v, float) and not math.isfinite(v))) or \
-            (isinstance(v, list) and all(keep(x) for x in v))
+        return scalar(v) or (isinstance(v, list) and all(keep(x) for x in v)) or \
+            (isinstance(v, dict) and all(isinstance(k, str) and scalar(x) for k, x in v.items()))
+
+    def scalar(v: Any) -> bool:
+        return isinstance(v, SCALARS) and not (isinstance(v, float) and not math.isfinite(v))
 
     return {k: v for k, v in result.items() if k not in NOT_DEVICE_INFO and keep(v)}
 

@@ -58,10 +58,10 @@ def pytest_runtest_protocol(item, nextitem):
 @pytest.fixture(scope="session", autouse=True)
 def in_process_pool_shut_down(no_process_outlives_the_run):
     """AppTest runs the app in this process (tests/dashboard, and the fuzz test's Tables page): its planning
-    workers (dashboard.services.pool) are this process's children, and end here, before the check below. Here,
+    workers (dashboard.ui.services.pool) are this process's children, and end here, before the check below. Here,
     not in tests/dashboard: with several workers a worker may run the fuzz file and no dashboard file."""
     yield
-    services = sys.modules.get("dashboard.services")
+    services = sys.modules.get("dashboard.ui.services")
     if services is not None:
         services.pool().shutdown()
         services.pool.clear()

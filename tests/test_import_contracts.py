@@ -38,13 +38,21 @@ def test_the_checkout_keeps_its_import_contracts():
 
 
 def test_the_contracts_catch_a_break(tmp_path):
-    """A tree with the same package names where engine imports streamlit and dashboard, db imports plotly and a
-    dashboard page (app_pages/ has no __init__.py, like the real one) imports bench: every contract is broken."""
+    """A tree with the same package names where engine imports streamlit and dashboard, db imports plotly, a
+    dashboard page (app_pages/ has no __init__.py, like the real one) imports bench, dashboard.plans imports
+    streamlit and dashboard.tables imports dashboard.ui: every contract is broken."""
     files = {
         "engine/__init__.py": "import streamlit\nimport dashboard\n",
         "db/__init__.py": "import engine\nimport plotly\n",
         "dashboard/__init__.py": "import db\n",
         "dashboard/app_pages/page.py": "import bench\n",
+        "dashboard/app.py": "",
+        "dashboard/ui/__init__.py": "",
+        "dashboard/plans/__init__.py": "import streamlit\n",
+        "dashboard/serve/__init__.py": "",
+        "dashboard/tables/__init__.py": "import dashboard.ui\n",
+        "dashboard/text.py": "",
+        "dashboard/lru.py": "",
         "bench/__init__.py": "import dashboard\n",
     }
     for name, text in files.items():
@@ -54,5 +62,6 @@ def test_the_contracts_catch_a_break(tmp_path):
     run = lint_imports(tmp_path)
     assert run.returncode != 0, run.stdout
     assert "0 kept" in run.stdout, run.stdout
-    for chain in ("engine -> streamlit", "engine -> dashboard", "db -> plotly", "dashboard.app_pages.page -> bench"):
+    for chain in ("engine -> streamlit", "engine -> dashboard", "db -> plotly", "dashboard.app_pages.page -> bench",
+                  "dashboard.plans -> streamlit", "dashboard.tables -> dashboard.ui"):
         assert chain in run.stdout, f"{chain!r} not reported:\n{run.stdout}\n{run.stderr}"

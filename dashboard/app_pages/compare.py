@@ -8,8 +8,9 @@ and the bytes that would move; and measured over estimated per rank (each plan's
 import streamlit as st
 
 import engine
-from dashboard import analysis, charts, measured, plan_deltas, plan_diff, services, state, views, workspace
-from dashboard import calibration as calib
+from dashboard.plans import analysis, charts, measured, plan_deltas, plan_diff
+from dashboard.ui import services, state, views, workspace
+from dashboard.plans import calibration as calib
 from dashboard.text import md
 from db.store import StoreError
 

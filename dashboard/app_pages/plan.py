@@ -5,7 +5,9 @@ plan made for an earlier config is never shown as the current one.
 
 import streamlit as st
 
-from dashboard import headline, services, state, views, workspace
+from dashboard.plans import headline
+
+from dashboard.ui import services, state, views, workspace
 from dashboard.text import md
 
 JOB_POLL_S = 1.0

@@ -8,7 +8,11 @@ from datetime import datetime, timezone
 import pandas as pd
 import streamlit as st
 
-from dashboard import analysis, charts, measured, runner, services, state, views, workspace
+from dashboard.plans import analysis, charts, measured
+
+from dashboard.serve import runner
+
+from dashboard.ui import services, state, views, workspace
 from dashboard.text import md
 from db.store import StoreError
 

@@ -9,7 +9,9 @@ import pandas as pd
 import streamlit as st
 
 import engine
-from dashboard import exports, services, state, text, views
+from dashboard import text
+from dashboard.plans import exports
+from dashboard.ui import services, state, views
 from dashboard.text import md
 from db.bundle import read_bundle_text
 from db.store import StoreError

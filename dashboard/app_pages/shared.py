@@ -4,9 +4,10 @@ latest one's measured figures beside the estimates; an unknown token says so."""
 import pandas as pd
 import streamlit as st
 
-from dashboard import calibration as calib
-from dashboard import charts, measured, services, state, views
-from dashboard.state import CurrentPlan
+from dashboard.plans import calibration as calib
+from dashboard.plans import charts, measured
+from dashboard.ui import services, state, views
+from dashboard.ui.state import CurrentPlan
 from dashboard.text import md
 from db.store import StoreError
 

@@ -5,7 +5,8 @@ and bulk edits; each row's validation error is shown in its own `issue` column.
 import streamlit as st
 
 import engine
-from dashboard import grid, state, table_tools, views, workspace
+from dashboard.tables import grid
+from dashboard.ui import state, table_tools, views, workspace
 from dashboard.text import md
 
 GRID_HEIGHT_PX = 480
@@ -98,7 +99,7 @@ def hosts_text(topo: dict) -> str:
 
 # The toolbar's tools are fragments: their inputs (a preset's table count and seed, an import's format and text, a
 # bulk edit's pattern and value) rerun the tool only, not the page's two grids and its headline; a tool that
-# changes the workspace reruns the whole app (st.rerun in dashboard.table_tools).
+# changes the workspace reruns the whole app (st.rerun in dashboard.ui.table_tools).
 @st.fragment
 def preset_tool() -> None:
     table_tools.preset_tool()

@@ -7,8 +7,9 @@ import pandas as pd
 import streamlit as st
 
 import engine
-from dashboard import calibration as calib
-from dashboard import grid, presets, services, state, views
+from dashboard.plans import calibration as calib
+from dashboard.tables import grid, presets
+from dashboard.ui import services, state, views
 from dashboard.text import md
 
 

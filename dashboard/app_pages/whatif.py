@@ -1,6 +1,6 @@
 """What-if: plan the workspace config over accelerators and world sizes (capacity sweep, in the background), and
 re-plan it from a saved plan moving few bytes. The numbers come from the engine (engine.sweep, engine.replan);
-the figures from dashboard.whatif.
+the figures from dashboard.plans.whatif.
 """
 
 import json
@@ -13,8 +13,10 @@ from pathlib import Path
 import streamlit as st
 
 import engine
-from dashboard import jobs, planpool, services, state, views, whatif, workspace
-from dashboard.state import CurrentPlan
+from dashboard.plans import whatif
+from dashboard.serve import jobs, priority
+from dashboard.ui import services, state, views, workspace
+from dashboard.ui.state import CurrentPlan
 from dashboard.text import md
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,7 +35,7 @@ def start_sweep(config: dict, devices: list[str], sizes: list[int], batches: lis
             "--effort", str(effort), "--json"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     return jobs.Job(argv, workdir, label="capacity sweep", cwd=ROOT, env=env, slots=jobs.HEAVY,
-                    nice=planpool.worker_nice())
+                    nice=priority.worker_nice())
 
 
 def parse_batches(text: str) -> list[int] | None:

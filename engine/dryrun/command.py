@@ -35,7 +35,7 @@ def settings_of(args: argparse.Namespace) -> DryrunSettings:
     return DryrunSettings(
         backend=Backend(args.backend), device=DryrunDevice(args.device), iters=args.iters, warmup=args.warmup,
         threads=args.threads, distribution=Distribution(args.distribution), zipf_alpha=args.zipf_alpha,
-        seed=args.seed, batches=args.batches, max_bytes=args.max_bytes, scale_rows=args.scale_rows)
+        seed=args.seed, batches=args.batches, max_bytes=args.max_bytes, scale_rows=args.scale_rows, ids=args.ids)
 
 
 def dryrun_result(args: argparse.Namespace) -> tuple[dict, str]:
@@ -82,6 +82,10 @@ def add_dryrun_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batches", type=int, default=d.batches, metavar="N",
                    help="distinct batches the steps cycle through; 0: fresh ids every step, as training sees "
                         "(default %(default)s)")
+    p.add_argument("--ids", metavar="SAMPLE",
+                   help="replay a sample's ids (.parquet, .csv or .npz; python -m engine stats reads the same) "
+                        "instead of synthetic ones: world_size x batch_size rows per step, in order, cycled when "
+                        "the sample runs out")
     p.add_argument("--max-bytes", type=parse_bytes, default=DEFAULT_MAX_BYTES, metavar="SIZE",
                    help="refuse a rank whose weights + optimizer state exceed this, e.g. 8GiB (default 4GiB)")
     p.add_argument("--scale-rows", type=float, default=d.scale_rows, metavar="F",

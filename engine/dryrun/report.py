@@ -35,9 +35,16 @@ def dryrun_summary(res: DryrunResult, pricing: Pricing | None = None) -> str:
            else "uniform ids unless a table's zipf_exponent skews them")
     fresh = ("fresh ids every step" if res.batches >= res.iters + res.warmup
              else f"{res.batches} distinct batch{'es' if res.batches > 1 else ''} cycled")
+    if res.ids.get("source") == "sample":
+        i = res.ids
+        ids = f"ids of the sample {i['file']}"
+        fresh = (f"{i['rows_used']:,} rows in {i['batches']} batch{'es' if i['batches'] > 1 else ''}"
+                 + (", cycled" if i["cycled"] else ""))
+    else:
+        fresh += f" (seed {res.seed})"
     lines = [
         f"Kernel dry-run: {res.backend.value} on {res.device.value}, {res.threads} thread(s), {ids}, "
-        f"median of {res.iters} step(s) after {res.warmup} warmup, {fresh} (seed {res.seed})",
+        f"median of {res.iters} step(s) after {res.warmup} warmup, {fresh}",
         "",
         f"{HEADER[0]:>4}  {HEADER[1]:>6}  {HEADER[2]:>9}  {HEADER[3]:>11}  {HEADER[4]:>12}  {HEADER[5]:>11}",
     ]

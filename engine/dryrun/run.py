@@ -12,9 +12,10 @@ from engine.errors import EngineError, human_bytes
 from engine.evaluate import evaluate
 from engine.types import Config, Optimizer, TablePlan
 
+from engine.dryrun.sample_ids import SeenIds, load_sample_batches
 from engine.dryrun.pieces import low_precision_tables, rank_pieces, state_bytes
 from engine.dryrun.types import Distribution, DryrunDevice, DryrunResult, DryrunSettings, Piece, RankResult
-from engine.dryrun.workload import distinct_batches, rank_steps
+from engine.dryrun.workload import BatchSource, distinct_batches, local_bags, rank_steps
 
 
 def check_settings(s: DryrunSettings) -> None:
@@ -71,12 +72,15 @@ def run_dryrun(cfg: Config, tables: dict[str, TablePlan], settings: DryrunSettin
     pieces = rank_pieces(cfg, tables, s.scale_rows)
     guard_memory(pieces, optimizer, s.max_bytes)
     estimates = evaluate(cfg, tables, planner="file").ranks
+    source, distinct, ids, seen = _ids(cfg, s)
     from engine.dryrun import measure  # imports torch
 
     device = measure.pick_device(s.device)
     backend, notes = measure.pick_backend(s, [p for rank in pieces for p in rank], optimizer, device)
     notes += _notes(pieces, s)
-    if s.distribution is Distribution.CONFIG:
+    if s.ids is not None:
+        notes += _sample_notes(cfg, ids)
+    elif s.distribution is Distribution.CONFIG:
         skewed = [f"{t.name} ({cfg.constraint(t.name).zipf_exponent:g})" for t in cfg.tables
                   if cfg.constraint(t.name).zipf_exponent > 0]
         if skewed:
@@ -85,7 +89,9 @@ def run_dryrun(cfg: Config, tables: dict[str, TablePlan], settings: DryrunSettin
     results = []
     with measure.threads(s.threads):
         for r, rank in enumerate(pieces):
-            steps = rank_steps(cfg, rank, s)
+            steps = rank_steps(cfg, rank, s, source, distinct)
+            if seen is not None:
+                seen.add(steps)
             ms, weight_b, opt_b = measure.measure_rank(steps, backend, device, optimizer, s)
             batches = steps[0]
             io_b = sum(b.io_bytes for b in batches)
@@ -99,7 +105,32 @@ def run_dryrun(cfg: Config, tables: dict[str, TablePlan], settings: DryrunSettin
         ranks=tuple(results), backend=backend, device=DryrunDevice(device.type), iters=s.iters, warmup=s.warmup,
         threads=s.threads, distribution=s.distribution,
         zipf_alpha=s.zipf_alpha if s.distribution is Distribution.ZIPF else None, scale_rows=s.scale_rows,
-        estimate_rank_correlation=corr, notes=tuple(notes), seed=s.seed, batches=distinct_batches(s))
+        estimate_rank_correlation=corr, notes=tuple(notes), seed=s.seed, batches=distinct, ids=ids,
+        ids_seen=seen.tables() if seen is not None else {})
+
+
+def _ids(cfg: Config, s: DryrunSettings) -> tuple[Optional[BatchSource], int, dict, Optional[SeenIds]]:
+    """Where the batches come from: (source, distinct batches, the result's ids block, the seen-ids check); the
+    sample is read (and checked: SampleError, one line) before anything is allocated."""
+    if s.ids is None:
+        n = distinct_batches(s)
+        return None, n, {"source": "synthetic", "seed": s.seed, "distribution": s.distribution.value,
+                         "zipf_alpha": s.zipf_alpha if s.distribution is Distribution.ZIPF else None,
+                         "batches": n}, None
+    sample = load_sample_batches(cfg, s.ids, s.warmup + s.iters, s.batches, s.scale_rows)
+    return sample.global_batch, sample.batches, sample.ids_block(), SeenIds()
+
+
+def _sample_notes(cfg: Config, ids: dict) -> list[str]:
+    b = cfg.topology.batch_size
+    notes = [f"ids from the sample {ids['file']}: {ids['rows_used']:,} rows in order, {ids['batches']} global "
+             f"batch(es) of world_size x batch_size = {cfg.topology.world_size} x {b} rows"
+             + ("; the sample ran out and the steps cycle through them" if ids["cycled"] else "")]
+    other = [t.name for t in cfg.tables if any(x != b for x in local_bags(cfg, t))]
+    if other:
+        notes.append(f"with --ids every feature has one bag per sample row: the batch_sizes / num_poolings "
+                     f"constraints of {', '.join(other[:10])} are not applied")
+    return notes
 
 
 def _notes(pieces: list[list[Piece]], s: DryrunSettings) -> list[str]:

@@ -52,6 +52,7 @@ class DryrunSettings:
     max_bytes: int = DEFAULT_MAX_BYTES
     scale_rows: float = 1.0
     learning_rate: float = 0.01
+    ids: Optional[str] = None  # a sample file whose ids replace the synthetic ones (engine.dryrun.sample_ids)
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,9 @@ class RankResult:
     def as_dict(self) -> dict:
         return {
             "rank": self.rank, "num_pieces": self.num_pieces, "lookups": self.lookups,
-            "measured_ms": self.measured_ms, "measured_bytes": self.measured_bytes,
+            "measured_ms": self.measured_ms,
+            "embedding_ms": self.measured_ms,  # the name validation runs give a rank's own embedding work too
+            "measured_bytes": self.measured_bytes,
             "weight_bytes": self.weight_bytes, "optimizer_bytes": self.optimizer_bytes, "io_bytes": self.io_bytes,
             "estimated_ms": self.estimated_ms, "estimated_compute_ms": self.estimated_compute_ms,
         }
@@ -114,6 +117,8 @@ class DryrunResult:
     notes: tuple[str, ...] = field(default_factory=tuple)
     seed: int = 0
     batches: int = 1  # distinct batches the timed and warmup steps cycled through (the ids used: seed, batches)
+    ids: dict = field(default_factory=dict)  # which ids: {"source": "synthetic", ...} or {"source": "sample", ...}
+    ids_seen: dict = field(default_factory=dict)  # sample ids: per table, lookups and distinct rows the pieces saw
 
     @property
     def max_rank_measured_ms(self) -> float:
@@ -129,7 +134,7 @@ class DryrunResult:
             "backend": self.backend.value, "device": self.device.value, "iters": self.iters,
             "warmup": self.warmup, "threads": self.threads, "distribution": self.distribution.value,
             "zipf_alpha": self.zipf_alpha, "scale_rows": self.scale_rows, "seed": self.seed,
-            "batches": self.batches,
+            "batches": self.batches, "ids": dict(self.ids), **({"ids_seen": self.ids_seen} if self.ids_seen else {}),
             "max_rank_measured_ms": self.max_rank_measured_ms, "bottleneck_rank": self.bottleneck_rank,
             "estimate_rank_correlation": self.estimate_rank_correlation, "notes": list(self.notes),
         }

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -148,8 +149,13 @@ def piece_batch(p: Piece, batch: tuple[FeatureBatch, ...], world_size: int) -> P
     return PieceBatch(p, batch)
 
 
-def rank_batches(cfg: Config, pieces: list[Piece], s: DryrunSettings, step: int = 0) -> list[PieceBatch]:
-    """One PieceBatch per non-empty piece of a rank, for one step."""
+# (table index, step) -> the table's global batch of that step; default: the synthetic draw (global_batch)
+BatchSource = Callable[[int, int], tuple[FeatureBatch, ...]]
+
+
+def rank_batches(cfg: Config, pieces: list[Piece], s: DryrunSettings, step: int = 0,
+                 source: Optional[BatchSource] = None) -> list[PieceBatch]:
+    """One PieceBatch per non-empty piece of a rank, for one step (the global batches from `source`, else drawn)."""
     index = {t.name: i for i, t in enumerate(cfg.tables)}
     cache: dict[str, tuple[FeatureBatch, ...]] = {}
     out = []
@@ -157,11 +163,15 @@ def rank_batches(cfg: Config, pieces: list[Piece], s: DryrunSettings, step: int 
         if p.empty:
             continue
         if p.table not in cache:
-            cache[p.table] = global_batch(cfg, index[p.table], s, step)
+            cache[p.table] = (source(index[p.table], step) if source is not None
+                              else global_batch(cfg, index[p.table], s, step))
         out.append(piece_batch(p, cache[p.table], cfg.topology.world_size))
     return out
 
 
-def rank_steps(cfg: Config, pieces: list[Piece], s: DryrunSettings) -> list[list[PieceBatch]]:
-    """A rank's batches for each distinct step: steps[k][i] is what piece i looks up in step k."""
-    return [rank_batches(cfg, pieces, s, k) for k in range(distinct_batches(s))]
+def rank_steps(cfg: Config, pieces: list[Piece], s: DryrunSettings, source: Optional[BatchSource] = None,
+               batches: Optional[int] = None) -> list[list[PieceBatch]]:
+    """A rank's batches for each distinct step: steps[k][i] is what piece i looks up in step k (`batches` distinct
+    steps from `source` when given, else distinct_batches(s) synthetic ones)."""
+    n = distinct_batches(s) if batches is None else batches
+    return [rank_batches(cfg, pieces, s, k, source) for k in range(n)]

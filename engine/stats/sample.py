@@ -63,6 +63,14 @@ def read_sample(path: str | Path, features: tuple[str, ...]) -> Iterator[tuple[i
         yield row0, chunk
 
 
+def fold_ids(values: np.ndarray, num_embeddings: int) -> np.ndarray:
+    """Ids as the table's rows, folded as TorchRec folds ids beyond a table: id % num_embeddings (a copy only when
+    some id is beyond it)."""
+    if values.size and int(values.max()) >= num_embeddings:
+        return values % num_embeddings
+    return values
+
+
 def _check_ids(path, feature: str, row0: int, lengths: np.ndarray, values: np.ndarray) -> None:
     if values.size and values.min() < 0:
         k = int(np.argmax(values < 0))

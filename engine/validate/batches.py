@@ -12,8 +12,9 @@ import numpy as np
 import torch
 from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
-from engine.dryrun.types import DryrunSettings
-from engine.dryrun.workload import FeatureBatch, global_batch
+from engine.dryrun.sample_ids import load_sample_batches
+from engine.dryrun.types import Distribution, DryrunSettings
+from engine.dryrun.workload import BatchSource, FeatureBatch, global_batch
 from engine.types import Config
 
 MAX_DISTINCT_BATCHES = 64  # steps draw fresh ids up to this many batches, then cycle through them
@@ -27,13 +28,16 @@ def local_part(fb: FeatureBatch, rank: int, world_size: int) -> FeatureBatch:
     return FeatureBatch(fb.lengths[rank * b:(rank + 1) * b], fb.ids[lo:hi])
 
 
-def local_batch(cfg: Config, rank: int, seed: int, device: torch.device, step: int = 0) -> KeyedJaggedTensor:
-    """One KeyedJaggedTensor of rank `rank`'s share of one step's global batch, features in config order."""
+def local_batch(cfg: Config, rank: int, seed: int, device: torch.device, step: int = 0,
+                source: BatchSource | None = None) -> KeyedJaggedTensor:
+    """One KeyedJaggedTensor of rank `rank`'s share of one step's global batch, features in config order (the
+    global batches from `source`, a sample's, else drawn)."""
     settings = DryrunSettings(seed=seed)
     keys: list[str] = []
     parts: list[FeatureBatch] = []
     for i, t in enumerate(cfg.tables):
-        for name, fb in zip(t.feature_names, global_batch(cfg, i, settings, step)):
+        whole = source(i, step) if source is not None else global_batch(cfg, i, settings, step)
+        for name, fb in zip(t.feature_names, whole):
             keys.append(name)
             parts.append(local_part(fb, rank, cfg.topology.world_size))
     stride = max(len(p.lengths) for p in parts)
@@ -45,5 +49,14 @@ def local_batch(cfg: Config, rank: int, seed: int, device: torch.device, step: i
     )
 
 
-def local_batches(cfg: Config, rank: int, seed: int, device: torch.device, count: int) -> list[KeyedJaggedTensor]:
-    return [local_batch(cfg, rank, seed, device, k) for k in range(min(count, MAX_DISTINCT_BATCHES))]
+def local_batches(cfg: Config, rank: int, seed: int, device: torch.device, count: int,
+                  ids: str | None = None) -> tuple[list[KeyedJaggedTensor], dict]:
+    """The rank's distinct batches for `count` steps, and the result's ids block: from the sample `ids` (the rows
+    every rank reads alike, each taking its slice of each global batch), else synthetic."""
+    if ids is None:
+        n = min(count, MAX_DISTINCT_BATCHES)
+        return ([local_batch(cfg, rank, seed, device, k) for k in range(n)],
+                {"source": "synthetic", "seed": seed, "distribution": Distribution.CONFIG.value, "batches": n})
+    sample = load_sample_batches(cfg, ids, count, MAX_DISTINCT_BATCHES)
+    return ([local_batch(cfg, rank, seed, device, k, sample.global_batch) for k in range(sample.batches)],
+            sample.ids_block())

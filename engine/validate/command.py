@@ -123,6 +123,18 @@ def check_results_path(results: str | None, kind: LauncherKind) -> None:
                           "create it or give a file in an existing folder")
 
 
+def check_sample(cfg: Config, args: argparse.Namespace) -> None:
+    """--ids: read and check the rows the ranks will replay (what each rank reads again), before anything starts:
+    a bad sample is one line naming the feature and row (engine.stats.sample.SampleError)."""
+    from engine.dryrun.sample_ids import load_sample_batches
+    from engine.validate.batches import MAX_DISTINCT_BATCHES
+
+    sample = load_sample_batches(cfg, args.ids, args.warmup + args.iters, MAX_DISTINCT_BATCHES)
+    i = sample.ids_block()
+    say(f"ids from the sample {i['file']}: {i['rows_used']:,} rows, {i['batches']} global batch(es)"
+        + (", cycled" if i["cycled"] else ""))
+
+
 def check_local_cuda(nproc: int) -> None:
     import torch
 
@@ -145,7 +157,8 @@ def make_job(args: argparse.Namespace, nproc: int, backend: Backend, kind: Launc
     return Job(out_dir=out_dir, nproc=nproc, backend=backend, iters=args.iters, warmup=args.warmup, seed=args.seed,
                pg_timeout_s=args.pg_timeout, python=args.python or sys.executable, slurm=slurm,
                script_path=Path(args.script_path).resolve() if args.script_path else None,
-               results_file=Path(args.results).resolve() if args.results else None)
+               results_file=Path(args.results).resolve() if args.results else None,
+               ids=str(Path(args.ids).resolve()) if args.ids else None)
 
 
 def say(text: str) -> None:
@@ -167,6 +180,8 @@ def run_validate(args: argparse.Namespace, sink_factory: SinkFactory | None = No
     kind = LauncherKind(args.launcher)
     nproc = check_args(args, cfg)
     check_runnable(cfg, tables, backend)
+    if args.ids:
+        check_sample(cfg, args)
     if kind is LauncherKind.LOCAL and backend is Backend.NCCL:
         check_local_cuda(nproc)
     pricing = priced_for(cfg, backend.device, "validation run", local_world_size=max(1, nproc // args.nodes))
@@ -282,6 +297,9 @@ def add_validate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--iters", type=int, default=DEFAULT_ITERS, help="timed iterations (default %(default)s)")
     p.add_argument("--warmup", type=int, default=DEFAULT_WARMUP, help="untimed iterations first (default %(default)s)")
     p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the synthetic batches (default %(default)s)")
+    p.add_argument("--ids", metavar="SAMPLE",
+                   help="replay a sample's ids (.parquet, .csv or .npz) instead of synthetic ones: world_size x "
+                        "batch_size rows per step in order, each rank its batch_size rows; cycled when it runs out")
     p.add_argument("--launcher", choices=[k.value for k in LauncherKind], default=LauncherKind.LOCAL.value,
                    help="local: torchrun here; slurm: sbatch; script: write a launch script (default %(default)s)")
     p.add_argument("--timeout", type=float, metavar="SECONDS",

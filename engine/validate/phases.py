@@ -56,7 +56,7 @@ def measure(config: str, plan: str, iters: int, warmup: int) -> list[dict]:
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=300))
     device = torch.device("cpu")
     model, optimizer = build_model(cfg, tables, device, 0.01)
-    batches = local_batches(cfg, rank, 0, device, warmup + iters)
+    batches, _ = local_batches(cfg, rank, 0, device, warmup + iters)
     lookups = _lookup_timer(model)
     rows = []
     for i in range(warmup + iters):

@@ -25,7 +25,8 @@ from engine.memory import StepMemory
 from engine.planfile import load_plan
 from engine.pricing import Pricing, priced_for
 from engine.types import ComputeKernel, Config, MemoryParts, TablePlan
-from engine.validate.types import LOG_TAIL_CHARS, Job, LauncherKind, RankResult, RunStatus, ValidationResult
+from engine.validate.types import (EMBEDDING_TIMES, LOG_TAIL_CHARS, Job, LauncherKind, RankResult, RunStatus,
+                                   ValidationResult)
 
 MEASURED_MEMORY = ("held_bytes", "step_peak_bytes", "step_peak_max_bytes", "step_start_bytes", "batch_bytes",
                    "held_weights_bytes", "held_optimizer_bytes", "held_grad_bytes", "held_cache_bytes",
@@ -156,9 +157,10 @@ def error_line(job: Job, end: Ending, done: dict[int, dict], errors: dict[int, s
 def _rank_result(r: int, data: dict, est: dict | None) -> RankResult:
     est = dict(est or {})
     memory = {**measured_memory(data), **est.pop("memory", {})}
+    embedding = {k: float(data[k]) for k in EMBEDDING_TIMES if isinstance(data.get(k), (int, float))}
     return RankResult(rank=r, iteration_ms=float(data["iteration_ms"]), peak_bytes=int(data["peak_bytes"]),
                       state_bytes=int(data.get("state_bytes", 0)), shards_match=not data.get("mismatches"),
-                      mismatches=tuple(data.get("mismatches", ())), memory=memory, **est)
+                      mismatches=tuple(data.get("mismatches", ())), memory=memory, embedding=embedding, **est)
 
 
 def gather(job: Job, launcher: LauncherKind, end: Ending) -> ValidationResult:
@@ -174,6 +176,9 @@ def gather(job: Job, launcher: LauncherKind, end: Ending) -> ValidationResult:
     ranks = tuple(_rank_result(r, done[r], est[r] if r < len(est) else None) for r in sorted(done))
     info = {k: v for k, v in (done[min(done)].get("device_info", {}) if done else {}).items()
             if isinstance(v, (str, int, float))}
+    ids = done[min(done)].get("ids") if done else None
+    if isinstance(ids, dict):
+        info["ids"] = ids
     info.update(world_size=cfg.topology.world_size, nodes=job.slurm.nodes,
                 estimate_multi_host=cfg.topology.world_size > cfg.topology.local_world_size, **pricing.fields(),
                 notes=[pricing.note] if pricing.note else [])
@@ -200,17 +205,23 @@ def summary(result: ValidationResult) -> str:
             f"({result.backend.value}, {result.launcher.value}), {result.iters} iterations after "
             f"{result.warmup} warm-up")
     lines = [head]
+    ids = result.device_info.get("ids")
+    if isinstance(ids, dict) and ids.get("source") == "sample":
+        lines.append(f"ids of the sample {ids.get('file')}: {ids.get('rows_used'):,} rows in {ids.get('batches')} "
+                     f"global batch(es)" + (", cycled" if ids.get("cycled") else ""))
     if result.error:
         lines.append(f"error: {result.error}")
     if result.ranks:
-        lines.append(f"{'rank':>4}  {'iteration_ms':>12}  {'estimated_ms':>12}  {'held':>11}  {'est. held':>11}  "
-                     f"{'step peak':>11}  {'est. peak':>11}  shards")
+        lines.append(f"{'rank':>4}  {'iteration_ms':>12}  {'embedding_ms':>12}  {'estimated_ms':>12}  {'held':>11}  "
+                     f"{'est. held':>11}  {'step peak':>11}  {'est. peak':>11}  shards")
     for r in result.ranks:
         est = f"{r.estimated_ms:.3f}" if r.estimated_ms is not None else "-"
         m = r.memory
         memory = "  ".join(f"{_bytes_or_dash(m.get(k)):>11}" for k in ("held_bytes", "estimated_held_bytes",
                                                                        "step_peak_bytes", "estimated_peak_bytes"))
-        lines.append(f"{r.rank:>4}  {r.iteration_ms:>12.3f}  {est:>12}  {memory}  "
+        emb = r.embedding.get("embedding_ms")
+        lines.append(f"{r.rank:>4}  {r.iteration_ms:>12.3f}  {f'{emb:.3f}' if emb is not None else '-':>12}  "
+                     f"{est:>12}  {memory}  "
                      f"{'match' if r.shards_match else 'DIFFER'}")
     return "\n".join(lines)
 

@@ -27,6 +27,8 @@ from engine.torchrec_compat import build_ebc, sharders, to_sharding_plan
 from engine.types import Config, Optimizer, ShardingType, TablePlan
 from engine.validate import memory
 from engine.validate.batches import local_batches
+from engine.validate.embtime import EmbeddingTimer
+from engine.validate.types import EMBEDDING_TIMES
 from engine.validate.shards import Piece, expected_pieces, mismatches, pieces_to_json
 
 OPTIMIZERS = {Optimizer.SGD: torch.optim.SGD, Optimizer.ADAGRAD: torch.optim.Adagrad,
@@ -41,6 +43,7 @@ class Settings:
     warmup: int
     seed: int
     learning_rate: float
+    ids: str | None = None  # a sample file to replay (engine.dryrun.sample_ids), else synthetic batches
 
 
 def _peak_rss_bytes() -> int:
@@ -108,16 +111,34 @@ def _step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, kjt, zero_gr
 
 
 def _train(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batches: list, s: Settings,
-           sync) -> list[float]:
-    times = []
-    for i in range(s.warmup + s.iters):
-        kjt = batches[i % len(batches)]
-        t0 = time.perf_counter()
-        _step(model, optimizer, kjt)
-        sync()
-        if i >= s.warmup:
-            times.append((time.perf_counter() - t0) * 1000.0)
-    return times
+           sync) -> tuple[list[float], dict[str, list[float]]]:
+    """Each timed step's wall time, and this rank's own embedding work in it (engine.validate.embtime): the
+    lookups' forward and backward, the optimizer step, and their sum."""
+    times: list[float] = []
+    parts: dict[str, list[float]] = {k: [] for k in EMBEDDING_TIMES}
+    timer = EmbeddingTimer(model, sync)
+    try:
+        for i in range(s.warmup + s.iters):
+            kjt = batches[i % len(batches)]
+            timer.reset()
+            t0 = time.perf_counter()
+            model(kjt).values().sum().backward()
+            sync()
+            t1 = time.perf_counter()
+            optimizer.step()
+            sync()
+            t2 = time.perf_counter()
+            optimizer.zero_grad()
+            sync()
+            if i >= s.warmup:
+                times.append((time.perf_counter() - t0) * 1000.0)
+                fwd, bwd = timer.read()
+                opt = (t2 - t1) * 1000.0
+                for k, v in zip(EMBEDDING_TIMES, (fwd + bwd + opt, fwd, bwd, opt)):
+                    parts[k].append(v)
+    finally:
+        timer.remove()
+    return times, parts
 
 
 def _step_peaks(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batches: list, device: torch.device,
@@ -171,19 +192,20 @@ def measure(cfg: Config, tables: dict[str, TablePlan], rank: int, device: torch.
         before = torch.cuda.memory_allocated(device)
     else:
         before = _peak_rss_bytes()
-    batches = local_batches(cfg, rank, s.seed, device, s.warmup + s.iters)
+    batches, ids = local_batches(cfg, rank, s.seed, device, s.warmup + s.iters, s.ids)
     for b in batches:
         b.offsets()  # computed now, with the batch, rather than inside a measured step
     counted = cuda or memory.track_cpu_allocations()
     model, optimizer = build_model(cfg, tables, device, s.learning_rate)
     sync = (lambda: torch.cuda.synchronize(device)) if cuda else (lambda: None)
-    times = _train(model, optimizer, batches, s, sync)
+    times, embedding = _train(model, optimizer, batches, s, sync)
     peak = torch.cuda.max_memory_allocated(device) - before if cuda else max(0, _peak_rss_bytes() - before)
     measured = measure_memory(model, optimizer, batches, device, (before if cuda else 0) if counted else None)
     held = local_shards(model)
     return {
         "iteration_ms": float(statistics.median(times)), "iteration_ms_all": times, "peak_bytes": int(peak),
+        **{k: float(statistics.median(v)) for k, v in embedding.items()}, "embedding_ms_all": embedding["embedding_ms"],
         "peak_rss_bytes": _peak_rss_bytes(), "state_bytes": state_bytes(model, optimizer),
         "local_shards": pieces_to_json(held), "mismatches": mismatches(expected_pieces(cfg, tables, rank), held),
-        "batch_ids": int(sum(b.values().numel() for b in batches[:1])), **measured,
+        "batch_ids": int(sum(b.values().numel() for b in batches[:1])), "ids": ids, **measured,
     }

@@ -20,6 +20,9 @@ DEFAULT_SEED = 0
 DEFAULT_PG_TIMEOUT_S = 120  # a collective whose peer died fails after this long instead of hanging
 LEARNING_RATE = 0.01
 LOG_TAIL_CHARS = 4000  # what a result keeps of the job's log
+# a rank's own embedding work per step, medians (engine.validate.embtime): the sum, then its parts. embedding_ms is
+# the name the dry-run gives its per-rank time too (the same work, there without any collective)
+EMBEDDING_TIMES = ("embedding_ms", "embedding_forward_ms", "embedding_backward_ms", "embedding_optimizer_ms")
 
 
 class Backend(str, enum.Enum):
@@ -79,6 +82,7 @@ class Job:
     slurm: SlurmOptions = field(default_factory=SlurmOptions)
     script_path: Path | None = None
     results_file: Path | None = None  # --results; default out_dir/results.json
+    ids: str | None = None  # --ids: a sample file (absolute path) whose ids the ranks replay instead of synthetic ones
 
     @property
     def device(self) -> Device:
@@ -112,7 +116,8 @@ class Job:
         """What follows torchrun's own flags: the worker module and its flags (paths absolute: any cwd works)."""
         return ["-m", "engine.validate.worker", "--config", str(self.config_path), "--plan", str(self.plan_path),
                 "--results-dir", str(self.ranks_dir), "--backend", self.backend.value, "--iters", str(self.iters),
-                "--warmup", str(self.warmup), "--seed", str(self.seed), "--pg-timeout", str(self.pg_timeout_s)]
+                "--warmup", str(self.warmup), "--seed", str(self.seed), "--pg-timeout", str(self.pg_timeout_s),
+                *(["--ids", self.ids] if self.ids else [])]
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -127,7 +132,7 @@ class Job:
                    iters=int(d["iters"]), warmup=int(d["warmup"]), seed=int(d["seed"]),
                    pg_timeout_s=int(d["pg_timeout_s"]), python=d["python"], slurm=SlurmOptions(**d["slurm"]),
                    script_path=Path(d["script_path"]) if d.get("script_path") else None,
-                   results_file=Path(d["results_file"]) if d.get("results_file") else None)
+                   results_file=Path(d["results_file"]) if d.get("results_file") else None, ids=d.get("ids"))
 
     def write_spec(self) -> None:
         atomicfile.write_json(self.spec_path, self.to_dict())
@@ -152,6 +157,7 @@ class RankResult:
     estimated_comms_ms: float | None = None
     estimated_bytes: int | None = None
     memory: dict[str, int] = field(default_factory=dict)  # measured and estimated memory parts (results.py)
+    embedding: dict[str, float] = field(default_factory=dict)  # EMBEDDING_TIMES: this rank's own embedding work
 
     def as_dict(self) -> dict:
         return {
@@ -160,7 +166,7 @@ class RankResult:
             "peak_bytes": self.peak_bytes, "state_bytes": self.state_bytes, "shards_match": self.shards_match,
             "mismatches": list(self.mismatches), "estimated_ms": self.estimated_ms,
             "estimated_compute_ms": self.estimated_compute_ms, "estimated_comms_ms": self.estimated_comms_ms,
-            "estimated_bytes": self.estimated_bytes, **self.memory,
+            "estimated_bytes": self.estimated_bytes, **self.embedding, **self.memory,
         }
 
 
@@ -176,7 +182,7 @@ class ValidationResult:
     launcher: LauncherKind
     error: str | None = None  # one line, when status is not succeeded
     log_tail: str = ""
-    device_info: dict = field(default_factory=dict)  # flat: str/int/float values only
+    device_info: dict = field(default_factory=dict)  # str/int/float values, notes (a list), ids (a dict of those)
     compute_bw: float | None = None  # bytes/ms the estimate assumed for lookups (calibration reads it)
     comms_bw: float | None = None  # bytes/ms the estimate assumed for collectives
     elapsed_s: float | None = None
@@ -200,4 +206,5 @@ class ValidationResult:
         }
 
 
-__all__ = ["Backend", "Job", "LauncherKind", "RankResult", "RunStatus", "SlurmOptions", "ValidationResult"]
+__all__ = ["EMBEDDING_TIMES", "Backend", "Job", "LauncherKind", "RankResult", "RunStatus", "SlurmOptions",
+           "ValidationResult"]

@@ -42,6 +42,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--pg-timeout", type=int, default=120)
+    p.add_argument("--ids", default=None, help="a sample file whose ids replace the synthetic batches")
     return p.parse_args(argv)
 
 
@@ -98,7 +99,7 @@ def run(args: argparse.Namespace, rank: int, world_size: int) -> dict:
     dist.init_process_group(backend.value, timeout=datetime.timedelta(seconds=args.pg_timeout))
     try:
         out = train.measure(cfg, tables, rank, device, train.Settings(args.iters, args.warmup, args.seed,
-                                                                      LEARNING_RATE))
+                                                                      LEARNING_RATE, args.ids))
         dist.barrier()
     finally:
         dist.destroy_process_group()

@@ -44,7 +44,7 @@ def app(db_url) -> AppTest:
 def polls(monkeypatch) -> list[float]:
     """The polling a page's runs ask the browser for: the interval (s) of every `st.fragment(run_every=...)` called,
     in order. Each poll is a script run of its own, and Streamlit drops the messages of a full run whose thread
-    ended before they were sent when a poll's run starts (dashboard.workspace.job_box): a page polls only while
+    ended before they were sent when a poll's run starts (dashboard.ui.workspace.job_box): a page polls only while
     it waits for something."""
     seen: list[float] = []
     enqueue = ForwardMsgQueue.enqueue

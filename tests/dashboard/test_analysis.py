@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 import engine
-from dashboard import analysis, presets
+from dashboard.plans import analysis
+from dashboard.tables import presets
 from tests.dashboard.helpers import typed, typed_config
 from tests.factories import tutorial
 

@@ -3,7 +3,7 @@ pattern empties after each action, and Undo takes back workspace edits (the last
 
 from __future__ import annotations
 
-from dashboard import state
+from dashboard.ui import state
 from tests.dashboard.helpers import edit, goto, shown, workspace
 
 TUTORIAL_NAMES = ["large_table_0", "large_table_1", "small_table_0", "small_table_1"]

@@ -11,7 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import engine
-from dashboard import presets
+from dashboard.tables import presets
 from db import runsink
 from engine.calibrate import apply_calibration
 from tests.factories import tutorial

@@ -1,4 +1,4 @@
-"""dashboard.calibration (pure): applying a fit and TorchRec's defaults, when a topology still holds a fit,
+"""dashboard.plans.calibration (pure): applying a fit and TorchRec's defaults, when a topology still holds a fit,
 and the lines that say a plan's estimates are calibrated."""
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ import dataclasses
 import pytest
 
 import engine
-from dashboard import analysis, presets
-from dashboard import calibration as calib
+from dashboard.plans import analysis
+from dashboard.tables import presets
+from dashboard.plans import calibration as calib
 from engine import constants as C
 from engine.calibrate import fit
 from engine.types import Device

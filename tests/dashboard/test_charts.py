@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import engine
-from dashboard import analysis, charts
+from dashboard.plans import analysis, charts
 from dashboard.text import short_name
 from tests.dashboard.helpers import typed, typed_config
 from tests.factories import tutorial, with_changes

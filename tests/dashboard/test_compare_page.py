@@ -12,7 +12,7 @@ import pytest
 
 import engine
 from db import runsink
-from dashboard.measured import ratio_text
+from dashboard.plans.measured import ratio_text
 from tests.dashboard.helpers import goto, plotly_specs, shown, values
 from tests.dashboard.test_runs_page import _slow_run
 from tests.factories import tutorial, with_changes

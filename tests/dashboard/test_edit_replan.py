@@ -8,7 +8,9 @@ from __future__ import annotations
 import pytest
 
 import engine
-from dashboard import analysis, grid, presets, services
+from dashboard.plans import analysis
+from dashboard.tables import grid, presets
+from dashboard.ui import services
 from dashboard.text import ms_text
 from engine import enumerate as enumeration
 from tests.dashboard.helpers import edit, goto, plotly_specs, shown, workspace

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 import engine
-from dashboard import exports
+from dashboard.plans import exports
 from tests.dashboard.helpers import typed, typed_config
 from tests.factories import ROOT, tutorial
 

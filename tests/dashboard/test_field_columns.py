@@ -5,7 +5,8 @@ importer reads."""
 from __future__ import annotations
 
 import engine
-from dashboard import grid, importers, snippet, table_tools
+from dashboard.tables import grid, importers, snippet
+from dashboard.ui import table_tools
 
 
 def test_every_declared_column_is_on_the_grid():

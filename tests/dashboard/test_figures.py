@@ -10,7 +10,8 @@ import plotly.io as pio
 import pytest
 
 import engine
-from dashboard import analysis, charts, figures, plans, presets
+from dashboard.plans import analysis, charts, figure_cache, plan_files
+from dashboard.tables import presets
 
 SHARDING = [s.value for s in engine.ShardingType]
 KERNELS = ["fused", "fused_uvm", "fused_uvm_caching"]
@@ -59,21 +60,21 @@ def test_matrix_scored_in_batches_is_each_table_scored_alone(seed, world_size, p
 def test_figures_are_built_once_per_plan_content():
     cfg = engine.parse_config(presets.synthetic(presets.SyntheticSpec(count=30, seed=2)))  # 8 ranks
     plan = engine.plan(cfg, engine.PlannerSettings(search=False))
-    again, again_cfg = plans.parse(engine.plan_to_dict(plan), engine.config_to_dict(cfg))  # a share link's copy
+    again, again_cfg = plan_files.parse(engine.plan_to_dict(plan), engine.config_to_dict(cfg))  # a share link's copy
     assert again is not plan
-    figures.clear()
-    assert figures.memory_bars(again) is figures.memory_bars(plan)
-    assert figures.cost_stacked(again) is figures.cost_stacked(plan)
-    assert figures.table_frame(again, again_cfg) is figures.table_frame(plan, cfg)
+    figure_cache.clear()
+    assert figure_cache.memory_bars(again) is figure_cache.memory_bars(plan)
+    assert figure_cache.cost_stacked(again) is figure_cache.cost_stacked(plan)
+    assert figure_cache.table_frame(again, again_cfg) is figure_cache.table_frame(plan, cfg)
     m = analysis.table_rank_matrix(plan, cfg)
     rows = analysis.heaviest_tables(m, "cost_ms", 10)
-    assert figures.heatmap(analysis.table_rank_matrix(again, again_cfg), "cost_ms", rows) is \
-        figures.heatmap(m, "cost_ms", rows)
-    assert figures.heatmap(m, "hbm_bytes", rows) is not figures.heatmap(m, "cost_ms", rows)
+    assert figure_cache.heatmap(analysis.table_rank_matrix(again, again_cfg), "cost_ms", rows) is \
+        figure_cache.heatmap(m, "cost_ms", rows)
+    assert figure_cache.heatmap(m, "hbm_bytes", rows) is not figure_cache.heatmap(m, "cost_ms", rows)
     four = presets.synthetic(presets.SyntheticSpec(count=30, seed=2))
     four["topology"].update(world_size=4, local_world_size=4)
     other = engine.plan(engine.parse_config(four), engine.PlannerSettings(search=False))
-    assert figures.memory_bars(other) is not figures.memory_bars(plan)
+    assert figure_cache.memory_bars(other) is not figure_cache.memory_bars(plan)
 
 
 def test_charts_look_like_plotly_white():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import engine
-from dashboard import grid
+from dashboard.tables import grid
 from tests.factories import tutorial
 
 TOPO = {"world_size": 2}

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from dashboard import jobs
+from dashboard.serve import jobs
 from tests.dashboard.helpers import goto, plain, shown
 
 pytestmark = pytest.mark.timeout(120)

@@ -7,7 +7,8 @@ import json
 import subprocess
 import sys
 
-from dashboard import housekeeping
+from dashboard.serve import housekeeping
+from dashboard.ui import services
 from tests.factories import ROOT
 
 
@@ -27,14 +28,14 @@ def test_the_last_session_gone_empties_the_sessions_caches():
 
 
 def test_outside_a_server_there_is_no_session_count():
-    assert housekeeping.streamlit_sessions() is None
+    assert services.streamlit_sessions() is None
 
 
 def test_a_sweep_gives_freed_memory_back():
     """300 MB in 1 kB objects, 98% of them freed between survivors: the allocator keeps the pages until a sweep."""
     script = """
 import json
-from dashboard import housekeeping
+from dashboard.serve import housekeeping
 keep, junk = [], []
 for i in range(300_000):
     (keep if i % 50 == 0 else junk).append(bytes(1000) + bytes([i % 256]))

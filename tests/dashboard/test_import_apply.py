@@ -9,7 +9,7 @@ import json
 import pytest
 
 import engine
-from dashboard import grid, import_apply
+from dashboard.tables import grid, import_apply
 from tests.factories import tutorial
 
 

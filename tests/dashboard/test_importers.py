@@ -8,7 +8,7 @@ import time
 import pytest
 
 import engine
-from dashboard import importers
+from dashboard.tables import importers
 from tests.factories import tutorial
 
 TUTORIAL_SNIPPET = '''

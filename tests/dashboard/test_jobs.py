@@ -1,5 +1,5 @@
-"""dashboard.jobs on real processes: a command's output and exit, its one-line error, a cancel that ends it and the
-process it started, no zombie left whether or not anyone looks, and the engine's TorchRec command as a job."""
+"""dashboard.serve.jobs on real processes: a command's output and exit, its one-line error, a cancel that ends it and
+the process it started, no zombie left whether or not anyone looks, and the engine's TorchRec command as a job."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 import engine
-from dashboard import jobs, presets, services
+from dashboard.serve import jobs, priority
+from dashboard.tables import presets
+from dashboard.ui import services
 from tests.dashboard.helpers import until
 
 PY = sys.executable
@@ -284,13 +286,12 @@ def test_a_running_gated_job_dropped_is_ended_and_its_slot_passes_on(tmp_path):
 
 
 def test_the_heavy_gate_is_sized_by_planner_jobs_else_the_pool(monkeypatch):
-    from dashboard import planpool
 
     monkeypatch.setenv("PLANNER_JOBS", "3")
     assert jobs.heavy_size() == 3
     monkeypatch.delenv("PLANNER_JOBS")
     monkeypatch.setenv("PLANNER_WORKERS", "5")
-    assert jobs.heavy_size() == 5 == planpool.default_size()
+    assert jobs.heavy_size() == 5 == priority.default_size()
     monkeypatch.setenv("PLANNER_JOBS", "0")
     with pytest.raises(ValueError, match="PLANNER_JOBS='0'"):
         jobs.heavy_size()

@@ -1,4 +1,4 @@
-"""Measured over estimated (dashboard.measured): per-rank ratios from a run's metrics, never across devices,
+"""Measured over estimated (dashboard.plans.measured): per-rank ratios from a run's metrics, never across devices,
 the flags raised outside 0.8-1.25 with what to do, and which constants priced a plan."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import engine
-from dashboard import measured, plan_deltas, plan_diff, plans
+from dashboard.plans import measured, plan_deltas, plan_diff, plan_files
 from tests.dashboard.helpers import typed, typed_config
 from tests.db.storetest import load_example, sample
 from tests.factories import tutorial, with_changes
@@ -122,7 +122,7 @@ def test_the_measured_time_of_a_saved_plan_comes_from_its_latest_succeeded_run(s
 
 def test_saved_plans_side_by_side_per_rank_and_per_table(store) -> None:
     a, b, plan_a, plan_b = _two_saved(store)
-    (pa, ca), (pb, cb) = (plans.parse(store.get_plan(t).plan, store.get_plan(t).config) for t in (a, b))
+    (pa, ca), (pb, cb) = (plan_files.parse(store.get_plan(t).plan, store.get_plan(t).config) for t in (a, b))
     ranks = plan_deltas.rank_frame(pa, pb)
     assert ranks["rank"].tolist() == [0, 1]
     assert ranks["A ms"].tolist() == pytest.approx([r["cost_ms"] for r in plan_a["ranks"]])

@@ -4,7 +4,7 @@ false problem on the rows it names."""
 
 from __future__ import annotations
 
-from dashboard import grid
+from dashboard.tables import grid
 from tests.dashboard.helpers import edit, workspace
 
 

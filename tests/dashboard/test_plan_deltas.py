@@ -1,4 +1,4 @@
-"""dashboard.plan_deltas: headline and per-rank differences (absolute, %, the better plan), measured beside the
+"""dashboard.plans.plan_deltas: headline and per-rank differences (absolute, %, the better plan), measured beside the
 estimates, device memory per rank (DDR for CPU plans) and the config's lower bound for plans without one."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 import engine
-from dashboard import plan_deltas
-from dashboard.measured import ratio_text, run_frame
+from dashboard.plans import plan_deltas
+from dashboard.plans.measured import ratio_text, run_frame
 from tests.dashboard.helpers import typed
 from tests.factories import tutorial, with_changes
 

@@ -1,4 +1,4 @@
-"""dashboard.plan_diff: the renumbering of ranks that keeps the most bytes in place (exact: checked against every
+"""dashboard.plans.plan_diff: the renumbering of ranks that keeps the most bytes in place (exact: checked against every
 permutation), tables that move against tables that only sit on renumbered ranks, and the bytes that would move,
 on hand-made plans, the tutorial's, and 1,000 tables on 64 ranks against the clock."""
 
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 import engine
-from dashboard import plan_diff
-from dashboard.plan_diff import MOVES, RENUMBERED, SAME
-from dashboard.presets import SyntheticSpec, synthetic
+from dashboard.plans import plan_diff
+from dashboard.plans.plan_diff import MOVES, RENUMBERED, SAME
+from dashboard.tables.presets import SyntheticSpec, synthetic
 from tests.dashboard.helpers import typed, typed_config
 from tests.factories import tutorial
 

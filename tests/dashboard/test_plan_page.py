@@ -3,7 +3,7 @@ replan after an edit; errors in one line. TorchRec's planner as the baseline: te
 
 from __future__ import annotations
 
-from dashboard import analysis
+from dashboard.plans import analysis
 from dashboard.text import ms_text
 from tests.dashboard.helpers import edit, goto, plotly_specs, shown, workspace
 
@@ -99,7 +99,9 @@ def test_the_plan_is_the_command_lines_plan_at_the_same_effort(app):
 def test_a_step_peak_into_the_reservation_is_tight_not_over_capacity(app):
     """The synthetic 1,000-table preset's step peaks past the usable HBM (the device less the dense model's
     reservation) on one rank, within the device: the engine notes no out-of-memory, and neither does the page."""
-    from dashboard import headline, presets, state
+    from dashboard.plans import headline
+    from dashboard.tables import presets
+    from dashboard.ui import state
 
     app.session_state[state.CONFIG] = presets.synthetic(presets.SyntheticSpec(count=1000))
     _plan_now(app)

@@ -1,4 +1,4 @@
-"""Planning out of the server's process (dashboard.planpool): real worker processes plan as the engine does in
+"""Planning out of the server's process (dashboard.serve.planpool): real worker processes plan as the engine does in
 process; a request for a key in the works joins it; a session's next request supersedes its last one, killing its
 worker unless another session waits for it; at most `size` tasks run at once, first asked first run; workers are
 replaced after their task count; a task that raises, a worker that dies and a value that does not pickle each
@@ -13,7 +13,8 @@ import time
 import pytest
 
 import engine
-from dashboard import planpool, planwork, presets
+from dashboard.serve import planpool, planwork, priority
+from dashboard.tables import presets
 from tests.factories import tutorial
 
 EFFORT, STOP_S = 2_000, 60.0
@@ -192,7 +193,7 @@ def test_a_worker_that_dies_fails_its_task_in_one_line_and_is_replaced(pool, big
 
 def test_what_the_page_shows_is_planned_in_a_worker():
     """The dashboard's plan_outcome goes through the server's pool (the page's thread only waits)."""
-    from dashboard import services
+    from dashboard.ui import services
 
     cfg = tutorial()
     cfg["tables"][0]["num_embeddings"] = 4097  # a config no other test planned
@@ -241,12 +242,12 @@ def test_workers_run_below_the_server_and_so_does_their_autogroup():
 
 def test_the_workers_nice_comes_from_planner_worker_nice(monkeypatch):
     monkeypatch.delenv("PLANNER_WORKER_NICE", raising=False)
-    assert planpool.worker_nice() == planpool.WORKER_NICE == 10
+    assert priority.worker_nice() == priority.WORKER_NICE == 10
     monkeypatch.setenv("PLANNER_WORKER_NICE", " 0 ")
-    assert planpool.worker_nice() == 0
+    assert priority.worker_nice() == 0
     for bad in ("20", "-1", "low", "2.5"):
         monkeypatch.setenv("PLANNER_WORKER_NICE", bad)
         with pytest.raises(ValueError, match=rf"PLANNER_WORKER_NICE='{bad}': give a whole number from 0"):
-            planpool.worker_nice()
+            priority.worker_nice()
         with pytest.raises(ValueError, match="PLANNER_WORKER_NICE"):
             planpool.Pool(size=1)

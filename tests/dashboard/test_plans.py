@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import engine
-from dashboard import analysis, services
+from dashboard.plans import analysis
+from dashboard.ui import services
 from tests.factories import tutorial
 
 

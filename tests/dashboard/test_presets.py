@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import engine
-from dashboard import presets
+from dashboard.tables import presets
 from tests.factories import tutorial
 
 

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 import engine
-from dashboard import runner
+from dashboard.serve import runner
 from db.run_commands import RUN_COMMANDS
 from tests.factories import ROOT, tutorial
 

@@ -9,7 +9,9 @@ import time
 import pytest
 
 import engine
-from dashboard import presets, runner, services
+from dashboard.serve import runner
+from dashboard.tables import presets
+from dashboard.ui import services
 from db import runsink
 from tests.dashboard.helpers import goto, plotly_specs, shown, values
 from tests.factories import tutorial

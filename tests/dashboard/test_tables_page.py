@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from dashboard import presets
+from dashboard.tables import presets
 from tests.dashboard.helpers import edit, goto, shown, workspace
 from tests.dashboard.test_importers import TUTORIAL_SNIPPET
 from tests.factories import tutorial

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dashboard import presets
+from dashboard.tables import presets
 from tests.dashboard.helpers import goto, shown, workspace
 
 GIB = 1024**3

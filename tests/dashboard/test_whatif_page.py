@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 import engine
-from dashboard import whatif
+from dashboard.plans import whatif
 from engine.sweep import ACCELERATORS, point_config, sweep
 from tests.dashboard.helpers import goto, plotly_specs, shown, workspace
 from tests.db.storetest import sample

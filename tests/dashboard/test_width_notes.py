@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from dashboard import grid
+from dashboard.tables import grid
 from tests.dashboard.helpers import edit, goto, shown, workspace
 
 NOTE = ("note: dim 30 is not a multiple of 4, which fbgemm's fused kernels need: the table can only be data_parallel "

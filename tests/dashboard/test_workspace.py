@@ -1,6 +1,6 @@
 """The working view (issue 12): the editing pages carry the headline of the config's plan, updated on every edit
 (what changed since the last plan, no numbers while the config has errors, a refusal's reason); a newcomer's first
-view says what to do next. The headline's numbers themselves: dashboard.headline."""
+view says what to do next. The headline's numbers themselves: dashboard.plans.headline."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import dataclasses
 import pytest
 
 import engine
-from dashboard import headline, presets
+from dashboard.plans import headline
+from dashboard.tables import presets
 from tests.dashboard.helpers import edit, goto, plain, shown, workspace
 
 

@@ -4,7 +4,9 @@ cells checked like every other), a CSV column ("zipf" or "zipf_exponent"), the b
 from __future__ import annotations
 
 import engine
-from dashboard import exports, grid, importers, table_tools
+from dashboard.plans import exports
+from dashboard.tables import grid, importers
+from dashboard.ui import table_tools
 from tests.dashboard.helpers import edit, workspace
 from tests.factories import tutorial
 

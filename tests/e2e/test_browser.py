@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from dashboard.presets import GBPS_TO_BYTES_PER_MS
+from dashboard.tables.presets import GBPS_TO_BYTES_PER_MS
 from db.store import Store
 from tests.dashboard.test_calibration import HBM_BW, INTRA_BW, NOTE, seed_runs
 from tests.e2e.conftest import click_until, need_browser, new_page, serving

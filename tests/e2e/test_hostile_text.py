@@ -12,7 +12,7 @@ from urllib.parse import quote
 import pytest
 
 import engine
-from dashboard.charts import HEATMAP_NAME_CHARS
+from dashboard.plans.charts import HEATMAP_NAME_CHARS
 from dashboard.text import WORD_JOINER, short_name
 from db.store import Store
 from tests.e2e.conftest import need_browser, new_page, serving

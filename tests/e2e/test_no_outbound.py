@@ -66,7 +66,7 @@ def test_start_and_a_planning_session_connect_to_nothing_but_this_machine(tmp_pa
 
     rows = [json.loads(line) for line in log.read_text().splitlines()]
     started = [" ".join(r["argv"]) for r in rows if r["event"] == "start"]
-    assert any("streamlit" in a for a in started) and any("dashboard.planpool" in a for a in started), started
+    assert any("streamlit" in a for a in started) and any("dashboard.serve.planpool" in a for a in started), started
     outside = [r for r in rows if r["event"] != "start" and not _local(r["dest"])]
     assert not outside, f"connections or lookups beyond this machine: {outside[:10]}"
     assert "Did not auto detect external IP" not in (tmp_path / "server.log").read_text()

@@ -19,7 +19,7 @@ WAITING = re.compile(r"Planning 1,000 tables with our planner: ([0-9.]+) s")
 
 
 def _workers(port: str) -> set[int]:
-    """The planning workers (`python -m dashboard.planpool`) whose parent is the app's server (on `port`)."""
+    """The planning workers (`python -m dashboard.serve.planpool`) whose parent is the app's server (on `port`)."""
     found = set()
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -30,7 +30,7 @@ def _workers(port: str) -> set[int]:
             parent = Path(f"/proc/{stat[1]}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"dashboard.planpool" in cmd and port.encode() in parent and stat[0] != "Z":
+        if b"dashboard.serve.planpool" in cmd and port.encode() in parent and stat[0] != "Z":
             found.add(int(proc.name))
     return found
 

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
 
 import engine
-from dashboard import import_apply, importers
-from dashboard.table_tools import refusal_markdown
+from dashboard.tables import import_apply, importers
+from dashboard.ui.table_tools import refusal_markdown
 from tests.dashboard.conftest import APP, RUN_TIMEOUT_S
 from tests.dashboard.helpers import plain, shown
 from tests.factories import tutorial

@@ -37,10 +37,14 @@ def test_iterations_are_timed_and_estimates_stand_beside_them(recorded_runs, sha
     _, data, _ = recorded_runs.runs[sharding_type]
     for r in data["ranks"]:
         assert r["iteration_ms"] > 0 and r["measured_ms"] == r["iteration_ms"]
+        # the rank's own embedding work (engine.validate.embtime), also through DDP's data-parallel lookups
+        assert 0 < r["embedding_forward_ms"] and 0 < r["embedding_backward_ms"] and 0 <= r["embedding_optimizer_ms"]
+        assert 0 < r["embedding_ms"] < r["iteration_ms"]
         assert r["estimated_ms"] > 0
         assert r["estimated_ms"] == pytest.approx(r["estimated_compute_ms"] + r["estimated_comms_ms"])
         assert r["peak_bytes"] >= 0 and r["state_bytes"] > 0 and r["estimated_bytes"] > 0
     assert data["estimate_compute_bw_bytes_per_ms"] > 0 and data["estimate_comms_bw_bytes_per_ms"] > 0
+    assert data["ids"] == {"source": "synthetic", "seed": 0, "distribution": "config", "batches": 5}
 
 
 def test_the_ranks_hold_the_weights_the_plan_gives_them(recorded_runs):
@@ -86,12 +90,12 @@ def test_each_run_is_stored_with_measured_and_estimated_metrics(recorded_runs):
 
 def test_compare_reads_the_measured_time(recorded_runs):
     """What the Compare page reads of each saved plan: its latest run's measured time on every rank."""
-    from dashboard import measured, plans
+    from dashboard.plans import measured, plan_files
 
     store = Store(recorded_runs.database_url)
     for summary in store.list_plans():
         rec = store.get_plan(summary.token)
         run = measured.latest_run(store.runs_for_plan(summary.token))
-        plan, cfg = plans.parse(rec.plan, rec.config)
+        plan, cfg = plan_files.parse(rec.plan, rec.config)
         frame = measured.run_frame(plan, store.metrics(run.id), str(run.kind), measured.same_device(cfg, run))
         assert (frame["measured_ms"] > 0).all() and len(frame) == len(plan.ranks)

@@ -160,7 +160,7 @@ def table_frame(plan: engine.Plan, config: engine.Config) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class TableRankMatrix:
-    """Shared between reruns and sessions (dashboard.services caches it): its arrays are read-only."""
+    """Shared between reruns and sessions (dashboard.ui.services caches it): its arrays are read-only."""
 
     tables: list[str]
     ranks: list[int]
@@ -395,7 +395,7 @@ def summary_frame(plans: dict[str, engine.Plan], estimates: dict[str, str] | Non
     return pd.DataFrame(rows)
 
 
-# ---- run metrics (ratios against the estimates: dashboard.measured) ------------------------------
+# ---- run metrics (ratios against the estimates: dashboard.plans.measured) ------------------------------
 
 
 def _metric(m) -> tuple:

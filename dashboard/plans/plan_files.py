@@ -3,7 +3,7 @@ into the engine's typed Plan, with the figures the dict carries (engine.read_pla
 plan's own estimates, never recomputed ones. Pure: no Streamlit.
 
 The typed objects (engine.Plan, engine.Config: frozen dataclasses) are shared between reruns and sessions by
-the caches in dashboard.services: nothing in the dashboard mutates them (dataclasses.replace makes a new one).
+the caches in dashboard.ui.services: nothing in the dashboard mutates them (dataclasses.replace makes a new one).
 """
 
 from __future__ import annotations

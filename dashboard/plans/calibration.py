@@ -10,7 +10,7 @@ import functools
 import math
 
 import engine
-from dashboard.presets import GBPS_TO_BYTES_PER_MS
+from dashboard.tables.presets import GBPS_TO_BYTES_PER_MS
 
 # A calibrated value survives the Topology form's GiB/s round trip (x / k * k) to about 1e-16; a hand edit
 # shown at one decimal moves it far more.

@@ -1,5 +1,5 @@
 """The app's shared resources and cached computations: the Store (one per database URL), planning with our
-engine in the server's worker processes (dashboard.planpool; remembered by config JSON), TorchRec's planner as a
+engine in the server's worker processes (dashboard.serve.planpool; remembered by config JSON), TorchRec's planner as a
 background job, saved plans parsed once, the table-by-rank matrix of a plan, and the calibration fitted to the
 stored validation runs of a device kind (cached briefly).
 
@@ -25,7 +25,10 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 import engine
-from dashboard import analysis, figures, grid, housekeeping, jobs, lru, plans, planpool, planwork, runner
+from dashboard.plans import analysis, figure_cache, plan_files
+from dashboard import lru
+from dashboard.serve import housekeeping, jobs, planpool, planwork, priority, runner
+from dashboard.tables import grid
 
 OURS, TORCHREC = "ours", "torchrec"
 PLANNERS = {OURS: "Ours (engine)", TORCHREC: "TorchRec's EmbeddingShardingPlanner (baseline)"}
@@ -79,9 +82,30 @@ def freeze_startup_objects() -> None:
 
 
 @st.cache_resource(show_spinner=False)
+def streamlit_sessions() -> Optional[int]:
+    """Sessions this Streamlit server holds (connected or not yet forgotten); None outside a server.
+
+    Streamlit forgets a disconnected session once its TTL passed, but only when it next writes its session
+    storage (a visitor comes or goes): this asks its event loop to drop the expired ones now, so a server that
+    everyone left gives their memory back too. (Streamlit 1.x has no public API for either: without these
+    internals the count is None and nothing is swept.)"""
+    try:
+        from streamlit.runtime import Runtime
+
+        runtime = Runtime.instance()
+        mgr = runtime._session_mgr
+        cache = getattr(getattr(mgr, "_session_storage", None), "_cache", None)
+        loop = runtime._async_objs.eventloop if runtime._async_objs is not None else None
+        if cache is not None and hasattr(cache, "expire") and loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(cache.expire)  # the storage is the event loop's: never touched from here
+        return mgr.num_sessions()
+    except Exception:  # noqa: BLE001 - no runtime (tests, scripts) or another Streamlit: no count
+        return None
+
+
 def start_housekeeping() -> housekeeping.Janitor:
     """Once per server: the thread that gives a closed session's memory back to the system."""
-    return housekeeping.Janitor(when_empty=(_OUTCOMES.clear, _MATRICES.clear, figures.clear,
+    return housekeeping.Janitor(streamlit_sessions, when_empty=(_OUTCOMES.clear, _MATRICES.clear, figure_cache.clear,
                                             analysis.clear_table_scores, grid.clear_row_checks)).start()
 
 
@@ -96,7 +120,7 @@ def store():
 
 PlanResult, PlanOutcome, ReplanOutcome = planwork.PlanResult, planwork.PlanOutcome, planwork.ReplanOutcome
 
-# ---- planning in the worker processes (dashboard.planpool), never in a page's thread ----------------------
+# ---- planning in the worker processes (dashboard.serve.planpool), never in a page's thread ----------------------
 
 SHOW_WAIT_AFTER_S = 0.3  # a plan that takes longer shows its elapsed time where the page waits for it
 WAIT_POLL_S = 0.1
@@ -107,7 +131,7 @@ def settings_problems() -> list[str]:
     PLANNER_WORKER_NICE), each a line that names the variable and the fix; empty when they are fine. The app shows
     them and starts nothing."""
     problems = []
-    for check in (planpool.default_size, jobs.heavy_size, runner.runs_size, planpool.worker_nice):
+    for check in (priority.default_size, jobs.heavy_size, runner.runs_size, priority.worker_nice):
         try:
             check()
         except ValueError as e:
@@ -198,7 +222,7 @@ def replan_outcome(config: dict, old_plan: dict, from_token: str, max_move_bytes
 
 # ---- TorchRec's planner in the background (it can take a minute on 1,000 tables) ----------------
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 JOB_CONFIG, JOB_PLAN = "config.json", "plan.json"
 
 
@@ -214,7 +238,7 @@ def start_torchrec_plan(config: dict | engine.Config) -> jobs.Job:
             str(workdir / JOB_PLAN)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     return jobs.Job(argv, workdir, label=PLANNERS[TORCHREC], cwd=ROOT, env=env, slots=jobs.HEAVY,
-                    nice=planpool.worker_nice())
+                    nice=priority.worker_nice())
 
 
 def torchrec_result(job: jobs.Job, config: dict | engine.Config) -> PlanResult:
@@ -241,7 +265,7 @@ def saved_result(rec) -> PlanResult:
 
 @st.cache_resource(max_entries=SAVED_CACHE_ENTRIES, show_spinner=False)
 def _saved_result(token: str, created_at: str, url: str, data_dir: str, _rec) -> PlanResult:
-    plan, cfg = plans.parse(_rec.plan, _rec.config)
+    plan, cfg = plan_files.parse(_rec.plan, _rec.config)
     return PlanResult(plan, cfg)
 
 

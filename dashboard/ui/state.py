@@ -15,8 +15,8 @@ from typing import Any, Iterable, Optional
 import streamlit as st
 
 import engine
-from dashboard import calibration as calib
-from dashboard import grid, presets
+from dashboard.plans import calibration as calib
+from dashboard.tables import grid, presets
 
 CONFIG = "ws_config"
 BULK_DELETE = "ws_bulk_delete"  # a bulk delete waiting for its confirmation: the rows' positions and names
@@ -49,7 +49,7 @@ TOPOLOGY_HOSTS = "topology_hosts"  # the Topology page's hosts input (not a topo
 @dataclass
 class CurrentPlan:
     """A plan and the exact config it was made for (the workspace config may have moved on since), as the
-    engine's typed objects: shared with the caches (dashboard.services), never mutated."""
+    engine's typed objects: shared with the caches (dashboard.ui.services), never mutated."""
 
     plan: engine.Plan
     config: engine.Config
@@ -327,10 +327,10 @@ def current_plan() -> Optional[CurrentPlan]:
 
 @dataclass
 class PlanJob:
-    """A planner running in the background, or waiting for a slot to (dashboard.jobs.Job), for the config whose
+    """A planner running in the background, or waiting for a slot to (dashboard.serve.jobs.Job), for the config whose
     key is source_key."""
 
-    job: Any  # dashboard.jobs.Job
+    job: Any  # dashboard.serve.jobs.Job
     planner: str
     config: dict
     source_key: str

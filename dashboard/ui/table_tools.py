@@ -1,5 +1,5 @@
 """The Tables page's tools: load a preset, import JSON/CSV/TorchRec snippets, bulk edit or delete rows.
-UI only; each tool changes the workspace through dashboard.state and reruns the page.
+UI only; each tool changes the workspace through dashboard.ui.state and reruns the page.
 """
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ from __future__ import annotations
 import streamlit as st
 
 import engine
-from dashboard import grid, import_apply, importers, presets, state
+from dashboard.tables import grid, import_apply, importers, presets
+from dashboard.ui import state
 from dashboard.text import md
 
 IMPORT_FORMATS = {"json": "JSON config or table list", "csv": "CSV (one table per line)",

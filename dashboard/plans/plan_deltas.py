@@ -15,8 +15,8 @@ import dataclasses
 import pandas as pd
 
 import engine
-from dashboard.analysis import device_memory, headroom, imbalance, peak_bytes
-from dashboard.measured import ratio_text
+from dashboard.plans.analysis import device_memory, headroom, imbalance, peak_bytes
+from dashboard.plans.measured import ratio_text
 
 MIB = 1024**2
 SAME_WITHIN = 1e-9  # relative: closer than this, neither plan is better
@@ -25,7 +25,7 @@ SAME_WITHIN = 1e-9  # relative: closer than this, neither plan is better
 @dataclass(frozen=True)
 class Figure:
     """One of the figures two plans are compared on (a row of headline_frame): what it is, its unit and which way
-    is better. (A plan's own headline, for the workspace, is dashboard.headline.Headline.)"""
+    is better. (A plan's own headline, for the workspace, is dashboard.plans.headline.Headline.)"""
 
     name: str
     unit: str  # "ms", "x" or "bytes"
@@ -55,7 +55,7 @@ def memory_frame(plans: dict[str, engine.Plan]) -> pd.DataFrame:
 
 
 def measured_long(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """{plan label: dashboard.measured.run_frame} as (plan, rank, measured_ms) rows with a measured time."""
+    """{plan label: dashboard.plans.measured.run_frame} as (plan, rank, measured_ms) rows with a measured time."""
     parts = [f.assign(plan=label)[["plan", "rank", "measured_ms"]] for label, f in frames.items()]
     long = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["plan", "rank", "measured_ms"])
     return long[long["measured_ms"].notna()].reset_index(drop=True)
@@ -67,7 +67,7 @@ def measured_long(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
 def headlines(plan: engine.Plan, measured: Optional[pd.DataFrame] = None, memory: str = "device memory",
               device: str = "") -> dict[Figure, Optional[float]]:
     """A plan's headline numbers (`memory` names its device's memory); with its run's frame
-    (dashboard.measured.run_frame) on `device`, the measured slowest rank and its ratio to the run's estimate
+    (dashboard.plans.measured.run_frame) on `device`, the measured slowest rank and its ratio to the run's estimate
     for that rank (priced for the device it measured)."""
     imb = imbalance(plan)
     kind = device_memory(plan)
@@ -189,7 +189,7 @@ def _rank_values(plan: engine.Plan, measured: Optional[pd.DataFrame], side: str)
 def rank_frame(plan_a: engine.Plan, plan_b: engine.Plan, measured_a: Optional[pd.DataFrame] = None,
                measured_b: Optional[pd.DataFrame] = None, sigma: Optional[Sequence[int]] = None) -> pd.DataFrame:
     """Rank by rank: estimated time and peak device memory of A's rank and of the B rank it is paired with
-    (sigma[a], the renumbering of dashboard.plan_diff; by number without it), B - A absolute and in %, the faster
+    (sigma[a], the renumbering of dashboard.plans.plan_diff; by number without it), B - A absolute and in %, the faster
     plan, and each plan's measured time and its ratio to the estimate where a run measured it. B's ranks that
     no A rank pairs with come last, without an A rank."""
     a = _rank_values(plan_a, measured_a, "A")

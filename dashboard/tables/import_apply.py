@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 import engine
-from dashboard import grid, importers
-from dashboard.importers import one_line, shown
+from dashboard.tables import grid, importers
+from dashboard.tables.importers import one_line, shown
 
 MAX_PROBLEMS_PER_TABLE = 12
 MAX_PROBLEMS = 500  # listed for one import; past them the check stops (a hostile file could hold millions)

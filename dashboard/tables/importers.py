@@ -1,5 +1,5 @@
 """Tables from outside: a config or table list in JSON, a CSV sheet, or a pasted TorchRec snippet (read by
-dashboard.snippet, never run). Inputs are bounded (size, nesting, numbers); every failure is one
+dashboard.tables.snippet, never run). Inputs are bounded (size, nesting, numbers); every failure is one
 ImportFormatError whose message is one line naming where and what.
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import engine
-from dashboard import snippet
+from dashboard.tables import snippet
 
 TABLE_KEYS = snippet.TABLE_KEYS
 MAX_TABLES = snippet.MAX_TABLES

@@ -9,8 +9,14 @@ import threading
 
 import streamlit as st
 
-from dashboard import grid, headline, jobs, services, state
-from dashboard.state import CurrentPlan, PlanJob
+from dashboard.plans import headline
+
+from dashboard.serve import jobs
+
+from dashboard.tables import grid
+
+from dashboard.ui import services, state
+from dashboard.ui.state import CurrentPlan, PlanJob
 from dashboard.text import md
 
 _slot = threading.local()  # each session's script runs in a thread of its own

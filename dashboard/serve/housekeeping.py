@@ -49,31 +49,10 @@ def sweep() -> int:
     return max(0, before - rss_bytes())
 
 
-def streamlit_sessions() -> Optional[int]:
-    """Sessions this Streamlit server holds (connected or not yet forgotten); None outside a server.
-
-    Streamlit forgets a disconnected session once its TTL passed, but only when it next writes its session
-    storage (a visitor comes or goes): this asks its event loop to drop the expired ones now, so a server that
-    everyone left gives their memory back too. (Streamlit 1.x has no public API for either: without these
-    internals the count is None and nothing is swept.)"""
-    try:
-        from streamlit.runtime import Runtime
-
-        runtime = Runtime.instance()
-        mgr = runtime._session_mgr
-        cache = getattr(getattr(mgr, "_session_storage", None), "_cache", None)
-        loop = runtime._async_objs.eventloop if runtime._async_objs is not None else None
-        if cache is not None and hasattr(cache, "expire") and loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(cache.expire)  # the storage is the event loop's: never touched from here
-        return mgr.num_sessions()
-    except Exception:  # noqa: BLE001 - no runtime (tests, scripts) or another Streamlit: no count
-        return None
-
-
 class Janitor:
     """Sweeps when `count()` fell since its last look (sessions ended), every `interval_s`."""
 
-    def __init__(self, count: Callable[[], Optional[int]] = streamlit_sessions, interval_s: float = INTERVAL_S,
+    def __init__(self, count: Callable[[], Optional[int]], interval_s: float = INTERVAL_S,
                  when_empty: Sequence[Callable[[], None]] = ()):
         self.count, self.interval_s = count, interval_s
         self.when_empty = tuple(when_empty)  # run when the last session went: the caches kept for sessions

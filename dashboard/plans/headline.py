@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 import engine
-from dashboard import analysis
+from dashboard.plans import analysis
 
 MEMORY_KINDS = ("hbm", "ddr")
 

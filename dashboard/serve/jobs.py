@@ -22,7 +22,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Optional, Protocol, Sequence
 
-from dashboard import planpool
+from dashboard.serve import priority
 
 STDOUT, STDERR = "stdout.txt", "stderr.txt"
 TERM_GRACE_S = 2.0  # after SIGTERM, how long the group has to exit before SIGKILL
@@ -71,7 +71,7 @@ class Slots:
 
     A waiter is anything with `launch() -> bool`, called once when its turn comes: True means it took the slot
     and calls `release()` when it is done with it; False gives the slot straight back (it was cancelled meanwhile,
-    or could not start). Jobs (below) and the dashboard's measuring runs (dashboard.runner) wait this way."""
+    or could not start). Jobs (below) and the dashboard's measuring runs (dashboard.serve.runner) wait this way."""
 
     def __init__(self, size: int):
         if not isinstance(size, int) or size < 1:
@@ -132,17 +132,17 @@ class Slots:
 def heavy_size() -> int:
     """PLANNER_JOBS when set (a positive integer), else the planning pool's size (one per core, or
     PLANNER_WORKERS)."""
-    return (planpool.env_count("PLANNER_JOBS", "heavy background jobs (TorchRec's planner, capacity sweeps) that "
-                               "may run at once", "one per core") or planpool.default_size())
+    return (priority.env_count("PLANNER_JOBS", "heavy background jobs (TorchRec's planner, capacity sweeps) that "
+                               "may run at once", "one per core") or priority.default_size())
 
 
 def _server_gate() -> Slots:
     """The server's gate; with a bad PLANNER_JOBS or PLANNER_WORKERS, one per core (the app refuses to start with
-    the setting's message: dashboard.services.settings_problems), so importing this module never fails."""
+    the setting's message: dashboard.ui.services.settings_problems), so importing this module never fails."""
     try:
         return Slots(heavy_size())
     except ValueError:
-        return Slots(planpool.machine_cores())
+        return Slots(priority.machine_cores())
 
 
 HEAVY = _server_gate()  # the server's gate for heavy jobs, shared by every session
@@ -192,7 +192,7 @@ class _Run:
 
     def reap(self) -> None:
         if self.nice:  # here, not in the starting thread: the kernel may ask it to retry the autogroup's nice
-            planpool.lower_priority(self.proc.pid, self.nice)
+            priority.lower_priority(self.proc.pid, self.nice)
         self.proc.wait()
         self.ended = time.monotonic()
         if self.slots is not None:

@@ -12,7 +12,7 @@ from functools import lru_cache
 import pandas as pd
 
 import engine
-from dashboard import calibration as calib
+from dashboard.plans import calibration as calib
 
 RATIO_LOW, RATIO_HIGH = 0.8, 1.25  # measured / estimated inside this band: the estimate holds
 MEASURED_TIME = ("step_ms", "measured_ms", "iteration_ms")  # db.compare.MEASURED_TIME_METRIC first

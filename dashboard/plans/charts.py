@@ -1,4 +1,4 @@
-"""Plotly figures of plans: pure functions from engine.Plan (and frames from dashboard.analysis) to Figures,
+"""Plotly figures of plans: pure functions from engine.Plan (and frames from dashboard.plans.analysis) to Figures,
 so they are tested without Streamlit. Names and labels from users go through dashboard.text.plotly: plotly
 reads HTML-like tags in titles, legends, ticks and hover text.
 """
@@ -13,7 +13,7 @@ import plotly.io as pio
 from plotly.subplots import make_subplots
 
 import engine
-from dashboard.analysis import (
+from dashboard.plans.analysis import (
     COMPONENT_LABELS,
     COMPONENTS,
     MATRIX_METRICS,
@@ -25,7 +25,7 @@ from dashboard.analysis import (
     memory_parts,
     peak_bytes,
 )
-from dashboard.measured import RATIO_HIGH, RATIO_LOW, ratio_text
+from dashboard.plans.measured import RATIO_HIGH, RATIO_LOW, ratio_text
 from dashboard.text import plotly_text, short_name
 
 GIB = 1024**3
@@ -181,7 +181,7 @@ def cost_stacked(plan: engine.Plan) -> go.Figure:
 
 
 def heatmap(m: TableRankMatrix, metric: str = "cost_ms", rows: Optional[list[int]] = None) -> go.Figure:
-    """Table-by-rank heatmap of one metric of dashboard.analysis.table_rank_matrix; `rows` picks tables."""
+    """Table-by-rank heatmap of one metric of dashboard.plans.analysis.table_rank_matrix; `rows` picks tables."""
     rows = list(range(len(m.tables))) if rows is None else rows
     values = m.values[metric][rows]
     scale = GIB if metric.endswith("_bytes") else 1.0
@@ -203,8 +203,8 @@ def heatmap(m: TableRankMatrix, metric: str = "cost_ms", rows: Optional[list[int
 
 
 def compare_ranks(frame: pd.DataFrame, column: str, title: str, measured: Optional[pd.DataFrame] = None) -> go.Figure:
-    """Grouped bars per rank, one colour per plan, from dashboard.analysis.compare_frame (or
-    dashboard.plan_deltas.memory_frame); `measured` (plan, rank, measured_ms: plan_deltas.measured_long) adds
+    """Grouped bars per rank, one colour per plan, from dashboard.plans.analysis.compare_frame (or
+    dashboard.plans.plan_deltas.memory_frame); `measured` (plan, rank, measured_ms: plan_deltas.measured_long) adds
     each measured plan's times as diamonds over its bars."""
     fig = go.Figure()
     scale = GIB if column.endswith("_bytes") else 1.0
@@ -226,7 +226,7 @@ def compare_ranks(frame: pd.DataFrame, column: str, title: str, measured: Option
 
 
 def measured_vs_estimated(frame: pd.DataFrame, title: str = "Measured vs estimated per rank") -> go.Figure:
-    """Time (ms) and memory (MiB) per rank, estimated beside measured, from dashboard.measured.run_frame."""
+    """Time (ms) and memory (MiB) per rank, estimated beside measured, from dashboard.plans.measured.run_frame."""
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
                         subplot_titles=["time (ms per step)", "peak memory (MiB)"])
     for col, (unit, scale) in enumerate((("ms", 1.0), ("bytes", MIB)), start=1):
@@ -285,7 +285,7 @@ def ratio_bars(frame: pd.DataFrame,
 
 
 def rank_deltas(frame: pd.DataFrame, title: str) -> go.Figure:
-    """B - A per rank, estimated time (ms) and peak device memory (MiB), from dashboard.plan_deltas.rank_frame
+    """B - A per rank, estimated time (ms) and peak device memory (MiB), from dashboard.plans.plan_deltas.rank_frame
     (x: A's rank; "B n" for B's ranks no A rank pairs with): green where B is lower, red where it is higher."""
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
                         subplot_titles=["time: B - A (ms per step)", "peak memory: B - A (MiB)"])

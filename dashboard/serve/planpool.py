@@ -1,5 +1,5 @@
 """Heavy work out of the app server's process: a pool of worker processes, as many as the machine has cores, that
-plan configs (dashboard.planwork's named tasks) while the server's threads keep serving pages.
+plan configs (dashboard.serve.planwork's named tasks) while the server's threads keep serving pages.
 
 - A task is asked for by name with plain arguments and a key (what it computes); a second request for a key that
   is queued or running joins it instead of planning the same thing twice.
@@ -9,9 +9,9 @@ plan configs (dashboard.planwork's named tasks) while the server's threads keep 
   its worker is killed (a fresh one replaces it on demand).
 - At most `size` tasks run at once; the rest wait in order. A worker is replaced after `max_tasks` tasks or once
   its resident memory passes `max_rss_bytes`, so what planning leaves in memory is given back to the system.
-- Workers are `python -m dashboard.planpool` processes fed length-prefixed pickles on stdin/stdout by this server
+- Workers are `python -m dashboard.serve.planpool` processes fed length-prefixed pickles on stdin/stdout by this server
   only; they end when their stdin closes (the server stopped or retired them).
-- Workers run `nice` levels below the server (PLANNER_WORKER_NICE, default 10; lower_priority): when planning
+- Workers run `nice` levels below the server (PLANNER_WORKER_NICE, default 10; priority.lower_priority): when planning
   fills every core, the server's thread still answers pages, websockets and health checks first.
 """
 
@@ -30,104 +30,13 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Callable, Hashable, Optional, Sequence
 
-from dashboard import housekeeping
+from dashboard.serve import housekeeping, priority
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MAX_TASKS = 200  # tasks a worker runs before it is replaced
 MAX_RSS_BYTES = 1536 * 2**20  # a worker that grew past this after a task is replaced
 SUPERSEDED_GRACE_S = 1.0  # a superseded task may finish within this of its start: a new worker costs more
 _HEADER = struct.Struct(">Q")
-
-
-def default_size() -> int:
-    """PLANNER_WORKERS when set (a positive integer), else one worker per core of this machine."""
-    return env_count("PLANNER_WORKERS", "planning worker processes", "one per core") or machine_cores()
-
-
-def env_count(name: str, what: str, unset: str) -> Optional[int]:
-    """The positive whole number in environment variable `name`, None when it is unset; raises ValueError naming
-    the variable, `what` it counts and what leaving it `unset` gives."""
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return None
-    try:
-        n = int(raw)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise ValueError(f"{name}={raw!r}: give a positive whole number of {what} (or leave it unset: {unset})")
-    return n
-
-
-WORKER_NICE = 10  # how many nice levels below the server its heavy processes run (PLANNER_WORKER_NICE)
-_AUTOGROUP_TRIES, _AUTOGROUP_RETRY_S = 5, 0.11  # Linux lets a user change an autogroup's nice once per 0.1 s
-
-
-def worker_nice() -> int:
-    """PLANNER_WORKER_NICE when set (0 to 19), else WORKER_NICE: how many nice levels below the app server its
-    planning workers and heavy jobs run, so the server's own thread (the web server: pages, websockets, health)
-    gets a core before them. Raises ValueError naming the variable and what to give."""
-    raw = os.environ.get("PLANNER_WORKER_NICE", "").strip()
-    if not raw:
-        return WORKER_NICE
-    try:
-        n = int(raw)
-    except ValueError:
-        n = -1
-    if not 0 <= n <= 19:
-        raise ValueError(f"PLANNER_WORKER_NICE={raw!r}: give a whole number from 0 (the server's priority) to 19 "
-                         f"(the lowest), how far below the server planning runs (or leave it unset: {WORKER_NICE})")
-    return n
-
-
-def lower_priority(pid: int, steps: int) -> int:
-    """Run process `pid` (0: this one; it leads a session of its own) `steps` nice levels below the process that
-    calls this (at most 19); returns that nice. Linux puts each session in an autogroup that gets the same share
-    of the CPU as every other, whatever the nice of its threads: one worker would weigh as much as the whole
-    server. So the session's autogroup gets the same nice (where the kernel has autogroups), and the process's
-    thread (threads it starts later inherit it). Best effort: where the system refuses, it runs as it was."""
-    target = min(19, os.getpriority(os.PRIO_PROCESS, 0) + steps)
-    if steps <= 0:
-        return target
-    try:
-        os.setpriority(os.PRIO_PROCESS, pid, target)
-    except OSError:
-        pass
-    real = pid or os.getpid()
-    try:
-        leader = os.getsid(real) == real
-    except OSError:  # gone meanwhile
-        return target
-    if leader:  # its own session's autogroup, never the server's
-        set_autogroup_nice(real, target)
-    return target
-
-
-def set_autogroup_nice(pid: int, nice: int) -> Optional[int]:
-    """Set the nice of the autogroup (Linux: the session) that process `pid` is in; returns the nice it has now,
-    None where the kernel has no autogroups or refuses. Every process of that session shares it."""
-    path = f"/proc/{pid}/autogroup"
-    for _ in range(_AUTOGROUP_TRIES):
-        try:
-            with open(path, "w") as f:
-                f.write(str(nice))
-            break
-        except BlockingIOError:  # EAGAIN: another autogroup changed within the last 0.1 s
-            time.sleep(_AUTOGROUP_RETRY_S)
-        except OSError:  # no autogroups here, or not ours to change
-            return None
-    try:
-        with open(path) as f:
-            return int(f.read().split()[-1])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def machine_cores() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
 
 
 class TaskState(str, Enum):
@@ -263,11 +172,11 @@ class Pool:
     def __init__(self, size: Optional[int] = None, max_tasks: int = MAX_TASKS, max_rss_bytes: int = MAX_RSS_BYTES,
                  argv: Optional[Sequence[str]] = None, grace_s: float = SUPERSEDED_GRACE_S,
                  nice: Optional[int] = None):
-        self.size = size or default_size()
+        self.size = size or priority.default_size()
         self.max_tasks, self.max_rss_bytes, self.grace_s = max_tasks, max_rss_bytes, grace_s
-        self.argv = list(argv or [sys.executable, "-m", "dashboard.planpool"])
+        self.argv = list(argv or [sys.executable, "-m", "dashboard.serve.planpool"])
         path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-        self.nice = worker_nice() if nice is None else nice
+        self.nice = priority.worker_nice() if nice is None else nice
         self.env = {**os.environ, "PYTHONPATH": path, "PLANNER_WORKER_NICE": str(self.nice)}
         self._lock = threading.Condition()
         self._live: "OrderedDict[int, Task]" = OrderedDict()  # queued and running, in the order asked
@@ -443,9 +352,9 @@ class Pool:
 def worker_main() -> int:
     """A worker: answer (name, args) frames on stdin with (ok, value or error line, rss) frames on stdout, until
     stdin closes. What the tasks print goes to stderr (stdout is the pipe)."""
-    from dashboard.planwork import TASKS
+    from dashboard.serve.planwork import TASKS
 
-    lower_priority(0, worker_nice())  # the pool passes its own in the environment
+    priority.lower_priority(0, priority.worker_nice())  # the pool passes its own in the environment
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr
     while True:

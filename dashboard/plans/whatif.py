@@ -9,7 +9,7 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
-from dashboard import plan_deltas
+from dashboard.plans import plan_deltas
 from dashboard.text import ms_text, pct_text, plotly_text, rate_text
 
 DEVICE_COLORS = ("#4C78A8", "#F58518", "#54A24B", "#B279A2", "#9D755D")

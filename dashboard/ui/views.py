@@ -1,5 +1,5 @@
 """Pieces of UI more than one page draws: a plan (numbers, the slowest rank explained, charts, per-table
-sharding, heatmap) and its downloads. UI only: numbers come from dashboard.analysis, figures from charts; plans
+sharding, heatmap) and its downloads. UI only: numbers come from dashboard.plans.analysis, figures from charts; plans
 are the engine's typed objects (engine.Plan, engine.Config), never mutated.
 """
 
@@ -10,8 +10,9 @@ import re
 import streamlit as st
 
 import engine
-from dashboard import analysis, exports, figures, headline, measured, services, state, workspace
-from dashboard import calibration as calib
+from dashboard.plans import analysis, exports, figure_cache, headline, measured
+from dashboard.ui import services, state, workspace
+from dashboard.plans import calibration as calib
 from dashboard.text import md, ms_text
 
 HEATMAP_DEFAULT_ROWS = 40
@@ -24,7 +25,7 @@ def _slug(text: str) -> str:
 
 def workspace_headline() -> None:
     """Call right after st.title on an editing page: the headline of the config's plan is drawn there once the
-    page has run (dashboard.workspace), with the first view's guide under it."""
+    page has run (dashboard.ui.workspace), with the first view's guide under it."""
     workspace.headline_slot()
 
 
@@ -87,9 +88,9 @@ def plan_metrics(plan: engine.Plan) -> None:
 def plan_view(plan: engine.Plan, config: engine.Config, prefix: str) -> None:
     """Everything about one plan; `prefix` keeps widget keys unique per page."""
     plan_metrics(plan)  # the headline first: the browser shows it while the rest is computed
-    left, right = st.columns(2)  # figures and frames built once per plan (dashboard.figures), not per rerun
-    left.plotly_chart(figures.memory_bars(plan), key=f"{prefix}_memory_chart")
-    right.plotly_chart(figures.cost_stacked(plan), key=f"{prefix}_cost_chart")
+    left, right = st.columns(2)  # figures and frames built once per plan (dashboard.plans.figure_cache), not per rerun
+    left.plotly_chart(figure_cache.memory_bars(plan), key=f"{prefix}_memory_chart")
+    right.plotly_chart(figure_cache.cost_stacked(plan), key=f"{prefix}_cost_chart")
     matrix = services.table_rank_matrix(plan, config)
     with st.container(border=True):
         imb = analysis.imbalance(plan)
@@ -100,7 +101,7 @@ def plan_view(plan: engine.Plan, config: engine.Config, prefix: str) -> None:
             st.markdown("\n".join(f"- {md(n)}" for n in plan.notes))
     tab_tables, tab_heat = st.tabs(["Per-table sharding", "Table-by-rank heatmap"])
     with tab_tables:
-        st.dataframe(figures.table_frame(plan, config), hide_index=True, height=TABLE_FRAME_HEIGHT_PX,
+        st.dataframe(figure_cache.table_frame(plan, config), hide_index=True, height=TABLE_FRAME_HEIGHT_PX,
                      key=f"{prefix}_tables_frame")
     with tab_heat:
         heatmap(matrix, prefix)
@@ -118,7 +119,7 @@ def heatmap(matrix: analysis.TableRankMatrix, prefix: str) -> None:
     if n > HEATMAP_DEFAULT_ROWS:
         shown = int(c2.number_input("Heaviest tables shown", 1, n, HEATMAP_DEFAULT_ROWS, key=f"{prefix}_heat_rows"))
     rows = analysis.heaviest_tables(matrix, metric, shown)
-    st.plotly_chart(figures.heatmap(matrix, metric, rows), key=f"{prefix}_heatmap")
+    st.plotly_chart(figure_cache.heatmap(matrix, metric, rows), key=f"{prefix}_heatmap")
 
 
 @st.fragment

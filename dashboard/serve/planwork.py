@@ -1,4 +1,4 @@
-"""The heavy work the app hands to its worker processes (dashboard.planpool), and the shapes it comes back in:
+"""The heavy work the app hands to its worker processes (dashboard.serve.planpool), and the shapes it comes back in:
 our planner's plan of a config (or why there is none) and a re-plan from a saved plan. Nothing here imports
 Streamlit or the store: a worker process imports the engine and this module only.
 

@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Optional
 
 import engine
-from dashboard import jobs, planpool
+from dashboard.serve import jobs, priority
 from db.run_commands import RUN_COMMANDS
 from db.runsink import record_result
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 KINDS = {"dryrun": "Kernel dry-run (this machine, ranks one after another)",
          "validation": "Validation run (real ranks with torch.distributed)"}
 COMMANDS = {kind: c.name for kind, c in RUN_COMMANDS.items()}  # python -m db COMMAND
@@ -44,13 +44,13 @@ _WAITING: dict[int, "Waiting"] = {}  # queued at RUNS
 
 def runs_size() -> int:
     """PLANNER_RUNS when set (a positive integer), else 1: measuring runs that may run at once on this server."""
-    return planpool.env_count("PLANNER_RUNS", "measuring runs (dry-runs, validation runs) that may run at once",
+    return priority.env_count("PLANNER_RUNS", "measuring runs (dry-runs, validation runs) that may run at once",
                               "one at a time, so runs do not measure each other") or 1
 
 
 def _server_gate() -> jobs.Slots:
     """The server's gate for runs; with a bad PLANNER_RUNS, one (the app refuses to start with the setting's
-    message: dashboard.services.settings_problems), so importing this module never fails."""
+    message: dashboard.ui.services.settings_problems), so importing this module never fails."""
     try:
         return jobs.Slots(runs_size())
     except ValueError:

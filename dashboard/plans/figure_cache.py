@@ -17,7 +17,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 import engine
-from dashboard import analysis, charts, lru
+from dashboard.plans import analysis, charts
+from dashboard import lru
 
 ENTRIES = 64  # figures and frames kept (a few per plan)
 

@@ -55,7 +55,7 @@ def text(cal: Calibration, loo: dict | None) -> str:
 def terms_text(fit: TermFit) -> str:
     """Each term: value +- standard error, unit, default, fitted or refused (why, and which runs would fit it); then
     the leave-one-run-out per-rank error before (the defaults) and after."""
-    lines = [f"CPU terms of {fit.device_name or 'an unnamed device'!r} from {len(fit.run_ids)} dry-runs "
+    lines = [f"CPU terms of {fit.device_name or 'an unnamed device'!r} from {len(fit.run_ids)} runs "
              f"({fit.n_ranks} ranks, {fit.backend or 'unknown'} backend), bytes of work at ddr_mem_bw "
              f"{fit.ddr_mem_bw:.6g} bytes/ms:"]
     for t in fit.terms:
@@ -121,7 +121,8 @@ def register(sub: argparse._SubParsersAction, wrap: Callable) -> None:
     p.add_argument("--device", choices=[d.value for d in Device], default=Device.CPU.value,
                    help="calibrate from runs on this device (default %(default)s)")
     p.add_argument("--device-name", metavar="TEXT", help="only runs whose device name contains TEXT, e.g. H100")
-    p.add_argument("--backend", choices=("fbgemm", "torch"), help="with --terms: only dry-runs with this backend")
+    p.add_argument("--backend", choices=("fbgemm", "torch", "torchrec"), help="with --terms: only runs whose kernels "
+                   "these are: dry-runs of this backend, or torchrec for validation runs (DMP's fbgemm kernels)")
     p.add_argument("--hosts", type=int, metavar="N", help="only runs on N hosts (a profile is for one host count)")
     p.add_argument("--leave-one-out", action="store_true",
                    help="also fit on all configs but one and report the error on the one left out, for each config")

@@ -21,8 +21,8 @@ MAX_PLANS = 10_000
 STEP_METRIC = "step_ms"
 
 
-def _per_rank_steps(store: Store, run: RunRecord, world_size: int) -> list[float] | None:
-    steps = {m.rank: m.value for m in store.metrics(run.id) if m.name == STEP_METRIC}
+def _per_rank_steps(store: Store, run: RunRecord, world_size: int, metric: str = STEP_METRIC) -> list[float] | None:
+    steps = {m.rank: m.value for m in store.metrics(run.id) if m.name == metric}
     if sorted(steps) != list(range(world_size)) or not all(v > 0 for v in steps.values()):
         return None
     return [steps[r] for r in range(world_size)]
@@ -86,10 +86,15 @@ def leave_one_out_from_store(store: Store, device: Device, device_name: str | No
 # ---- per-term calibration from dry-runs ------------------------------------------------------------------
 
 REFERENCE_DDR_BW = BY_NAME["ddr_mem_bw"].default  # every run is priced at it: the terms' bytes are at this bandwidth
+EMBEDDING_METRIC = "embedding_ms"  # a rank's own embedding work: validation runs and dry-runs (engine.validate.types)
+VALIDATION_KERNELS = "torchrec"  # a validation's label among the dry-run backends: DMP's fbgemm kernels in a real step
 
 
-def _dryrun_unusable(info: dict) -> str | None:
-    """Why a dry-run's per-rank times cannot fit the terms, or None."""
+def _unusable(info: dict) -> str | None:
+    """Why a run's per-rank times cannot fit the terms, or None."""
+    ids = info.get("ids")
+    if isinstance(ids, dict) and ids.get("source", "synthetic") != "synthetic":
+        return "its ids were replayed from a sample (--ids), which its config's id distribution does not describe"
     if info.get("scale_rows", 1.0) != 1.0:
         return "measured with --scale-rows (smaller tables than its config's)"
     iters, warmup, batches = info.get("iters"), info.get("warmup"), info.get("batches")
@@ -104,34 +109,38 @@ def _dryrun_unusable(info: dict) -> str | None:
 
 def term_runs_from_store(store: Store, device_name: str | None = None,
                          backend: str | None = None) -> tuple[list[TermRun], list[str]]:
-    """Every succeeded CPU dry-run (whose device name contains device_name, whose backend is `backend`, when given)
-    as a TermRun priced at REFERENCE_DDR_BW, and notes on the runs left out and why."""
+    """Every succeeded CPU dry-run, and validation run that recorded each rank's own embedding work (embedding_ms),
+    whose device name contains device_name and whose kernels are `backend` (a dry-run's backend, or "torchrec" for
+    validation runs), when given, as a TermRun priced at REFERENCE_DDR_BW; and notes on the runs left out and why."""
     runs, skipped, validations, loads = [], {}, 0, []
     for summary in store.list_plans(limit=MAX_PLANS):
         rec = None
         for run in store.runs_for_plan(summary.token):
             info = run.device_info or {}
             name = str(info.get("device_name") or "")
+            kernels = VALIDATION_KERNELS if run.kind == RunKind.VALIDATION else str(info.get("backend", ""))
             if run.status != RunStatus.SUCCEEDED or run.device != Device.CPU.value or \
-                    (device_name and device_name.lower() not in name.lower()) or \
-                    (backend and run.kind == RunKind.DRYRUN and info.get("backend") != backend):
+                    (device_name and device_name.lower() not in name.lower()) or (backend and kernels != backend):
                 continue
-            if run.kind == RunKind.VALIDATION:
-                validations += 1
-                continue
-            why = _dryrun_unusable(info)
+            why = _unusable(info)
             rec = rec or store.get_plan(summary.token)
             try:
                 cfg = parse_config(rec.config)
                 tables = parse_plan(rec.plan, cfg)
             except EngineError:
                 why = "its stored config or plan no longer parses"
-            measured = None if why else _per_rank_steps(store, run, cfg.topology.world_size)
+            w = cfg.topology.world_size
+            measured = None if why else _per_rank_steps(store, run, w, EMBEDDING_METRIC)
+            if measured is None and not why and run.kind == RunKind.VALIDATION:
+                validations += 1  # recorded before validation runs timed each rank's own work
+                continue
+            if measured is None and not why:  # a dry-run recorded before embedding_ms: its measured_ms is the same
+                measured = _per_rank_steps(store, run, w)
             if measured is None:
                 skipped.setdefault(why or "a rank's measured time is missing", []).append(run.id)
                 continue
             cfg = replace(cfg, topology=replace(cfg.topology, ddr_mem_bw=REFERENCE_DDR_BW))
-            runs.append(term_run(cfg, tables, measured, run.id, rec.config_name, name, str(info.get("backend", ""))))
+            runs.append(term_run(cfg, tables, measured, run.id, rec.config_name, name, kernels))
             if isinstance(info.get("load_average"), (int, float)):
                 loads.append(float(info["load_average"]))
     notes = [f"run{'s' if len(ids) > 1 else ''} {', '.join(map(str, sorted(ids)))} left out: {why}"
@@ -140,8 +149,9 @@ def term_runs_from_store(store: Store, device_name: str | None = None,
         notes.append(f"1-minute load average as the runs ended: {min(loads):.1f}-{max(loads):.1f} "
                      f"({len(loads)} of {len(runs)} runs): a busy machine's times fit busy-machine terms")
     if validations:
-        notes.append(f"{validations} validation run{'s' if validations > 1 else ''} not used: their per-rank times "
-                     "are synchronised steps (every rank waits for the slowest), not each rank's own work")
+        notes.append(f"{validations} validation run{'s' if validations > 1 else ''} not used: "
+                     f"{'they' if validations > 1 else 'it'} recorded synchronised steps only (every rank waits for "
+                     "the slowest), no rank's own embedding_ms")
     return sorted(runs, key=lambda r: r.run_id), notes
 
 

@@ -254,13 +254,13 @@ def fit_terms(runs: Sequence[TermRun], ddr_mem_bw: float, notes: Sequence[str] =
     backends = sorted({r.backend for r in runs})
     if len(backends) > 1:
         counts = ", ".join(f"{b or 'unknown'}: {sum(r.backend == b for r in runs)} runs" for b in backends)
-        raise EngineError(f"the dry-runs used {len(backends)} backends ({counts}): terms are fitted per backend; "
-                          "pick one with --backend NAME")
+        raise EngineError(f"the runs used {len(backends)} backends ({counts}): terms are fitted per backend "
+                          "(a dry-run's, or torchrec for validation runs); pick one with --backend NAME")
     if len(runs) < MIN_RUNS:
         have = f"found {len(runs)}" + (f" (run {runs[0].run_id})" if runs else "")
-        raise EngineError(f"fitting the CPU terms needs at least {MIN_RUNS} succeeded dry-runs on one device, {have}; "
-                          "record some with `python -m db dryrun CONFIG.json --plan PLAN.json`")
-    if backends[0] != "fbgemm":
+        raise EngineError(f"fitting the CPU terms needs at least {MIN_RUNS} succeeded runs with per-rank times on one "
+                          f"device, {have}; record dry-runs with `python -m db dryrun CONFIG.json --plan PLAN.json`")
+    if backends[0] not in ("fbgemm", "torchrec"):
         notes = [*notes, f"fitted on {backends[0] or 'unknown'}-backend dry-runs: TorchRec trains with fbgemm's "
                  "kernels, which the defaults were fitted to"]
     return TermFit(names[0], tuple(solve(runs)), tuple(r.run_id for r in runs),

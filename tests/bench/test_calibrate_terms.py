@@ -12,7 +12,7 @@ def test_the_bench_records_dryruns_and_reports_the_fit(tmp_path, capsys):
     text = out.read_text()
     assert text.startswith("# Per-term calibration\n\nMade by `python -m bench.calibrate_terms --per-optimizer 1 "
                            "--iters 2 --seed 0`")
-    assert "CPU terms of " in text and "from 3 dry-runs (6 ranks, fbgemm backend)" in text
+    assert "CPU terms of " in text and "from 3 runs (6 ranks, fbgemm backend)" in text
     assert "Leave one run out" in text and "1-minute load average" in text
     assert capsys.readouterr().out.strip() in text
 
@@ -31,4 +31,4 @@ def test_measured_elsewhere_then_recorded_and_fitted_here(tmp_path, capsys):
     text = out.read_text()
     assert text.startswith("# Per-term calibration\n\nMeasured by `python -m bench.calibrate_terms --measure-only "
                            "FILE --backend torch --per-optimizer N --iters 2` on ")
-    assert "from 4 dry-runs (8 ranks, torch backend)" in text and "median of 2 steps" in text  # adam too on torch
+    assert "from 4 runs (8 ranks, torch backend)" in text and "median of 2 steps" in text  # adam too on torch

@@ -107,7 +107,7 @@ def test_calibrate_terms_fits_what_the_runs_identify_and_refuses_the_rest(record
     assert again == out  # the same runs give the same fit, byte for byte
 
     code, text, _ = db(capsys, "calibrate", "--terms")
-    assert code == 0 and f"from {len(CASES)} dry-runs ({2 * len(CASES)} ranks, torch backend)" in text
+    assert code == 0 and f"from {len(CASES)} runs ({2 * len(CASES)} ranks, torch backend)" in text
     assert "note: fitted on torch-backend dry-runs" in text
     assert "rank_step_ms = " in text and "+- " in text and "Leave one run out" in text
     assert "cpu_workset_row_work = 6040 bytes per row past the knee (default 6040): not fitted, default kept: " \
@@ -139,7 +139,8 @@ def test_bad_input_is_one_line(recorded, monkeypatch, capsys, tmp_path):
     url, _ = recorded
     monkeypatch.setenv("DATABASE_URL", url)
     code, _, err = db(capsys, "calibrate", "--terms", "--device-name", "no such device")
-    assert code == 2 and err.count("\n") == 1 and "needs at least 2 succeeded dry-runs" in err and "found 0" in err
+    assert code == 2 and err.count("\n") == 1 and "found 0" in err
+    assert "needs at least 2 succeeded runs with per-rank times" in err
     code, _, err = db(capsys, "calibrate", "--terms", "--backend", "fbgemm")  # the runs are torch's
     assert code == 2 and err.count("\n") == 1 and "found 0" in err
     code, _, err = db(capsys, "calibrate", "--terms", "--device", "cuda")
@@ -169,3 +170,32 @@ def test_dryruns_that_do_not_measure_their_config_are_left_out_with_why(monkeypa
     assert runs == [] and notes == [
         "run 1 left out: its steps cycled a few batches (big tables look cached); run with fresh ids (--batches 0)",
         "run 2 left out: measured with --scale-rows (smaller tables than its config's)"]
+
+
+def test_validation_runs_count_where_they_timed_each_rank_and_fit_as_torchrec(monkeypatch, tmp_path):
+    """Validation results as engine.validate writes them (each rank's synchronised iteration_ms, and embedding_ms,
+    its own work, where recorded), stored by record_result as `db validate` stores them."""
+    from db.models import RunKind
+    from db.runsink import record_result, store_plan
+
+    store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
+    store.upgrade()
+    ids = []
+    for i, (rows, pfs) in enumerate(CASES[:3]):
+        cfg = engine.parse_config(config(rows, pfs))
+        plan = engine.plan(cfg)
+        token = store_plan(store, cfg, plan.tables, plan, None, f"v{i}")
+        run_id = store.create_run(token, RunKind.VALIDATION.value, "gloo", "cpu")
+        own = {} if i == 2 else {"embedding_ms": 1.0 + i}
+        record_result(store, run_id, {"status": "succeeded", "backend": "gloo", "device": "cpu",
+                                      "device_name": "test cpu", "ranks": [
+                                          {"rank": r, "iteration_ms": 9.0, **{k: v + r for k, v in own.items()}}
+                                          for r in range(2)]})
+        ids.append(run_id)
+    runs, notes = term_runs_from_store(store)
+    assert [(r.run_id, r.backend, r.device_name) for r in runs] == [(ids[0], "torchrec", "test cpu"),
+                                                                    (ids[1], "torchrec", "test cpu")]
+    assert [list(r.measured_ms) for r in runs] == [[1.0, 2.0], [2.0, 3.0]]  # embedding_ms, not the step
+    assert notes == ["1 validation run not used: it recorded synchronised steps only (every rank waits for the "
+                     "slowest), no rank's own embedding_ms"]
+    assert term_runs_from_store(store, backend="fbgemm")[0] == []

@@ -98,7 +98,7 @@ def test_collinear_columns_are_refused_naming_the_term_they_follow():
 
 
 def test_bad_input_is_one_line_error(synthetic):
-    with pytest.raises(EngineError, match=r"at least 2 succeeded dry-runs on one device, found 0;"):
+    with pytest.raises(EngineError, match=r"at least 2 succeeded runs with per-rank times on one device, found 0;"):
         fit_terms([], 1.0)
     with pytest.raises(EngineError, match=r"found 1 \(run 1\);"):
         fit_terms(synthetic[:1], 1.0)

@@ -37,7 +37,7 @@ from engine.calibrate import fit as fit_calibration
 from engine.config import CONSTRAINT_FIELDS, PROFILE_FIELD, TABLE_FIELDS, TOPOLOGY_FIELDS
 from engine.constants import DATA_TYPE_BYTES
 from engine.fields import BY_NAME as FIELDS
-from engine.fields import CONSTRAINT as CONSTRAINT_FIELD_DECLS
+from engine.fields import CONSTRAINT, WORKLOAD_FIELD
 from engine.fields import TABLE as TABLE_FIELD_DECLS
 from engine.fields import Field, Kind as FieldKind
 from engine.errors import human_bytes, one_line
@@ -53,6 +53,9 @@ from engine.sweep import ACCELERATORS, WORLD_SIZES, point_config
 from engine.validate.types import RunStatus
 from engine.widths import dim_note
 from engine.workloads import CRITEO_1TB_EMBEDDING_DIM, CRITEO_1TB_MULTI_HOT, CRITEO_1TB_ROWS
+
+# every field a table's constraints may hold: the scalars, and the workload block (no grid column: the grid keeps it)
+CONSTRAINT_FIELD_DECLS = (*CONSTRAINT, WORKLOAD_FIELD)
 
 
 def torchrec_planner():

@@ -168,11 +168,17 @@ def _reader(f: F.Field) -> Callable[..., Any]:
         return lambda v, path: _ids(v, path, f)
     if kind == F.TABLE_NAMES:
         return _names
+    if kind == F.WORKLOAD:
+        from engine import workload_block  # it reads with this module's checks
+
+        return lambda v, path, table: workload_block.read(v, path, table)
     raise AssertionError(f"no reader for {f.name}'s kind {kind!r}")
 
 
-def _read(f: F.Field, v: Any, path: str, n_features: int = 0) -> Any:
-    """A field's value, checked by its reader."""
+def _read(f: F.Field, v: Any, path: str, n_features: int = 0, table: TableConfig | None = None) -> Any:
+    """A field's value, checked by its reader (a workload block against its table)."""
+    if f.kind == F.WORKLOAD:
+        return _READERS[f.name](v, path, table)
     return _READERS[f.name](v, path, n_features) if f.per_feature else _READERS[f.name](v, path)
 
 
@@ -297,10 +303,14 @@ def _per_feature(v: Any, path: str, n_features: int, item: Callable[[Any, str], 
     return values
 
 
+_CONSTRAINT_KEYS = (*CONSTRAINT_FIELDS, F.WORKLOAD_FIELD.name)
+
+
 def _constraint(raw: Any, path: str, table: TableConfig) -> Constraints:
-    d = _object(raw, path, CONSTRAINT_FIELDS)
+    d = _object(raw, path, _CONSTRAINT_KEYS)
     n = len(table.feature_names)
-    return Constraints(**{f.name: _read(f, d[f.name], f"{path}.{f.name}", n) for f in F.CONSTRAINT if f.name in d})
+    return Constraints(**{f.name: _read(f, d[f.name], f"{path}.{f.name}", n, table)
+                          for f in (*F.CONSTRAINT, F.WORKLOAD_FIELD) if f.name in d})
 
 
 def _ids(v: Any, path: str, f: F.Field) -> tuple[int, ...]:
@@ -406,7 +416,7 @@ def _bool(v: Any, path: str) -> bool:
 
 
 # every field's reader (made here, below the readers of every kind)
-_READERS = {f.name: _reader(f) for f in (*F.TABLE, *F.CONSTRAINT, *F.TOPOLOGY)}
+_READERS = {f.name: _reader(f) for f in (*F.TABLE, *F.CONSTRAINT, *F.TOPOLOGY, F.WORKLOAD_FIELD)}
 _WORLD_SIZE, _LOCAL_WORLD_SIZE = F.BY_NAME["world_size"], F.BY_NAME["local_world_size"]
 # (name, reader, default as a file writes it, path) of every topology field past the two sizes
 _TOPOLOGY_REST = tuple((f.name, _READERS[f.name], f.json_default, f"topology.{f.name}") for f in F.TOPOLOGY
@@ -563,6 +573,8 @@ def config_to_dict(cfg: Config) -> dict:
             if v is absent or v == absent:
                 continue
             out[f] = F.json_value(v)
+        if c.workload is not None:  # a block, written only when measured
+            out[F.WORKLOAD_FIELD.name] = F.json_value(c.workload)
         constraints[name] = out
     return {"tables": tables, "constraints": constraints, "topology": topology_to_dict(cfg.topology)}
 

@@ -10,10 +10,12 @@ import math
 import time
 from collections import OrderedDict, namedtuple
 from functools import lru_cache
+from typing import Optional
 
 import numpy as np
 
 from engine import widths
+from engine.clf import clf_geometries
 from engine.errors import PlanningError
 from engine.estimate import ShardEstimates, estimate_pieces, pieces_for, table_load
 from engine.types import (
@@ -125,16 +127,24 @@ class Option:
 
     def same_shards(self, other: Option) -> bool:
         """Whether the two options cut the table into the same shards (options of one geometry share it)."""
-        if self._priced is not None and other._priced is not None:
-            return self._priced is other._priced
+        p, q = self._priced, other._priced
+        if p is not None and q is not None:  # a geometry priced at several cache load factors (engine.clf) too
+            return p is q or (p.table is q.table and p.sharding_type is q.sharding_type and p.width == q.width)
         return self.sizes.shape == other.sizes.shape and bool((self.sizes == other.sizes).all())
 
     @property
+    def clf(self) -> float | None:
+        """The cache load factor a fused_uvm_caching option is priced at when the planner tries one from the
+        table's miss curve (engine.clf); None: the table's constraint or its default."""
+        return self._priced.clf if self._priced is not None else None
+
+    @property
     def label(self) -> str:
+        clf = "" if self.clf is None else f" clf {self.clf:.4g}"
         if not self.sharding_type.splits_columns:
-            return f"{self.sharding_type.value}/{self.kernel.value}"
+            return f"{self.sharding_type.value}/{self.kernel.value}{clf}"
         width = self._priced.width if self._priced is not None else int(self.sizes[0][1])
-        return f"{self.sharding_type.value}/{self.kernel.value} width {width}"
+        return f"{self.sharding_type.value}/{self.kernel.value} width {width}{clf}"
 
 
 def row_split(rows: int, parts: int) -> np.ndarray:
@@ -214,11 +224,12 @@ class Priced:
     slice [lo, hi) of arrays priced for many tables at once (estimate_pieces), shared: never mutate them."""
 
     __slots__ = ("table", "topo", "sharding_type", "width", "num_shards", "counts", "summary", "item", "_group",
-                 "_lo", "_hi", "_ests", "_geometry")
+                 "_lo", "_hi", "_ests", "_geometry", "clf")
 
     def __init__(self, table: TableConfig, topo: Topology, st: ShardingType, width: int, num_shards: int,
-                 counts: np.ndarray, summary: np.ndarray, item: int, group: list[ShardEstimates], lo: int, hi: int):
-        self.table, self.topo, self.sharding_type, self.width = table, topo, st, width
+                 counts: np.ndarray, summary: np.ndarray, item: int, group: list[ShardEstimates], lo: int, hi: int,
+                 clf: float | None = None):
+        self.table, self.topo, self.sharding_type, self.width, self.clf = table, topo, st, width, clf
         self.num_shards = num_shards
         self.counts = counts  # shards of each distinct shape, in shard order (full blocks, remainder, empty)
         # summary[item, kernel]: total and largest-piece cost, HBM and DDR totals and pieces (shared by the group)
@@ -253,7 +264,9 @@ class Priced:
                                  e.workset_bytes, e.workset_rows)))
 
 
-Geometry = tuple[ShardingType, tuple[ComputeKernel, ...], int]  # sharding type, its kernels, column width (or 0)
+# sharding type, its kernels, column width (or 0), and the cache load factor fused_uvm_caching is priced at (None:
+# the table's; else one of its miss curve's, engine.clf.clf_geometries)
+Geometry = tuple[ShardingType, tuple[ComputeKernel, ...], int, Optional[float]]
 
 
 class _PriceCache:
@@ -302,6 +315,8 @@ def _geometries(cfg: Config, i: int) -> list[Geometry]:
     table = cfg.tables[i]
     c = cfg.constraint(table.name)
     out = _geometries_of(table.embedding_dim, c.sharding_types, c.compute_kernels, c.min_partition, cfg.topology)
+    if c.workload is not None:
+        out = clf_geometries(table, c, out)
     if not widths.runs_fused(table.embedding_dim):
         _check_dense_only(cfg, table, c, out)
     if not out:
@@ -349,34 +364,35 @@ def _geometries_of(dim: int, sharding_types: tuple | None, compute_kernels: tupl
     out = []
     for st, kernels in by_type.items():
         for w in cw_widths(table, c, topo) if st.splits_columns else [0]:
-            out.append((st, tuple(kernels), w))
+            out.append((st, tuple(kernels), w, None))
     return out
 
 
 def _price(cfg: Config, todo: list[tuple[int, Geometry]]) -> dict[tuple[int, Geometry], Priced]:
     """Price many tables' geometries in one vectorised pass per (sharding type, kernels)."""
     topo = cfg.topology
-    loads = {i: table_load(cfg.tables[i], cfg.constraint(cfg.tables[i].name), topo) for i in {i for i, _ in todo}}
-    groups: dict[tuple[ShardingType, tuple[ComputeKernel, ...]], list] = {}  # (table, width, shapes, counts, n)
-    for i, (st, kernels, w) in todo:
+    loads = {(i, clf): table_load(cfg.tables[i], cfg.constraint(cfg.tables[i].name), topo, clf)
+             for i, clf in {(i, x[3]) for i, x in todo}}
+    groups: dict[tuple[ShardingType, tuple[ComputeKernel, ...]], list] = {}  # (table, width, shapes, counts, n, clf)
+    for i, (st, kernels, w, clf) in todo:
         shapes, counts, n = distinct_shapes(cfg.tables[i], st, topo, w)
-        groups.setdefault((st, kernels), []).append((i, w, shapes, counts, n))
+        groups.setdefault((st, kernels), []).append((i, w, shapes, counts, n, clf))
     out = {}
     for (st, kernels), items in groups.items():
         sizes_l, owner_l, shapes_l, counts_l, n_l = [], [], [], [], []
-        for i, _, sh, c, n in items:
+        for i, _, sh, c, n, clf in items:
             sizes_l.append(len(c))
-            owner_l += [i] * len(c)
+            owner_l += [(i, clf)] * len(c)
             shapes_l += sh
             counts_l += c
             n_l += [n] * len(c)
         sizes = np.array(sizes_l, dtype=np.int64)
         shapes = np.array(shapes_l, dtype=np.float64).reshape(-1, 2)
         counts = np.array(counts_l, dtype=np.float64)
-        tables = sorted(set(owner_l))
-        col = {i: k for k, i in enumerate(tables)}
-        pieces = pieces_for([cfg.tables[i] for i in tables], [loads[i] for i in tables], topo,
-                            np.array([col[i] for i in owner_l], dtype=np.int64), shapes[:, 0], shapes[:, 1],
+        tables = list(dict.fromkeys(owner_l))  # (table, clf) in first-seen order
+        col = {key: k for k, key in enumerate(tables)}
+        pieces = pieces_for([cfg.tables[i] for i, _ in tables], [loads[key] for key in tables], topo,
+                            np.array([col[key] for key in owner_l], dtype=np.int64), shapes[:, 0], shapes[:, 1],
                             np.array(n_l, dtype=np.int64))
         ests = estimate_pieces(pieces, topo, st, list(kernels))
         starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
@@ -387,8 +403,9 @@ def _price(cfg: Config, todo: list[tuple[int, Geometry]]) -> dict[tuple[int, Geo
             summary[:, k] = np.stack([np.add.reduceat(cost * counts, starts), np.maximum.reduceat(cost, starts),
                                       np.add.reduceat(hbm * counts, starts), np.add.reduceat(ddr * counts, starts),
                                       np.maximum.reduceat(hbm, starts), np.maximum.reduceat(ddr, starts)], axis=1)
-        for j, ((i, w, _, c, n), lo, size) in enumerate(zip(items, starts.tolist(), sizes.tolist())):
-            out[(i, (st, kernels, w))] = Priced(cfg.tables[i], topo, st, w, n, c, summary, j, ests, lo, lo + size)
+        for j, ((i, w, _, c, n, clf), lo, size) in enumerate(zip(items, starts.tolist(), sizes.tolist())):
+            out[(i, (st, kernels, w, clf))] = Priced(cfg.tables[i], topo, st, w, n, c, summary, j, ests, lo,
+                                                     lo + size, clf)
     return out
 
 
@@ -430,7 +447,7 @@ def all_table_options(cfg: Config, deadline: float = float("inf"), budget_s: flo
             _priced.put((table, cfg.constraint(table.name), topo), entry)
         opts = []
         for x in g:
-            st, kernels, _ = x
+            st, kernels = x[0], x[1]
             p = entry[x]
             a = arrays.get(id(p.summary))
             if a is None:
@@ -463,8 +480,7 @@ def table_options(cfg: Config, i: int) -> list[Option]:
         priced = _price(cfg, [(i, x) for x in g])
         entry = {x: priced[(i, x)] for x in g}
         _priced.put(key, entry)
-    opts = [Option(i, st, kernel, priced=entry[(st, kernels, w)], k=k)
-            for st, kernels, w in g for k, kernel in enumerate(kernels)]
+    opts = [Option(i, x[0], kernel, priced=entry[x], k=k) for x in g for k, kernel in enumerate(x[1])]
     return _dedupe_single_rank(opts) if cfg.topology.world_size == 1 else opts
 
 
@@ -472,7 +488,7 @@ def _dedupe_single_rank(options: list[Option]) -> list[Option]:
     """On one rank every sharding puts the whole table on rank 0: keep the first of each geometry."""
     seen, out = set(), []
     for o in options:
-        key = (o.kernel, o.sizes.tobytes(), o.sharding_type is ShardingType.DATA_PARALLEL)  # one rank: one shard
+        key = (o.kernel, o.sizes.tobytes(), o.sharding_type is ShardingType.DATA_PARALLEL, o.clf)  # one rank: one shard
         if key not in seen:
             seen.add(key)
             out.append(o)

@@ -16,6 +16,7 @@ from engine import constants as C
 from engine import fields as F
 from engine.profile import active, piece_perf
 from engine.terms import CpuTerms, terms_of
+from engine.cachecurve import miss_rate
 from engine.workset import distinct_array
 from engine.types import (
     ComputeKernel,
@@ -57,9 +58,17 @@ class TableLoad:
     is_weighted: bool
     cache_load_factor: float
     zipf: float = 0.0  # the ids' Zipf exponent over the rows (0: uniform)
+    # fused_uvm_caching's hit rate: 1 - the miss rate the table's measured curve gives at cache_load_factor; None
+    # without a curve: the cache load factor itself, as TorchRec prices it (engine.workload_block.miss_rate)
+    cache_hit: float | None = None
+
+    @property
+    def hit_rate(self) -> float:
+        return self.cache_load_factor if self.cache_hit is None else self.cache_hit
 
 
-def table_load(table: TableConfig, c: Constraints, topo: Topology) -> TableLoad:
+def table_load(table: TableConfig, c: Constraints, topo: Topology, clf: float | None = None) -> TableLoad:
+    """What the table asks of a step; clf: a cache load factor other than the constraint's (a planner's choice)."""
     n = len(table.feature_names)
     pf = F.pooling_factors(c, n)
     npool = F.num_poolings(c, n)
@@ -69,8 +78,10 @@ def table_load(table: TableConfig, c: Constraints, topo: Topology) -> TableLoad:
         outputs = inputs
     else:
         outputs = sum(min(1.0, p) * q * b for p, q, b in zip(pf, npool, bs))
-    clf = F.cache_load_factor(c)
-    return TableLoad(inputs, outputs, c.is_weighted, clf, c.zipf_exponent)
+    if clf is None:
+        clf = F.cache_load_factor(c)
+    hit = None if c.workload is None else 1.0 - miss_rate(c.workload, table.num_embeddings, clf)
+    return TableLoad(inputs, outputs, c.is_weighted, clf, c.zipf_exponent, hit)
 
 
 @dataclass(frozen=True)
@@ -94,6 +105,7 @@ class Pieces:
     zipf: np.ndarray  # the table's ids' Zipf exponent (0: uniform)
     opt_work: np.ndarray  # the optimizer's update work per touched weight, bytes at the DDR bandwidth (CPU)
     opt_row_work: np.ndarray  # and per touched row
+    cache_hit: np.ndarray  # fused_uvm_caching's hit rate (TableLoad.hit_rate)
 
 
 def pieces_of(table: TableConfig, load: TableLoad, topo: Topology, rows: np.ndarray, cols: np.ndarray,
@@ -108,7 +120,7 @@ def pieces_of(table: TableConfig, load: TableLoad, topo: Topology, rows: np.ndar
                   full(n, load.batch_inputs), full(n, load.batch_outputs), full(n, load.is_weighted),
                   full(n, table.pooling is not PoolingType.NONE), full(n, load.cache_load_factor),
                   full(n, topo.optimizer.state_multiplier(table.embedding_dim)), full(n, load.zipf),
-                  full(n, k.optimizer_work(opt)), full(n, k.optimizer_row_work(opt)))
+                  full(n, k.optimizer_work(opt)), full(n, k.optimizer_row_work(opt)), full(n, load.hit_rate))
 
 
 def pieces_for(tables: list[TableConfig], loads: list[TableLoad], topo: Topology, owner: np.ndarray,
@@ -128,11 +140,12 @@ def pieces_for(tables: list[TableConfig], loads: list[TableLoad], topo: Topology
                   per_row([x.cache_load_factor for x in loads]),
                   per_row([topo.optimizer.state_multiplier(t.embedding_dim) for t in tables]),
                   per_row([x.zipf for x in loads]), np.full(len(owner), k.optimizer_work(opt)),
-                  np.full(len(owner), k.optimizer_row_work(opt)))
+                  np.full(len(owner), k.optimizer_row_work(opt)), per_row([x.hit_rate for x in loads]))
 
 
-def device_bw(topo: Topology, kernel: ComputeKernel, clf: float) -> float:
-    """Effective lookup bandwidth (bytes/ms) of a kernel: TorchRec's kernel_bw_lookup."""
+def device_bw(topo: Topology, kernel: ComputeKernel, hit: float) -> float:
+    """Effective lookup bandwidth (bytes/ms) of a kernel: TorchRec's kernel_bw_lookup. hit: fused_uvm_caching's hit
+    rate, which TorchRec takes to be the cache load factor (TableLoad.hit_rate)."""
     if topo.compute_device is Device.CPU:
         return topo.ddr_mem_bw * (0.5 if kernel is ComputeKernel.DENSE else 1.0)
     if kernel is ComputeKernel.DENSE:
@@ -141,7 +154,7 @@ def device_bw(topo: Topology, kernel: ComputeKernel, clf: float) -> float:
         return topo.hbm_mem_bw
     if kernel is ComputeKernel.FUSED_UVM:
         return topo.hbm_to_ddr_mem_bw / C.UVM_BW_DIVISOR
-    return (clf * topo.hbm_mem_bw + (1 - clf) * topo.hbm_to_ddr_mem_bw) / C.UVM_BW_DIVISOR
+    return (hit * topo.hbm_mem_bw + (1 - hit) * topo.hbm_to_ddr_mem_bw) / C.UVM_BW_DIVISOR
 
 
 def comms_bw(topo: Topology) -> float:
@@ -342,7 +355,7 @@ def estimate_pieces(p: Pieces, topo: Topology, st: ShardingType,
     result = []
     for kernel in kernels:
         hbm, ddr = _memory(p, topo, kernel, rows, weights, opt, inp, out)
-        bw = device_bw(topo, kernel, p.clf)
+        bw = device_bw(topo, kernel, p.cache_hit)
         perf = with_profile(work / (bw[:, None] if np.ndim(bw) else bw) + fixed, topo, rows, cols)
         result.append(ShardEstimates(perf, hbm, ddr, inp_i, out_i, ws, ws_rows))
     return result

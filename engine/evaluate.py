@@ -53,7 +53,8 @@ def evaluate(cfg: Config, tables: dict[str, TablePlan], planner: str = "engine",
         sizes = np.array([len(r) for _, r, _, _ in items], dtype=np.int64)
         ranks = np.concatenate([r for _, r, _, _ in items]).astype(np.int64)
         est = estimate_pieces(pieces_for([cfg.tables[i] for i in owners],
-                                         [table_load(cfg.tables[i], cfg.constraint(cfg.tables[i].name), topo)
+                                         [table_load(cfg.tables[i], cfg.constraint(cfg.tables[i].name), topo,
+                                                     tables[cfg.tables[i].name].cache_load_factor)
                                           for i in owners], topo,
                                          np.repeat(np.arange(len(owners)), sizes),
                                          np.concatenate([r for *_, r, _ in items]),

@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from engine import constants as C
 from engine import limits as L
-from engine.types import ComputeKernel, Constraints, DataType, Device, Optimizer, PoolingType, ShardingType
+from engine.types import ComputeKernel, Constraints, DataType, Device, Optimizer, PoolingType, ShardingType, Workload
 
 
 class Kind:
@@ -35,6 +35,7 @@ class Kind:
     IDS = "ids"  # rank or host numbers
     TABLE_NAMES = "table_names"  # other tables' names
     PROFILE = "profile"  # a device profile (engine.profile)
+    WORKLOAD = "workload"  # a table's measured workload block (engine.workload_block)
     # the grid tabs of the dashboard's Tables page a column sits on
     TABLES_TAB = "tables"
     CONSTRAINTS_TAB = "constraints"
@@ -42,7 +43,7 @@ class Kind:
 
 NAME, NAMES, INT, FLOAT, BOOL, ENUM = Kind.NAME, Kind.NAMES, Kind.INT, Kind.FLOAT, Kind.BOOL, Kind.ENUM
 ENUMS, FLOATS, INTS, IDS = Kind.ENUMS, Kind.FLOATS, Kind.INTS, Kind.IDS
-TABLE_NAMES, PROFILE = Kind.TABLE_NAMES, Kind.PROFILE
+TABLE_NAMES, PROFILE, WORKLOAD = Kind.TABLE_NAMES, Kind.PROFILE, Kind.WORKLOAD
 TABLES_TAB, CONSTRAINTS_TAB = Kind.TABLES_TAB, Kind.CONSTRAINTS_TAB
 
 
@@ -256,7 +257,17 @@ PROFILE_TERMS: tuple[Field, ...] = (
 )
 PROFILE_TERM_NAMES = tuple(f.name for f in PROFILE_TERMS)
 
-BY_NAME: dict[str, Field] = {f.name: f for f in (*TABLE, *CONSTRAINT, *TOPOLOGY, PROFILE_FIELD)}
+# constraints.TABLE.workload: a block, not a scalar (no grid column); read by engine.workload_block, written only
+# when there is one. Kept out of CONSTRAINT so README's constraint table and the grid's columns stay scalars.
+WORKLOAD_FIELD = Field(
+    "workload", WORKLOAD, "measured on a sample of the table's ids by `python -m engine stats --apply` "
+    '(docs/stats.md): `{"from": {"file", "rows", "modified"}, "miss_ratio_curve": [{"cache_rows", '
+    '"lru_miss_rate"}, ...], "unique_rows_per_batch": {"mean", "p99"}, "zipf_exponent", "pooling_factors", '
+    '...}`. Ours: with it, fused_uvm_caching\'s misses are read off the curve and the planner picks the cache '
+    "load factor among its points (docs/estimator.md)", "none (not measured)",
+    range_text="cache_rows increasing, 1 to num_embeddings; miss rates 0 to 1, non-increasing")
+
+BY_NAME: dict[str, Field] = {f.name: f for f in (*TABLE, *CONSTRAINT, *TOPOLOGY, PROFILE_FIELD, WORKLOAD_FIELD)}
 TABLE_FIELDS = tuple(f.name for f in TABLE)
 CONSTRAINT_FIELDS = tuple(f.name for f in CONSTRAINT)
 TOPOLOGY_FIELDS = tuple(f.name for f in TOPOLOGY)
@@ -268,6 +279,10 @@ def json_value(v: Any) -> Any:
     """A field's value as a config file writes it: enums as their values, tuples as lists."""
     if isinstance(v, tuple):
         return [x.value if isinstance(x, enum.Enum) else x for x in v]
+    if isinstance(v, Workload):
+        from engine.workload_block import to_dict  # it reads with engine.config's checks, which import this module
+
+        return to_dict(v)
     return v.value if isinstance(v, enum.Enum) else v
 
 

@@ -132,7 +132,7 @@ class StepMemory:
             np.add.at(self.ddr_held, ranks, weights + state)
             np.add.at(self.ddr_weights, ranks, weights)
         if kernel is ComputeKernel.FUSED_UVM_CACHING and not self.cpu:
-            np.add.at(self.held[CACHE], ranks, _cache_bytes(self.cfg, name, rows, weights))
+            np.add.at(self.held[CACHE], ranks, _cache_bytes(self.cfg, name, tp, rows, weights))
         held = rows * cols > 0
         np.add.at(g.cols, ranks, cols * nf * held)
         if st.splits_rows:
@@ -389,10 +389,10 @@ def _fused_state(opt: Optimizer, rows: np.ndarray, cols: np.ndarray) -> np.ndarr
     return (rows * cols * per_element[opt] + rows * rowwise) * STATE_BYTES
 
 
-def _cache_bytes(cfg: Config, name: str, rows: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """fused_uvm_caching's HBM: the cached share of the rows and the cache's index state (as engine.estimate)."""
-    c = cfg.constraint(name)
-    clf = F.cache_load_factor(c)
+def _cache_bytes(cfg: Config, name: str, tp: TablePlan, rows: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """fused_uvm_caching's HBM: the cached share of the rows and the cache's index state (as engine.estimate), at
+    the plan's cache load factor when the planner chose one."""
+    clf = F.cache_load_factor(cfg.constraint(name)) if tp.cache_load_factor is None else tp.cache_load_factor
     return np.round(weights * clf) + np.ceil(rows * (4 + clf * 16))
 
 

@@ -13,21 +13,21 @@ from typing import Any
 import numpy as np
 
 from engine import limits as L
-from engine.config import KERNEL_ALIASES, _enum, _int, _object, _read_json, _type_name
+from engine.config import KERNEL_ALIASES, _enum, _float, _int, _object, _read_json, _type_name
 from engine.errors import ConfigError
 from engine.tiling import tiling_problem
 from engine.types import (ComputeKernel, Config, MemoryParts, Perf, Plan, RankStats, Shard, ShardingType, TableConfig,
                           TablePlan)
 
 PLAN_FORMAT_VERSION = 1
-TABLE_PLAN_FIELDS = ("sharding_type", "compute_kernel", "ranks", "shards")
+TABLE_PLAN_FIELDS = ("sharding_type", "compute_kernel", "ranks", "shards", "cache_load_factor", "cache_note")
 SHARD_FIELDS = ("offsets", "sizes", "rank")
 MEMORY_PREFIX = "memory_"  # a rank's memory parts in a plan file: memory_weights_bytes, ..., memory_peak_bytes
 PERF_KEYS = dict(zip(Perf.__dataclass_fields__, Perf().as_dict()))  # Perf field -> its key in a plan file's rank
 
 
 def table_plan_to_dict(tp: TablePlan) -> dict:
-    return {
+    out = {
         "sharding_type": tp.sharding_type.value,
         "compute_kernel": tp.compute_kernel.value,
         "ranks": list(tp.ranks),
@@ -35,6 +35,11 @@ def table_plan_to_dict(tp: TablePlan) -> dict:
             {"offsets": list(s.offsets), "sizes": list(s.sizes), "rank": s.rank} for s in tp.shards
         ],
     }
+    if tp.cache_load_factor is not None:  # chosen by the planner from the table's miss curve (engine.clf)
+        out["cache_load_factor"] = tp.cache_load_factor
+    if tp.cache_note is not None:  # why its cache is that size, and where its miss rate comes from
+        out["cache_note"] = tp.cache_note
+    return out
 
 
 def plan_to_dict(plan: Plan) -> dict:
@@ -172,13 +177,21 @@ def _read_table_plan(raw: Any, path: str, dims: tuple[int, int], world: int) -> 
         if d.get("shards") is not None:
             raise ConfigError(f"{path}.shards", "must be null for data_parallel (every rank holds the whole table)")
         return TablePlan(st, kernel, ranks, None)
+    clf, note = d.get("cache_load_factor"), d.get("cache_note")
+    if clf is not None:
+        if kernel is not ComputeKernel.FUSED_UVM_CACHING:
+            raise ConfigError(f"{path}.cache_load_factor", f"applies to fused_uvm_caching only, the kernel is "
+                              f"{kernel.value}; remove it")
+        clf = _float(clf, f"{path}.cache_load_factor", 0.0, 1.0, lo_open=True)
+    if note is not None and not isinstance(note, str):
+        raise ConfigError(f"{path}.cache_note", f"must be text, got {_type_name(note)}")
     raw_shards = d.get("shards")
     if not isinstance(raw_shards, list) or not raw_shards:
         raise ConfigError(f"{path}.shards", f"must be a non-empty list of shards for {st.value}")
     if len(raw_shards) > L.MAX_SHARDS_PER_TABLE:
         raise ConfigError(f"{path}.shards", f"has {len(raw_shards):,} shards; at most {L.MAX_SHARDS_PER_TABLE:,}")
     shards = tuple(_shard(s, f"{path}.shards[{i}]", dims, world) for i, s in enumerate(raw_shards))
-    return TablePlan(st, kernel, tuple(s.rank for s in shards), shards)
+    return TablePlan(st, kernel, tuple(s.rank for s in shards), shards, clf, note)
 
 
 def _table_plan(raw: Any, path: str, cfg: Config, name: str) -> TablePlan:

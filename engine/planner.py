@@ -16,6 +16,7 @@ import numpy as np
 from engine import constants as C
 
 from engine.enumerate import Option, all_table_options
+from engine.clf import with_notes
 from engine.errors import PlanningError, human_bytes
 from engine.evaluate import evaluate
 from engine.planfile import placement_problem
@@ -191,7 +192,7 @@ def to_table_plan(opt: Option, ranks: np.ndarray) -> TablePlan:
         Shard((int(o[0]), int(o[1])), (int(s[0]), int(s[1])), int(r))
         for o, s, r in zip(opt.offsets, opt.sizes, ranks)
     )
-    return TablePlan(opt.sharding_type, opt.kernel, tuple(int(r) for r in ranks), shards)
+    return TablePlan(opt.sharding_type, opt.kernel, tuple(int(r) for r in ranks), shards, opt.clf)
 
 
 def _placeable(cfg: Config, options: list[list[Option]]) -> tuple[list[list[Option]], OptionArrays]:
@@ -356,7 +357,8 @@ def _plan(cfg: Config, settings: PlannerSettings) -> Plan:
         if found.pl.score()[0] > bound * (1 + CLOSE_ENOUGH):
             found.pl, gains = perturb(found.pl, placeable, work, settings.seed)
     pl = found.pl
-    tables = {cfg.tables[t].name: to_table_plan(pl.choice[t], pl.ranks[t]) for t in range(len(cfg.tables))}
+    tables = with_notes(cfg, {cfg.tables[t].name: to_table_plan(pl.choice[t], pl.ranks[t])
+                              for t in range(len(cfg.tables))})
     broken = placement_problem(cfg, tables)
     if broken is not None:  # co-located tables whose pieces ended on different ranks: the greedy pass could not
         field, why = broken

@@ -142,5 +142,7 @@ def summary(plan: Plan, cfg: Config, max_tables: int = 60, max_ranks: int = 64) 
     for tp in plan.tables.values():
         counts[tp.sharding_type] = counts.get(tp.sharding_type, 0) + 1
     lines += ["", "Sharding types: " + ", ".join(f"{k.value} {v}" for k, v in counts.items())]
+    cached = [(name, tp.cache_note) for name, tp in plan.tables.items() if tp.cache_note][:max_tables]
+    lines += [f"Cache of {name}: {note}" for name, note in cached]  # engine.clf: its size, and why
     lines += [f"Note: {n}" for n in plan.notes]
     return "\n".join(lines)

@@ -91,7 +91,7 @@ def parameter_sharding(cfg: Config, name: str, tp: TablePlan, device: DeviceLike
                           placement=placement(s.rank, dev, cfg.topology.local_world_size))
             for s in tp.shards
         ])
-    load_factor = cfg.constraint(name).cache_load_factor
+    load_factor = cfg.constraint(name).cache_load_factor if tp.cache_load_factor is None else tp.cache_load_factor
     if tp.sharding_type is ShardingType.DATA_PARALLEL:
         load_factor = None  # the dense kernel has no cache; TorchRec warns and ignores it
     return ParameterSharding(
@@ -232,7 +232,16 @@ def from_sharding_plan(cfg: Config, plan: ShardingPlan, module_path: str = "") -
     missing = [t.name for t in cfg.tables if t.name not in module_plan]
     if missing:
         raise EngineError(f"TorchRec's plan places no shards for tables: {', '.join(missing)}")
-    return {t.name: from_parameter_sharding(t.name, module_plan[t.name]) for t in cfg.tables}
+    out = {}
+    for t in cfg.tables:
+        tp = from_parameter_sharding(t.name, module_plan[t.name])
+        cache = module_plan[t.name].cache_params
+        clf = None if cache is None else cache.load_factor
+        if tp.compute_kernel is ComputeKernel.FUSED_UVM_CACHING and clf is not None and \
+                clf != cfg.constraint(t.name).cache_load_factor:  # a size our planner chose (engine.clf)
+            tp = dataclasses.replace(tp, cache_load_factor=clf)
+        out[t.name] = tp
+    return out
 
 
 # TorchRec's shard descriptions carry perf numbers and an unset rank: noise in a one-line error.

@@ -106,6 +106,25 @@ class TableConfig:
 
 
 @dataclass(frozen=True)
+class Workload:
+    """A table's workload measured on a sample of its ids (`python -m engine stats --apply`; engine.workload_block
+    reads and writes it). The estimates price fused_uvm_caching's misses from miss_ratio_curve; the planner picks
+    the cache load factor among its points (engine.clf)."""
+
+    miss_ratio_curve: tuple[tuple[int, float], ...]  # (cache_rows, lru_miss_rate), cache_rows increasing
+    source_file: str  # where it was measured: the sample's file name, its rows, its modification date
+    source_rows: int
+    source_modified: str
+    miss_ratio_method: str = "exact"  # "exact" replay or "shards" sampling (docs/stats.md)
+    batch_size: Optional[int] = None  # the batch the per-batch figures are for
+    unique_rows: Optional[int] = None
+    unique_rows_per_batch_mean: Optional[float] = None
+    unique_rows_per_batch_p99: Optional[float] = None
+    zipf_exponent: Optional[float] = None  # where the sample is skewed
+    pooling_factors: Optional[tuple[float, ...]] = None  # per feature, as measured
+
+
+@dataclass(frozen=True)
 class Constraints:
     """Per-table constraints: TorchRec's ParameterConstraints fields (None means 'planner chooses')."""
 
@@ -118,6 +137,7 @@ class Constraints:
     is_weighted: bool = False
     cache_load_factor: Optional[float] = None
     zipf_exponent: float = 0.0  # ours: the Zipf exponent of a step's ids over the rows (0: uniform)
+    workload: Optional[Workload] = None  # ours: measured on a sample of ids (None: not measured)
     # Placement (ours, not TorchRec's): every shard on these ranks / on these hosts' ranks; the same ranks as
     # the co-located tables; no rank shared with the tables kept apart.
     ranks: Optional[tuple[int, ...]] = None
@@ -241,6 +261,11 @@ class TablePlan:
     compute_kernel: ComputeKernel
     ranks: tuple[int, ...]
     shards: Optional[tuple[Shard, ...]]  # None for data_parallel (a full copy on every rank)
+    # fused_uvm_caching's cache load factor as the planner chose it from the table's miss curve (engine.clf); None:
+    # the table's constraint (or its default) holds
+    cache_load_factor: Optional[float] = None
+    # why the cache is that size and where its miss rate comes from: an explanation, not part of the placement
+    cache_note: Optional[str] = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -147,15 +147,17 @@ def _shards_text(tp: engine.TablePlan) -> str:
 
 
 def table_frame(plan: engine.Plan, config: engine.Config) -> pd.DataFrame:
-    """One row per table: its shape, sharding type, kernel, ranks and shard sizes."""
+    """One row per table: its shape, sharding type, kernel, ranks and shard sizes, and for a UVM cache the size the
+    plan gives it and why (engine.clf's note: from a measured miss curve, or the default)."""
     tables = {t.name: t for t in config.tables}
     rows = []
     for name, tp in plan.tables.items():
         t = tables.get(name)
         rows.append({"table": name, "rows": t.num_embeddings if t else None, "dim": t.embedding_dim if t else None,
                      "sharding": tp.sharding_type.value, "kernel": tp.compute_kernel.value,
-                     "ranks": engine.ranks_list_text(tp.ranks), "shards": _shards_text(tp)})
-    return pd.DataFrame(rows, columns=["table", "rows", "dim", "sharding", "kernel", "ranks", "shards"])
+                     "ranks": engine.ranks_list_text(tp.ranks), "shards": _shards_text(tp),
+                     "cache": tp.cache_note or ""})
+    return pd.DataFrame(rows, columns=["table", "rows", "dim", "sharding", "kernel", "ranks", "shards", "cache"])
 
 
 @dataclass(frozen=True)

@@ -121,7 +121,10 @@ def python_snippet(plan: engine.Plan, config: engine.Config, module_path: str = 
             (tuple(s.offsets), tuple(s.sizes), s.rank) for s in tp.shards)
         row = (tp.sharding_type.value, tp.compute_kernel.value, list(tp.ranks), shards)
         lines.append(f"    {_literal(str(name))}: {_literal(row)},\n")
-    cache = {n: c.cache_load_factor for n, c in cfg.constraints.items() if c.cache_load_factor is not None}
+    # the cache size the plan was made with: the planner's choice (engine.clf) where it chose one, else the typed one
+    cache = {n: cfg.constraint(n).cache_load_factor if tp.cache_load_factor is None else tp.cache_load_factor
+             for n, tp in placed}
+    cache = {n: v for n, v in cache.items() if v is not None}
     head = SNIPPET_HEAD.format(what=_literal(str(what or f"{len(placed)} tables")),
                                planner=_literal(str(plan.planner)), w=int(topo.world_size),
                                device=_literal(topo.compute_device.value), module_path=_literal(str(module_path)),

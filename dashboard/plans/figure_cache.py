@@ -78,7 +78,8 @@ def heatmap(m: analysis.TableRankMatrix, metric: str, rows: list[int]) -> go.Fig
 
 def table_frame(plan: engine.Plan, config: engine.Config) -> pd.DataFrame:
     """analysis.table_frame, built once per plan content (its tables' placements and the tables' shapes)."""
-    key = ("table_frame", tuple(plan.tables.items()), config.tables)
+    key = ("table_frame", tuple(plan.tables.items()), tuple(tp.cache_note for tp in plan.tables.values()),
+           config.tables)  # a TablePlan's equality leaves its cache note out
     return _CACHE.get(key, lambda: analysis.table_frame(plan, config))
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from engine import limits as L
 from engine.cli import _int_in
@@ -17,38 +16,33 @@ from engine.cliutil import one_line_errors
 from engine.errors import EngineError
 
 
-def sidecar_path(config_out: str) -> Path:
-    """CONFIG_OUT.json -> CONFIG_OUT.workload.json, next to it."""
-    p = Path(config_out)
-    return p.with_name((p.stem if p.suffix.lower() == ".json" else p.name) + ".workload.json")
-
-
-def applied(result: dict, cfg) -> tuple[dict, dict]:  # noqa: ANN001 - engine.types.Config
-    """(the config with the measured pooling in its constraints, the workload sidecar)."""
+def applied(result: dict, cfg) -> dict:  # noqa: ANN001 - engine.types.Config
+    """The config with the measured pooling in each table's constraints and a `workload` block (engine.workload_block:
+    the miss-ratio curve, distinct rows per batch, the Zipf exponent, the pooling factors, and where they came
+    from), checked by reading it back."""
     from engine.config import config_to_dict, parse_config
     from engine.stats.compute import pooling_constraints
 
     data = config_to_dict(cfg)
     for name, fields in pooling_constraints(result, cfg).items():
         data["constraints"].setdefault(name, {}).update(fields)
-    parse_config(data)  # what is written reads back
-    source = {"source": "sample", "file": result["sample"]["file"], "rows": result["sample"]["rows"],
-              "sample_modified": result["sample"]["modified"]}
-    tables = {}
+    sample = result["sample"]
     for name, t in result["tables"].items():
-        curve = t["miss_ratio_curve"]
-        tables[name] = {
-            "from": source,
-            "pooling_factors": [result["features"][f]["pooling_factor"] for f in t["features"]],
+        block = {
+            "from": {"file": sample["file"], "rows": sample["rows"], "modified": sample["modified"]},
+            "miss_ratio_curve": t["miss_ratio_curve"],
+            "miss_ratio_method": t["miss_ratio_method"]["method"],
+            "batch_size": result["batch_size"],
             "unique_rows": t["unique_rows"],
-            "unique_rows_per_batch": t["unique_rows_per_batch"],
-            "zipf_exponent": t.get("batch_zipf_exponent"),
-            "lru_miss_rate_at_10pct_rows": _at_share(curve, t["num_embeddings"], 0.1),
-            "miss_ratio_method": t["miss_ratio_method"],
+            "unique_rows_per_batch": {"mean": t["unique_rows_per_batch"]["mean"],
+                                      "p99": t["unique_rows_per_batch"]["p99"]},
+            "pooling_factors": [result["features"][f]["pooling_factor"] for f in t["features"]],
         }
-    note = ("Measured by python -m engine stats; kept beside the config until the config schema has a workload "
-            "block (docs/stats.md).")
-    return data, {"note": note, "sample": result["sample"], "batch_size": result["batch_size"], "tables": tables}
+        if t.get("batch_zipf_exponent") is not None:
+            block["zipf_exponent"] = t["batch_zipf_exponent"]
+        data["constraints"].setdefault(name, {})["workload"] = block
+    parse_config(data)  # what is written reads back
+    return data
 
 
 def _at_share(curve: list[dict], rows: int, share: float) -> float | None:
@@ -72,8 +66,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     if args.out:
         writes.append((args.out, result))
     if args.apply:
-        config_data, sidecar = applied(result, cfg)
-        writes += [(args.apply, config_data), (str(sidecar_path(args.apply)), sidecar)]
+        writes.append((args.apply, applied(result, cfg)))
     for path, data in writes:
         try:
             atomicfile.write_json(path, data)
@@ -116,7 +109,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the statistics as JSON")
     p.add_argument("--out", metavar="STATS.json", help="also write the statistics JSON to this file")
     p.add_argument("--apply", metavar="CONFIG_OUT.json",
-                   help="write the config with the measured pooling factors, and CONFIG_OUT.workload.json beside it")
+                   help="write the config with the measured pooling factors and each table's workload block (miss "
+                   "curve, distinct rows per batch, skew; docs/stats.md)")
     p.add_argument("--plan", metavar="PLAN.json", help="also the bytes each rank touches per step under this plan")
     p.add_argument("--batch-size", type=_int_in(1, L.MAX_BATCH_SIZE), metavar="N",
                    help="samples per rank per batch (default: the config's topology batch_size)")

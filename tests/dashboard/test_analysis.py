@@ -83,6 +83,20 @@ def test_table_frame_and_compare_frames():
     assert summary.loc[0, "slowest rank ms"] == pytest.approx(plan["max_rank_cost_ms"])
 
 
+def test_the_table_frame_says_which_cache_size_a_plan_gave_and_why():
+    cfg = tutorial()
+    curve = [{"cache_rows": r, "lru_miss_rate": m} for r, m in ((40, 0.6), (400, 0.05), (4096, 0.04))]
+    cfg["constraints"] = {"large_table_1": {
+        "sharding_types": ["row_wise"], "compute_kernels": ["fused_uvm_caching"],
+        "workload": {"from": {"file": "ids.parquet", "rows": 5000, "modified": "2026-11-27T00:10:00Z"},
+                     "miss_ratio_curve": curve}}}
+    plan = _plan(cfg)
+    frame = analysis.table_frame(typed(plan, cfg), typed_config(cfg)).set_index("table")
+    note = plan["plan"]["large_table_1"]["cache_note"]
+    assert note and "ids.parquet" in note and frame.loc["large_table_1", "cache"] == note
+    assert frame.loc["large_table_0", "cache"] == ""  # no UVM cache
+
+
 def test_run_metrics_as_a_table_and_progress():
     metrics = [(0, "step_ms", 2.0, "ms"), (0, "step_ms", 4.0, "ms"), (1, "step_ms", 5.0, "ms"),
                (0, "weight_bytes", 10.0, "bytes")]

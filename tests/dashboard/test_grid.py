@@ -28,6 +28,22 @@ def test_rows_round_trip_keeps_constraints_the_grid_does_not_show():
     assert grid.rows_to_config(rows, TOPO)["constraints"]["large_table_0"]["pooling_factors"] == [5.0]
 
 
+def test_editing_another_field_keeps_the_workload_block():
+    """A measured workload block (python -m engine stats --apply) has no column: it rides in _extra, so an edit of
+    another cell of the row does not drop it."""
+    cfg = tutorial()
+    rows_n = cfg["tables"][0]["num_embeddings"]
+    block = {"from": {"file": "s.parquet", "rows": 100, "modified": "2026-11-27T00:00:00Z"},
+             "miss_ratio_curve": [{"cache_rows": 10, "lru_miss_rate": 0.5},
+                                  {"cache_rows": rows_n, "lru_miss_rate": 0.1}]}
+    cfg["constraints"] = {"large_table_0": {"workload": block}}
+    rows = grid.config_to_rows(cfg)
+    rows[0]["dim"] = 64  # the user edits another field of the same row
+    back = grid.rows_to_config(rows, cfg["topology"])
+    assert back["constraints"]["large_table_0"]["workload"] == block
+    assert engine.parse_config(back).constraint("large_table_0").workload is not None
+
+
 def test_apply_edits_edits_then_deletes_then_adds():
     delta = {"edited_rows": {"1": {"dim": 16.0, "features": "x, y"}}, "deleted_rows": [0],
              "added_rows": [{"name": "new", "rows": 7, "dim": 3}]}

@@ -111,6 +111,21 @@ def test_figures_within_rounding_are_kept_as_given(store: Store) -> None:
     assert rec is not None and rec.plan == plan  # kept bit for bit: a bundle of it imports back unchanged
 
 
+def test_a_plan_with_a_cache_load_factor_chosen_from_the_curve_saves(store: Store) -> None:
+    """The chosen size travels in the plan file (cache_load_factor): the store's recomputation prices the same
+    cache, so the figures agree and the plan comes back as saved."""
+    rows = 200_000
+    curve = [{"cache_rows": r, "lru_miss_rate": m} for r, m in ((200, 0.6), (12_000, 0.3), (rows, 0.3))]
+    cfg = {"tables": [{"name": "big", "num_embeddings": rows, "embedding_dim": 64, "feature_names": ["f0"]}],
+           "constraints": {"big": {"workload": {"from": {"file": "ids.parquet", "rows": 1, "modified": "d"},
+                                                "miss_ratio_curve": curve}}},
+           "topology": {"world_size": 1, "compute_device": "cuda", "hbm_cap": 8_000_000}}
+    plan = engine.plan_to_dict(engine.plan(engine.parse_config(cfg)))
+    assert plan["plan"]["big"]["cache_load_factor"] == 12_000 / rows
+    rec = store.get_plan(store.save_plan(cfg, plan))
+    assert rec is not None and rec.plan == plan
+
+
 def test_a_plan_from_before_the_memory_parts_saves_and_gets_them(store: Store) -> None:
     cfg, plan = sample()
     older = copy.deepcopy(plan)

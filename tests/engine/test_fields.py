@@ -15,7 +15,7 @@ from tests.factories import ROOT
 
 def test_declarations_match_the_types():
     assert F.TABLE_FIELDS == tuple(f.name for f in dataclasses.fields(TableConfig))
-    assert set(F.CONSTRAINT_FIELDS) == {f.name for f in dataclasses.fields(Constraints)}
+    assert set(F.CONSTRAINT_FIELDS) | {F.WORKLOAD_FIELD.name} == {f.name for f in dataclasses.fields(Constraints)}
     assert F.TOPOLOGY_FIELDS + (F.PROFILE_FIELD.name,) == tuple(f.name for f in dataclasses.fields(Topology))
 
 

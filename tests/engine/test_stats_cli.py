@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from engine import limits as L
-from engine.config import load_config
+from engine.config import config_to_dict, load_config
 from tests.factories import ROOT, write
 
 CONFIG = {"tables": [{"name": "t0", "num_embeddings": 1000, "embedding_dim": 16, "feature_names": ["a", "b"]},
@@ -65,6 +65,19 @@ def test_the_generator_is_seeded(files, tmp_path):
         assert (again == pq.read_table(d / "s.parquet").to_pydict()) is same
 
 
+def test_the_generators_zipf_draws_every_feature_so(files, tmp_path):
+    d, cfg = files
+    shares = {}
+    for s in (0, 1.05):
+        assert run(cfg, "--rows", 1500, "--seed", 5, "--zipf", s, "--out", tmp_path / f"z{s}.parquet",
+                   module="engine.stats.generate").returncode == 0
+        shares[s] = [f["top_1pct_share"] for f in stats(cfg, tmp_path / f"z{s}.parquet")["features"].values()]
+    assert max(shares[0]) < 0.1 < min(shares[1.05])  # uniform everywhere, then skewed everywhere
+    bad = run(cfg, "--rows", 10, "--zipf", 7, "--out", tmp_path / "x.parquet", module="engine.stats.generate")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--zipf must be from 0 to 5" in bad.stderr
+    assert not (tmp_path / "x.parquet").exists()
+
+
 def test_out_apply_and_batch_size(files, tmp_path):
     d, cfg = files
     out, applied = tmp_path / "stats.json", tmp_path / "tuned.json"
@@ -76,14 +89,22 @@ def test_out_apply_and_batch_size(files, tmp_path):
     assert tuned.constraint("t0").pooling_factors == (f["a"]["pooling_factor"], f["b"]["pooling_factor"])
     assert tuned.constraint("t1").num_poolings == (1.0,)
     assert tuned.tables == load_config(cfg).tables and tuned.topology == load_config(cfg).topology
-    sidecar = json.loads((tmp_path / "tuned.workload.json").read_text())
     mtime = os.stat(d / "s.parquet").st_mtime
-    assert sidecar["sample"]["modified"].startswith(__import__("datetime").datetime.fromtimestamp(
+    assert printed["sample"]["modified"].startswith(__import__("datetime").datetime.fromtimestamp(
         int(mtime), tz=__import__("datetime").timezone.utc).strftime("%Y-%m-%dT%H:%M"))
-    t0 = sidecar["tables"]["t0"]
-    assert t0["from"] == {"source": "sample", "file": "s.parquet", "rows": 1500,
-                          "sample_modified": sidecar["sample"]["modified"]}
-    assert t0["unique_rows"] == printed["tables"]["t0"]["unique_rows"]
+    w = tuned.constraint("t0").workload  # the rest goes into the config's workload block: no sidecar any more
+    t0 = printed["tables"]["t0"]
+    assert (w.source_file, w.source_rows, w.source_modified) == ("s.parquet", 1500, printed["sample"]["modified"])
+    assert w.unique_rows == t0["unique_rows"] and w.batch_size == 100
+    assert w.miss_ratio_curve == tuple((p["cache_rows"], p["lru_miss_rate"]) for p in t0["miss_ratio_curve"])
+    assert w.unique_rows_per_batch_mean == t0["unique_rows_per_batch"]["mean"]
+    assert w.unique_rows_per_batch_p99 == t0["unique_rows_per_batch"]["p99"]
+    assert w.pooling_factors == (f["a"]["pooling_factor"], f["b"]["pooling_factor"])
+    assert w.miss_ratio_method == "exact"
+    assert not (tmp_path / "tuned.workload.json").exists()
+    again = tmp_path / "again.json"  # the applied config round-trips: its block written back as read
+    again.write_text(json.dumps(config_to_dict(tuned)))
+    assert json.loads(again.read_text()) == json.loads(applied.read_text())
 
 
 def test_plan_adds_the_working_set_per_rank(files, tmp_path):
@@ -111,7 +132,7 @@ def fails(tmp_path, cfg, sample, *needles):
     assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
     for n in needles:
         assert n in lines[0], lines[0]
-    assert not out.exists() and not applied.exists() and not (tmp_path / "c.workload.json").exists()
+    assert not out.exists() and not applied.exists()
     return lines[0]
 
 

@@ -18,7 +18,7 @@ from torchrec.distributed.sharding_plan import (
     table_row_wise,
     table_wise,
 )
-from torchrec.distributed.types import EnumerableShardingSpec, ParameterSharding, ShardMetadata
+from torchrec.distributed.types import CacheParams, EnumerableShardingSpec, ParameterSharding, ShardMetadata
 
 import engine
 from engine.torchrec_compat import (
@@ -146,6 +146,29 @@ def test_cache_load_factor_becomes_cache_params_as_torchrecs_planner_writes_them
     for name in TABLES:
         assert mine[name].compute_kernel == theirs[name].compute_kernel == "fused_uvm_caching"
         assert mine[name].cache_params.load_factor == theirs[name].cache_params.load_factor == 0.3
+
+
+def test_a_cache_load_factor_chosen_from_the_curve_reaches_torchrecs_cache_params():
+    """A table with a measured miss curve (engine.clf): the size our planner chose goes into the ShardingPlan as
+    TorchRec's own CacheParams, as TorchRec's planner writes them when that size is typed, and comes back."""
+    rows = 200_000
+    curve = [{"cache_rows": r, "lru_miss_rate": m} for r, m in ((200, 0.6), (2_000, 0.4), (12_000, 0.3),
+                                                                 (60_000, 0.3), (rows, 0.3))]
+    block = {"from": {"file": "ids.parquet", "rows": 40_000, "modified": "2026-11-27T00:00:00Z"},
+             "miss_ratio_curve": curve}
+    raw = {"tables": [{"name": "big", "num_embeddings": rows, "embedding_dim": 64, "feature_names": ["f0"]}],
+           "constraints": {"big": {"workload": block}},
+           "topology": {"world_size": 1, "compute_device": "cuda", "hbm_cap": 8_000_000, "batch_size": 512}}
+    cfg = engine.parse_config(raw)
+    tp = ours(cfg).tables["big"]
+    assert tp.compute_kernel.value == "fused_uvm_caching" and tp.cache_load_factor == 12_000 / rows
+    mine = to_sharding_plan(cfg, {"big": tp})
+    ps = mine.plan[""]["big"]
+    assert isinstance(ps.cache_params, CacheParams) and ps.cache_params.load_factor == 12_000 / rows
+    raw["constraints"]["big"].update(compute_kernels=["fused_uvm_caching"], cache_load_factor=12_000 / rows)
+    theirs = torchrec_sharding_plan(engine.parse_config(raw)).plan[""]["big"]
+    assert theirs.compute_kernel == ps.compute_kernel and theirs.cache_params == ps.cache_params
+    assert from_sharding_plan(cfg, mine)["big"] == tp
 
 
 @pytest.mark.parametrize("sharding_type", SHARDING_TYPES)

@@ -11,10 +11,12 @@ from pathlib import Path
 
 import numpy as np
 
-from db.calibration import calibrate_from_store, leave_one_out_from_store
+from db.calibration import calibrate_from_store, leave_one_out_from_store, terms_from_store
 from db.jsonfile import read_json_object, write_json
 from db.runsink import open_store
 from engine.calibrate import FIXED, Calibration, HeldOut, apply_calibration, median_error
+from engine.calibrate_apply import apply_terms
+from engine.calibrate_terms import TermFit
 from engine.errors import EngineError
 from engine.types import Device
 
@@ -50,9 +52,45 @@ def text(cal: Calibration, loo: dict | None) -> str:
     return "\n".join(lines)
 
 
+def terms_text(fit: TermFit) -> str:
+    """Each term: value +- standard error, unit, default, fitted or refused (why, and which runs would fit it); then
+    the leave-one-run-out per-rank error before (the defaults) and after."""
+    lines = [f"CPU terms of {fit.device_name or 'an unnamed device'!r} from {len(fit.run_ids)} runs "
+             f"({fit.n_ranks} ranks, {fit.backend or 'unknown'} backend), bytes of work at ddr_mem_bw "
+             f"{fit.ddr_mem_bw:.6g} bytes/ms:"]
+    for t in fit.terms:
+        value = f"{t.value:.4g} +- {t.se:.2g}" if t.se is not None else f"{t.value:.4g}"
+        state = "fitted" if t.fitted else f"not fitted, default kept: {t.refused}; would be fitted from {t.hint}"
+        lines.append(f"  {t.name} = {value} {t.unit} (default {t.default:.4g}): {state}")
+    h = fit.held_out
+    lines.append(f"Leave one run out (each run's ranks predicted by the terms fitted on the other runs): median "
+                 f"per-rank error {h['median_error_before']:.0%} with the defaults, {h['median_error_after']:.0%} "
+                 "fitted")
+    lines += [f"  run {r['run_id']} ({r['config']}): {r['median_error_before']:.0%} before, "
+              f"{r['median_error_after']:.0%} after" for r in h["runs"]]
+    lines += [f"  note: {n}" for n in fit.notes]
+    return "\n".join(lines)
+
+
+def cmd_terms(args: argparse.Namespace) -> int:
+    if Device(args.device) is not Device.CPU:
+        raise EngineError("--terms fits the CPU estimate's terms (engine/estimate.py cpu_terms): use --device cpu; "
+                          "GPU estimates have no such terms yet")
+    fit = terms_from_store(open_store(), args.device_name, args.backend)
+    data = fit.as_dict()
+    if args.out:
+        write_json(Path(args.out), data, "--out")
+    if args.config:
+        write_json(Path(args.config_out), apply_terms(read_json_object(args.config, "--config"), data), "--config-out")
+    print(json.dumps(data, indent=1, default=_plain) if args.json else terms_text(fit))
+    return 0
+
+
 def cmd_calibrate(args: argparse.Namespace) -> int:
     if bool(args.config) != bool(args.config_out):
         raise EngineError("--config and --config-out go together: the config to calibrate and where to write it")
+    if args.terms:
+        return cmd_terms(args)
     store = open_store()
     device = Device(args.device)
     cal = calibrate_from_store(store, device, args.device_name, args.hosts)
@@ -83,6 +121,8 @@ def register(sub: argparse._SubParsersAction, wrap: Callable) -> None:
     p.add_argument("--device", choices=[d.value for d in Device], default=Device.CPU.value,
                    help="calibrate from runs on this device (default %(default)s)")
     p.add_argument("--device-name", metavar="TEXT", help="only runs whose device name contains TEXT, e.g. H100")
+    p.add_argument("--backend", choices=("fbgemm", "torch", "torchrec"), help="with --terms: only runs whose kernels "
+                   "these are: dry-runs of this backend, or torchrec for validation runs (DMP's fbgemm kernels)")
     p.add_argument("--hosts", type=int, metavar="N", help="only runs on N hosts (a profile is for one host count)")
     p.add_argument("--leave-one-out", action="store_true",
                    help="also fit on all configs but one and report the error on the one left out, for each config")
@@ -91,7 +131,11 @@ def register(sub: argparse._SubParsersAction, wrap: Callable) -> None:
     p.add_argument("--config-out", metavar="FILE", help="where to write the calibrated config: the fitted bandwidths, "
                    "the profile, and the profile's device as compute_device")
     p.add_argument("--json", action="store_true", help="print the calibration as JSON")
+    p.add_argument("--terms", action="store_true",
+                   help="fit the CPU estimate's cost terms per device to the stored dry-runs' per-rank times instead "
+                   "(each with its uncertainty; terms the runs cannot identify keep their defaults); --config-out "
+                   "writes them into the config's profile, never over a profile of another device")
     p.set_defaults(func=wrap(cmd_calibrate))
 
 
-__all__ = ["cmd_calibrate", "loo_dict", "register", "text"]
+__all__ = ["cmd_calibrate", "cmd_terms", "loo_dict", "register", "terms_text", "text"]

@@ -10,6 +10,8 @@ from db.models import RunKind, RunStatus
 from db.records import PlanRecord, RunRecord
 from db.store import Store
 from engine.calibrate import Calibration, HeldOut, StepObservation, fit, leave_one_out, observation
+from engine.calibrate_terms import TermFit, TermRun, fit_terms, term_run
+from engine.fields import BY_NAME
 from engine.config import parse_config
 from engine.errors import EngineError
 from engine.planfile import parse_plan
@@ -19,8 +21,8 @@ MAX_PLANS = 10_000
 STEP_METRIC = "step_ms"
 
 
-def _per_rank_steps(store: Store, run: RunRecord, world_size: int) -> list[float] | None:
-    steps = {m.rank: m.value for m in store.metrics(run.id) if m.name == STEP_METRIC}
+def _per_rank_steps(store: Store, run: RunRecord, world_size: int, metric: str = STEP_METRIC) -> list[float] | None:
+    steps = {m.rank: m.value for m in store.metrics(run.id) if m.name == metric}
     if sorted(steps) != list(range(world_size)) or not all(v > 0 for v in steps.values()):
         return None
     return [steps[r] for r in range(world_size)]
@@ -81,5 +83,84 @@ def leave_one_out_from_store(store: Store, device: Device, device_name: str | No
     return leave_one_out(observations_from_store(store, device, device_name, hosts), device)
 
 
+# ---- per-term calibration from dry-runs ------------------------------------------------------------------
+
+REFERENCE_DDR_BW = BY_NAME["ddr_mem_bw"].default  # every run is priced at it: the terms' bytes are at this bandwidth
+EMBEDDING_METRIC = "embedding_ms"  # a rank's own embedding work: validation runs and dry-runs (engine.validate.types)
+VALIDATION_KERNELS = "torchrec"  # a validation's label among the dry-run backends: DMP's fbgemm kernels in a real step
+
+
+def _unusable(info: dict) -> str | None:
+    """Why a run's per-rank times cannot fit the terms, or None."""
+    ids = info.get("ids")
+    if isinstance(ids, dict) and ids.get("source", "synthetic") != "synthetic":
+        return "its ids were replayed from a sample (--ids), which its config's id distribution does not describe"
+    if info.get("scale_rows", 1.0) != 1.0:
+        return "measured with --scale-rows (smaller tables than its config's)"
+    iters, warmup, batches = info.get("iters"), info.get("warmup"), info.get("batches")
+    if isinstance(iters, int) and isinstance(warmup, int) and isinstance(batches, int) and batches < iters + warmup:
+        return "its steps cycled a few batches (big tables look cached); run with fresh ids (--batches 0)"
+    if info.get("distribution", "config") != "config":
+        return "its ids were not drawn as its config says (--distribution other than config)"
+    if info.get("threads", 1) != 1:
+        return "measured with more than one thread (the terms are per thread)"
+    return None
+
+
+def term_runs_from_store(store: Store, device_name: str | None = None,
+                         backend: str | None = None) -> tuple[list[TermRun], list[str]]:
+    """Every succeeded CPU dry-run, and validation run that recorded each rank's own embedding work (embedding_ms),
+    whose device name contains device_name and whose kernels are `backend` (a dry-run's backend, or "torchrec" for
+    validation runs), when given, as a TermRun priced at REFERENCE_DDR_BW; and notes on the runs left out and why."""
+    runs, skipped, validations, loads = [], {}, 0, []
+    for summary in store.list_plans(limit=MAX_PLANS):
+        rec = None
+        for run in store.runs_for_plan(summary.token):
+            info = run.device_info or {}
+            name = str(info.get("device_name") or "")
+            kernels = VALIDATION_KERNELS if run.kind == RunKind.VALIDATION else str(info.get("backend", ""))
+            if run.status != RunStatus.SUCCEEDED or run.device != Device.CPU.value or \
+                    (device_name and device_name.lower() not in name.lower()) or (backend and kernels != backend):
+                continue
+            why = _unusable(info)
+            rec = rec or store.get_plan(summary.token)
+            try:
+                cfg = parse_config(rec.config)
+                tables = parse_plan(rec.plan, cfg)
+            except EngineError:
+                why = "its stored config or plan no longer parses"
+            w = cfg.topology.world_size
+            measured = None if why else _per_rank_steps(store, run, w, EMBEDDING_METRIC)
+            if measured is None and not why and run.kind == RunKind.VALIDATION:
+                validations += 1  # recorded before validation runs timed each rank's own work
+                continue
+            if measured is None and not why:  # a dry-run recorded before embedding_ms: its measured_ms is the same
+                measured = _per_rank_steps(store, run, w)
+            if measured is None:
+                skipped.setdefault(why or "a rank's measured time is missing", []).append(run.id)
+                continue
+            cfg = replace(cfg, topology=replace(cfg.topology, ddr_mem_bw=REFERENCE_DDR_BW))
+            runs.append(term_run(cfg, tables, measured, run.id, rec.config_name, name, kernels))
+            if isinstance(info.get("load_average"), (int, float)):
+                loads.append(float(info["load_average"]))
+    notes = [f"run{'s' if len(ids) > 1 else ''} {', '.join(map(str, sorted(ids)))} left out: {why}"
+             for why, ids in sorted(skipped.items())]
+    if loads:
+        notes.append(f"1-minute load average as the runs ended: {min(loads):.1f}-{max(loads):.1f} "
+                     f"({len(loads)} of {len(runs)} runs): a busy machine's times fit busy-machine terms")
+    if validations:
+        notes.append(f"{validations} validation run{'s' if validations > 1 else ''} not used: "
+                     f"{'they' if validations > 1 else 'it'} recorded synchronised steps only (every rank waits for "
+                     "the slowest), no rank's own embedding_ms")
+    return sorted(runs, key=lambda r: r.run_id), notes
+
+
+def terms_from_store(store: Store, device_name: str | None = None, backend: str | None = None) -> TermFit:
+    """The CPU terms fitted to the stored dry-runs of one device and backend (computed on demand; nothing is
+    stored)."""
+    runs, notes = term_runs_from_store(store, device_name, backend)
+    return fit_terms(runs, REFERENCE_DDR_BW, notes)
+
+
 __all__ = ["MAX_PLANS", "calibrate_from_store", "leave_one_out_from_store", "observations_from_store",
-           "run_observation"]
+           "run_observation", "term_runs_from_store", "terms_from_store"]

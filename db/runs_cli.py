@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 from collections.abc import Callable
@@ -74,9 +75,21 @@ def cmd_dryrun(args: argparse.Namespace) -> int:
     except Exception as e:
         sink.fail(str(e) if isinstance(e, EngineError) else f"{type(e).__name__}: {e}")
         raise
-    sink.record(data)
+    # per-term calibration fits per device, and says how busy the machine was while its runs measured
+    sink.record({**data, "device_name": _device_name(args.device), "load_average": os.getloadavg()[0]})
     print(json.dumps(data, indent=1) if args.json else text)
     return 0
+
+
+def _device_name(device: str) -> str:
+    """The name of the device a dry-run measured on: the GPU's, or the CPU's model name (as validation records)."""
+    if device == "cuda":
+        import torch
+
+        return torch.cuda.get_device_name(0)
+    from engine.validate.worker import _cpu_name
+
+    return _cpu_name()
 
 
 def cmd_import_results(args: argparse.Namespace) -> int:

@@ -10,7 +10,6 @@ db.calibration turns stored runs into StepObservations (the engine never imports
 
 from __future__ import annotations
 
-import copy
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -20,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from engine import limits as L
-from engine.config import parse_config
+from engine.calibrate_apply import BANDWIDTH_FIELDS, apply_calibration
 from engine.errors import ConfigError, EngineError
 from engine.estimate import comms_bw, device_bw, perf_parts, piece_workset, pieces_of, rank_workset_ms, table_load
 from engine.evaluate import shard_arrays
@@ -29,7 +28,6 @@ from engine.profile import BACKEND, DeviceProfile, parse_profile, plan_counts
 from engine.types import ComputeKernel, Config, Device, TablePlan
 
 COMPUTE_FIELD = {Device.CPU: "ddr_mem_bw", Device.CUDA: "hbm_mem_bw"}
-BANDWIDTH_FIELDS = ("hbm_mem_bw", "ddr_mem_bw", "hbm_to_ddr_mem_bw", "intra_host_bw", "inter_host_bw")
 FIXED = ("step_ms", "collective_ms", "launch_ms", "piece_ms")  # the first four features' costs
 FEATURES = FIXED + ("compute", "intra_host_bw", "inter_host_bw")  # the last three: bytes, cost 1 / bandwidth
 N_FIXED = len(FIXED)
@@ -369,37 +367,6 @@ def leave_one_out(observations: Iterable[StepObservation], device: Device) -> li
 def median_error(held: Sequence[HeldOut]) -> float:
     """Median over every held-out rank of |estimated - measured| / measured."""
     return float(np.median(np.concatenate([h.errors for h in held])))
-
-
-# ---- applying a calibration ------------------------------------------------------------------------------
-
-
-def apply_calibration(config: dict, patch: dict) -> dict:
-    """A copy of a config dict calibrated: the fitted bandwidths in its topology and, given a whole calibration
-    (Calibration.as_dict()) with a profile, that profile and its device as compute_device. Checked by parse_config."""
-    profile = None
-    if isinstance(patch, dict) and isinstance(patch.get("patch"), dict):
-        profile = patch.get("profile")
-        patch = patch["patch"]
-    if not isinstance(patch, dict):
-        raise ConfigError("calibration", "must be an object of topology bandwidths, e.g. {\"ddr_mem_bw\": 1e6}")
-    out = copy.deepcopy(config)
-    topo = out.setdefault("topology", {})
-    if not isinstance(topo, dict):
-        raise ConfigError("topology", "must be an object")
-    for name, value in patch.items():
-        if name not in BANDWIDTH_FIELDS:
-            raise ConfigError(f"calibration.{name}", f"not a bandwidth; known: {', '.join(BANDWIDTH_FIELDS)}")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or not math.isfinite(value):
-            raise ConfigError(f"calibration.{name}", f"must be a positive number of bytes/ms, got {value!r}")
-        topo[name] = float(value)
-    if profile is not None:
-        if not isinstance(profile, dict):
-            raise ConfigError("calibration.profile", "must be an object (a device profile)")
-        topo["profile"] = copy.deepcopy(profile)
-        topo["compute_device"] = profile.get("device")
-    parse_config(out)
-    return out
 
 
 __all__ = ["BANDWIDTH_FIELDS", "COMPUTE_FIELD", "FEATURES", "Calibration", "HeldOut", "StepObservation",

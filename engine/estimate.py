@@ -15,6 +15,7 @@ import numpy as np
 from engine import constants as C
 from engine import fields as F
 from engine.profile import active, piece_perf
+from engine.terms import CpuTerms, terms_of
 from engine.cachecurve import miss_rate
 from engine.workset import distinct_array
 from engine.types import (
@@ -112,14 +113,14 @@ def pieces_of(table: TableConfig, load: TableLoad, topo: Topology, rows: np.ndar
     """The shapes of one table as Pieces."""
     n = len(rows)
     full = np.full
+    k, opt = terms_of(topo), topo.optimizer.value
     return Pieces(np.asarray(rows, dtype=np.float64), np.asarray(cols, dtype=np.float64),
                   full(n, len(rows) if num_shards is None else num_shards), full(n, float(table.num_embeddings)),
                   full(n, float(table.embedding_dim)), full(n, float(table.data_type.bytes)),
                   full(n, load.batch_inputs), full(n, load.batch_outputs), full(n, load.is_weighted),
                   full(n, table.pooling is not PoolingType.NONE), full(n, load.cache_load_factor),
                   full(n, topo.optimizer.state_multiplier(table.embedding_dim)), full(n, load.zipf),
-                  full(n, C.CPU_OPTIMIZER_WORK[topo.optimizer.value]),
-                  full(n, C.CPU_OPTIMIZER_ROW_WORK[topo.optimizer.value]), full(n, load.hit_rate))
+                  full(n, k.optimizer_work(opt)), full(n, k.optimizer_row_work(opt)), full(n, load.hit_rate))
 
 
 def pieces_for(tables: list[TableConfig], loads: list[TableLoad], topo: Topology, owner: np.ndarray,
@@ -129,6 +130,8 @@ def pieces_for(tables: list[TableConfig], loads: list[TableLoad], topo: Topology
     def per_row(values: list) -> np.ndarray:
         return np.array(values)[owner]
 
+    k, opt = terms_of(topo), topo.optimizer.value
+
     return Pieces(np.asarray(rows, dtype=np.float64), np.asarray(cols, dtype=np.float64), num_shards,
                   per_row([float(t.num_embeddings) for t in tables]), per_row([float(t.embedding_dim) for t in tables]),
                   per_row([float(t.data_type.bytes) for t in tables]), per_row([x.batch_inputs for x in loads]),
@@ -136,9 +139,8 @@ def pieces_for(tables: list[TableConfig], loads: list[TableLoad], topo: Topology
                   per_row([t.pooling is not PoolingType.NONE for t in tables]),
                   per_row([x.cache_load_factor for x in loads]),
                   per_row([topo.optimizer.state_multiplier(t.embedding_dim) for t in tables]),
-                  per_row([x.zipf for x in loads]), np.full(len(owner), C.CPU_OPTIMIZER_WORK[topo.optimizer.value]),
-                  np.full(len(owner), C.CPU_OPTIMIZER_ROW_WORK[topo.optimizer.value]),
-                  per_row([x.hit_rate for x in loads]))
+                  per_row([x.zipf for x in loads]), np.full(len(owner), k.optimizer_work(opt)),
+                  np.full(len(owner), k.optimizer_row_work(opt)), per_row([x.hit_rate for x in loads]))
 
 
 def device_bw(topo: Topology, kernel: ComputeKernel, hit: float) -> float:
@@ -181,16 +183,16 @@ def touched_rows(p: Pieces, ids: np.ndarray, local: bool) -> np.ndarray:
 
 def cpu_terms(ids: np.ndarray, touched: np.ndarray, rows: np.ndarray, cols: np.ndarray, tdt: np.ndarray,
               read: np.ndarray, out: np.ndarray, opt_work: np.ndarray,
-              opt_row_work: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Forward and backward work of fbgemm's CPU kernels, in bytes at the DDR bandwidth (constants CPU_*): fixed
-    work per id, the row per id (backward: the touched rows only, once each, as fbgemm sorts the ids), the pooled
-    output, and the optimizer's update of each touched row. The rank's touched working set beyond the cache is
-    priced per rank (rank_terms)."""
+              opt_row_work: np.ndarray, k: CpuTerms) -> tuple[np.ndarray, np.ndarray]:
+    """Forward and backward work of fbgemm's CPU kernels, in bytes at the DDR bandwidth (the terms k, defaults
+    constants CPU_*): fixed work per id, the row per id (backward: the touched rows only, once each, as fbgemm sorts
+    the ids), the pooled output, and the optimizer's update of each touched row. The rank's touched working set
+    beyond the cache is priced per rank (rank_workset_ms)."""
     d = _decades(rows * cols * tdt)
-    per_id = C.CPU_ID_FIXED_BYTES * (1.0 + C.CPU_FIXED_PER_DECADE * d)
-    row = cols * tdt * (C.CPU_ROW_IN_CACHE + C.CPU_ROW_FIRST_DECADE * np.minimum(d, 1.0)
-                        + C.CPU_ROW_LATER_DECADES * np.maximum(d - 1.0, 0.0))
-    base = read + ids * per_id + out * C.CPU_OUTPUT_WORK
+    per_id = k.id_work * (1.0 + C.CPU_FIXED_PER_DECADE * d)
+    row = cols * tdt * (C.CPU_ROW_IN_CACHE + k.row_first_decade * np.minimum(d, 1.0)
+                        + k.row_later_decades * np.maximum(d - 1.0, 0.0))
+    base = read + ids * per_id + out * k.output_work
     fwd = base + ids * row
     bwd = (base + touched * row) * C.BWD_COMPUTE_MULTIPLIER + touched * (opt_row_work + cols * opt_work)
     return fwd, bwd
@@ -236,7 +238,7 @@ def pieces_perf_parts(p: Pieces, topo: Topology, st: ShardingType) -> tuple[np.n
         if topo.compute_device is Device.CPU:
             touched = touched_rows(p, p.batch_inputs, local=True)
             cpu_f, cpu_b = cpu_terms(p.batch_inputs, touched, p.num_embeddings, d, tdt, read,
-                                     p.batch_outputs * d * out_dt, p.opt_work, p.opt_row_work)
+                                     p.batch_outputs * d * out_dt, p.opt_work, p.opt_row_work, terms_of(topo))
             fwd, bwd = cpu_f * kernel_factor, cpu_b * kernel_factor
         work[:, 0] = fwd
         work[:, 2] = bwd + table_bytes * C.DP_ELEMENTWISE_KERNELS_PERF_FACTOR
@@ -261,7 +263,8 @@ def pieces_perf_parts(p: Pieces, topo: Topology, st: ShardingType) -> tuple[np.n
     if topo.compute_device is Device.CPU:
         ids = (bi if st.splits_rows else p.batch_inputs) * W
         touched = touched_rows(p, p.batch_inputs * W, local=False)
-        cpu_f, cpu_b = cpu_terms(ids, touched, rows, cols, tdt, read, out, p.opt_work, p.opt_row_work)
+        cpu_f, cpu_b = cpu_terms(ids, touched, rows, cols, tdt, read, out, p.opt_work, p.opt_row_work,
+                                 terms_of(topo))
         work[:, 0], work[:, 2] = cpu_f * kernel_factor, cpu_b * kernel_factor
     input_dist = read / weight_factor / cbw
     if st is ShardingType.TABLE_ROW_WISE and topo.num_hosts > 1:
@@ -361,7 +364,7 @@ def estimate_pieces(p: Pieces, topo: Topology, st: ShardingType,
 def piece_workset(p: Pieces, topo: Topology, st: ShardingType) -> tuple[np.ndarray, np.ndarray]:
     """(bytes, distinct rows) each piece touches in a step (CPU topologies; zeros elsewhere, where the term is not
     measured)."""
-    if topo.compute_device is not Device.CPU or C.CPU_WORKSET_ROW_WORK == 0:
+    if topo.compute_device is not Device.CPU or terms_of(topo).workset_row_work == 0:
         return np.zeros(len(p.rows)), np.zeros(len(p.rows))
     if st is ShardingType.DATA_PARALLEL:
         touched = touched_rows(p, p.batch_inputs, local=True)
@@ -383,10 +386,12 @@ def rows_beyond(workset_bytes: np.ndarray, workset_rows: np.ndarray) -> np.ndarr
 
 def rank_workset_ms(workset_bytes: np.ndarray, workset_rows: np.ndarray, topo: Topology) -> np.ndarray:
     """Per rank, the cost of its touched working set beyond the cache (CPU_WORKSET_*): every row past the knee is
-    CPU_WORKSET_ROW_WORK bytes of work at the DDR bandwidth. Zero on other devices."""
-    if topo.compute_device is not Device.CPU or C.CPU_WORKSET_ROW_WORK == 0:
+    CPU_WORKSET_ROW_WORK bytes of work at the DDR bandwidth (or the profile's cpu_workset_row_work, engine.terms).
+    Zero on other devices."""
+    work = terms_of(topo).workset_row_work
+    if topo.compute_device is not Device.CPU or work == 0:
         return np.zeros(np.shape(workset_bytes))
-    return C.CPU_WORKSET_ROW_WORK * rows_beyond(workset_bytes, workset_rows) / topo.ddr_mem_bw
+    return work * rows_beyond(workset_bytes, workset_rows) / topo.ddr_mem_bw
 
 
 def estimate_shards(table: TableConfig, c: Constraints, topo: Topology, st: ShardingType,

@@ -229,6 +229,34 @@ TOPOLOGY: tuple[Field, ...] = (
 PROFILE_FIELD = Field("profile", PROFILE, _PROFILE_MEANING, "none",
                       range_text="fixed costs 0 to 10^6 ms; `hosts` 1 to 16,384")
 
+# Inside profile: the CPU estimate's cost terms (engine.estimate.cpu_terms), each in bytes of work at the topology's
+# ddr_mem_bw, its default the constant engine.constants holds. A profile carries the ones `python -m db calibrate
+# --terms` fitted on its device (device_name); an absent term takes its default. Read by engine.terms.
+
+
+def _term(name: str, default: float, unit: str, what: str) -> Field:
+    return Field(name, FLOAT, f"CPU cost term: {what}, as bytes of work at `ddr_mem_bw`", f"{default:g}",
+                 unit=unit, lo=0.0, hi=L.MAX_TERM_WORK, default=float(default))
+
+
+_OPT_ROW = "the optimizer's update per touched row ({}), on top of sgd's"
+_OPT_WEIGHT = "the optimizer's update per touched weight ({}), on top of sgd's"
+PROFILE_TERMS: tuple[Field, ...] = (
+    _term("cpu_id_work", C.CPU_ID_FIXED_BYTES, "bytes per id", "fixed work per id looked up (forward and backward)"),
+    _term("cpu_row_first_decade", C.CPU_ROW_FIRST_DECADE, "bytes per row byte",
+          "a row read per id, per byte, over the first decade of piece bytes above the cache"),
+    _term("cpu_row_later_decades", C.CPU_ROW_LATER_DECADES, "bytes per row byte",
+          "the same over the later decades (pieces past 10 MiB)"),
+    _term("cpu_output_work", C.CPU_OUTPUT_WORK, "bytes per output byte", "the pooled output"),
+    *(_term(f"cpu_optimizer_row_work_{o}", C.CPU_OPTIMIZER_ROW_WORK[o], "bytes per touched row", _OPT_ROW.format(o))
+      for o in ("adagrad", "rowwise_adagrad", "adam")),
+    *(_term(f"cpu_optimizer_work_{o}", C.CPU_OPTIMIZER_WORK[o], "bytes per touched weight", _OPT_WEIGHT.format(o))
+      for o in ("adagrad", "rowwise_adagrad", "adam")),
+    _term("cpu_workset_row_work", C.CPU_WORKSET_ROW_WORK, "bytes per row past the knee",
+          "each distinct row a step touches on a rank past its first CPU_WORKSET_KNEE_BYTES"),
+)
+PROFILE_TERM_NAMES = tuple(f.name for f in PROFILE_TERMS)
+
 # constraints.TABLE.workload: a block, not a scalar (no grid column); read by engine.workload_block, written only
 # when there is one. Kept out of CONSTRAINT so README's constraint table and the grid's columns stay scalars.
 WORKLOAD_FIELD = Field(

@@ -1,4 +1,5 @@
-"""Small exact fits on a handful of columns: non-negative least squares by trying every support, and R^2."""
+"""Small exact fits: non-negative least squares by trying every support (a handful of columns) or by Lawson and
+Hanson's active set (a dozen), the standard errors of a least-squares fit, and R^2."""
 
 from __future__ import annotations
 
@@ -29,6 +30,43 @@ def nnls(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return best / scale
 
 
+def nnls_active_set(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """argmin ||x c - y|| over c >= 0 by Lawson and Hanson's active-set method (columns scaled to unit norm first);
+    deterministic, exact up to rounding for full-rank x."""
+    m, n = x.shape
+    scale = np.linalg.norm(x, axis=0)
+    scale[scale == 0] = 1.0
+    xs = x / scale
+    tol = 10 * np.finfo(float).eps * max(m, n) * max(1.0, float(np.abs(xs).sum(axis=0).max()))
+    free, c = np.zeros(n, dtype=bool), np.zeros(n)
+    for _ in range(3 * n + 3):
+        grad = xs.T @ (y - xs @ c)
+        if free.all() or grad[~free].max() <= tol:
+            break
+        free[int(np.argmax(np.where(free, -np.inf, grad)))] = True
+        while True:
+            z = np.zeros(n)
+            z[free] = np.linalg.lstsq(xs[:, free], y, rcond=None)[0]
+            if np.all(z[free] > tol):
+                break
+            step = free & (z <= tol)
+            alpha = float(np.min(c[step] / np.maximum(c[step] - z[step], 1e-300)))
+            c = c + alpha * (z - c)
+            free &= c > tol
+            c[~free] = 0.0
+        c = z
+    return c / scale
+
+
+def standard_errors(x: np.ndarray, y: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Each coefficient's standard error under least squares: sqrt(diag(s^2 (x'x)^-1)), s^2 the residuals' sum of
+    squares over the degrees of freedom (rows - columns; needs more rows than columns and full column rank)."""
+    m, n = x.shape
+    res = y - x @ c
+    s2 = float(res @ res) / (m - n)
+    return np.sqrt(np.maximum(np.diag(s2 * np.linalg.inv(x.T @ x)), 0.0))
+
+
 def r_squared(y: np.ndarray, fitted: np.ndarray) -> float | None:
     if len(y) < 2:
         return None
@@ -39,4 +77,4 @@ def r_squared(y: np.ndarray, fitted: np.ndarray) -> float | None:
     return 1.0 - ss_res / ss_tot
 
 
-__all__ = ["nnls", "r_squared"]
+__all__ = ["nnls", "nnls_active_set", "r_squared", "standard_errors"]

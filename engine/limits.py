@@ -23,6 +23,7 @@ MAX_NUM_POOLINGS: float = 1e6
 MAX_CAP_BYTES: int = 2**50  # hbm_cap, ddr_cap per rank
 MIN_BW: float = 1e3  # bytes/ms (1 MB/s)
 MAX_BW: float = 1e12  # bytes/ms (1 PB/s)
+MAX_TERM_WORK: float = 1e9  # bytes of work per unit of a CPU cost term (a profile's terms, engine.fields.PROFILE_TERMS)
 MAX_SHARDS_PER_TABLE: int = 65_536
 MAX_MOVE_BYTES: int = 2**63 - 1  # replan's byte limit: an int64, above any plan's bytes (weights below 2**56)
 MAX_TABLE_IDS_PER_STEP: int = 2**40  # one table's ids in one step over all ranks (batch x pooling x ranks)

@@ -17,6 +17,7 @@ from engine.config import allowed_ranks
 from engine.enumerate import Option
 from engine.estimate import rank_workset_ms
 from engine.types import Config, ShardingType, Topology
+from engine.terms import terms_of
 
 EPS = 1e-9
 FREE_PLACEMENT = (ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE, ShardingType.TABLE_COLUMN_WISE)
@@ -108,7 +109,7 @@ class Placement:
         self.balance_memory = balance_memory  # place by free memory first, load second (tight configs)
         self.priced_ws = bool(rank_workset_ms(np.array([2.0 * C.CPU_WORKSET_KNEE_BYTES + 1.0]), np.array([1.0]),
                                               topo)[0] > 0)
-        self.ws_per_row = C.CPU_WORKSET_ROW_WORK / topo.ddr_mem_bw if self.priced_ws else 0.0
+        self.ws_per_row = terms_of(topo).workset_row_work / topo.ddr_mem_bw if self.priced_ws else 0.0
         self.load = np.zeros(w)
         self.base = np.zeros(w)
         self.ws = np.zeros(w)

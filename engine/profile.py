@@ -12,11 +12,12 @@ from typing import Any
 import numpy as np
 
 from engine.errors import ConfigError
+from engine.fields import PROFILE_TERM_NAMES, PROFILE_TERMS
 from engine.types import Config, Device, DeviceProfile, ShardingType, TablePlan, Topology
 
 BACKEND = {Device.CPU: "gloo", Device.CUDA: "nccl"}  # the backend validation runs use on each device
 PROFILE_FIELDS = ("device", "backend", "hosts", "cores_per_host", "step_ms", "collective_ms", "launch_ms",
-                  "piece_ms", "source")
+                  "piece_ms", "source", "device_name", *PROFILE_TERM_NAMES)
 FIXED_COSTS = ("step_ms", "collective_ms", "launch_ms", "piece_ms")
 MAX_FIXED_MS = 1e6
 MIN_CORES = 0.25
@@ -68,7 +69,9 @@ def notes(topo: Topology) -> list[str]:
     if prof.published:
         return [f"step priced with profile {where}; its fixed costs are defaults from published figures until a "
                 f"GPU profile is measured (python -m db calibrate --device cuda)"]
-    return [f"step priced with profile {where} ({prof.source})"]
+    fitted = [f"CPU terms {', '.join(n for n, _ in prof.terms)} as fitted on {prof.device_name!r}"] \
+        if prof.terms else []
+    return [f"step priced with profile {where} ({prof.source})", *fitted]
 
 
 # ---- config <-> profile -------------------------------------------------------------------------
@@ -112,10 +115,20 @@ def parse_profile(raw: Any, path: str = "topology.profile", topo: Topology | Non
     source = raw.get("source", "measured")
     if not isinstance(source, str) or len(source) > MAX_SOURCE_CHARS or not source.isprintable():
         raise ConfigError(f"{path}.source", f"must be one line of text, at most {MAX_SOURCE_CHARS} characters")
+    name = raw.get("device_name")
+    if name is not None and (not isinstance(name, str) or not name or len(name) > MAX_SOURCE_CHARS
+                             or not name.isprintable()):
+        raise ConfigError(f"{path}.device_name", f"must be one line of text, at most {MAX_SOURCE_CHARS} characters "
+                          "(the device the profile's terms were fitted on)")
+    terms = tuple((f.name, _number(raw[f.name], f"{path}.{f.name}", f.lo, f.hi)) for f in PROFILE_TERMS
+                  if f.name in raw)
+    if terms and device is not Device.CPU:
+        raise ConfigError(f"{path}.{terms[0][0]}", "is a CPU cost term; a cuda profile has none")
     return DeviceProfile(
         device=device, backend=raw["backend"], hosts=_count(raw["hosts"], f"{path}.hosts", 16_384),
         cores_per_host=None if cores is None else _number(cores, f"{path}.cores_per_host", MIN_CORES, 1e6),
-        **{k: _number(raw.get(k, 0.0), f"{path}.{k}", 0.0, MAX_FIXED_MS) for k in FIXED_COSTS}, source=source)
+        **{k: _number(raw.get(k, 0.0), f"{path}.{k}", 0.0, MAX_FIXED_MS) for k in FIXED_COSTS}, source=source,
+        terms=tuple(sorted(terms)), device_name=name)
 
 
 # ---- what a plan's ranks do in one step ----------------------------------------------------------

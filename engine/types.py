@@ -168,6 +168,10 @@ class DeviceProfile:
     launch_ms: float = 0.0  # per lookup kernel (forward + backward) a rank runs: one per sharding type it holds
     piece_ms: float = 0.0  # per table piece (shard or replica) a rank holds: its features' split and permute
     source: str = "measured"  # "measured: ...", or "published figures: ..." for the GPU defaults
+    # CPU cost terms fitted on one device (engine.fields.PROFILE_TERMS: name, bytes of work), sorted by name, and
+    # the device they were fitted on (python -m db calibrate --terms); () and None: the defaults
+    terms: tuple[tuple[str, float], ...] = ()
+    device_name: str | None = None
 
     @property
     def published(self) -> bool:
@@ -184,7 +188,8 @@ class DeviceProfile:
     def as_dict(self) -> dict:
         return {"device": self.device.value, "backend": self.backend, "hosts": self.hosts,
                 "cores_per_host": self.cores_per_host, "step_ms": self.step_ms, "collective_ms": self.collective_ms,
-                "launch_ms": self.launch_ms, "piece_ms": self.piece_ms, "source": self.source}
+                "launch_ms": self.launch_ms, "piece_ms": self.piece_ms, "source": self.source,
+                **({"device_name": self.device_name} if self.device_name is not None else {}), **dict(self.terms)}
 
 
 @dataclass(frozen=True)

@@ -88,7 +88,7 @@ def measure_only(configs: list[dict], iters: int, backend: str, log=print) -> li
     from engine.dryrun.run import run_dryrun
     from engine.dryrun.types import Backend, DryrunSettings
     from engine.planfile import plan_to_dict
-    from engine.validate.worker import _cpu_name
+    from engine.validate.worker import cpu_name
 
     out = []
     for i, raw in enumerate(configs):
@@ -97,7 +97,7 @@ def measure_only(configs: list[dict], iters: int, backend: str, log=print) -> li
         t0 = time.time()
         res = run_dryrun(cfg, plan.tables, DryrunSettings(backend=Backend(backend), iters=iters, warmup=3))
         out.append({"name": f"c{i}", "config": raw, "plan": plan_to_dict(plan),
-                    "result": {**res.as_dict(), "device_name": _cpu_name(), "load_average": os.getloadavg()[0],
+                    "result": {**res.as_dict(), "device_name": cpu_name(), "load_average": os.getloadavg()[0],
                                "cpu_count": os.cpu_count(), "niceness": os.nice(0)}})
         log(f"[{i + 1}/{len(configs)}] {raw['topology']['optimizer']:16s} {time.time() - t0:5.1f} s, "
             f"load {out[-1]['result']['load_average']:.1f}")

@@ -14,11 +14,8 @@ import numpy as np
 from db.calibration import calibrate_from_store, leave_one_out_from_store, terms_from_store
 from db.jsonfile import read_json_object, write_json
 from db.runsink import open_store
-from engine.calibrate import FIXED, Calibration, HeldOut, apply_calibration, median_error
-from engine.calibrate_apply import apply_terms
-from engine.calibrate_terms import TermFit
-from engine.errors import EngineError
-from engine.types import Device
+from engine import FIXED_COSTS as FIXED
+from engine import Calibration, Device, EngineError, HeldOut, TermFit, apply_calibration, apply_terms, median_error
 
 GIB = 2**30
 FIXED_UNITS = {"step_ms": "ms per step", "collective_ms": "ms per collective round",

@@ -9,13 +9,14 @@ from dataclasses import replace
 from db.models import RunKind, RunStatus
 from db.records import PlanRecord, RunRecord
 from db.store import Store
-from engine.calibrate import Calibration, HeldOut, StepObservation, fit, leave_one_out, observation
-from engine.calibrate_terms import TermFit, TermRun, fit_terms, term_run
-from engine.fields import BY_NAME
-from engine.config import parse_config
-from engine.errors import EngineError
-from engine.planfile import parse_plan
-from engine.types import Device
+from engine import FIELDS as BY_NAME
+from engine import (
+    Calibration, Device, EngineError, HeldOut, StepObservation, TermFit, TermRun, fit_terms, parse_config, parse_plan,
+    term_run,
+)
+from engine import calibration_leave_one_out as leave_one_out
+from engine import fit_calibration as fit
+from engine import step_observation as observation
 
 MAX_PLANS = 10_000
 STEP_METRIC = "step_ms"

@@ -30,6 +30,7 @@ from engine import (
 from engine import RUN_EXIT_CODES as EXIT_CODES
 from engine import ValidationJob as Job
 from engine import say_progress as say
+from engine import cpu_name as engine_cpu_name
 
 EXIT_USAGE, EXIT_CANCELLED = 2, 130
 Command = Callable[[argparse.Namespace], int]
@@ -87,9 +88,7 @@ def _device_name(device: str) -> str:
         import torch
 
         return torch.cuda.get_device_name(0)
-    from engine.validate.worker import _cpu_name
-
-    return _cpu_name()
+    return engine_cpu_name()
 
 
 def cmd_import_results(args: argparse.Namespace) -> int:

@@ -69,6 +69,13 @@ from engine.validate.command import say as say_progress
 from engine.validate.run import Stopped, stop_on_sigterm
 from engine.validate.types import Job as ValidationJob
 from engine.validate.types import ValidationResult
+from engine.validate.worker import cpu_name
+# calibration from stored runs: one lookup scalar (engine.calibrate), and each cost term per device (calibrate_terms)
+from engine.calibrate import HeldOut, StepObservation, median_error
+from engine.calibrate import leave_one_out as calibration_leave_one_out
+from engine.calibrate import observation as step_observation
+from engine.calibrate_apply import apply_terms
+from engine.calibrate_terms import TermFit, TermRun, fit_terms, term_run
 
 # every field a table's constraints may hold: the scalars, and the workload block (no grid column: the grid keeps it)
 CONSTRAINT_FIELD_DECLS = (*CONSTRAINT, WORKLOAD_FIELD)
@@ -103,5 +110,7 @@ __all__ = [
     # for the store
     "MAX_WORLD_SIZE", "MEMORY_PREFIX", "PLAN_FORMAT_VERSION", "RUN_EXIT_CODES", "Stopped", "ValidationJob",
     "ValidationResult", "add_dryrun_arguments", "add_validate_arguments", "dryrun_result", "run_validate",
-    "say_progress", "stop_on_sigterm", "write_text_file",
+    "say_progress", "stop_on_sigterm", "write_text_file", "cpu_name",
+    "HeldOut", "StepObservation", "TermFit", "TermRun", "apply_terms", "calibration_leave_one_out", "fit_terms",
+    "median_error", "step_observation", "term_run",
 ]

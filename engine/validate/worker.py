@@ -56,11 +56,11 @@ def device_info(torch, device) -> dict:
         props = torch.cuda.get_device_properties(device)
         info.update(device_name=props.name, device_memory_bytes=int(props.total_memory))
     else:
-        info.update(device_name=_cpu_name())
+        info.update(device_name=cpu_name())
     return info
 
 
-def _cpu_name() -> str:
+def cpu_name() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine import constants as C
-from engine.config import allowed_ranks
+from engine.rules import allowed_ranks
 from engine.enumerate import Option
 from engine.estimate import rank_workset_ms
 from engine.types import Config, ShardingType, Topology

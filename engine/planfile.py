@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 
 from engine import limits as L
-from engine.config import KERNEL_ALIASES, _enum, _float, _int, _object, _read_json, _type_name
+from engine.fields import KERNEL_ALIASES
+from engine.readers import read_enum, read_float, read_int, read_json, read_object, type_name
 from engine.errors import ConfigError
 from engine.tiling import tiling_problem
 from engine.types import (ComputeKernel, Config, MemoryParts, Perf, Plan, RankStats, Shard, ShardingType, TableConfig,
@@ -114,8 +115,8 @@ def read_plan_file(data: dict, cfg: Config) -> Plan:
 
 def _pair(v: Any, path: str, minimum: int, maximum: tuple[int, int]) -> tuple[int, int]:
     if not isinstance(v, list) or len(v) != 2:
-        raise ConfigError(path, f"must be a list of two integers [rows, columns], got {_type_name(v)}")
-    return _int(v[0], f"{path}[0]", minimum, maximum[0]), _int(v[1], f"{path}[1]", minimum, maximum[1])
+        raise ConfigError(path, f"must be a list of two integers [rows, columns], got {type_name(v)}")
+    return read_int(v[0], f"{path}[0]", minimum, maximum[0]), read_int(v[1], f"{path}[1]", minimum, maximum[1])
 
 
 def _ranks(raw: Any, path: str, world: int) -> tuple[int, ...]:
@@ -124,7 +125,7 @@ def _ranks(raw: Any, path: str, world: int) -> tuple[int, ...]:
         raise ConfigError(path, "must be a non-empty list of ranks")
     if len(raw) > world:
         raise ConfigError(path, f"lists {len(raw):,} ranks but the world has {world}; each rank at most once")
-    ranks = tuple(_int(r, f"{path}[{i}]", 0, world - 1) for i, r in enumerate(raw))
+    ranks = tuple(read_int(r, f"{path}[{i}]", 0, world - 1) for i, r in enumerate(raw))
     if len(set(ranks)) != len(ranks):
         dup = next(r for i, r in enumerate(ranks) if r in ranks[:i])
         raise ConfigError(path, f"lists rank {dup} twice; each rank holds one copy at most")
@@ -132,11 +133,11 @@ def _ranks(raw: Any, path: str, world: int) -> tuple[int, ...]:
 
 
 def _shard(raw: Any, path: str, dims: tuple[int, int], world: int) -> Shard:
-    sd = _object(raw, path, SHARD_FIELDS)
+    sd = read_object(raw, path, SHARD_FIELDS)
     for req in SHARD_FIELDS:
         if req not in sd:
             raise ConfigError(f"{path}.{req}", "is required")
-    rank = _int(sd["rank"], f"{path}.rank", 0)
+    rank = read_int(sd["rank"], f"{path}.rank", 0)
     if rank >= world:
         raise ConfigError(f"{path}.rank", f"rank {rank:,} is outside the world: ranks 0 to {world - 1:,}")
     return Shard(_pair(sd["offsets"], f"{path}.offsets", 0, dims), _pair(sd["sizes"], f"{path}.sizes", 0, dims),
@@ -166,12 +167,12 @@ def _check_shape(st: ShardingType, shards: list[Shard], table: TableConfig, path
 def _read_table_plan(raw: Any, path: str, dims: tuple[int, int], world: int) -> TablePlan:
     """One table's plan with every number inside `dims` (rows, columns) and ranks below `world`; a sharded
     table's ranks are its shards' (a file's "ranks" list for it is not read)."""
-    d = _object(raw, path, TABLE_PLAN_FIELDS)
+    d = read_object(raw, path, TABLE_PLAN_FIELDS)
     for req in ("sharding_type", "compute_kernel"):
         if req not in d:
             raise ConfigError(f"{path}.{req}", "is required")
-    st = _enum(d["sharding_type"], f"{path}.sharding_type", ShardingType)
-    kernel = _enum(d["compute_kernel"], f"{path}.compute_kernel", ComputeKernel, KERNEL_ALIASES)
+    st = read_enum(d["sharding_type"], f"{path}.sharding_type", ShardingType)
+    kernel = read_enum(d["compute_kernel"], f"{path}.compute_kernel", ComputeKernel, KERNEL_ALIASES)
     if st is ShardingType.DATA_PARALLEL:
         ranks = _ranks(d.get("ranks", list(range(world))), f"{path}.ranks", world)
         if d.get("shards") is not None:
@@ -182,9 +183,9 @@ def _read_table_plan(raw: Any, path: str, dims: tuple[int, int], world: int) -> 
         if kernel is not ComputeKernel.FUSED_UVM_CACHING:
             raise ConfigError(f"{path}.cache_load_factor", f"applies to fused_uvm_caching only, the kernel is "
                               f"{kernel.value}; remove it")
-        clf = _float(clf, f"{path}.cache_load_factor", 0.0, 1.0, lo_open=True)
+        clf = read_float(clf, f"{path}.cache_load_factor", 0.0, 1.0, lo_open=True)
     if note is not None and not isinstance(note, str):
-        raise ConfigError(f"{path}.cache_note", f"must be text, got {_type_name(note)}")
+        raise ConfigError(f"{path}.cache_note", f"must be text, got {type_name(note)}")
     raw_shards = d.get("shards")
     if not isinstance(raw_shards, list) or not raw_shards:
         raise ConfigError(f"{path}.shards", f"must be a non-empty list of shards for {st.value}")
@@ -215,7 +216,7 @@ def parse_plan(data: Any, cfg: Config) -> dict[str, TablePlan]:
     if isinstance(data, dict) and "plan" in data and isinstance(data["plan"], dict):
         data = data["plan"]
     if not isinstance(data, dict):
-        raise ConfigError("plan", f"must be an object keyed by table name, got {_type_name(data)}")
+        raise ConfigError("plan", f"must be an object keyed by table name, got {type_name(data)}")
     names = [t.name for t in cfg.tables]
     unknown = [k for k in data if k not in names]
     if unknown:
@@ -231,7 +232,7 @@ def parse_plan(data: Any, cfg: Config) -> dict[str, TablePlan]:
 
 
 def load_plan(path: str, cfg: Config) -> dict[str, TablePlan]:
-    return parse_plan(_read_json(path, "plan"), cfg)
+    return parse_plan(read_json(path, "plan"), cfg)
 
 
 def parse_earlier_plan(data: Any, source: str) -> dict[str, TablePlan]:
@@ -257,7 +258,7 @@ def parse_earlier_plan(data: Any, source: str) -> dict[str, TablePlan]:
 def placement_problem(cfg: Config, tables: dict[str, TablePlan]) -> tuple[str, str] | None:
     """The first placement rule (constraints.<table>.ranks, hosts, colocate, apart) the table plans break, as
     (field, why); None when they keep them all."""
-    from engine.config import allowed_ranks
+    from engine.rules import allowed_ranks
 
     held = {name: set(tp.ranks) for name, tp in tables.items()}
     for name, c in cfg.constraints.items():

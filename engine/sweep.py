@@ -22,7 +22,8 @@ from typing import Iterable, Optional
 
 from engine import constants as C
 from engine import limits as L
-from engine.config import check_load, check_pairs, check_placement_rules
+from engine.config import check_load, check_pairs
+from engine.rules import check_placement_rules
 from engine.errors import ConfigError, PlanningError, one_line
 from engine.memory import OUT_OF_MEMORY
 from engine.planner import PlannerSettings, plan

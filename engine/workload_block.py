@@ -18,7 +18,7 @@ import math
 from typing import Any
 
 from engine import limits as L
-from engine.config import _float, _int, _object, _str
+from engine.readers import read_float, read_int, read_object, read_str
 from engine.errors import ConfigError
 from engine.types import TableConfig, Workload
 
@@ -29,7 +29,7 @@ METHODS = ("exact", "shards")
 
 
 def _text(v: Any, path: str) -> str:
-    v = _str(v, path)
+    v = read_str(v, path)
     if not v.isprintable() or len(v) > L.MAX_NAME_CHARS:
         raise ConfigError(path, f"must be one line of at most {L.MAX_NAME_CHARS} characters")
     return v
@@ -42,12 +42,12 @@ def _curve(v: Any, path: str, rows: int) -> tuple[tuple[int, float], ...]:
     out: list[tuple[int, float]] = []
     for k, point in enumerate(v):
         at = f"{path}[{k}]"
-        d = _object(point, at, ("cache_rows", "lru_miss_rate"))
+        d = read_object(point, at, ("cache_rows", "lru_miss_rate"))
         for key in ("cache_rows", "lru_miss_rate"):
             if key not in d:
                 raise ConfigError(f"{at}.{key}", "is required")
-        c = _int(d["cache_rows"], f"{at}.cache_rows", 1, rows)
-        r = _float(d["lru_miss_rate"], f"{at}.lru_miss_rate", 0.0, 1.0)
+        c = read_int(d["cache_rows"], f"{at}.cache_rows", 1, rows)
+        r = read_float(d["lru_miss_rate"], f"{at}.lru_miss_rate", 0.0, 1.0)
         if out and c <= out[-1][0]:
             raise ConfigError(f"{at}.cache_rows", f"{c} must be above the previous point's {out[-1][0]} (the "
                               "points go from the smallest cache to the largest)")
@@ -61,18 +61,18 @@ def _curve(v: Any, path: str, rows: int) -> tuple[tuple[int, float], ...]:
 
 def read(v: Any, path: str, table: TableConfig) -> Workload:
     """The block checked against its table (cache sizes at most num_embeddings); ConfigError names the field."""
-    d = _object(v, path, FIELDS)
+    d = read_object(v, path, FIELDS)
     for key in ("from", "miss_ratio_curve"):
         if key not in d:
             raise ConfigError(f"{path}.{key}", "is required (python -m engine stats --apply writes it)")
-    src = _object(d["from"], f"{path}.from", FROM_FIELDS)
+    src = read_object(d["from"], f"{path}.from", FROM_FIELDS)
     for key in FROM_FIELDS:
         if key not in src:
             raise ConfigError(f"{path}.from.{key}", "is required: the sample's file name, its rows and its date")
     method = d.get("miss_ratio_method", "exact")
     if method not in METHODS:
         raise ConfigError(f"{path}.miss_ratio_method", f"must be one of {', '.join(METHODS)}, got {method!r}")
-    per_batch = _object(d.get("unique_rows_per_batch", {}), f"{path}.unique_rows_per_batch", ("mean", "p99"))
+    per_batch = read_object(d.get("unique_rows_per_batch", {}), f"{path}.unique_rows_per_batch", ("mean", "p99"))
     pf = d.get("pooling_factors")
     if pf is not None and (not isinstance(pf, list) or len(pf) != len(table.feature_names)):
         raise ConfigError(f"{path}.pooling_factors", f"must list one number per feature ({len(table.feature_names)})")
@@ -81,12 +81,14 @@ def read(v: Any, path: str, table: TableConfig) -> Workload:
         if value is None:
             return None
         at = f"{path}.{key}"
-        return _int(value, at, int(lo), None if hi == math.inf else int(hi)) if whole else _float(value, at, lo, hi)
+        if whole:
+            return read_int(value, at, int(lo), None if hi == math.inf else int(hi))
+        return read_float(value, at, lo, hi)
 
     return Workload(
         miss_ratio_curve=_curve(d["miss_ratio_curve"], f"{path}.miss_ratio_curve", table.num_embeddings),
         source_file=_text(src["file"], f"{path}.from.file"),
-        source_rows=_int(src["rows"], f"{path}.from.rows", 0),
+        source_rows=read_int(src["rows"], f"{path}.from.rows", 0),
         source_modified=_text(src["modified"], f"{path}.from.modified"),
         miss_ratio_method=method,
         batch_size=opt("batch_size", d.get("batch_size"), 1, whole=True),
@@ -95,7 +97,7 @@ def read(v: Any, path: str, table: TableConfig) -> Workload:
         unique_rows_per_batch_p99=opt("unique_rows_per_batch.p99", per_batch.get("p99"), 0),
         zipf_exponent=opt("zipf_exponent", d.get("zipf_exponent"), 0),
         pooling_factors=None if pf is None else tuple(
-            _float(x, f"{path}.pooling_factors[{k}]") for k, x in enumerate(pf)),
+            read_float(x, f"{path}.pooling_factors[{k}]") for k, x in enumerate(pf)),
     )
 
 

@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from engine.config import _read_json
+from engine.readers import read_json
 from engine.enumerate import Option
 from engine.planfile import parse_earlier_plan
 from engine.types import ComputeKernel, Config, ShardingType, TablePlan
@@ -39,7 +39,7 @@ def read_old_plan(data: Any, source: str = "--from") -> dict[str, OldTable]:
 
 
 def load_old_plan(path: str) -> dict[str, OldTable]:
-    return read_old_plan(_read_json(path, "plan"), "--from")
+    return read_old_plan(read_json(path, "plan"), "--from")
 
 
 # ---- bytes moved ----------------------------------------------------------------------------------

@@ -7,7 +7,8 @@ import hypothesis.strategies as st
 from hypothesis import given, settings
 
 from engine import limits as L
-from engine.config import _constraint, _constraint_fast, _table, _table_fast
+from engine.config import _constraint, _table
+from engine.config_fast import constraint_fast, table_fast
 from engine.errors import ConfigError
 from engine.types import TableConfig
 
@@ -32,7 +33,7 @@ def _slow(f, *args):
                        st.one_of(NAMES, INTS, st.lists(NAMES, max_size=3), st.sampled_from(
                            ["sum", "mean", "none", "SUM", "fp16", "fp32", "int8", " sum"])), max_size=7))
 def test_tables(raw):
-    fast = _table_fast(raw)
+    fast = table_fast(raw)
     if fast is not None:
         assert fast == _slow(_table, raw, "tables[0]")
 
@@ -46,17 +47,17 @@ TABLE = TableConfig(name="t", num_embeddings=100, embedding_dim=8, feature_names
                        st.one_of(NUMBERS, INTS, st.lists(st.one_of(NUMBERS, INTS), max_size=3),
                                  st.sampled_from(["row_wise", ["table_wise"]])), max_size=5))
 def test_constraints(raw):
-    fast = _constraint_fast(raw, TABLE)
+    fast = constraint_fast(raw, TABLE)
     if fast is not None:
         assert fast == _slow(_constraint, raw, "constraints.t", TABLE)
 
 
 def test_the_plain_case_takes_the_fast_path():
     raw = {"name": "t", "num_embeddings": 100, "embedding_dim": 8, "feature_names": ["a", "b"]}
-    assert _table_fast(raw) == TABLE == _table(raw, "tables[0]")
+    assert table_fast(raw) == TABLE == _table(raw, "tables[0]")
     c = {"pooling_factors": [2.5], "batch_sizes": [64, 32], "is_weighted": True, "cache_load_factor": 0.5}
-    assert _constraint_fast(c, TABLE) == _constraint(c, "constraints.t", TABLE)
-    assert _constraint_fast(c, TABLE).pooling_factors == (2.5, 2.5)
+    assert constraint_fast(c, TABLE) == _constraint(c, "constraints.t", TABLE)
+    assert constraint_fast(c, TABLE).pooling_factors == (2.5, 2.5)
 
 
 EDGES = [None, True, False, 0, 1, -1, 1.0, 1.5, 2**40, L.MAX_NUM_EMBEDDINGS + 1, L.MAX_EMBEDDING_DIM,
@@ -71,16 +72,16 @@ def test_every_field_at_every_edge():
     base_c = {"pooling_factors": [2.5], "num_poolings": [1.0, 2.0], "batch_sizes": [64], "is_weighted": False,
               "cache_load_factor": 0.5, "min_partition": 4}
     fast_t = fast_c = 0
-    for base, fast_f, slow_f, args in ((base_t, _table_fast, _table, ("tables[0]",)),
-                                       (base_c, _constraint_fast, _constraint, ("constraints.t", TABLE))):
+    for base, fast_f, slow_f, args in ((base_t, table_fast, _table, ("tables[0]",)),
+                                       (base_c, constraint_fast, _constraint, ("constraints.t", TABLE))):
         for key in list(base) + ["extra"]:
             for value in EDGES + ["__missing__"]:
                 raw = {k: v for k, v in base.items() if k != key}
                 if value != "__missing__":
                     raw[key] = value
-                got = fast_f(raw, *args[1:]) if fast_f is _constraint_fast else fast_f(raw)
+                got = fast_f(raw, *args[1:]) if fast_f is constraint_fast else fast_f(raw)
                 if got is not None:
                     assert got == _slow(slow_f, raw, *args), (key, value)
-                    fast_t += fast_f is _table_fast
-                    fast_c += fast_f is _constraint_fast
+                    fast_t += fast_f is table_fast
+                    fast_c += fast_f is constraint_fast
     assert fast_t > 10 and fast_c > 10  # the sweep reaches the fast path, not only its refusals

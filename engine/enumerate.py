@@ -1,40 +1,25 @@
-"""Sharding options of a table: which sharding type and kernel, cut into which shards, at what estimate.
-
-Shard geometry follows TorchRec's calculate_shard_sizes_and_offsets (sharding_plan.py) exactly, so a plan
-converts to a ShardingPlan that DistributedModelParallel accepts.
+"""Sharding options of a table: which sharding type and kernel, cut into which shards (engine.geometry: TorchRec's
+shard sizes and offsets), at what estimate; priced for many tables at once and cached.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections import OrderedDict, namedtuple
-from functools import lru_cache
-from typing import Optional
 
 import numpy as np
 
 from engine import widths
-from engine.clf import clf_geometries
 from engine.errors import PlanningError
 from engine.estimate import ShardEstimates, estimate_pieces, pieces_for, table_load
+from engine.geometry import Geometry, distinct_shapes, geometry, table_geometries
 from engine.types import (
-    MODEL_PARALLEL_KERNELS,
     ComputeKernel,
     Config,
-    Constraints,
-    Device,
     ShardingType,
     TableConfig,
     Topology,
 )
-
-# What TorchRec's EmbeddingBagCollectionSharder offers by default on each device.
-DEFAULT_SHARDING_TYPES = {
-    Device.CUDA: tuple(ShardingType),
-    Device.CPU: (ShardingType.DATA_PARALLEL, ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE,
-                 ShardingType.TABLE_COLUMN_WISE),
-}
 
 MIN_SEARCH_CW_DIM = widths.MIN_SEARCH_CW_DIM
 
@@ -147,78 +132,6 @@ class Option:
         return f"{self.sharding_type.value}/{self.kernel.value} width {width}{clf}"
 
 
-def row_split(rows: int, parts: int) -> np.ndarray:
-    """TorchRec's row split: ceil(rows/parts) per shard, the remainder last, then empty shards."""
-    block = math.ceil(rows / parts)
-    return np.clip(rows - np.arange(parts) * block, 0, block)
-
-
-def cw_width(table: TableConfig, c: Constraints) -> int:
-    """TorchRec's column-wise block (engine.widths.cw_block): the first multiple of 4 from min_partition (default
-    128) up that divides the dim, else the whole dim."""
-    return widths.cw_block(table.embedding_dim, c.min_partition)
-
-
-def cw_widths(table: TableConfig, c: Constraints, topo: Topology) -> list[int]:
-    """Widths to try: TorchRec's block for the user's min_partition when given, else TorchRec's default plus the
-    divisors of the dim that cut it into 2..world_size shards (engine.widths.cw_widths)."""
-    return widths.cw_widths(table.embedding_dim, c.min_partition, topo.world_size)
-
-
-def geometry(table: TableConfig, st: ShardingType, topo: Topology, width: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """(offsets, sizes) of the shards, as (k, 2) arrays; data_parallel gives one full replica per rank."""
-    R, D = table.num_embeddings, table.embedding_dim
-    if st is ShardingType.TABLE_WISE:
-        return np.array([[0, 0]]), np.array([[R, D]])
-    if st is ShardingType.DATA_PARALLEL:
-        return np.zeros((topo.world_size, 2), dtype=np.int64), np.tile([R, D], (topo.world_size, 1))
-    if st.splits_rows:
-        parts = topo.world_size if st is ShardingType.ROW_WISE else topo.local_world_size
-        rows = row_split(R, parts)
-        starts = np.concatenate([[0], np.cumsum(rows)[:-1]])
-        return np.stack([starts, np.zeros(parts, dtype=np.int64)], 1), np.stack([rows, np.full(parts, D)], 1)
-    k = D // width
-    return np.stack([np.zeros(k, dtype=np.int64), np.arange(k) * width], 1), np.tile([R, width], (k, 1))
-
-
-def allowed(table: TableConfig, c: Constraints, topo: Topology) -> list[tuple[ShardingType, ComputeKernel]]:
-    types = c.sharding_types or DEFAULT_SHARDING_TYPES[topo.compute_device]
-    kernels = MODEL_PARALLEL_KERNELS[topo.compute_device]
-    if c.compute_kernels is not None:
-        kernels = tuple(k for k in kernels if k in c.compute_kernels)
-    pairs = []
-    for st in types:
-        if st is ShardingType.DATA_PARALLEL:
-            pairs.append((st, ComputeKernel.DENSE))  # TorchRec runs data_parallel with the dense kernel only
-        else:
-            pairs.extend((st, k) for k in kernels)
-    return pairs
-
-
-def distinct_shapes(table: TableConfig, st: ShardingType, topo: Topology,
-                    width: int = 0) -> tuple[list[tuple[int, int]], list[int], int]:
-    """The geometry's distinct shard shapes (rows, cols), how many shards have each, and the number of shards,
-    without listing the shards: a row split has full blocks, one shorter remainder, then empty shards."""
-    R, D = table.num_embeddings, table.embedding_dim
-    if st is ShardingType.TABLE_WISE:
-        return [(R, D)], [1], 1
-    if st is ShardingType.DATA_PARALLEL:
-        return [(R, D)], [topo.world_size], topo.world_size
-    if st.splits_rows:
-        parts = topo.world_size if st is ShardingType.ROW_WISE else topo.local_world_size
-        block = -(-R // parts)
-        full, rem = divmod(R, block)
-        shapes, counts = [(block, D)], [full]
-        if rem:
-            shapes.append((rem, D))
-            counts.append(1)
-        if parts - full - (rem > 0):
-            shapes.append((0, D))
-            counts.append(parts - full - (rem > 0))
-        return shapes, counts, parts
-    return [(R, width)], [D // width], D // width
-
-
 class Priced:
     """One geometry of one table, priced for each kernel on its distinct shard shapes only. Its figures are a
     slice [lo, hi) of arrays priced for many tables at once (estimate_pieces), shared: never mutate them."""
@@ -266,7 +179,6 @@ class Priced:
 
 # sharding type, its kernels, column width (or 0), and the cache load factor fused_uvm_caching is priced at (None:
 # the table's; else one of its miss curve's, engine.clf.clf_geometries)
-Geometry = tuple[ShardingType, tuple[ComputeKernel, ...], int, Optional[float]]
 
 
 class _PriceCache:
@@ -308,64 +220,6 @@ _priced = _PriceCache(maxsize=120_000)
 def pricing_cache_info() -> _CacheInfo:
     """This process's pricing cache: hits, misses (tables priced), maxsize, currsize."""
     return _priced.cache_info()
-
-
-def _geometries(cfg: Config, i: int) -> list[Geometry]:
-    """The table's geometries to price, each with the kernels allowed for it."""
-    table = cfg.tables[i]
-    c = cfg.constraint(table.name)
-    out = _geometries_of(table.embedding_dim, c.sharding_types, c.compute_kernels, c.min_partition, cfg.topology)
-    if c.workload is not None:
-        out = clf_geometries(table, c, out)
-    if not widths.runs_fused(table.embedding_dim):
-        _check_dense_only(cfg, table, c, out)
-    if not out:
-        kinds = ", ".join(k.value for k in c.compute_kernels or ())
-        raise PlanningError(
-            f"Table {table.name!r}: its constraints exclude every option (compute_kernels [{kinds}] are not "
-            f"available for sharding types {[s.value for s in c.sharding_types or ()]} on "
-            f"{cfg.topology.compute_device.value}).",
-            tables=(table.name,),
-            fixes=(f"allow 'fused' in constraints.{table.name}.compute_kernels",
-                   f"or add 'data_parallel' to constraints.{table.name}.sharding_types"),
-        )
-    return out
-
-
-def _check_dense_only(cfg: Config, table: TableConfig, c: Constraints, out: list[Geometry]) -> None:
-    """A table whose dim only data_parallel runs: refused, saying why, when its constraints rule that out."""
-    topo = cfg.topology
-    pinned = set(c.ranks if c.ranks is not None else range(topo.world_size))
-    if c.hosts is not None:
-        pinned &= {h * topo.local_world_size + r for h in c.hosts for r in range(topo.local_world_size)}
-    if out and len(pinned) == topo.world_size:
-        return
-    why = (f"its constraints rule out data_parallel (sharding_types "
-           f"[{', '.join(s.value for s in c.sharding_types or ())}])" if not out else
-           f"data_parallel holds a copy on every rank, and constraints.{table.name} pins it to fewer ranks")
-    fix = (f"add 'data_parallel' to constraints.{table.name}.sharding_types" if not out else
-           f"remove the ranks and hosts pins of constraints.{table.name}")
-    raise PlanningError(f"Table {table.name!r}: {widths.dim_note(table.embedding_dim)}, and {why}.",
-                        tables=(table.name,),
-                        fixes=(fix, f"or set tables[{cfg.tables.index(table)}].embedding_dim to a multiple of 4"))
-
-
-@lru_cache(maxsize=4096)
-def _geometries_of(dim: int, sharding_types: tuple | None, compute_kernels: tuple | None, min_partition: int | None,
-                   topo: Topology) -> list[Geometry]:
-    """What _geometries lists depends only on these (tables of one dim and constraints share it): never mutate."""
-    table = TableConfig(name="-", num_embeddings=1, embedding_dim=dim, feature_names=("-",))
-    c = Constraints(sharding_types=sharding_types, compute_kernels=compute_kernels, min_partition=min_partition)
-    by_type: dict[ShardingType, list[ComputeKernel]] = {}
-    for st, kernel in allowed(table, c, topo):
-        if kernel is not ComputeKernel.DENSE and not widths.runs_fused(dim):
-            continue  # fbgemm's fused kernels need a multiple of 4 (engine.widths); data_parallel runs dense
-        by_type.setdefault(st, []).append(kernel)
-    out = []
-    for st, kernels in by_type.items():
-        for w in cw_widths(table, c, topo) if st.splits_columns else [0]:
-            out.append((st, tuple(kernels), w, None))
-    return out
 
 
 def _price(cfg: Config, todo: list[tuple[int, Geometry]]) -> dict[tuple[int, Geometry], Priced]:
@@ -429,7 +283,7 @@ def all_table_options(cfg: Config, deadline: float = float("inf"), budget_s: flo
                 f"Planning stopped at the time budget ({budget_s:g} s) while pricing the tables' options "
                 f"({i} of {len(cfg.tables)} done; the budget was found passed {now - deadline + budget_s:.3g} s into "
                 "planning).", fixes=("raise the time budget (--time-budget)",))
-        g = _geometries(cfg, i)
+        g = table_geometries(cfg, i)
         geoms.append(g)
         entry = _priced.get((table, cfg.constraint(table.name), topo))
         entries.append(entry)
@@ -472,7 +326,7 @@ def all_table_options(cfg: Config, deadline: float = float("inf"), budget_s: flo
 
 def table_options(cfg: Config, i: int) -> list[Option]:
     """One table's options (all_table_options for one table)."""
-    g = _geometries(cfg, i)
+    g = table_geometries(cfg, i)
     table = cfg.tables[i]
     key = (table, cfg.constraint(table.name), cfg.topology)
     entry = _priced.get(key)

@@ -8,7 +8,8 @@ import pytest
 
 import engine
 from bench.suite import synthetic
-from engine.enumerate import geometry, table_options
+from engine.enumerate import table_options
+from engine.geometry import geometry
 from engine.estimate import estimate_shards
 
 CONFIGS = {

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import ConfigError, evaluate, parse_config, parse_plan
-from engine.enumerate import row_split
+from engine.geometry import row_split
 from engine.tiling import tiling_problem
 from tests.factories import EXAMPLES, tutorial
 

@@ -6,13 +6,14 @@ in the order TorchRec 1.8.0 and fbgemm 1.8.0 run a step; the peak is the largest
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine import constants as C
-from engine import fields as F
 from engine.errors import human_bytes
+from engine.memory_parts import (
+    A2A, CACHE, GRAD, ID_BYTES, INPUT, OPTIMIZER, OUTPUT, OUTPUT_BYTES, OUTPUT_GRAD, PARTS, STEP_BYTES, WEIGHTS, Group,
+    Timeline, cache_bytes, dense_step_temp, feature_load, fused_state,
+)
 from engine.types import (
     ComputeKernel,
     Config,
@@ -26,62 +27,6 @@ from engine.types import (
     Topology,
 )
 
-ID_BYTES = C.INDEX_BYTES  # ids, lengths and offsets are int64 in the KJT and in fbgemm's kernels
-OUTPUT_BYTES = 4  # pooled outputs and their gradients: fp32 (TorchRec's default output_dtype)
-STATE_BYTES = 4  # fbgemm keeps optimizer state (momentum1/momentum2) in fp32 whatever the weights' type
-STEP_BYTES = 4  # torch optimizers keep one float32 `step` tensor per parameter
-
-WEIGHTS, OPTIMIZER, CACHE, GRAD = "weights_bytes", "optimizer_bytes", "cache_bytes", "grad_bytes"
-INPUT, OUTPUT, OUTPUT_GRAD, A2A = "input_bytes", "output_bytes", "output_grad_bytes", "a2a_bytes"
-PARTS = (WEIGHTS, OPTIMIZER, CACHE, GRAD, INPUT, OUTPUT, OUTPUT_GRAD, A2A)
-
-ALL_TO_ALL = (ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE, ShardingType.TABLE_COLUMN_WISE)
-
-
-@dataclass
-class _Group:
-    """One sharding type's share of a step, per rank: what TorchRec's sharding object of that type handles."""
-
-    st: ShardingType
-    first_table: int
-    ids_in: np.ndarray  # ids each rank's kernel looks up (after the input all-to-all)
-    bags_in: np.ndarray  # lengths each rank receives (one per bag of every feature it serves)
-    cols: np.ndarray  # output columns each rank's kernel computes per bag (shard width x features)
-    out_cols: float = 0.0  # output columns of the whole group per sample (what each rank gets back)
-    local_ids: float = 0.0  # ids of the group's features in one rank's batch (features once per piece)
-    entries: int = 0  # the group's feature list, duplicates included (column splits repeat a feature)
-    order: list = field(default_factory=list)  # (rank or host, table, shard, first feature, features)
-
-    @property
-    def kind(self) -> str:
-        if self.st is ShardingType.DATA_PARALLEL:
-            return "dp"
-        return "a2a" if self.st in ALL_TO_ALL else "rs"
-
-
-class _Timeline:
-    """Running bytes per part on every rank, and the parts at each rank's largest total."""
-
-    def __init__(self, w: int):
-        self.live = {p: np.zeros(w) for p in PARTS}
-        self.total = np.zeros(w)
-        self.peak = np.zeros(w)
-        self.at_peak = {p: np.zeros(w) for p in PARTS}
-
-    def alloc(self, part: str, nbytes) -> None:
-        self.live[part] = self.live[part] + nbytes
-        self.total = self.total + nbytes
-        higher = self.total > self.peak
-        if higher.any():
-            self.peak = np.where(higher, self.total, self.peak)
-            for p in PARTS:
-                self.at_peak[p] = np.where(higher, self.live[p], self.at_peak[p])
-
-    def free(self, part: str, nbytes) -> None:
-        self.live[part] = self.live[part] - nbytes
-        self.total = self.total - nbytes
-
-
 class StepMemory:
     """Add every table's pieces (ranks, rows, cols), then `parts()`: one MemoryParts per rank."""
 
@@ -94,19 +39,19 @@ class StepMemory:
         self.first_feature = np.cumsum([0] + [len(t.feature_names) for t in cfg.tables])
         self.bags, self.ids = {}, {}
         for t in cfg.tables:
-            self.bags[t.name], self.ids[t.name] = _feature_load(cfg, t.name)
+            self.bags[t.name], self.ids[t.name] = feature_load(cfg, t.name)
         self.stride = max((max(b) for b in self.bags.values()), default=1)
         self.held = {p: np.zeros(self.w) for p in (WEIGHTS, OPTIMIZER, CACHE, GRAD)}
         self.ddr_held = np.zeros(self.w)
         self.ddr_weights = np.zeros(self.w)  # of ddr_held, the weights
         self.dp_params: list[tuple[np.ndarray, float, float]] = []  # (ranks, weight bytes, rows x dtype bytes)
-        self.groups: dict[ShardingType, _Group] = {}
+        self.groups: dict[ShardingType, Group] = {}
         self.mean_divisor = False  # TorchRec divides row-split mean-pooled outputs after the all-to-all
 
-    def _group(self, st: ShardingType, table: int) -> _Group:
+    def _group(self, st: ShardingType, table: int) -> Group:
         if st not in self.groups:
             z = np.zeros(self.w)
-            self.groups[st] = _Group(st, table, z.copy(), z.copy(), z.copy())
+            self.groups[st] = Group(st, table, z.copy(), z.copy(), z.copy())
         return self.groups[st]
 
     def add(self, name: str, tp: TablePlan, ranks: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> None:
@@ -126,13 +71,13 @@ class StepMemory:
             g.order.append((0, i, 0, self.first_feature[i], nf))
             return
         np.add.at(self.held[WEIGHTS], ranks, weights)
-        state = _fused_state(self.cfg.topology.optimizer, rows, cols)
+        state = fused_state(self.cfg.topology.optimizer, rows, cols)
         np.add.at(self.held[OPTIMIZER], ranks, state)
         if kernel.weights_in_ddr and not self.cpu:
             np.add.at(self.ddr_held, ranks, weights + state)
             np.add.at(self.ddr_weights, ranks, weights)
         if kernel is ComputeKernel.FUSED_UVM_CACHING and not self.cpu:
-            np.add.at(self.held[CACHE], ranks, _cache_bytes(self.cfg, name, tp, rows, weights))
+            np.add.at(self.held[CACHE], ranks, cache_bytes(self.cfg, name, tp, rows, weights))
         held = rows * cols > 0
         np.add.at(g.cols, ranks, cols * nf * held)
         if st.splits_rows:
@@ -166,10 +111,10 @@ class StepMemory:
 
     # ---- the step, replayed -------------------------------------------------------------------------------
 
-    def _ordered(self) -> list[_Group]:
+    def _ordered(self) -> list[Group]:
         return sorted(self.groups.values(), key=lambda g: g.first_table)
 
-    def _permutes_input(self, groups: list[_Group]) -> bool:
+    def _permutes_input(self, groups: list[Group]) -> bool:
         """TorchRec permutes the input KJT unless its features, group after group, are already in order."""
         n_features = int(self.first_feature[-1])
         if sum(g.entries for g in groups) != n_features:  # a column split repeats its table's features
@@ -177,11 +122,11 @@ class StepMemory:
         order = [f for g in groups for (_, _, _, first, nf) in sorted(g.order) for f in range(first, first + nf)]
         return order != list(range(n_features))
 
-    def _kept(self, g: _Group) -> np.ndarray:
+    def _kept(self, g: Group) -> np.ndarray:
         """The ids and offsets fbgemm's kernel keeps from its last forward (TBE._indices, TBE._offsets)."""
         return (g.ids_in + g.bags_in + (g.cols > 0)) * ID_BYTES
 
-    def _input_dist(self, tl: _Timeline, groups: list[_Group]) -> float:
+    def _input_dist(self, tl: Timeline, groups: list[Group]) -> float:
         """Permute the batch into the groups' feature order, bucketize row splits, receive every group's ids and
         lengths, recat them; the buffers go once all groups are done. Returns the permuted ids' bytes, which
         data-parallel kernels keep until their backward (they read views of them)."""
@@ -211,7 +156,7 @@ class StepMemory:
                 tl.free(A2A, permuted)
         return permuted if any(g.kind == "dp" for g in groups) else 0.0
 
-    def _mean_divisor(self, tl: _Timeline, groups: list[_Group], permuted: bool) -> float:
+    def _mean_divisor(self, tl: Timeline, groups: list[Group], permuted: bool) -> float:
         """TorchRec's mean-pooling callback (a row split of a mean-pooled table: pieces return sums): per sample
         and output column the number of ids, made from the lengths as int64, kept as fp32 for the division and
         its backward. Returns the bytes of the permuted batch's offsets it computed (freed with the input dist)."""
@@ -233,7 +178,7 @@ class StepMemory:
         tl.free(OUTPUT, columns * OUTPUT_BYTES + columns * ID_BYTES + lengths)
         return offsets
 
-    def _lookups(self, tl: _Timeline, groups: list[_Group]) -> dict[ShardingType, np.ndarray]:
+    def _lookups(self, tl: Timeline, groups: list[Group]) -> dict[ShardingType, np.ndarray]:
         """Each group's kernel and output distribution, in order; returns what each group's wait frees: its
         receive buffer and the send buffers an asynchronous collective holds until it completes."""
         w, s = self.w, self.stride
@@ -264,7 +209,7 @@ class StepMemory:
                 tl.free(INPUT, g.bags_in * ID_BYTES)  # the lookups' KJTs; kernels keep their ids and offsets
         return pending
 
-    def _forward(self, tl: _Timeline, groups: list[_Group]) -> float:
+    def _forward(self, tl: Timeline, groups: list[Group]) -> float:
         """Input distribution, lookups, the waits and the KeyedTensor the loss reads (freed with the loss)."""
         s = self.stride
         permuted = self._input_dist(tl, groups)
@@ -285,7 +230,7 @@ class StepMemory:
         tl.free(OUTPUT, outs)  # the loss keeps no output
         return permuted
 
-    def _backward(self, tl: _Timeline, groups: list[_Group], permuted: float) -> None:
+    def _backward(self, tl: Timeline, groups: list[Group], permuted: float) -> None:
         """Output gradients go back through every group's collective (last group first; autograd issues them
         all before the kernels' backward), then the data-parallel kernel's dense gradient; then all is freed."""
         w, s = self.w, self.stride
@@ -327,10 +272,10 @@ class StepMemory:
     def dp_dense(self) -> np.ndarray:
         return self.held[GRAD]
 
-    def _optimizer_step(self, tl: _Timeline) -> None:
+    def _optimizer_step(self, tl: Timeline) -> None:
         """The dense optimizer of data-parallel tables: its temporaries (fused optimizers run in backward)."""
-        tl.alloc(OPTIMIZER, _dense_step_temp(self.cfg.topology.optimizer, self.dp_params, self.w, self.cpu))
-        tl.free(OPTIMIZER, _dense_step_temp(self.cfg.topology.optimizer, self.dp_params, self.w, self.cpu))
+        tl.alloc(OPTIMIZER, dense_step_temp(self.cfg.topology.optimizer, self.dp_params, self.w, self.cpu))
+        tl.free(OPTIMIZER, dense_step_temp(self.cfg.topology.optimizer, self.dp_params, self.w, self.cpu))
 
     def held_parts(self) -> dict[str, np.ndarray]:
         """Per rank, what stays between steps by part: weights, optimizer state, data-parallel gradient buckets,
@@ -344,7 +289,7 @@ class StepMemory:
 
     def parts(self) -> tuple[MemoryParts, ...]:
         groups = self._ordered()
-        tl = _Timeline(self.w)
+        tl = Timeline(self.w)
         for part, held in self.held_parts().items():
             tl.alloc(part, held)
         held_total = tl.total.copy()
@@ -355,7 +300,7 @@ class StepMemory:
         self._optimizer_step(tl)
         return self._rank_parts(tl, held_total)
 
-    def _rank_parts(self, tl: _Timeline, held: np.ndarray) -> tuple[MemoryParts, ...]:
+    def _rank_parts(self, tl: Timeline, held: np.ndarray) -> tuple[MemoryParts, ...]:
         topo = self.cfg.topology
         values = {p: np.ceil(tl.at_peak[p]).astype(np.int64) for p in PARTS}
         peak = sum(values.values())
@@ -368,58 +313,6 @@ class StepMemory:
         names = list(columns)
         return tuple(MemoryParts(**dict(zip(names, row)), reserved_bytes=int(reserved))
                      for row in zip(*columns.values()))
-
-
-def _feature_load(cfg: Config, name: str) -> tuple[list[int], float]:
-    """Bags per feature in one rank's batch (batch size x num_poolings) and the ids of all its features."""
-    t = cfg.table(name)
-    c = cfg.constraint(name)
-    n = len(t.feature_names)
-    bs = F.batch_sizes(c, n, cfg.topology.batch_size)
-    npool = F.num_poolings(c, n)
-    pf = F.pooling_factors(c, n)
-    bags = [max(1, round(b * q)) for b, q in zip(bs, npool)]
-    return bags, float(sum(p * b for p, b in zip(pf, bags)))
-
-
-def _fused_state(opt: Optimizer, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-    """fbgemm's optimizer state of a piece: momentum1 (per element, or per row for row-wise Adagrad), momentum2."""
-    per_element = {Optimizer.SGD: 0.0, Optimizer.ADAGRAD: 1.0, Optimizer.ROWWISE_ADAGRAD: 0.0, Optimizer.ADAM: 2.0}
-    rowwise = 1.0 if opt is Optimizer.ROWWISE_ADAGRAD else 0.0
-    return (rows * cols * per_element[opt] + rows * rowwise) * STATE_BYTES
-
-
-def _cache_bytes(cfg: Config, name: str, tp: TablePlan, rows: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """fused_uvm_caching's HBM: the cached share of the rows and the cache's index state (as engine.estimate), at
-    the plan's cache load factor when the planner chose one."""
-    clf = F.cache_load_factor(cfg.constraint(name)) if tp.cache_load_factor is None else tp.cache_load_factor
-    return np.round(weights * clf) + np.ceil(rows * (4 + clf * 16))
-
-
-def _dense_step_temp(opt: Optimizer, params: list[tuple[np.ndarray, float, float]], w: int,
-                     cpu: bool) -> np.ndarray:
-    """The largest temporaries of torch's optimizer step over the data-parallel tables, per rank. On CPU torch
-    steps one tensor at a time: Adagrad's sqrt, Adam's sqrt and division, RowWiseAdagrad's squared gradient and
-    row means, each kept until the next parameter's replaces it; on CUDA Adam and Adagrad step all at once."""
-    peak, prev_full, prev_row, total = np.zeros(w), np.zeros(w), np.zeros(w), np.zeros(w)
-    for ranks, full, row in params:
-        on = np.zeros(w, dtype=bool)
-        on[ranks] = True
-        if opt is Optimizer.ADAGRAD:
-            now = prev_full + full
-        elif opt is Optimizer.ADAM:
-            now = prev_full + 2 * full
-        elif opt is Optimizer.ROWWISE_ADAGRAD:
-            now = prev_row + full + row
-        else:
-            now = np.zeros(w)
-        peak = np.where(on, np.maximum(peak, now), peak)
-        prev_full = np.where(on, full, prev_full)
-        prev_row = np.where(on, row, prev_row)
-        total = total + on * full
-    if not cpu and opt in (Optimizer.ADAGRAD, Optimizer.ADAM):
-        return total
-    return peak
 
 
 OUT_OF_MEMORY = "out of memory at the step's peak"  # how a plan's note starts when a rank's step outgrows its device

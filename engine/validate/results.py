@@ -20,7 +20,7 @@ from engine.config import load_config
 from engine.errors import EngineError, human_bytes
 from engine.estimate import comms_bw, device_bw
 from engine.evaluate import evaluate, shard_arrays
-from engine.memory import PARTS as MEMORY_PARTS
+from engine.memory_parts import PARTS as MEMORY_PARTS
 from engine.memory import StepMemory
 from engine.planfile import load_plan
 from engine.pricing import Pricing, priced_for

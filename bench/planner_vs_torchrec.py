@@ -2,7 +2,7 @@
 
 Each planner runs as the command a user would run (`python -m engine plan` / `torchrec-plan`), in its own
 process with a time limit; both plans are scored twice, by our estimator and by TorchRec's own
-(EmbeddingPerfEstimator, engine.torchrec_compat.torchrec_rank_costs, in this process after the timed runs).
+(EmbeddingPerfEstimator, engine.torchrec_costs.torchrec_rank_costs, in this process after the timed runs).
 Writes a Markdown table (bench/results/).
 Usage: python -m bench [--quick] [--torchrec-timeout S] [--cases NAME ...] [--out FILE]
 """
@@ -85,7 +85,7 @@ def _peak_hbm(plan: dict) -> str:
 def torchrec_estimates(config: dict, plans: dict[str, Optional[dict]]) -> dict:
     """Each plan's slowest rank (ms) as TorchRec's estimator prices it; {"error": ...} where one cannot be priced."""
     import engine
-    from engine.torchrec_compat import torchrec_rank_costs  # imports torch: only here, after the timed runs
+    from engine.torchrec_costs import torchrec_rank_costs  # imports torch: only here, after the timed runs
 
     cfg, out = engine.parse_config(config), {}
     for who, plan in plans.items():

@@ -1,4 +1,4 @@
-"""Any plan scored by TorchRec 1.8's own estimator (engine.torchrec_compat.torchrec_rank_costs): TorchRec's plans get
+"""Any plan scored by TorchRec 1.8's own estimator (engine.torchrec_costs.torchrec_rank_costs): TorchRec's plans get
 exactly the per-rank figures its planner balanced, ours get a figure for every rank, and where the two estimators
 agree (docs/estimator.md) so do the scores."""
 
@@ -19,9 +19,9 @@ from torchrec.distributed.planner.types import Stats  # noqa: E402
 from engine.torchrec_compat import (  # noqa: E402
     from_sharding_plan,
     torchrec_plan,
-    torchrec_rank_costs,
     torchrec_sharding_plan,
 )
+from engine.torchrec_costs import torchrec_rank_costs  # noqa: E402
 
 CONFIGS = {  # small, so that TorchRec's planner runs in seconds here
     "tutorial": lambda: tutorial(),

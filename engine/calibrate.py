@@ -21,7 +21,8 @@ import numpy as np
 from engine import limits as L
 from engine.calibrate_apply import BANDWIDTH_FIELDS, apply_calibration
 from engine.errors import ConfigError, EngineError
-from engine.estimate import comms_bw, device_bw, perf_parts, piece_workset, pieces_of, rank_workset_ms, table_load
+from engine.estimate import comms_bw, device_bw, perf_parts, piece_workset, pieces_of, table_load
+from engine.workset import rank_workset_ms
 from engine.evaluate import shard_arrays
 from engine.fitting import nnls, r_squared
 from engine.profile import BACKEND, DeviceProfile, parse_profile, plan_counts

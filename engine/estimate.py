@@ -377,23 +377,6 @@ def piece_workset(p: Pieces, topo: Topology, st: ShardingType) -> tuple[np.ndarr
     return ws, touched
 
 
-def rows_beyond(workset_bytes: np.ndarray, workset_rows: np.ndarray) -> np.ndarray:
-    """The rows of a rank's working set beyond the knee: its rows x the share of its bytes past CPU_WORKSET_KNEE."""
-    b = np.asarray(workset_bytes, dtype=np.float64)
-    past = np.maximum(b - C.CPU_WORKSET_KNEE_BYTES, 0.0)
-    return np.where(b > 0, np.asarray(workset_rows) * past / np.maximum(b, 1.0), 0.0)
-
-
-def rank_workset_ms(workset_bytes: np.ndarray, workset_rows: np.ndarray, topo: Topology) -> np.ndarray:
-    """Per rank, the cost of its touched working set beyond the cache (CPU_WORKSET_*): every row past the knee is
-    CPU_WORKSET_ROW_WORK bytes of work at the DDR bandwidth (or the profile's cpu_workset_row_work, engine.terms).
-    Zero on other devices."""
-    work = terms_of(topo).workset_row_work
-    if topo.compute_device is not Device.CPU or work == 0:
-        return np.zeros(np.shape(workset_bytes))
-    return work * rows_beyond(workset_bytes, workset_rows) / topo.ddr_mem_bw
-
-
 def estimate_shards(table: TableConfig, c: Constraints, topo: Topology, st: ShardingType,
                     kernel: ComputeKernel, rows: np.ndarray, cols: np.ndarray) -> ShardEstimates:
     """Cost and memory of each shard (or data-parallel replica) of one table under one option."""

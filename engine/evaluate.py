@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from engine.errors import ConfigError
-from engine.estimate import estimate_pieces, perf_from_row, pieces_for, rank_workset_ms, table_load
+from engine.estimate import estimate_pieces, perf_from_row, pieces_for, table_load
+from engine.workset import rank_workset_ms
 from engine.memory import StepMemory, over_memory
 from engine.profile import step_perf
 from engine.types import Config, Plan, RankStats, ShardingType, TablePlan

@@ -2,7 +2,7 @@
 config's placement rules by table (`PlacementRules`), and the objective the search compares plans by (`better`).
 
 A rank's cost is its shards' summed cost plus, on CPU, the price of its touched working set beyond the cache
-(engine.estimate.rank_workset_ms), which does not add up shard by shard: crowding large tables on one rank costs
+(engine.workset.rank_workset_ms), which does not add up shard by shard: crowding large tables on one rank costs
 more than the sum of their costs alone. No rank ever exceeds its usable HBM or DDR.
 """
 
@@ -15,7 +15,7 @@ import numpy as np
 from engine import constants as C
 from engine.rules import allowed_ranks
 from engine.enumerate import Option
-from engine.estimate import rank_workset_ms
+from engine.workset import rank_workset_ms
 from engine.types import Config, ShardingType, Topology
 from engine.terms import terms_of
 
@@ -148,7 +148,7 @@ class Placement:
         np.add.at(self.ddr, ranks, sign * opt.est.ddr_bytes)
 
     def ws_ms(self, ws: np.ndarray, wsr: np.ndarray) -> np.ndarray:
-        """The working-set term of ranks touching `ws` bytes in `wsr` rows (engine.estimate.rank_workset_ms, inlined:
+        """The working-set term of ranks touching `ws` bytes in `wsr` rows (engine.workset.rank_workset_ms, inlined:
         the search asks it often)."""
         return ws_term(self.ws_per_row, ws, wsr)
 
@@ -327,7 +327,7 @@ class Placement:
 
 
 def ws_term(per_row: float, ws: np.ndarray, wsr: np.ndarray) -> np.ndarray:
-    """engine.estimate.rank_workset_ms with its constant folded: per_row x the rows past the knee."""
+    """engine.workset.rank_workset_ms with its constant folded: per_row x the rows past the knee."""
     past = np.maximum(ws - C.CPU_WORKSET_KNEE_BYTES, 0.0)
     return per_row * np.maximum(wsr, 0.0) * past / np.maximum(ws, 1.0)
 

@@ -50,7 +50,7 @@ def plan_to_dict(plan: Plan) -> dict:
                "hbm_cap_bytes": r.hbm_cap_bytes, "ddr_cap_bytes": r.ddr_cap_bytes, "cost_ms": r.cost_ms}
         rec.update(r.perf.as_dict())
         rec.update({"input_bytes": r.input_bytes, "output_bytes": r.output_bytes, "num_shards": r.num_shards})
-        if r.workset_bytes:  # CPU estimates: the touched working set and its cost (engine.estimate.rank_workset_ms)
+        if r.workset_bytes:  # CPU estimates: the touched working set and its cost (engine.workset.rank_workset_ms)
             rec.update({"workset_bytes": r.workset_bytes, "workset_rows": r.workset_rows, "workset_ms": r.workset_ms})
         if r.memory is not None:  # the step's memory part by part (engine.memory), flat: memory_<part>
             rec.update({f"{MEMORY_PREFIX}{k}": v for k, v in r.memory.as_dict().items()})

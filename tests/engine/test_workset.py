@@ -9,7 +9,7 @@ import pytest
 from engine import constants as C
 from engine import parse_config, plan
 from engine.dryrun.workload import _ids
-from engine.estimate import rank_workset_ms
+from engine.workset import rank_workset_ms
 from engine.evaluate import evaluate
 from engine.partition import Placement
 from engine.types import ComputeKernel, Shard, ShardingType, TablePlan

@@ -5,7 +5,7 @@ and bulk edits; each row's validation error is shown in its own `issue` column.
 import streamlit as st
 
 import engine
-from dashboard.tables import grid
+from dashboard.tables import grid, row_checks
 from dashboard.ui import state, table_tools, views, workspace
 from dashboard.text import md
 
@@ -62,8 +62,8 @@ def current_rows() -> tuple[list[dict], list[str], list[dict], list[dict], list[
     after_tables = grid.apply_edits(base, t_delta)
     c_delta = state.widget(state.CONSTRAINTS_GRID)
     rows = grid.apply_edits(after_tables, c_delta, allow_structure=False)
-    issues, outside = grid.row_issues(rows, state.topology())
-    column = grid.issue_column(issues, grid.row_notes(rows))
+    issues, outside = row_checks.row_issues(rows, state.topology())
+    column = row_checks.issue_column(issues, row_checks.row_notes(rows))
     if grid.changes_structure(t_delta) or (c_delta or {}).get("edited_rows") or column != base_column:
         state.set_grid_base(rows, column)
         base, base_column, after_tables = rows, column, rows
@@ -76,7 +76,7 @@ def header(rows: list[dict], issues: list[str], outside: str | None) -> None:
     st.caption(f"{len(rows)} tables · {engine.human_bytes(grid.weight_bytes(rows))} of weights · "
                f"{md(topo.get('world_size', '?'))} ranks{md(hosts_text(topo))} "
                f"({md(topo.get('compute_device', 'cuda'))})")
-    lines = grid.issue_lines(rows, issues)
+    lines = row_checks.issue_lines(rows, issues)
     if lines:
         listed = "\n".join(f"- {md(line)}" for line in lines[:SUMMARY_LINES])
         more = f"\n- and {len(lines) - SUMMARY_LINES} more" if len(lines) > SUMMARY_LINES else ""
@@ -143,7 +143,7 @@ with tab_constraints:
     st.caption("Per-table constraints, as TorchRec's ParameterConstraints: empty cells leave the choice to the "
                "planner. Add or delete tables on the Tables tab.")
     if any(row_issues):
-        st.caption(f"⚠ {grid.rows_text([i for i, t in enumerate(row_issues) if t])} to fix: see the issue column "
+        st.caption(f"⚠ {row_checks.rows_text([i for i, t in enumerate(row_issues) if t])} to fix: see the issue column "
                    "and the list above.")
     st.data_editor(grid.constraints_frame(table_rows, issue_texts), key=state.CONSTRAINTS_GRID, num_rows="fixed",
                    hide_index=False, height=GRID_HEIGHT_PX, column_config=CONSTRAINT_COLUMN_CONFIG, placeholder="",

@@ -8,7 +8,7 @@ import streamlit as st
 
 import engine
 from dashboard.plans import calibration as calib
-from dashboard.tables import grid, presets
+from dashboard.tables import presets, row_checks
 from dashboard.ui import services, state, views
 from dashboard.text import md
 
@@ -111,7 +111,7 @@ def check(topo: dict) -> None:
     try:
         t = engine.parse_config(probe).topology
     except engine.ConfigError as e:
-        st.error(md(grid.outside_text(e)), icon=":material/error:")
+        st.error(md(row_checks.outside_text(e)), icon=":material/error:")
         return
     st.success(f"{_count(t.num_hosts, 'host')} x {_count(t.local_world_size, 'rank')} = {_count(t.world_size, 'rank')}"
                f", {t.compute_device.value}; usable per rank: "
@@ -126,7 +126,7 @@ def refused(topo: dict) -> None:
     try:
         engine.parse_config(probe)
     except engine.ConfigError as e:
-        st.warning(f"The workspace's topology was refused ({md(grid.outside_text(e))}); the inputs below show "
+        st.warning(f"The workspace's topology was refused ({md(row_checks.outside_text(e))}); the inputs below show "
                    "a default in its place: check them.", icon=":material/warning:")
 
 

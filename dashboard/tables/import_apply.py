@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 import engine
-from dashboard.tables import grid, importers
+from dashboard.tables import grid, importers, row_checks
 from dashboard.tables.importers import one_line, shown
 
 MAX_PROBLEMS_PER_TABLE = 12
@@ -185,7 +185,7 @@ def _topology_problems(topo: dict) -> list[str]:
             rest = e.field[len("topology."):] if e.field.startswith("topology.") else ""
             key = "world_size" if rest == "world_size" else _key_of(rest, topo)
             if not (stand_in and key == "local_world_size"):  # it only fails to divide the stand-in
-                problems.append(grid.outside_text(e, with_key=True))
+                problems.append(row_checks.outside_text(e, with_key=True))
             if key is None:
                 return problems
             if key == "world_size":
@@ -217,7 +217,7 @@ def _plain(e: engine.ConfigError) -> str:
         return f"{_label(m.group(2))}: {e.message}" if m.group(2) else e.message
     if e.field.startswith("constraints."):
         return f"constraints: {e.message}"
-    return grid.outside_text(e, with_key=True)
+    return row_checks.outside_text(e, with_key=True)
 
 
 def _located(e: engine.ConfigError, offset: int, tables: list) -> str:

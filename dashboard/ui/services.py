@@ -28,7 +28,7 @@ import engine
 from dashboard.plans import analysis, figure_cache, plan_files
 from dashboard import lru
 from dashboard.serve import housekeeping, jobs, planpool, planwork, priority, runner
-from dashboard.tables import grid
+from dashboard.tables import row_checks
 
 OURS, TORCHREC = "ours", "torchrec"
 PLANNERS = {OURS: "Ours (engine)", TORCHREC: "TorchRec's EmbeddingShardingPlanner (baseline)"}
@@ -106,7 +106,7 @@ def streamlit_sessions() -> Optional[int]:
 def start_housekeeping() -> housekeeping.Janitor:
     """Once per server: the thread that gives a closed session's memory back to the system."""
     return housekeeping.Janitor(streamlit_sessions, when_empty=(_OUTCOMES.clear, _MATRICES.clear, figure_cache.clear,
-                                            analysis.clear_table_scores, grid.clear_row_checks)).start()
+                                            analysis.clear_table_scores, row_checks.clear_row_checks)).start()
 
 
 def _where() -> tuple[str, str]:

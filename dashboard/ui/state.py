@@ -16,7 +16,7 @@ import streamlit as st
 
 import engine
 from dashboard.plans import calibration as calib
-from dashboard.tables import grid, presets
+from dashboard.tables import grid, presets, row_checks
 
 CONFIG = "ws_config"
 BULK_DELETE = "ws_bulk_delete"  # a bulk delete waiting for its confirmation: the rows' positions and names
@@ -280,9 +280,9 @@ def grid_base() -> tuple[list[dict], list[str]]:
     visit, or back from another page, whose run dropped the editors' state) starts from the current config."""
     if GRID_BASE not in st.session_state or not (has_widget(TABLES_GRID) or has_widget(CONSTRAINTS_GRID)):
         rows = grid.config_to_rows(config())
-        issues, _ = grid.row_issues(rows, topology())
+        issues, _ = row_checks.row_issues(rows, topology())
         st.session_state[GRID_BASE] = rows
-        st.session_state[GRID_ISSUES] = grid.issue_column(issues, grid.row_notes(rows))
+        st.session_state[GRID_ISSUES] = row_checks.issue_column(issues, row_checks.row_notes(rows))
     return st.session_state[GRID_BASE], st.session_state[GRID_ISSUES]
 
 

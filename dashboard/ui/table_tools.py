@@ -7,7 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 import engine
-from dashboard.tables import grid, import_apply, importers, presets
+from dashboard.tables import grid, import_apply, importers, presets, row_checks
 from dashboard.ui import state
 from dashboard.text import md
 
@@ -150,8 +150,8 @@ def confirm_delete(rows: list[dict], request: dict) -> None:
 
 
 def _commit(rows: list[dict], message: str, edit: str) -> None:
-    issues, _ = grid.row_issues(rows, state.topology())
-    state.set_grid_base(rows, grid.issue_column(issues, grid.row_notes(rows)))
+    issues, _ = row_checks.row_issues(rows, state.topology())
+    state.set_grid_base(rows, row_checks.issue_column(issues, row_checks.row_notes(rows)))
     state.update_config(grid.rows_to_config(rows, state.topology()), edit=edit)
     state.set_pending(BULK_PATTERN, "")
     state.flash(message)

@@ -13,7 +13,7 @@ from dashboard.plans import headline
 
 from dashboard.serve import jobs
 
-from dashboard.tables import grid
+from dashboard.tables import grid, row_checks
 
 from dashboard.ui import services, state
 from dashboard.ui.state import CurrentPlan, PlanJob
@@ -93,7 +93,7 @@ def _plan_for(config: dict) -> tuple[CurrentPlan | None, services.PlanOutcome | 
 
 def _fix_text(config: dict, problem: str) -> str:
     """What stops the config from planning: the rows (as the grid counts them) or the topology to fix."""
-    issues, outside = grid.row_issues(grid.config_to_rows(config), config.get("topology") or {})
+    issues, outside = row_checks.row_issues(grid.config_to_rows(config), config.get("topology") or {})
     bad = sum(1 for t in issues if t)
     parts = []
     if bad:

@@ -9,7 +9,7 @@ import pytest
 
 import engine
 from dashboard.plans import analysis
-from dashboard.tables import grid, presets
+from dashboard.tables import grid, presets, row_checks
 from dashboard.ui import services
 from dashboard.text import ms_text
 from engine import enumerate as enumeration
@@ -113,14 +113,14 @@ def test_an_edit_checks_only_the_edited_row_again():
     rows = grid.config_to_rows(presets.synthetic(presets.SyntheticSpec(count=TABLES, seed=1)))
     topology = {"world_size": 8}
     rows[10]["dim"] = 0  # a config with a problem: each row is checked alone, then remembered
-    issues, _ = grid.row_issues(rows, topology)
+    issues, _ = row_checks.row_issues(rows, topology)
     assert [i for i, t in enumerate(issues) if t] == [10]
-    before = grid._row_problems.cache_info()
+    before = row_checks._row_problems.cache_info()
     rows[EDITED] = {**rows[EDITED], "pooling_factor": NEW_POOLING_FACTOR}
-    issues, _ = grid.row_issues(rows, topology)
-    after = grid._row_problems.cache_info()
+    issues, _ = row_checks.row_issues(rows, topology)
+    after = row_checks._row_problems.cache_info()
     assert [i for i, t in enumerate(issues) if t] == [10]
     assert after.misses - before.misses == 1 and after.hits - before.hits == TABLES - 1
     rows[10]["dim"] = 64  # fixed: the whole config is accepted, no row is checked alone
-    assert grid.row_issues(rows, topology) == ([""] * TABLES, None)
-    assert grid._row_problems.cache_info().misses == after.misses
+    assert row_checks.row_issues(rows, topology) == ([""] * TABLES, None)
+    assert row_checks._row_problems.cache_info().misses == after.misses

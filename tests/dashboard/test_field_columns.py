@@ -5,7 +5,7 @@ importer reads."""
 from __future__ import annotations
 
 import engine
-from dashboard.tables import grid, importers, snippet
+from dashboard.tables import grid, importers, row_checks, snippet
 from dashboard.ui import table_tools
 
 
@@ -15,7 +15,7 @@ def test_every_declared_column_is_on_the_grid():
     assert set(grid.TABLE_COLUMNS + grid.CONSTRAINT_COLUMNS) == {f.column for f in declared} | {"table", "issue"}
     for f in declared:
         assert grid.FIELD_COLUMNS[f.name] == f.column and grid.LABELS[f.column] == f.grid_label
-        assert f.width and f.column in grid.STAND_INS
+        assert f.width and f.column in row_checks.STAND_INS
     assert set(grid.EXTRA_CONSTRAINT_FIELDS) == {f.name for f in engine.CONSTRAINT_FIELD_DECLS if not f.column}
 
 

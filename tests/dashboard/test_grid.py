@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import engine
-from dashboard.tables import grid
+from dashboard.tables import grid, row_checks
 from tests.factories import tutorial
 
 TOPO = {"world_size": 2}
@@ -64,7 +64,7 @@ def test_issues_name_row_and_column():
     rows[1]["dim"] = 0
     rows[2]["min_partition"] = 0
     rows[3]["pooling"] = "max"
-    issues, outside = grid.row_issues(rows, TOPO)
+    issues, outside = row_checks.row_issues(rows, TOPO)
     assert issues == ["", "dim: must be from 1 to 65,536, got 0", "min partition: must be from 1 to 65,536, got 0",
                       "pooling: unknown value 'max'; use one of: sum, mean, none"]
     assert outside is None
@@ -73,10 +73,10 @@ def test_issues_name_row_and_column():
 def test_cross_row_and_topology_issues():
     rows = _rows()
     rows[2]["name"] = "large_table_0"
-    issues, _ = grid.row_issues(rows, TOPO)
+    issues, _ = row_checks.row_issues(rows, TOPO)
     assert issues == ["name: 'large_table_0' is also the name of row 3; table names must be unique", "",
                       "name: 'large_table_0' is also the name of row 1; table names must be unique", ""]
-    issues, outside = grid.row_issues(_rows(), {"world_size": 4, "local_world_size": 3})
+    issues, outside = row_checks.row_issues(_rows(), {"world_size": 4, "local_world_size": 3})
     assert not any(issues)
     assert outside == "Topology, ranks per host: must divide world_size (4) evenly, got 3"
 
@@ -90,7 +90,7 @@ def test_every_problem_shows_at_once_each_on_its_row():
     rows[3]["rows"] = -5
     rows[3]["name"] = "large_table_0"
     rows[2]["features"] = "large_table_feature_1, extra"  # row 2's feature
-    issues, outside = grid.row_issues(rows, TOPO)
+    issues, outside = row_checks.row_issues(rows, TOPO)
     assert issues == [
         "name: 'large_table_0' is also the name of row 4; table names must be unique",
         "dim: must be from 1 to 65,536, got 0; pooling: unknown value 'max'; use one of: sum, mean, none; "
@@ -99,10 +99,10 @@ def test_every_problem_shows_at_once_each_on_its_row():
         "rows: must be from 1 to 1,099,511,627,776, got -5; "
         "name: 'large_table_0' is also the name of row 1; table names must be unique"]
     assert outside is None and not any("tables[" in t for t in issues)
-    assert grid.issue_lines(rows, issues)[0] == ("row 1 ('large_table_0'): name: 'large_table_0' is also the name "
-                                                 "of row 4; table names must be unique")
+    assert row_checks.issue_lines(rows, issues)[0] == (
+        "row 1 ('large_table_0'): name: 'large_table_0' is also the name of row 4; table names must be unique")
     rows = _rows() + [dict(_rows()[0]) for _ in range(7)]
-    issues, _ = grid.row_issues(rows, TOPO)
+    issues, _ = row_checks.row_issues(rows, TOPO)
     assert issues[0] == ("name: 'large_table_0' is also the name of rows 5, 6, 7, 8, 9 and 2 more; table names "
                          "must be unique")
 
@@ -113,7 +113,7 @@ def test_problems_only_the_whole_config_shows_land_on_their_row():
     rows = _rows()
     rows[0]["dim"] = 0
     rows[2]["pooling_factor"] = 1.0e6
-    issues, outside = grid.row_issues(rows, {"world_size": 1024, "batch_size": 2**24})
+    issues, outside = row_checks.row_issues(rows, {"world_size": 1024, "batch_size": 2**24})
     assert issues[0] == "dim: must be from 1 to 65,536, got 0"
     assert issues[2].startswith("pooling factor: table 'small_table_0' looks up") and not issues[1] + issues[3]
     assert outside is None
@@ -121,16 +121,16 @@ def test_problems_only_the_whole_config_shows_land_on_their_row():
 
 def test_empty_cells_are_reported_not_crashed_on():
     rows = grid.apply_edits(_rows(), {"added_rows": [{}]})
-    issues, _ = grid.row_issues(rows, TOPO)
+    issues, _ = row_checks.row_issues(rows, TOPO)
     assert issues[4] == ("name: must be a non-empty string, got null; rows: must be an integer, got null; "
                          "dim: must be an integer, got null")
 
 
 def test_locate_constraint_fields():
     rows = _rows()
-    assert grid.locate("constraints.small_table_1.cache_load_factor", rows) == (3, "cache_load_factor")
-    assert grid.locate("tables[2].num_embeddings", rows) == (2, "rows")
-    assert grid.locate("topology.world_size", rows) == (None, None)
+    assert row_checks.locate("constraints.small_table_1.cache_load_factor", rows) == (3, "cache_load_factor")
+    assert row_checks.locate("tables[2].num_embeddings", rows) == (2, "rows")
+    assert row_checks.locate("topology.world_size", rows) == (None, None)
 
 
 def test_bulk_set_and_delete_by_glob():
@@ -149,7 +149,7 @@ def test_new_rows_get_unique_names_and_frames_have_editor_types():
     rows.append(grid.new_table_row(rows))
     rows.append(grid.new_table_row(rows))
     assert rows[-2]["name"] != rows[-1]["name"]
-    issues, _ = grid.row_issues(rows, TOPO)
+    issues, _ = row_checks.row_issues(rows, TOPO)
     frame = grid.tables_frame(rows, issues)
     assert list(frame.columns) == list(grid.TABLE_COLUMNS)
     assert str(frame["rows"].dtype) == "Int64" and frame["issue"].tolist() == [""] * 6

@@ -9,7 +9,7 @@ import json
 import pytest
 
 import engine
-from dashboard.tables import grid, import_apply
+from dashboard.tables import grid, import_apply, row_checks
 from tests.factories import tutorial
 
 
@@ -38,7 +38,7 @@ def test_one_wrong_type_refuses_the_whole_import_and_lists_every_problem():
     assert list(out.problems) == [
         "row 2 ('large_table_1'): dim: must be an integer, got a string",
         # every constraint field, as engine.fields declares them (a new field joins the list)
-        f"row 3 ('small_table_0'): 'colour': unknown field; known fields: {', '.join(engine.CONSTRAINT_FIELDS)}",
+        f"row 3 ('small_table_0'): 'colour': unknown field; known fields: {', '.join(f.name for f in engine.CONSTRAINT_FIELD_DECLS)}",
         "row 3 ('small_table_0'): min partition: must be from 1 to 65,536, got 0",
         "row 4 ('small_table_1'): rows: must be from 1 to 1,099,511,627,776, got 0",
         "row 4 ('small_table_1'): pooling: unknown value 'max'; use one of: sum, mean, none",
@@ -112,7 +112,7 @@ def test_an_append_to_a_workspace_that_already_has_problems_checks_only_the_impo
     ws["tables"][0]["embedding_dim"] = 0  # being fixed in the grid
     out = _run("csv", "name,rows,dim\nextra,10,4\n", mode="append", workspace=ws, valid=False)
     assert [t["name"] for t in out.config["tables"]][-1] == "extra"
-    assert grid.row_issues(grid.config_to_rows(out.config), out.config["topology"])[0][0].startswith("dim:")
+    assert row_checks.row_issues(grid.config_to_rows(out.config), out.config["topology"])[0][0].startswith("dim:")
 
 
 @pytest.mark.parametrize("fmt, data", [("json", b"\x89PNG\r\n\x1a\n"), ("csv", "name,rows\x00,dim\n"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from dashboard.tables import grid
+from dashboard.tables import row_checks
 from tests.dashboard.helpers import edit, goto, shown, workspace
 
 NOTE = ("note: dim 30 is not a multiple of 4, which fbgemm's fused kernels need: the table can only be data_parallel "
@@ -23,8 +23,8 @@ def test_a_dim_30_row_shows_the_note_in_its_issue_column_without_blocking(app):
 
 def test_a_row_with_a_problem_and_a_dim_note_shows_both():
     rows = [{"name": "t", "rows": 0, "dim": 6}]
-    issues, _ = grid.row_issues(rows, {"world_size": 2})
-    text = grid.issue_column(issues, grid.row_notes(rows))[0]
+    issues, _ = row_checks.row_issues(rows, {"world_size": 2})
+    text = row_checks.issue_column(issues, row_checks.row_notes(rows))[0]
     assert text.startswith("rows: must be from 1") and text.endswith("a dim of 4 or 8 can be sharded")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import engine
 from dashboard.plans import exports
-from dashboard.tables import grid, importers
+from dashboard.tables import grid, importers, row_checks
 from dashboard.ui import table_tools
 from tests.dashboard.helpers import edit, workspace
 from tests.factories import tutorial
@@ -28,7 +28,7 @@ def test_a_constraints_grid_column():
 def test_a_bad_cell_is_named_in_its_row():
     rows = grid.config_to_rows(tutorial())
     rows[2]["zipf_exponent"] = 9
-    issues, outside = grid.row_issues(rows, tutorial()["topology"])
+    issues, outside = row_checks.row_issues(rows, tutorial()["topology"])
     assert issues == ["", "", "zipf exponent: must be from 0 to 5, got 9", ""] and outside is None
 
 

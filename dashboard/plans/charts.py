@@ -16,8 +16,6 @@ import engine
 from dashboard.plans.analysis import (
     COMPONENT_LABELS,
     COMPONENTS,
-    MATRIX_METRICS,
-    TableRankMatrix,
     cap_bytes,
     components,
     headroom,
@@ -25,6 +23,7 @@ from dashboard.plans.analysis import (
     memory_parts,
     peak_bytes,
 )
+from dashboard.plans.table_matrix import MATRIX_METRICS, TableRankMatrix
 from dashboard.plans.measured import RATIO_HIGH, RATIO_LOW, ratio_text
 from dashboard.text import plotly_text, short_name
 
@@ -181,7 +180,7 @@ def cost_stacked(plan: engine.Plan) -> go.Figure:
 
 
 def heatmap(m: TableRankMatrix, metric: str = "cost_ms", rows: Optional[list[int]] = None) -> go.Figure:
-    """Table-by-rank heatmap of one metric of dashboard.plans.analysis.table_rank_matrix; `rows` picks tables."""
+    """Table-by-rank heatmap of one metric of dashboard.plans.table_matrix.table_rank_matrix; `rows` picks tables."""
     rows = list(range(len(m.tables))) if rows is None else rows
     values = m.values[metric][rows]
     scale = GIB if metric.endswith("_bytes") else 1.0

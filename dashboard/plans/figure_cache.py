@@ -17,7 +17,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 import engine
-from dashboard.plans import analysis, charts
+from dashboard.plans import analysis, charts, table_matrix
 from dashboard import lru
 
 ENTRIES = 64  # figures and frames kept (a few per plan)
@@ -69,7 +69,7 @@ def cost_stacked(plan: engine.Plan) -> go.Figure:
     return _CACHE.get(("cost_stacked", _ranks_key(plan)), lambda: charts.cost_stacked(plan))
 
 
-def heatmap(m: analysis.TableRankMatrix, metric: str, rows: list[int]) -> go.Figure:
+def heatmap(m: table_matrix.TableRankMatrix, metric: str, rows: list[int]) -> go.Figure:
     """charts.heatmap of these rows, built once per content shown (the rows' names and values)."""
     values = m.values[metric][rows]
     key = ("heatmap", metric, tuple(m.tables[i] for i in rows), tuple(m.ranks), values.shape, values.tobytes())

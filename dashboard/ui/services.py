@@ -25,7 +25,7 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 import engine
-from dashboard.plans import analysis, figure_cache, plan_files
+from dashboard.plans import figure_cache, plan_files, table_matrix
 from dashboard import lru
 from dashboard.serve import housekeeping, jobs, planpool, planwork, priority, runner
 from dashboard.tables import row_checks
@@ -106,7 +106,7 @@ def streamlit_sessions() -> Optional[int]:
 def start_housekeeping() -> housekeeping.Janitor:
     """Once per server: the thread that gives a closed session's memory back to the system."""
     return housekeeping.Janitor(streamlit_sessions, when_empty=(_OUTCOMES.clear, _MATRICES.clear, figure_cache.clear,
-                                            analysis.clear_table_scores, row_checks.clear_row_checks)).start()
+                                            table_matrix.clear_table_scores, row_checks.clear_row_checks)).start()
 
 
 def _where() -> tuple[str, str]:
@@ -296,9 +296,9 @@ class _ByIdentity:
 _MATRICES = _ByIdentity(MATRIX_ENTRIES)
 
 
-def table_rank_matrix(plan: engine.Plan, config: engine.Config) -> analysis.TableRankMatrix:
-    """analysis.table_rank_matrix, computed once per plan object (shared, read-only arrays)."""
-    return _MATRICES.get((plan, config), lambda: analysis.table_rank_matrix(plan, config))
+def table_rank_matrix(plan: engine.Plan, config: engine.Config) -> table_matrix.TableRankMatrix:
+    """table_matrix.table_rank_matrix, computed once per plan object (shared, read-only arrays)."""
+    return _MATRICES.get((plan, config), lambda: table_matrix.table_rank_matrix(plan, config))
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import re
 import streamlit as st
 
 import engine
-from dashboard.plans import analysis, exports, figure_cache, headline, measured
+from dashboard.plans import analysis, exports, figure_cache, headline, measured, table_matrix
 from dashboard.ui import services, state, workspace
 from dashboard.plans import calibration as calib
 from dashboard.text import md, ms_text
@@ -108,17 +108,17 @@ def plan_view(plan: engine.Plan, config: engine.Config, prefix: str) -> None:
 
 
 @st.fragment
-def heatmap(matrix: analysis.TableRankMatrix, prefix: str) -> None:
+def heatmap(matrix: table_matrix.TableRankMatrix, prefix: str) -> None:
     """The heatmap and its two inputs, a fragment: changing the metric or the rows shown redraws this part only,
     not the page's other charts, frames and downloads."""
     n = len(matrix.tables)
     c1, c2 = st.columns([2, 1])
-    metric = c1.radio("Heatmap of", list(analysis.MATRIX_METRICS), horizontal=True, key=f"{prefix}_heat_metric",
-                      format_func=analysis.MATRIX_METRICS.get)
+    metric = c1.radio("Heatmap of", list(table_matrix.MATRIX_METRICS), horizontal=True, key=f"{prefix}_heat_metric",
+                      format_func=table_matrix.MATRIX_METRICS.get)
     shown = n
     if n > HEATMAP_DEFAULT_ROWS:
         shown = int(c2.number_input("Heaviest tables shown", 1, n, HEATMAP_DEFAULT_ROWS, key=f"{prefix}_heat_rows"))
-    rows = analysis.heaviest_tables(matrix, metric, shown)
+    rows = table_matrix.heaviest_tables(matrix, metric, shown)
     st.plotly_chart(figure_cache.heatmap(matrix, metric, rows), key=f"{prefix}_heatmap")
 
 

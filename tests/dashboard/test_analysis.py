@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import engine
-from dashboard.plans import analysis
+from dashboard.plans import analysis, table_matrix
 from dashboard.tables import presets
 from tests.dashboard.helpers import typed, typed_config
 from tests.factories import tutorial
@@ -24,12 +24,12 @@ def synthetic() -> tuple[dict, dict]:
 
 def test_matrix_columns_add_up_to_the_plans_ranks(synthetic):
     cfg, plan = synthetic
-    m = analysis.table_rank_matrix(typed(plan, cfg), typed_config(cfg))
+    m = table_matrix.table_rank_matrix(typed(plan, cfg), typed_config(cfg))
     assert m.values["cost_ms"].shape == (40, 8) and m.tables == list(plan["plan"])
     for r in plan["ranks"]:
         assert m.values["cost_ms"][:, r["rank"]].sum() == pytest.approx(r["cost_ms"])
         assert m.values["hbm_bytes"][:, r["rank"]].sum() == r["hbm_bytes"]
-    heavy = analysis.heaviest_tables(m, "hbm_bytes", 5)
+    heavy = table_matrix.heaviest_tables(m, "hbm_bytes", 5)
     totals = m.values["hbm_bytes"].sum(axis=1)
     assert totals[heavy[0]] == totals.max() and len(heavy) == 5
 
@@ -40,7 +40,7 @@ def test_imbalance_and_bottleneck_story(synthetic):
     costs = [r["cost_ms"] for r in plan["ranks"]]
     assert imb.max_ms == max(costs) and imb.ratio == pytest.approx(max(costs) / (sum(costs) / len(costs)))
     assert imb.bottleneck_rank == plan["bottleneck_rank"]
-    m = analysis.table_rank_matrix(typed(plan, cfg), typed_config(cfg))
+    m = table_matrix.table_rank_matrix(typed(plan, cfg), typed_config(cfg))
     lines = analysis.bottleneck(typed(plan, cfg), m)
     assert lines[0].startswith(f"Rank {imb.bottleneck_rank} is the slowest")
     top = m.tables[int(m.values["cost_ms"][:, imb.bottleneck_rank].argmax())]

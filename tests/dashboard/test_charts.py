@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import engine
-from dashboard.plans import analysis, charts
+from dashboard.plans import analysis, charts, table_matrix
 from dashboard.text import short_name
 from tests.dashboard.helpers import typed, typed_config
 from tests.factories import tutorial, with_changes
@@ -60,7 +60,7 @@ def test_cost_stacks_add_up_to_each_rank_and_mark_the_lower_bound():
 def test_heatmap_rows_and_empty_cells():
     cfg = tutorial()
     plan = _plan(cfg)
-    m = analysis.table_rank_matrix(typed(plan, cfg), typed_config(cfg))
+    m = table_matrix.table_rank_matrix(typed(plan, cfg), typed_config(cfg))
     fig = charts.heatmap(m, "cost_ms", [1, 0])
     assert list(fig.data[0].y) == [m.tables[1], m.tables[0]]
     z = fig.data[0].z
@@ -75,8 +75,8 @@ def test_heatmap_colours_span_the_data_and_long_names_are_cut():
     and end on the axis and stays whole in the hover."""
     long = "user_embedding_table_for_the_" + "very_" * 8 + "long_ids"
     values = np.array([[0.00273, 0.0], [0.00273, 0.00273]])
-    m = analysis.TableRankMatrix(tables=[long, "t<b>"], ranks=[0, 1],
-                                 values={k: values for k in analysis.MATRIX_METRICS})
+    m = table_matrix.TableRankMatrix(tables=[long, "t<b>"], ranks=[0, 1],
+                                 values={k: values for k in table_matrix.MATRIX_METRICS})
     heat = charts.heatmap(m, "cost_ms").data[0]
     assert heat.zmin == 0 and heat.zmax == pytest.approx(0.00273)
     assert heat.z[0][1] is None and heat.colorscale[0][1] not in ("rgb(247,251,255)", "white", "#ffffff")
@@ -85,8 +85,8 @@ def test_heatmap_colours_span_the_data_and_long_names_are_cut():
     assert list(layout.tickvals) == list(heat.y)
     assert list(layout.ticktext) == [short_name(long, charts.HEATMAP_NAME_CHARS), "t&lt;b&gt;"]
     assert len(layout.ticktext[0]) == charts.HEATMAP_NAME_CHARS < len(long)
-    empty = analysis.TableRankMatrix(tables=["t"], ranks=[0], values={k: np.zeros((1, 1))
-                                                                      for k in analysis.MATRIX_METRICS})
+    empty = table_matrix.TableRankMatrix(tables=["t"], ranks=[0], values={k: np.zeros((1, 1))
+                                                                      for k in table_matrix.MATRIX_METRICS})
     assert charts.heatmap(empty, "cost_ms").data[0].zmax is None  # nothing to span: plotly's default
 
 
@@ -175,9 +175,9 @@ def test_the_plan_figures_written_as_specs_pass_plotly_validation_unchanged(cfg)
 
     raw = _plan(cfg)
     plan = typed(raw, cfg)
-    matrix = analysis.table_rank_matrix(plan, typed_config(cfg))
+    matrix = table_matrix.table_rank_matrix(plan, typed_config(cfg))
     figures = [charts.memory_bars(plan), charts.memory_bars(typed(_without_parts(raw))), charts.cost_stacked(plan)]
-    figures += [charts.heatmap(matrix, metric, [0, 2]) for metric in analysis.MATRIX_METRICS]
+    figures += [charts.heatmap(matrix, metric, [0, 2]) for metric in table_matrix.MATRIX_METRICS]
     for fig in figures:
         spec = json.loads(fig.to_json())
         assert json.loads(go.Figure(spec).to_json()) == spec

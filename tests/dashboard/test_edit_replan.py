@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 import engine
-from dashboard.plans import analysis
+from dashboard.plans import table_matrix
 from dashboard.tables import grid, presets, row_checks
 from dashboard.ui import services
 from dashboard.text import ms_text
@@ -76,19 +76,19 @@ def test_one_edit_of_a_thousand_replans_and_prices_only_that_table(one_worker, a
     edited = app.session_state["ws_plan"]  # the Tables page's headline replanned on the edit itself
     assert edited is not before and edited.matches(workspace(app))
     assert any(f"Slowest rank **{edited.plan.max_rank_cost_ms:.4g} ms**" in m for m in shown(app, "markdown"))
-    scored = analysis._table_alone.cache_info().misses
+    scored = table_matrix._table_alone.cache_info().misses
     goto(app, "plan")
     after = app.session_state["ws_plan"]
     assert after is edited  # the Plan page shows that plan: nothing to plan again
     repriced = _worker_misses() - warm
-    rescored = analysis._table_alone.cache_info().misses - scored
+    rescored = table_matrix._table_alone.cache_info().misses - scored
 
     # The plan shown is the new config's: made for it, its headline on screen, the edited table's cost in it.
     assert after is not before and after.matches(workspace(app))
     assert engine.config_to_dict(after.config)["constraints"][name]["pooling_factors"] == [NEW_POOLING_FACTOR]
     assert app.metric[0].value == ms_text(after.plan.max_rank_cost_ms)
-    old = analysis.table_rank_matrix(before.plan, before.config)
-    new = analysis.table_rank_matrix(after.plan, after.config)
+    old = table_matrix.table_rank_matrix(before.plan, before.config)
+    new = table_matrix.table_rank_matrix(after.plan, after.config)
     i = new.tables.index(name)
     old_cost, new_cost = old.values["cost_ms"][i].sum(), new.values["cost_ms"][i].sum()
     assert new_cost > 5 * old_cost

@@ -10,7 +10,7 @@ import plotly.io as pio
 import pytest
 
 import engine
-from dashboard.plans import analysis, charts, figure_cache, plan_files
+from dashboard.plans import charts, figure_cache, plan_files, table_matrix
 from dashboard.tables import presets
 
 SHARDING = [s.value for s in engine.ShardingType]
@@ -32,7 +32,7 @@ def _forced(count: int, seed: int, world_size: int, per_host: int) -> engine.Con
 
 def _alone(cfg: engine.Config, plan: engine.Plan) -> np.ndarray:
     """Each table scored on a config of that table only (the matrix's definition), as (metrics, tables, ranks)."""
-    metrics = list(analysis.MATRIX_METRICS)
+    metrics = list(table_matrix.MATRIX_METRICS)
     out = np.zeros((len(metrics), len(plan.tables), cfg.topology.world_size))
     for i, (name, tp) in enumerate(plan.tables.items()):
         one = engine.Config(tables=(cfg.table(name),), constraints={name: cfg.constraint(name)},
@@ -47,14 +47,14 @@ def test_matrix_scored_in_batches_is_each_table_scored_alone(seed, world_size, p
     cfg = _forced(60, seed, world_size, per_host)
     plan = engine.plan(cfg, engine.PlannerSettings(search=False))
     assert len({tp.sharding_type for tp in plan.tables.values()}) >= 4
-    analysis._table_alone.cache_clear()
-    m = analysis.table_rank_matrix(plan, cfg)
-    batched = np.stack([m.values[k] for k in analysis.MATRIX_METRICS])
+    table_matrix._table_alone.cache_clear()
+    m = table_matrix.table_rank_matrix(plan, cfg)
+    batched = np.stack([m.values[k] for k in table_matrix.MATRIX_METRICS])
     assert np.array_equal(batched, _alone(cfg, plan))  # the same numbers, not merely close
-    info = analysis._table_alone.cache_info()
+    info = table_matrix._table_alone.cache_info()
     assert info.misses == 60 and info.hits == 0
-    analysis.table_rank_matrix(plan, cfg)  # again: every table from the cache
-    assert analysis._table_alone.cache_info().hits == 60
+    table_matrix.table_rank_matrix(plan, cfg)  # again: every table from the cache
+    assert table_matrix._table_alone.cache_info().hits == 60
 
 
 def test_figures_are_built_once_per_plan_content():
@@ -66,9 +66,9 @@ def test_figures_are_built_once_per_plan_content():
     assert figure_cache.memory_bars(again) is figure_cache.memory_bars(plan)
     assert figure_cache.cost_stacked(again) is figure_cache.cost_stacked(plan)
     assert figure_cache.table_frame(again, again_cfg) is figure_cache.table_frame(plan, cfg)
-    m = analysis.table_rank_matrix(plan, cfg)
-    rows = analysis.heaviest_tables(m, "cost_ms", 10)
-    assert figure_cache.heatmap(analysis.table_rank_matrix(again, again_cfg), "cost_ms", rows) is \
+    m = table_matrix.table_rank_matrix(plan, cfg)
+    rows = table_matrix.heaviest_tables(m, "cost_ms", 10)
+    assert figure_cache.heatmap(table_matrix.table_rank_matrix(again, again_cfg), "cost_ms", rows) is \
         figure_cache.heatmap(m, "cost_ms", rows)
     assert figure_cache.heatmap(m, "hbm_bytes", rows) is not figure_cache.heatmap(m, "cost_ms", rows)
     four = presets.synthetic(presets.SyntheticSpec(count=30, seed=2))

@@ -38,7 +38,8 @@ def test_one_wrong_type_refuses_the_whole_import_and_lists_every_problem():
     assert list(out.problems) == [
         "row 2 ('large_table_1'): dim: must be an integer, got a string",
         # every constraint field, as engine.fields declares them (a new field joins the list)
-        f"row 3 ('small_table_0'): 'colour': unknown field; known fields: {', '.join(f.name for f in engine.CONSTRAINT_FIELD_DECLS)}",
+        "row 3 ('small_table_0'): 'colour': unknown field; known fields: "
+        + ", ".join(f.name for f in engine.CONSTRAINT_FIELD_DECLS),
         "row 3 ('small_table_0'): min partition: must be from 1 to 65,536, got 0",
         "row 4 ('small_table_1'): rows: must be from 1 to 1,099,511,627,776, got 0",
         "row 4 ('small_table_1'): pooling: unknown value 'max'; use one of: sum, mean, none",

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import engine
-from dashboard.plans import analysis
+from dashboard.plans import table_matrix
 from dashboard.ui import services
 from tests.factories import tutorial
 
@@ -45,7 +45,7 @@ def test_the_matrix_is_kept_per_plan_object_and_read_only():
     twin = engine.read_plan_file(engine.plan_to_dict(plan), cfg)  # equal, another object: computed for it
     other = services.table_rank_matrix(twin, cfg)
     assert other is not m and np.array_equal(other.values["cost_ms"], m.values["cost_ms"])
-    assert analysis.table_rank_matrix(plan, cfg).tables == m.tables
+    assert table_matrix.table_rank_matrix(plan, cfg).tables == m.tables
 
 
 def test_the_identity_cache_is_bounded():

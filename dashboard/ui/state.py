@@ -9,13 +9,13 @@ from __future__ import annotations
 import copy
 import json
 import zlib
-from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
 import streamlit as st
 
 import engine
 from dashboard.plans import calibration as calib
+from dashboard.plans.current import CurrentPlan, PlanJob, config_key, full_topology, same_plan
 from dashboard.tables import grid, presets, row_checks
 
 CONFIG = "ws_config"
@@ -46,52 +46,13 @@ TOPOLOGY_PREFIX = "topology_"
 TOPOLOGY_HOSTS = "topology_hosts"  # the Topology page's hosts input (not a topology field: world / local world)
 
 
-@dataclass
-class CurrentPlan:
-    """A plan and the exact config it was made for (the workspace config may have moved on since), as the
-    engine's typed objects: shared with the caches (dashboard.ui.services), never mutated."""
-
-    plan: engine.Plan
-    config: engine.Config
-    planner: str
-    settings: dict = field(default_factory=dict)
-    token: Optional[str] = None  # set once saved
-    label: str = ""
-    source_key: str = ""  # config_key of the workspace config it was planned from
-
-    def __post_init__(self) -> None:
-        self.source_key = self.source_key or config_key(engine.config_to_dict(self.config))
-
-    def matches(self, config: dict) -> bool:
-        return self.source_key == config_key(config)
-
-
-def config_key(config: dict) -> str:
-    """The config as a canonical JSON string: the cache key for planning."""
-    return json.dumps(config, sort_keys=True, separators=(",", ":"))
-
-
 # ---- the config ---------------------------------------------------------------------------------
 
 
 def config() -> dict:
     if CONFIG not in st.session_state:
-        st.session_state[CONFIG] = _full_topology(presets.tutorial())
+        st.session_state[CONFIG] = full_topology(presets.tutorial())
     return st.session_state[CONFIG]
-
-
-def _full_topology(cfg: dict) -> dict:
-    """The config with its topology's defaults written out, as the Topology page's inputs write them when it
-    opens: opening that page then leaves the config (its key, its plan) as it was. A device profile stays in the
-    form it was given; a topology that does not parse stays as given (the Topology page says what is wrong)."""
-    topo = cfg.get("topology")
-    try:
-        full = engine.complete_topology(topo)
-    except engine.ConfigError:
-        return cfg
-    if engine.PROFILE_FIELD in topo:  # as the user gave it (a name such as "published", or the figures)
-        full[engine.PROFILE_FIELD] = topo[engine.PROFILE_FIELD]
-    return cfg if full == topo else {**cfg, "topology": full}
 
 
 def topology() -> dict:
@@ -101,7 +62,7 @@ def topology() -> dict:
 def set_config(cfg: dict, reset_widgets: bool = True, edit: str = "replace the tables") -> None:
     """Replace the workspace config (`edit` says how, for undo); the grid and topology widgets start again
     from it."""
-    new = _full_topology(copy.deepcopy(cfg))
+    new = full_topology(copy.deepcopy(cfg))
     _remember(new, edit)
     st.session_state[CONFIG] = new
     if reset_widgets:
@@ -303,15 +264,9 @@ def plan() -> Optional[CurrentPlan]:
 def set_plan(p: Optional[CurrentPlan]) -> None:
     """Make `p` the current plan; the plan it replaces becomes the previous one (what changed since)."""
     old = st.session_state.get(PLAN)
-    if old is not None and p is not None and not _same_plan(old, p):
+    if old is not None and p is not None and not same_plan(old, p):
         st.session_state[PREVIOUS_PLAN] = old
     st.session_state[PLAN] = p
-
-
-def _same_plan(a: CurrentPlan, b: CurrentPlan) -> bool:
-    """The same placements by the same planner (a config written out in full plans the same): no change to say."""
-    return a.planner == b.planner and a.plan.tables == b.plan.tables and \
-        a.plan.max_rank_cost_ms == b.plan.max_rank_cost_ms
 
 
 def previous_plan() -> Optional[CurrentPlan]:
@@ -323,18 +278,6 @@ def current_plan() -> Optional[CurrentPlan]:
     """The current plan only when it was made for the workspace config as it is now (else None)."""
     p = plan()
     return p if p is not None and p.matches(config()) else None
-
-
-@dataclass
-class PlanJob:
-    """A planner running in the background, or waiting for a slot to (dashboard.serve.jobs.Job), for the config whose
-    key is source_key."""
-
-    job: Any  # dashboard.serve.jobs.Job
-    planner: str
-    config: dict
-    source_key: str
-    settings: dict = field(default_factory=dict)
 
 
 def plan_job() -> Optional[PlanJob]:

@@ -4,6 +4,7 @@ per feature, its pooling histogram and rank-frequency counts read from the same 
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ import engine
 from dashboard.text import plotly_text
 
 MAX_UPLOAD_BYTES = 64 * 2**20  # an uploaded sample above this is refused before it is read
+SUFFIXES = ("parquet", "pq", "csv", "npz")
 MAX_RANK_POINTS = 200  # a rank-frequency plot draws at most this many log-spaced ranks
 
 
@@ -42,6 +44,25 @@ def feature_shapes(cfg: engine.Config, path: str | Path) -> dict[str, dict]:
 def measure(cfg: engine.Config, path: str | Path) -> dict:
     """The sample's statistics and its per-feature shapes (engine.SampleError for a bad sample)."""
     return {"stats": engine.workload_stats(cfg, path), "shapes": feature_shapes(cfg, path)}
+
+
+def measure_upload(cfg: engine.Config, data: bytes, suffix: str, name: str) -> tuple[dict | None, str | None]:
+    """(figures, None) for an uploaded sample's bytes, or (None, one line saying why not): too big, an unknown
+    suffix, a bad sample (the line names the feature and row). The bytes go to a temp file named by us."""
+    if len(data) > MAX_UPLOAD_BYTES:
+        return None, (f"{name} is {engine.human_bytes(len(data))}: samples up to "
+                      f"{engine.human_bytes(MAX_UPLOAD_BYTES)} are read here; use `python -m engine stats` for more.")
+    if suffix not in SUFFIXES:
+        return None, f"{name}: not a .parquet, .csv or .npz file."
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"sample.{suffix}"
+        path.write_bytes(data)
+        try:
+            measured = measure(cfg, path)
+        except engine.SampleError as exc:
+            return None, engine.one_line(str(exc).replace(str(path), name).replace(path.name, name))
+    measured["stats"]["sample"]["file"] = name  # the workload block says which file, as the person named it
+    return measured, None
 
 
 def applied_config(result: dict, cfg: engine.Config) -> dict:
@@ -83,7 +104,7 @@ def rank_points(counts: np.ndarray, limit: int = MAX_RANK_POINTS) -> tuple[np.nd
 
 
 def pooling_histogram(feature: str, pooling: np.ndarray) -> go.Figure:
-    fig = go.Figure(go.Bar(x=np.arange(pooling.size), y=pooling, name="samples"))
+    fig = go.Figure(go.Bar(x=list(range(pooling.size)), y=pooling.tolist(), name="samples"))
     fig.update_layout(title=plotly_text(f"{feature}: ids per sample"), xaxis_title="ids per sample",
                       yaxis_title="samples", height=300, margin=dict(l=40, r=10, t=40, b=40))
     return fig
@@ -91,7 +112,7 @@ def pooling_histogram(feature: str, pooling: np.ndarray) -> go.Figure:
 
 def rank_frequency(feature: str, counts: np.ndarray) -> go.Figure:
     ranks, lookups = rank_points(counts)
-    fig = go.Figure(go.Scatter(x=ranks, y=lookups, mode="lines+markers", name="lookups"))
+    fig = go.Figure(go.Scatter(x=ranks.tolist(), y=lookups.tolist(), mode="lines+markers", name="lookups"))
     fig.update_layout(title=plotly_text(f"{feature}: rank-frequency (log-log)"), xaxis_title="id rank",
                       yaxis_title="lookups", xaxis_type="log", yaxis_type="log", height=300,
                       margin=dict(l=40, r=10, t=40, b=40))

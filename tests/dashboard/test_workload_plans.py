@@ -85,3 +85,24 @@ def test_apply_writes_measured_pooling_and_lists_changes(sample):
     ch = workload.changes(old, new)
     assert set(ch["field"]) >= {"pooling_factors", "workload"}
     assert set(ch["table"]) == {t.name for t in cfg.tables}
+
+
+def test_uploads_refused_in_one_line_naming_feature_and_row(sample):
+    cfg, path = sample
+    f = cfg.tables[0].feature_names[0]
+    ok, err = workload.measure_upload(cfg, path.read_bytes(), "parquet", "mine.parquet")
+    assert err is None and ok["stats"]["sample"]["rows"] == ROWS
+    csv = engine.generated_sample_bytes(cfg, 20, 1, "csv").decode()
+    header, *rows = csv.splitlines()
+    bad = [header, *rows[:3], rows[3].replace(rows[3].split(",")[0], '"-4"', 1) if rows[3].split(",")[0] else
+           '"-4"' + rows[3], *rows[4:]]
+    _, err = workload.measure_upload(cfg, "\n".join(bad).encode(), "csv", "bad.csv")
+    assert "\n" not in err and f in err and "3" in err and "bad.csv" in err
+    _, err = workload.measure_upload(cfg, path.read_bytes()[:-500], "parquet", "cut.parquet")
+    assert err and "\n" not in err and "cut.parquet" in err
+    _, err = workload.measure_upload(cfg, b"a,b\n1,2\n", "csv", "cols.csv")
+    assert err and "\n" not in err and f in err
+    _, err = workload.measure_upload(cfg, b"x" * (workload.MAX_UPLOAD_BYTES + 1), "csv", "huge.csv")
+    assert err and "huge.csv" in err and "\n" not in err
+    _, err = workload.measure_upload(cfg, b"x", "exe", "a.exe")
+    assert err and "\n" not in err

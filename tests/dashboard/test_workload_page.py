@@ -55,3 +55,15 @@ def test_example_sample_figures_and_apply_replans(app):
     assert plan is not before_plan and plan.matches(after)  # the headline replanned on the applied config
     assert any("Applied" in m for m in shown(app, "markdown"))
     assert any("pooling_factors" in str(d.value["field"].tolist()) for d in app.dataframe)
+
+
+def test_apply_is_undone_by_undo(app):
+    goto(app, "workload")
+    before = workspace(app)
+    assert not any("workload" in c for c in (before.get("constraints") or {}).values())
+    app.button(key="workload_example").click().run()
+    app.button(key="workload_apply").click().run()
+    assert workspace(app) != before and all("workload" in c for c in workspace(app)["constraints"].values())
+    app.sidebar.button(key="ws_undo").click().run()
+    assert not app.exception, app.exception
+    assert not any("workload" in c for c in workspace(app)["constraints"].values())

@@ -27,6 +27,7 @@ MENU_ITEMS = {"Get help": None, "Report a bug": None,
 PAGES = {
     "Workspace": [
         st.Page("app_pages/tables.py", title="Tables & constraints", icon=":material/table_chart:", default=True),
+        st.Page("app_pages/workload.py", title="Workload", icon=":material/bar_chart:"),
         st.Page("app_pages/topology.py", title="Topology", icon=":material/hub:"),
         st.Page("app_pages/plan.py", title="Plan", icon=":material/insights:"),
         st.Page("app_pages/whatif.py", title="What-if", icon=":material/science:"),

@@ -44,6 +44,8 @@ TABLES_GRID = "tables_grid"
 CONSTRAINTS_GRID = "tables_constraints_grid"
 TOPOLOGY_PREFIX = "topology_"
 TOPOLOGY_HOSTS = "topology_hosts"  # the Topology page's hosts input (not a topology field: world / local world)
+WORKLOAD = "workload_measured"  # Workload: the last sample measured: (config key, name, its figures)
+WORKLOAD_CHANGES = "workload_changes"  # Workload: what the last "Apply to tables" changed (a frame)
 
 
 # ---- the config ---------------------------------------------------------------------------------
@@ -388,3 +390,20 @@ def flash(message: str, kind: str = "success") -> None:
 
 def pop_flash() -> Optional[tuple[str, str]]:
     return st.session_state.pop(FLASH, None)
+
+
+def workload() -> Optional[tuple[str, str, dict]]:
+    """The Workload page's last measured sample: (the config key it was measured for, its name, its figures)."""
+    return st.session_state.get(WORKLOAD)
+
+
+def set_workload(measured: Optional[tuple[str, str, dict]]) -> None:
+    st.session_state[WORKLOAD] = measured
+
+
+def workload_changes() -> Any:
+    return st.session_state.get(WORKLOAD_CHANGES)
+
+
+def set_workload_changes(frame: Any) -> None:
+    st.session_state[WORKLOAD_CHANGES] = frame

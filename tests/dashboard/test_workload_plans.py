@@ -1,0 +1,108 @@
+"""dashboard/plans/workload.py: the figures' numbers against a direct count on a generated sample."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import engine
+from dashboard.plans import workload
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tutorial.json"
+ROWS = 3000
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory):
+    cfg = engine.load_config(str(EXAMPLE))
+    path = tmp_path_factory.mktemp("s") / "ids.parquet"
+    path.write_bytes(engine.generated_sample_bytes(cfg, ROWS, 7, "parquet"))
+    return cfg, path
+
+
+def direct(cfg, path):
+    """lengths and ids per feature, read with pyarrow directly."""
+    import pyarrow.parquet as pq
+    table = pq.read_table(path)
+    out = {}
+    for t in cfg.tables:
+        for f in t.feature_names:
+            cells = table.column(f).to_pylist()
+            out[f] = ([len(c) for c in cells], [i for c in cells for i in c])
+    return out
+
+
+def test_histogram_and_rank_counts_match_a_direct_count(sample):
+    cfg, path = sample
+    shapes = workload.feature_shapes(cfg, path)
+    for f, (lengths, ids) in direct(cfg, path).items():
+        assert shapes[f]["pooling"].tolist() == np.bincount(lengths).tolist()
+        _, counts = np.unique(ids, return_counts=True)
+        assert shapes[f]["counts"].tolist() == sorted(counts.tolist(), reverse=True)
+        fig = workload.pooling_histogram(f, shapes[f]["pooling"])
+        assert list(fig.data[0].y) == np.bincount(lengths).tolist()
+        rf = workload.rank_frequency(f, shapes[f]["counts"])
+        assert rf.layout.xaxis.type == "log" and rf.layout.yaxis.type == "log"
+        ranks = list(rf.data[0].x)
+        assert ranks[0] == 1 and ranks[-1] == len(counts) and len(ranks) <= workload.MAX_RANK_POINTS
+        assert list(rf.data[0].y)[0] == max(counts)
+
+
+def test_rank_points_are_bounded_and_log_spaced():
+    counts = np.arange(100_000, 0, -1)
+    ranks, lookups = workload.rank_points(counts, limit=50)
+    assert len(ranks) <= 50 and ranks[0] == 1 and ranks[-1] == 100_000
+    assert (lookups == counts[ranks - 1]).all()
+    assert workload.rank_points(np.zeros(0, np.int64))[0].size == 0
+
+
+def test_miss_curve_marks_the_chosen_cache(sample):
+    cfg, path = sample
+    stats = workload.measure(cfg, path)["stats"]
+    t = cfg.tables[0]
+    curve = stats["tables"][t.name]["miss_ratio_curve"]
+    fig = workload.miss_curve(t.name, curve, t.num_embeddings, 0.2)
+    assert list(fig.data[0].x) == [p["cache_rows"] for p in curve]
+    assert list(fig.data[1].x) == [round(0.2 * t.num_embeddings)]
+    assert fig.layout.shapes[0].x0 == round(0.2 * t.num_embeddings)
+    assert workload.miss_curve(t.name, curve, t.num_embeddings, 0.5).data[1].x[0] == round(0.5 * t.num_embeddings)
+
+
+def test_table_clf_typed_or_default():
+    assert workload.table_clf({"constraints": {"a": {"cache_load_factor": 0.35}}}, "a") == 0.35
+    assert workload.table_clf({"constraints": {}}, "a") == engine.FIELDS["cache_load_factor"].default
+
+
+def test_apply_writes_measured_pooling_and_lists_changes(sample):
+    cfg, path = sample
+    stats = workload.measure(cfg, path)["stats"]
+    old = engine.config_to_dict(cfg)
+    new = workload.applied_config(stats, cfg)
+    lengths = direct(cfg, path)
+    for t in cfg.tables:
+        want = [sum(lengths[f][0]) / ROWS for f in t.feature_names]
+        assert new["constraints"][t.name]["pooling_factors"] == pytest.approx(want)
+    ch = workload.changes(old, new)
+    assert set(ch["field"]) >= {"pooling_factors", "workload"}
+    assert set(ch["table"]) == {t.name for t in cfg.tables}
+
+
+def test_uploads_refused_in_one_line_naming_feature_and_row(sample):
+    cfg, path = sample
+    f = cfg.tables[0].feature_names[0]
+    ok, err = workload.measure_upload(cfg, path.read_bytes(), "parquet", "mine.parquet")
+    assert err is None and ok["stats"]["sample"]["rows"] == ROWS
+    csv = engine.generated_sample_bytes(cfg, 20, 1, "csv").decode()
+    header, *rows = csv.splitlines()
+    bad = [header, *rows[:3], rows[3].replace(rows[3].split(",")[0], '"-4"', 1) if rows[3].split(",")[0] else
+           '"-4"' + rows[3], *rows[4:]]
+    _, err = workload.measure_upload(cfg, "\n".join(bad).encode(), "csv", "bad.csv")
+    assert "\n" not in err and f in err and "3" in err and "bad.csv" in err
+    _, err = workload.measure_upload(cfg, path.read_bytes()[:-500], "parquet", "cut.parquet")
+    assert err and "\n" not in err and "cut.parquet" in err
+    _, err = workload.measure_upload(cfg, b"a,b\n1,2\n", "csv", "cols.csv")
+    assert err and "\n" not in err and f in err
+    _, err = workload.measure_upload(cfg, b"x" * (workload.MAX_UPLOAD_BYTES + 1), "csv", "huge.csv")
+    assert err and "huge.csv" in err and "\n" not in err
+    _, err = workload.measure_upload(cfg, b"x", "exe", "a.exe")
+    assert err and "\n" not in err

@@ -69,10 +69,11 @@ def figures(measured: dict) -> None:
     st.subheader("Per table")
     st.dataframe(workload.table_summary(stats), hide_index=True, width="stretch")
     sizes = {t["name"]: t["num_embeddings"] for t in cfg.get("tables", [])}
+    on_screen = state.current_plan()  # the plan of the config as it is: its chosen cache sizes are marked
     for name, t in stats["tables"].items():
         if name in sizes:
             st.plotly_chart(workload.miss_curve(name, t["miss_ratio_curve"], sizes[name],
-                                                workload.table_clf(cfg, name)),
+                                                workload.table_clf(cfg, name, on_screen.plan if on_screen else None)),
                             width="stretch", key=f"workload_miss_{name}")
     st.subheader("Per feature")
     st.dataframe(workload.feature_summary(stats), hide_index=True, width="stretch")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import pandas as pd
@@ -124,8 +125,12 @@ def chosen_cache_rows(num_embeddings: int, clf: float) -> int:
     return max(1, round(clf * num_embeddings))
 
 
-def table_clf(cfg: dict, table: str) -> float:
-    """The table's typed cache load factor, else the engine's default."""
+def table_clf(cfg: dict, table: str, plan: Optional[engine.Plan] = None) -> float:
+    """The cache load factor the plan on screen gave the table (engine.clf's choice from its miss curve), else the
+    table's typed one, else the engine's default."""
+    chosen = plan.tables[table].cache_load_factor if plan is not None and table in plan.tables else None
+    if chosen is not None:
+        return float(chosen)
     typed = ((cfg.get("constraints") or {}).get(table) or {}).get("cache_load_factor")
     return float(typed) if typed is not None else float(engine.FIELDS["cache_load_factor"].default)
 

@@ -7,6 +7,7 @@ import pytest
 
 import engine
 from dashboard.plans import workload
+from tests.factories import tutorial
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tutorial.json"
 ROWS = 3000
@@ -71,6 +72,20 @@ def test_miss_curve_marks_the_chosen_cache(sample):
 def test_table_clf_typed_or_default():
     assert workload.table_clf({"constraints": {"a": {"cache_load_factor": 0.35}}}, "a") == 0.35
     assert workload.table_clf({"constraints": {}}, "a") == engine.FIELDS["cache_load_factor"].default
+
+
+def test_table_clf_is_the_plans_choice_when_it_made_one():
+    cfg = tutorial()
+    curve = [{"cache_rows": r, "lru_miss_rate": m} for r, m in ((40, 0.6), (400, 0.05), (4096, 0.04))]
+    cfg["constraints"] = {"large_table_1": {
+        "sharding_types": ["row_wise"], "compute_kernels": ["fused_uvm_caching"],
+        "workload": {"from": {"file": "ids.parquet", "rows": 5000, "modified": "2026-11-27T00:10:00Z"},
+                     "miss_ratio_curve": curve}}}
+    plan = engine.plan(engine.parse_config(cfg))
+    chosen = plan.tables["large_table_1"].cache_load_factor
+    assert chosen is not None
+    assert workload.table_clf(cfg, "large_table_1", plan) == chosen
+    assert workload.table_clf(cfg, "large_table_0", plan) == engine.FIELDS["cache_load_factor"].default
 
 
 def test_apply_writes_measured_pooling_and_lists_changes(sample):

@@ -111,8 +111,8 @@ def test_bad_import_says_why_and_changes_nothing(app):
     before = json.dumps(workspace(app))
     _import(app, "torchrec", "EmbeddingBagConfig(name=input(), num_embeddings=1, embedding_dim=1)")
     assert shown(app, "error") == [
-        ("Cannot import: line 1: cannot read Call (only literals are understood; nothing is run) "
-         "(nothing was changed)")]
+        ("Cannot import: line 1: cannot read the call input(): only literals are read (numbers, strings, lists, "
+         "dicts, names bound to them, str(...), PoolingType/DataType members); nothing is run (nothing was changed)")]
     assert json.dumps(workspace(app)) == before
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from dashboard.tables import presets
+from dashboard.tables import grid, presets
 from tests.dashboard.helpers import edit, goto, shown, workspace
 from tests.dashboard.test_importers import TUTORIAL_SNIPPET
 from tests.factories import tutorial
@@ -16,6 +16,11 @@ def test_opens_on_the_tutorial_config(app):
     grid = app.dataframe[0].value
     assert grid["name"].tolist()[:2] == ["large_table_0", "large_table_1"] and "issue" in grid.columns
     assert any("4 tables" in c and "2 ranks" in c for c in shown(app, "caption"))
+
+
+def test_grids_fit_their_rows():
+    assert grid.grid_height(4, True) == 35 * 6 + 3 and grid.grid_height(4, False) == 35 * 5 + 3  # no empty rows
+    assert grid.grid_height(1000, True) == grid.GRID_MAX_PX
 
 
 def test_editing_a_cell_changes_the_config(app):

@@ -136,7 +136,8 @@ toolbar(all_rows)
 tab_tables, tab_constraints = st.tabs([f"Tables ({len(all_rows)})", "Constraints"])
 with tab_tables:
     st.data_editor(grid.tables_frame(base_rows, base_column), key=state.TABLES_GRID, num_rows="dynamic",
-                   hide_index=False, height=grid.grid_height(len(base_rows), True), column_config=TABLE_COLUMN_CONFIG, placeholder="",
+                   hide_index=False, height=grid.grid_height(len(base_rows), True),
+                   column_config=TABLE_COLUMN_CONFIG, placeholder="",
                    column_order=column_order(grid.TABLE_COLUMNS, base_column))
 with tab_constraints:
     st.caption("Per-table constraints, as TorchRec's ParameterConstraints: empty cells leave the choice to the "

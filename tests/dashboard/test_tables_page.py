@@ -201,3 +201,8 @@ def test_a_json_import_with_one_wrong_type_changes_nothing(app):
                                    "row 10 ('t_cat_8'): name: duplicate table name (also row 9)\n"
                                    "constraints for 't_cat_9': no imported table has this name"]
     assert json.dumps(workspace(app)) == before and len(app.dataframe[0].value) == 4
+
+
+def test_every_grid_header_fits_its_column():  # 'min partitio', 'cache load facto' were cut
+    for column, f in grid.COLUMN_FIELDS.items():
+        assert f.width is None or f.width >= len(f.grid_label) * 8 + 24, (column, f.grid_label, f.width)

@@ -15,7 +15,7 @@ import streamlit as st  # noqa: E402
 from dashboard.plans import calibration as calib  # noqa: E402
 from dashboard.serve import jobs  # noqa: E402
 from dashboard.ui import services, state, views, workspace  # noqa: E402, F401 - views: the pages' imports, before freezing
-from dashboard.text import code, md  # noqa: E402
+from dashboard.text import code, md, ms_text  # noqa: E402
 from db.store import StoreError  # noqa: E402
 
 # A file served by the app itself: a material-icon favicon is fetched from fonts.gstatic.com by the browser.
@@ -65,7 +65,7 @@ def sidebar(store) -> None:
         elif not p.matches(cfg):  # its numbers are another config's: none of them here
             st.caption("No plan of this config yet (the last plan was made for an earlier config)")
         else:
-            st.caption(f"Plan: slowest rank {p.plan.max_rank_cost_ms:.4g} ms by "
+            st.caption(f"Plan: slowest rank {ms_text(p.plan.max_rank_cost_ms)} by "
                        f"{md(services.planner_label(p.planner))}")
             if p.token:
                 st.caption(f"Saved as '{md(p.label or p.token[:8])}'")

@@ -60,6 +60,11 @@ def _sig(value: float, digits: int = SIGNIFICANT) -> str:
     return f"{rounded:,.{decimals}f}"
 
 
+def sig_text(value: float) -> str:
+    """A number to 3 significant digits in plain decimal, thousands separated: '0.00547', '12.3', '1,235'."""
+    return _sig(float(value))
+
+
 def ms_text(ms: float | None) -> str:
     """A time in milliseconds, 3 significant digits and the unit: '0.00547 ms', '12.3 ms', '1,235 ms'."""
     return "n/a" if ms is None or (isinstance(ms, float) and math.isnan(ms)) else f"{_sig(float(ms))} ms"

@@ -119,7 +119,7 @@ TABLE: tuple[Field, ...] = (
           range_text="", torchrec="pooling", column="pooling", tab=TABLES_TAB, width=80, bulk=(), csv=("pooling",),
           snippet=True),
     Field("data_type", ENUM, "`fp32`, `fp16`, `bf16`, `int8`, `int4`, `int2`", '`"fp32"`', default=DataType.FP32,
-          choices=DataType, range_text="", torchrec="data_type", column="data_type", tab=TABLES_TAB, width=85,
+          choices=DataType, range_text="", torchrec="data_type", column="data_type", tab=TABLES_TAB, width=100,
           bulk=(), csv=("data_type", "dtype"), snippet=True),
 )
 
@@ -143,14 +143,14 @@ CONSTRAINT: tuple[Field, ...] = (
           "cuts dim 64 into 2 x 32; the default 128 leaves a dim of 128 or less whole). When absent the planner "
           "also tries widths that cut the dim into 2..world_size pieces",
           "128 (TorchRec `MIN_CW_DIM`)", unit="columns", lo=1, hi=L.MAX_EMBEDDING_DIM, torchrec="min_partition",
-          column="min_partition", width=105,
+          column="min_partition", width=130,
           help=f"smallest column-wise piece width; empty: {C.MIN_CW_DIM} (TorchRec's MIN_CW_DIM), which leaves a dim "
                f"of {C.MIN_CW_DIM} or less in one piece unless narrower pieces cost less; 32 cuts dim 64 into "
                "2 x 32 (TorchRec's tutorial)", number_format="%d",
           bulk=(1, None, 1000), csv=("min_partition",)),
     Field("pooling_factors", FLOATS, "mean ids per sample, one per feature (a single value applies to all)",
           "`[1.0]`", unit="ids per sample", lo=0.0, hi=L.MAX_POOLING_FACTOR, default=C.POOLING_FACTOR,
-          torchrec="pooling_factors", column="pooling_factor", tab=TABLES_TAB, label="pooling factor", width=110,
+          torchrec="pooling_factors", column="pooling_factor", tab=TABLES_TAB, label="pooling factor", width=140,
           help="mean ids per sample and feature; empty: 1", number_format="%.2f", bulk=(0.0, None, 1.0),
           csv=("pooling_factor", "pooling_factors")),
     Field("num_poolings", FLOATS, "poolings per sample, one per feature", "`[1.0]`", unit="poolings per sample",
@@ -161,14 +161,14 @@ CONSTRAINT: tuple[Field, ...] = (
           range_text="", torchrec="is_weighted"),
     Field("cache_load_factor", FLOAT, "share of rows cached in HBM by `fused_uvm_caching`",
           "0.2 (TorchRec `UVM_CACHING_RATIO`)", lo=0.0, hi=1.0, lo_open=True, default=C.UVM_CACHING_RATIO,
-          torchrec="cache_params.load_factor", column="cache_load_factor", width=125,
+          torchrec="cache_params.load_factor", column="cache_load_factor", width=160,
           help="share of rows cached in HBM by fused_uvm_caching", number_format="%.2f", bulk=(0.01, 1.0, 0.2),
           csv=("cache_load_factor",)),
     Field("zipf_exponent", FLOAT, "the exponent s of the Zipf distribution over the table's rows that a step's ids "
           "follow (the i-th hottest row drawn with weight 1/i^s; 0: uniform ids). Ours: TorchRec has no such field. "
           "CPU estimates price the distinct rows a step touches from it; dry-runs and validation runs draw ids "
           "with it", "0.0 (uniform ids)", lo=0.0, hi=5.0, default=0.0,
-          column="zipf_exponent", width=110, help="skew of the ids over the rows (Zipf exponent s); empty: 0, uniform",
+          column="zipf_exponent", width=130, help="skew of the ids over the rows (Zipf exponent s); empty: 0, uniform",
           number_format="%.2f", bulk=(0.0, 5.0, 0.0), csv=("zipf_exponent", "zipf")),
     Field("ranks", IDS, "pin: every piece of the table on these ranks (ours; TorchRec's planner has no such "
           "constraint). Sharding types that put a piece on every rank (`row_wise`, `data_parallel`) are then ruled "

@@ -9,10 +9,9 @@ from dashboard.tables import grid, row_checks
 from dashboard.ui import state, table_tools, views, workspace
 from dashboard.text import md
 
-GRID_HEIGHT_PX = 480
 SUMMARY_LINES = 5  # rows listed above the grids; the rest are counted
 
-ISSUE_COLUMN = st.column_config.TextColumn("⚠ issue", disabled=True, width=400)
+ISSUE_COLUMN = st.column_config.TextColumn("⚠ issue", disabled=True, width=240)  # narrow: rows and dim stay in view
 ROW_COLUMN = st.column_config.NumberColumn("row", disabled=True, width=50, help="row number, as messages name rows")
 K = engine.FieldKind
 
@@ -137,7 +136,8 @@ toolbar(all_rows)
 tab_tables, tab_constraints = st.tabs([f"Tables ({len(all_rows)})", "Constraints"])
 with tab_tables:
     st.data_editor(grid.tables_frame(base_rows, base_column), key=state.TABLES_GRID, num_rows="dynamic",
-                   hide_index=False, height=GRID_HEIGHT_PX, column_config=TABLE_COLUMN_CONFIG, placeholder="",
+                   hide_index=False, height=grid.grid_height(len(base_rows), True),
+                   column_config=TABLE_COLUMN_CONFIG, placeholder="",
                    column_order=column_order(grid.TABLE_COLUMNS, base_column))
 with tab_constraints:
     st.caption("Per-table constraints, as TorchRec's ParameterConstraints: empty cells leave the choice to the "
@@ -146,5 +146,6 @@ with tab_constraints:
         st.caption(f"⚠ {row_checks.rows_text([i for i, t in enumerate(row_issues) if t])} to fix: see the issue column "
                    "and the list above.")
     st.data_editor(grid.constraints_frame(table_rows, issue_texts), key=state.CONSTRAINTS_GRID, num_rows="fixed",
-                   hide_index=False, height=GRID_HEIGHT_PX, column_config=CONSTRAINT_COLUMN_CONFIG, placeholder="",
+                   hide_index=False, height=grid.grid_height(len(table_rows), False),
+                   column_config=CONSTRAINT_COLUMN_CONFIG, placeholder="",
                    column_order=column_order(grid.CONSTRAINT_COLUMNS, issue_texts))

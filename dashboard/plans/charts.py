@@ -25,7 +25,7 @@ from dashboard.plans.analysis import (
 )
 from dashboard.plans.table_matrix import MATRIX_METRICS, TableRankMatrix
 from dashboard.plans.measured import RATIO_HIGH, RATIO_LOW, ratio_text
-from dashboard.text import plotly_text, short_name
+from dashboard.text import ms_text, plotly_text, short_name
 
 GIB = 1024**3
 COMPONENT_COLORS = {"fwd_compute_ms": "#4C78A8", "bwd_compute_ms": "#72B7B2", "fwd_comms_ms": "#F58518",
@@ -172,7 +172,7 @@ def cost_stacked(plan: engine.Plan) -> go.Figure:
         layout["shapes"] = [{"type": "line", "line": {"color": "#333", "dash": "dash"}, "x0": 0, "x1": 1,
                              "xref": "x domain", "y0": imb.lower_bound_ms, "y1": imb.lower_bound_ms, "yref": "y"}]
         data.append({"type": "scatter", "x": [None], "y": [None], "mode": "lines",
-                     "line": {"dash": "dash", "color": "#333"}, "name": f"lower bound {imb.lower_bound_ms:.4g} ms"})
+                     "line": {"dash": "dash", "color": "#333"}, "name": f"lower bound {ms_text(imb.lower_bound_ms)}"})
     if len(ranks) > 1:
         layout["annotations"] = [{"x": imb.bottleneck_rank, "y": imb.max_ms, "text": "slowest", "showarrow": True,
                                   "arrowhead": 2, "ay": -28}]

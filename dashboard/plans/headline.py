@@ -10,6 +10,7 @@ from typing import Optional
 
 import engine
 from dashboard.plans import analysis
+from dashboard.text import ms_text, sig_text
 
 MEMORY_KINDS = ("hbm", "ddr")
 
@@ -129,7 +130,7 @@ def _count(n: int, what: str) -> str:
 
 def change_text(c: Change) -> str:
     """One line, e.g. 'slowest rank 1.92 → 2.10 ms (+9%); 3 tables placed differently'."""
-    parts = [f"slowest rank {c.before_ms:.4g} → {c.after_ms:.4g} ms{_ratio_text(c.ratio)}"]
+    parts = [f"slowest rank {sig_text(c.before_ms)} → {ms_text(c.after_ms)}{_ratio_text(c.ratio)}"]
     if c.kept:
         parts.append(f"{_count(c.moved, 'table')} placed differently" if c.moved else "no table placed differently")
     if c.added:

@@ -38,6 +38,16 @@ FIELD_COLUMNS = {f.name: f.column for f in GRID_FIELDS}
 EXTRA_CONSTRAINT_FIELDS = tuple(f.name for f in engine.CONSTRAINT_FIELD_DECLS if not f.column)
 
 
+ROW_PX = 35  # Streamlit's grid row (and header) height
+GRID_MAX_PX = 480
+
+
+def grid_height(rows: int, adds_rows: bool) -> int:
+    """A grid's height fitted to its rows (header, rows, the add row when it has one, borders), at most GRID_MAX_PX:
+    4 tables get 4 rows, not 4 rows and 8 empty ones."""
+    return min(GRID_MAX_PX, ROW_PX * (1 + rows + (1 if adds_rows else 0)) + 3)
+
+
 def blank(f: engine.Field) -> Any:
     """A column's cell when the field is absent: its default choice, no list items, or empty."""
     if f.kind == K.ENUM:

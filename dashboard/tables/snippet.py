@@ -155,7 +155,8 @@ class Reader:
             raise _Unsupported(node, "index out of range or not a list")
         if isinstance(node, ast.Attribute) and _call_name(node.value) in ("PoolingType", "DataType"):
             return node.attr.lower()
-        raise _Unsupported(node, f"cannot read {type(node).__name__} (only literals are understood; nothing is run)")
+        raise _Unsupported(node, f"cannot read {_what(node)}: only literals are read (numbers, strings, lists, "
+                                 "dicts, names bound to them, str(...), PoolingType/DataType members); nothing is run")
 
     def _binop(self, node: ast.BinOp, env: dict, d: int) -> Any:
         left, right = self.value(node.left, env, d), self.value(node.right, env, d)
@@ -311,3 +312,10 @@ def read(text: str) -> tuple[list[dict], list[str]]:
     tables = [t for _, t in sorted(found, key=lambda x: x[0])]
     notes = [f"ignored arguments: {', '.join(sorted(ignored)[:10])}"] if ignored else []
     return tables, notes
+
+
+def _what(node: ast.AST) -> str:
+    """What a node is, in the snippet's own words: 'the call input()', 'the expression -True'."""
+    text = ast.unparse(node)
+    text = text if len(text) <= 40 else text[:39] + "…"
+    return f"the call {text}" if isinstance(node, ast.Call) else f"the expression {text}"

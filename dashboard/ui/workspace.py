@@ -17,7 +17,7 @@ from dashboard.tables import grid, row_checks
 
 from dashboard.ui import services, state
 from dashboard.ui.state import CurrentPlan, PlanJob
-from dashboard.text import md
+from dashboard.text import md, ms_text
 
 _slot = threading.local()  # each session's script runs in a thread of its own
 
@@ -127,7 +127,7 @@ def strip(config: dict) -> None:
             fits = ":green-badge[:material/check: Fits]"
         vs = f"**{h.vs_lower_bound:.3f}x** the lower bound" if h.vs_lower_bound else "no lower bound"
         memory = " · ".join(headline.memory_text(m) for m in h.memory)
-        st.markdown(f"{fits} Slowest rank **{h.slowest_ms:.4g} ms** (rank {h.slowest_rank}) · {vs} · {memory}")
+        st.markdown(f"{fits} Slowest rank **{ms_text(h.slowest_ms)}** (rank {h.slowest_rank}) · {vs} · {memory}")
         previous = state.previous_plan()
         by = f"{md(services.planner_label(current.planner))}, {h.tables:,} tables on {h.ranks} ranks"
         if previous is None:

@@ -9,7 +9,7 @@ import pytest
 
 import engine
 from dashboard.plans import analysis, charts, table_matrix
-from dashboard.text import short_name
+from dashboard.text import ms_text, short_name
 from tests.dashboard.helpers import typed, typed_config
 from tests.factories import tutorial, with_changes
 
@@ -54,7 +54,7 @@ def test_cost_stacks_add_up_to_each_rank_and_mark_the_lower_bound():
     assert stacked == pytest.approx([r["cost_ms"] for r in plan["ranks"]])
     assert fig.layout.barmode == "stack"
     assert fig.layout.shapes[0].y0 == pytest.approx(plan["lower_bound_ms"])
-    assert fig.data[-1].name == f"lower bound {plan['lower_bound_ms']:.4g} ms"
+    assert fig.data[-1].name == f"lower bound {ms_text(plan['lower_bound_ms'])}"  # 3 significant digits
 
 
 def test_heatmap_rows_and_empty_cells():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from dashboard.tables import presets
+from dashboard.tables import grid, presets
 from tests.dashboard.helpers import edit, goto, shown, workspace
 from tests.dashboard.test_importers import TUTORIAL_SNIPPET
 from tests.factories import tutorial
@@ -16,6 +16,11 @@ def test_opens_on_the_tutorial_config(app):
     grid = app.dataframe[0].value
     assert grid["name"].tolist()[:2] == ["large_table_0", "large_table_1"] and "issue" in grid.columns
     assert any("4 tables" in c and "2 ranks" in c for c in shown(app, "caption"))
+
+
+def test_grids_fit_their_rows():
+    assert grid.grid_height(4, True) == 35 * 6 + 3 and grid.grid_height(4, False) == 35 * 5 + 3  # no empty rows
+    assert grid.grid_height(1000, True) == grid.GRID_MAX_PX
 
 
 def test_editing_a_cell_changes_the_config(app):
@@ -111,8 +116,8 @@ def test_bad_import_says_why_and_changes_nothing(app):
     before = json.dumps(workspace(app))
     _import(app, "torchrec", "EmbeddingBagConfig(name=input(), num_embeddings=1, embedding_dim=1)")
     assert shown(app, "error") == [
-        ("Cannot import: line 1: cannot read Call (only literals are understood; nothing is run) "
-         "(nothing was changed)")]
+        ("Cannot import: line 1: cannot read the call input(): only literals are read (numbers, strings, lists, "
+         "dicts, names bound to them, str(...), PoolingType/DataType members); nothing is run (nothing was changed)")]
     assert json.dumps(workspace(app)) == before
 
 
@@ -196,3 +201,8 @@ def test_a_json_import_with_one_wrong_type_changes_nothing(app):
                                    "row 10 ('t_cat_8'): name: duplicate table name (also row 9)\n"
                                    "constraints for 't_cat_9': no imported table has this name"]
     assert json.dumps(workspace(app)) == before and len(app.dataframe[0].value) == 4
+
+
+def test_every_grid_header_fits_its_column():  # 'min partitio', 'cache load facto' were cut
+    for column, f in grid.COLUMN_FIELDS.items():
+        assert f.width is None or f.width >= len(f.grid_label) * 8 + 24, (column, f.grid_label, f.width)

@@ -11,6 +11,7 @@ import pytest
 import engine
 from dashboard.plans import headline
 from dashboard.tables import presets
+from dashboard.text import ms_text
 from tests.dashboard.helpers import edit, goto, plain, shown, workspace
 
 
@@ -23,7 +24,7 @@ def _strip(at) -> list[str]:
 
 
 def _ms(plan: engine.Plan) -> str:
-    return f"{plan.max_rank_cost_ms:.4g} ms"
+    return ms_text(plan.max_rank_cost_ms)  # 3 significant digits, as the strip shows it
 
 
 def test_the_tables_page_carries_the_plan_of_the_config_as_edited(app):
@@ -174,11 +175,13 @@ def test_headline_numbers_and_what_changed():
     assert headline.memory_text(h.memory[0]) == "peak HBM 120 B of 100 B (120%, rank 1)"
     c = headline.change(before, after)
     assert (c.moved, c.added, c.removed, c.fits_before, c.fits_after, c.kept) == (1, 1, 1, True, False, 2)
-    assert headline.change_text(c) == ("slowest rank 1.92 → 2.1 ms (+9%); 1 table placed differently; 1 table added; "
+    assert headline.change_text(c) == ("slowest rank 1.92 → 2.10 ms (+9%); 1 table placed differently; 1 table added; "
                                        "1 table removed; no longer fits")
     same = headline.change(before, before)
     assert headline.change_text(same) == "slowest rank 1.92 → 1.92 ms (same); no table placed differently"
     small = headline.change(before, _plan([1.925, 1.5], {"a": [0], "b": [1], "c": [1]}, [40, 90]))
-    assert headline.change_text(small) == "slowest rank 1.92 → 1.925 ms (+0.3%); no table placed differently"
+    assert headline.change_text(small) == "slowest rank 1.92 → 1.93 ms (+0.3%); no table placed differently"
+    tiny = headline.change(_plan([0.005468123, 1e-3], {"a": [0]}, [1, 1]), _plan([0.0054712, 1e-3], {"a": [0]}, [1, 1]))
+    assert headline.change_text(tiny).startswith("slowest rank 0.00547 → 0.00547 ms")  # 3 significant digits
     other = headline.change(before, _plan([40.0, 30.0], {"x": [0], "y": [1]}, [40, 90]))
-    assert headline.change_text(other) == "slowest rank 1.92 → 40 ms (x21); 2 tables added; 3 tables removed"
+    assert headline.change_text(other) == "slowest rank 1.92 → 40.0 ms (x21); 2 tables added; 3 tables removed"

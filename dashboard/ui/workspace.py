@@ -127,13 +127,17 @@ def strip(config: dict) -> None:
             fits = ":green-badge[:material/check: Fits]"
         vs = f"**{h.vs_lower_bound:.3f}x** the lower bound" if h.vs_lower_bound else "no lower bound"
         memory = " · ".join(headline.memory_text(m) for m in h.memory)
-        st.markdown(f"{fits} Slowest rank **{ms_text(h.slowest_ms)}** (rank {h.slowest_rank}) · {vs} · {memory}")
+        # Both lines are worked out before either is drawn: the browser keeps the last run's elements until this
+        # run replaces them, so a slow change line drawn after the figure would show the new figure beside the
+        # old change line for as long as the comparison takes (issue 28 item 10).
         previous = state.previous_plan()
         by = f"{md(services.planner_label(current.planner))}, {h.tables:,} tables on {h.ranks} ranks"
         if previous is None:
-            st.caption(f"Plan by {by}; the first plan of this session.")
+            since = f"Plan by {by}; the first plan of this session."
         else:
-            st.caption(f"Plan by {by}. Since the last plan: {md(headline.change_text(change_of(previous, current)))}.")
+            since = f"Plan by {by}. Since the last plan: {md(headline.change_text(change_of(previous, current)))}."
+        st.markdown(f"{fits} Slowest rank **{ms_text(h.slowest_ms)}** (rank {h.slowest_rank}) · {vs} · {memory}")
+        st.caption(since)
 
 
 def change_of(previous: CurrentPlan, current: CurrentPlan) -> headline.Change:

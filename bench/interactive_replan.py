@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 import engine
-from dashboard import presets
+from dashboard.tables import presets
 from engine import atomicfile
 from engine.replan import Replan, moved_bytes, read_old_plan
 

@@ -4,7 +4,7 @@ screen, its figures and report."""
 import json
 
 from bench import interactive, interactive_replan
-from dashboard import presets
+from dashboard.tables import presets
 
 
 def test_every_table_preset_is_covered_and_1000_tables_too():

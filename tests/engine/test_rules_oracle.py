@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import engine
+from engine.rules import allowed_ranks
 from engine.enumerate import all_table_options
 from engine.partition import Placement
 from engine.planfile import placement_problem
@@ -79,7 +80,7 @@ def oracle(cfg) -> bool | None:
     def keeps(t: int, ranks: np.ndarray) -> bool:
         held = set(ranks.tolist())
         c = cfg.constraint(cfg.tables[t].name)
-        allowed = engine.config.allowed_ranks(c, topo)
+        allowed = allowed_ranks(c, topo)
         if allowed is not None and not held <= allowed:
             return False
         for k in range(t):

@@ -81,7 +81,6 @@ def freeze_startup_objects() -> None:
         gc.freeze()
 
 
-@st.cache_resource(show_spinner=False)
 def streamlit_sessions() -> Optional[int]:
     """Sessions this Streamlit server holds (connected or not yet forgotten); None outside a server.
 
@@ -103,6 +102,7 @@ def streamlit_sessions() -> Optional[int]:
         return None
 
 
+@st.cache_resource(show_spinner=False)
 def start_housekeeping() -> housekeeping.Janitor:
     """Once per server: the thread that gives a closed session's memory back to the system."""
     return housekeeping.Janitor(streamlit_sessions, when_empty=(_OUTCOMES.clear, _MATRICES.clear, figure_cache.clear,

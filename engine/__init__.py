@@ -57,7 +57,6 @@ from engine.widths import dim_note
 from engine.workloads import CRITEO_1TB_EMBEDDING_DIM, CRITEO_1TB_MULTI_HOT, CRITEO_1TB_ROWS
 from engine.stats.command import applied as apply_workload  # the config with the sample's figures written in
 from engine.stats.compute import workload_stats
-from engine.stats.generate import to_bytes as generated_sample_bytes
 from engine.stats.sample import SampleError, read_sample
 
 
@@ -83,6 +82,14 @@ from engine.calibrate_terms import TermFit, TermRun, fit_terms, term_run
 
 # every field a table's constraints may hold: the scalars, and the workload block (no grid column: the grid keeps it)
 CONSTRAINT_FIELD_DECLS = (*CONSTRAINT, WORKLOAD_FIELD)
+
+
+def generated_sample_bytes(*args, **kwargs) -> bytes:
+    """engine.stats.generate.to_bytes (a seeded sample's bytes), imported when called: importing it here would put
+    the module in sys.modules before `python -m engine.stats.generate` runs it, which Python warns about."""
+    from engine.stats.generate import to_bytes
+
+    return to_bytes(*args, **kwargs)
 
 
 def torchrec_planner():

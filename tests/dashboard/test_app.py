@@ -6,6 +6,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.dashboard.conftest import APP, RUN_TIMEOUT_S
+from dashboard.text import ms_text
 from tests.dashboard.helpers import goto, plain, shown
 from tests.db.conftest import pg_admin_url, pg_password_db  # noqa: F401 - fixtures: a server that checks a password
 
@@ -24,7 +25,7 @@ def test_sidebar_names_the_database_and_the_plan(app, db_url, store):
     captions = [plain(c.value) for c in app.sidebar.caption]
     plan = app.session_state["ws_plan"].plan  # the first view's headline planned the tutorial
     assert "4 tables · 2 ranks · cuda" in captions and "No plan yet" not in captions
-    assert f"Plan: slowest rank {plan.max_rank_cost_ms:.4g} ms by Ours (engine)" in captions
+    assert f"Plan: slowest rank {ms_text(plan.max_rank_cost_ms)} by Ours (engine)" in captions
     assert f"Database: `{store.where}`" in [c.value for c in app.sidebar.caption]
 
 

@@ -75,7 +75,7 @@ def test_one_edit_of_a_thousand_replans_and_prices_only_that_table(one_worker, a
     assert workspace(app)["constraints"][name]["pooling_factors"] == [NEW_POOLING_FACTOR]
     edited = app.session_state["ws_plan"]  # the Tables page's headline replanned on the edit itself
     assert edited is not before and edited.matches(workspace(app))
-    assert any(f"Slowest rank **{edited.plan.max_rank_cost_ms:.4g} ms**" in m for m in shown(app, "markdown"))
+    assert any(f"Slowest rank **{ms_text(edited.plan.max_rank_cost_ms)}**" in m for m in shown(app, "markdown"))
     scored = table_matrix._table_alone.cache_info().misses
     goto(app, "plan")
     after = app.session_state["ws_plan"]

@@ -17,6 +17,18 @@ def tutorial(sharding_type: str | None = None) -> dict:
     return json.loads((EXAMPLES / name).read_text())
 
 
+def tutorial_with_cache_curve() -> dict:
+    """The tutorial with large_table_1 row-wise on a UVM cache and a measured miss curve (a workload block): the
+    planner picks its cache size from the curve (engine.clf)."""
+    cfg = tutorial()
+    curve = [{"cache_rows": r, "lru_miss_rate": m} for r, m in ((40, 0.6), (400, 0.05), (4096, 0.04))]
+    cfg["constraints"] = {"large_table_1": {
+        "sharding_types": ["row_wise"], "compute_kernels": ["fused_uvm_caching"],
+        "workload": {"from": {"file": "ids.parquet", "rows": 5000, "modified": "2026-11-27T00:10:00Z"},
+                     "miss_ratio_curve": curve}}}
+    return cfg
+
+
 def with_changes(cfg: dict, **topology) -> dict:
     out = copy.deepcopy(cfg)
     out["topology"].update(topology)

@@ -9,7 +9,7 @@ import engine
 from dashboard.plans import analysis, table_matrix
 from dashboard.tables import presets
 from tests.dashboard.helpers import typed, typed_config
-from tests.factories import tutorial
+from tests.factories import tutorial, tutorial_with_cache_curve
 
 
 def _plan(cfg: dict) -> dict:
@@ -84,12 +84,7 @@ def test_table_frame_and_compare_frames():
 
 
 def test_the_table_frame_says_which_cache_size_a_plan_gave_and_why():
-    cfg = tutorial()
-    curve = [{"cache_rows": r, "lru_miss_rate": m} for r, m in ((40, 0.6), (400, 0.05), (4096, 0.04))]
-    cfg["constraints"] = {"large_table_1": {
-        "sharding_types": ["row_wise"], "compute_kernels": ["fused_uvm_caching"],
-        "workload": {"from": {"file": "ids.parquet", "rows": 5000, "modified": "2026-11-27T00:10:00Z"},
-                     "miss_ratio_curve": curve}}}
+    cfg = tutorial_with_cache_curve()
     plan = _plan(cfg)
     frame = analysis.table_frame(typed(plan, cfg), typed_config(cfg)).set_index("table")
     note = plan["plan"]["large_table_1"]["cache_note"]

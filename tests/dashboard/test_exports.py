@@ -15,7 +15,7 @@ import pytest
 import engine
 from dashboard.plans import exports
 from tests.dashboard.helpers import typed, typed_config
-from tests.factories import ROOT, tutorial
+from tests.factories import ROOT, tutorial, tutorial_with_cache_curve
 
 CHECK = """
 import json, sys
@@ -51,10 +51,8 @@ def test_plan_json_and_torchrec_text():
     assert "sharding_spec=None" in text  # the data-parallel table
 
 
-def test_snippet_builds_the_same_sharding_plan_as_torchrec_compat(tmp_path):
-    cfg, plan = _mixed()
-    snippet = exports.python_snippet(typed(plan, cfg), typed_config(cfg), "model.ebc", what="tutorial, mixed")
-    assert "exec(" not in snippet and "import engine" not in snippet
+def _same_as_the_engines(tmp_path, cfg: dict, plan: dict, snippet: str) -> str:
+    """Runs the snippet beside the engine's own ShardingPlan of the plan (CHECK); its output ('same N')."""
     (tmp_path / "cfg.json").write_text(json.dumps(cfg))
     (tmp_path / "plan.json").write_text(json.dumps(plan))
     (tmp_path / "check.py").write_text(CHECK.format(snippet=snippet))
@@ -62,32 +60,27 @@ def test_snippet_builds_the_same_sharding_plan_as_torchrec_compat(tmp_path):
                           str(tmp_path / "plan.json")], capture_output=True, text=True, timeout=300, cwd=ROOT,
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.strip().endswith("same 4")
+    return out.stdout.strip()
+
+
+def test_snippet_builds_the_same_sharding_plan_as_torchrec_compat(tmp_path):
+    cfg, plan = _mixed()
+    snippet = exports.python_snippet(typed(plan, cfg), typed_config(cfg), "model.ebc", what="tutorial, mixed")
+    assert "exec(" not in snippet and "import engine" not in snippet
+    assert _same_as_the_engines(tmp_path, cfg, plan, snippet).endswith("same 4")
 
 
 def test_the_snippet_carries_the_cache_size_the_planner_chose(tmp_path):
     """No cache_load_factor typed and a measured miss curve: the plan's own (engine.clf's choice from the curve)
     goes into the snippet's CacheParams, as in the ShardingPlan the engine builds; the snippet once wrote only
     typed ones."""
-    cfg = tutorial()
-    curve = [{"cache_rows": r, "lru_miss_rate": m} for r, m in ((40, 0.6), (400, 0.05), (4096, 0.04))]
-    cfg["constraints"] = {"large_table_1": {
-        "sharding_types": ["row_wise"], "compute_kernels": ["fused_uvm_caching"],
-        "workload": {"from": {"file": "ids.parquet", "rows": 5000, "modified": "2026-11-27T00:10:00Z"},
-                     "miss_ratio_curve": curve}}}
+    cfg = tutorial_with_cache_curve()
     plan = engine.plan_to_dict(engine.plan(engine.parse_config(cfg)))
     chosen = typed(plan, cfg).tables["large_table_1"].cache_load_factor
     assert chosen is not None
     snippet = exports.python_snippet(typed(plan, cfg), typed_config(cfg), "model.ebc")
     assert f"'large_table_1': {chosen!r}" in snippet
-    (tmp_path / "cfg.json").write_text(json.dumps(cfg))
-    (tmp_path / "plan.json").write_text(json.dumps(plan))
-    (tmp_path / "check.py").write_text(CHECK.format(snippet=snippet))
-    out = subprocess.run([sys.executable, str(tmp_path / "check.py"), str(tmp_path / "cfg.json"),
-                          str(tmp_path / "plan.json")], capture_output=True, text=True, timeout=300, cwd=ROOT,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.strip().endswith("same 4")
+    assert _same_as_the_engines(tmp_path, cfg, plan, snippet).endswith("same 4")
 
 
 def test_share_urls():

@@ -7,7 +7,7 @@ import pytest
 
 import engine
 from dashboard.plans import workload
-from tests.factories import tutorial
+from tests.factories import tutorial_with_cache_curve
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tutorial.json"
 ROWS = 3000
@@ -75,12 +75,7 @@ def test_table_clf_typed_or_default():
 
 
 def test_table_clf_is_the_plans_choice_when_it_made_one():
-    cfg = tutorial()
-    curve = [{"cache_rows": r, "lru_miss_rate": m} for r, m in ((40, 0.6), (400, 0.05), (4096, 0.04))]
-    cfg["constraints"] = {"large_table_1": {
-        "sharding_types": ["row_wise"], "compute_kernels": ["fused_uvm_caching"],
-        "workload": {"from": {"file": "ids.parquet", "rows": 5000, "modified": "2026-11-27T00:10:00Z"},
-                     "miss_ratio_curve": curve}}}
+    cfg = tutorial_with_cache_curve()
     plan = engine.plan(engine.parse_config(cfg))
     chosen = plan.tables["large_table_1"].cache_load_factor
     assert chosen is not None

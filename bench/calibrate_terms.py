@@ -63,13 +63,12 @@ def record(configs: list[dict], workdir: Path, iters: int, log=print) -> list[fl
     """Plan and dry-run each config into the store DATABASE_URL names; the load averages as each run ended."""
     import engine
     from db.__main__ import main
-    from engine.planfile import plan_to_dict
 
     loads = []
     for i, raw in enumerate(configs):
         cfg_path, plan_path = workdir / f"c{i}.json", workdir / f"c{i}.plan.json"
         cfg_path.write_text(json.dumps(raw))
-        plan_path.write_text(json.dumps(plan_to_dict(engine.plan(engine.parse_config(raw)))))
+        plan_path.write_text(json.dumps(engine.plan_to_dict(engine.plan(engine.parse_config(raw)))))
         t0 = time.time()
         with contextlib.redirect_stdout(io.StringIO()):
             code = main(["dryrun", str(cfg_path), "--plan", str(plan_path), "--backend", "fbgemm", "--iters",
@@ -85,19 +84,16 @@ def record(configs: list[dict], workdir: Path, iters: int, log=print) -> list[fl
 def measure_only(configs: list[dict], iters: int, backend: str, log=print) -> list[dict]:
     """Each config planned and dry-run in this process (the engine alone), as db dryrun would record it."""
     import engine
-    from engine.dryrun.run import run_dryrun
-    from engine.dryrun.types import Backend, DryrunSettings
-    from engine.planfile import plan_to_dict
-    from engine.validate.worker import cpu_name
 
     out = []
     for i, raw in enumerate(configs):
         cfg = engine.parse_config(raw)
         plan = engine.plan(cfg)
         t0 = time.time()
-        res = run_dryrun(cfg, plan.tables, DryrunSettings(backend=Backend(backend), iters=iters, warmup=3))
-        out.append({"name": f"c{i}", "config": raw, "plan": plan_to_dict(plan),
-                    "result": {**res.as_dict(), "device_name": cpu_name(), "load_average": os.getloadavg()[0],
+        settings = engine.DryrunSettings(backend=engine.DryrunBackend(backend), iters=iters, warmup=3)
+        res = engine.run_dryrun(cfg, plan.tables, settings)
+        out.append({"name": f"c{i}", "config": raw, "plan": engine.plan_to_dict(plan),
+                    "result": {**res.as_dict(), "device_name": engine.cpu_name(), "load_average": os.getloadavg()[0],
                                "cpu_count": os.cpu_count(), "niceness": os.nice(0)}})
         log(f"[{i + 1}/{len(configs)}] {raw['topology']['optimizer']:16s} {time.time() - t0:5.1f} s, "
             f"load {out[-1]['result']['load_average']:.1f}")
@@ -169,9 +165,9 @@ def main(argv: list[str] | None = None) -> int:
             f"1-minute load average {min(loads):.1f}-{max(loads):.1f}"
             + ("" if args.source else f" on {os.cpu_count()} cores, this process at niceness {os.nice(0)}")
             + ". Then `python -m db calibrate --terms`:\n\n")
-    from engine import atomicfile
+    import engine
 
-    atomicfile.write_text(args.out, head + "```\n" + text + "\n```\n")
+    engine.write_text_file(args.out, head + "```\n" + text + "\n```\n")
     print(text)
     return 0
 

@@ -93,10 +93,11 @@ def config_of(case: Case) -> dict:
 
 
 def table_wise_plan(cfg) -> dict:
-    from engine.types import ComputeKernel, Shard, ShardingType, TablePlan
+    import engine
 
-    return {t.name: TablePlan(ShardingType.TABLE_WISE, ComputeKernel.FUSED, (0,),
-                              (Shard((0, 0), (t.num_embeddings, t.embedding_dim), 0),)) for t in cfg.tables}
+    return {t.name: engine.TablePlan(engine.ShardingType.TABLE_WISE, engine.ComputeKernel.FUSED, (0,),
+                                     (engine.Shard((0, 0), (t.num_embeddings, t.embedding_dim), 0),))
+            for t in cfg.tables}
 
 
 def time_steps(cfg, iters: int, seed: int) -> dict:
@@ -104,15 +105,12 @@ def time_steps(cfg, iters: int, seed: int) -> dict:
     busy machine the lower quantiles are the least disturbed by other processes taking the core)."""
     import torch
 
-    from engine.dryrun import DryrunSettings
-    from engine.dryrun.fbgemm_backend import FbgemmRank
-    from engine.dryrun.pieces import rank_pieces
-    from engine.dryrun.workload import rank_steps
+    import engine
 
-    s = DryrunSettings(iters=iters, warmup=3, seed=seed)
-    steps = rank_steps(cfg, rank_pieces(cfg, table_wise_plan(cfg))[0], s)
+    s = engine.DryrunSettings(iters=iters, warmup=3, seed=seed)
+    steps = engine.rank_steps(cfg, engine.rank_pieces(cfg, table_wise_plan(cfg))[0], s)
     torch.set_num_threads(1)
-    model = FbgemmRank(steps, cfg.topology.optimizer, torch.device("cpu"), s.learning_rate)
+    model = engine.fbgemm_rank()(steps, cfg.topology.optimizer, torch.device("cpu"), s.learning_rate)
     for _ in range(s.warmup):
         model.step()
     times = []
@@ -124,19 +122,18 @@ def time_steps(cfg, iters: int, seed: int) -> dict:
 
 
 def measure(selected: list[Case], out: Path, iters: int, reps: int, log=print) -> None:
-    from engine import parse_config
-    from engine.evaluate import evaluate
+    import engine
 
     order = [(r, c) for r in range(reps) for c in selected]
     rng = np.random.default_rng(5)
     order = [order[i] for i in rng.permutation(len(order))]
     out.parent.mkdir(parents=True, exist_ok=True)
     for n, (rep, case) in enumerate(order):
-        cfg = parse_config(config_of(case))
+        cfg = engine.parse_config(config_of(case))
         load = os.getloadavg()[0]
         t0 = time.time()
         got = time_steps(cfg, iters, rep)
-        est = evaluate(cfg, table_wise_plan(cfg)).ranks[0].cost_ms
+        est = engine.evaluate(cfg, table_wise_plan(cfg)).ranks[0].cost_ms
         row = {"case": case.name, "rep": rep, "tables": case.tables, "optimizer": case.optimizer,
                "batch_size": case.batch_size, **got, "estimated_ms": est, "load1": load, "wall_s": time.time() - t0}
         with out.open("a") as f:
@@ -165,13 +162,13 @@ def main(argv: list[str] | None = None) -> int:
     text = report(args.data)
     print(text)
     if args.out is not None:
-        from engine import atomicfile
+        import engine
 
         head = (f"# CPU cost terms, fitted to kernel dry-runs\n\nMade by `python -m bench.cost_terms measure` then "
                 f"`python -m bench.cost_terms fit --out {args.out.name}` ({time.strftime('%Y-%m-%d')}). Each case "
                 "is a set of tables on one rank, timed with fbgemm on this machine's CPU (1 thread, fresh ids every "
                 "step, the 25th percentile of 20 steps, the median over repetitions).\n\n")
-        atomicfile.write_text(args.out, head + text + "\n")
+        engine.write_text_file(args.out, head + text + "\n")
     return 0
 
 

@@ -1,7 +1,7 @@
 """Fitting the CPU estimator's terms to bench.cost_terms measurements, and reporting how well each model explains
 them: in-sample and leave-one-group-out (every case of a group, e.g. all `opt/...` cases, held out together).
 
-The design matrix is built with the engine's own functions (engine.workset, engine.estimate._decades), so the
+The design matrix is built with the engine's own functions (engine.distinct_rows, engine.cost_decades), so the
 fitted constants mean exactly what engine.estimate computes with them. Non-negative least squares on relative
 errors (each case's row divided by its measured time); the working-set knee by grid search.
 """
@@ -14,11 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-
-from engine import constants as C
-from engine.estimate import _decades
-from engine.fitting import nnls
-from engine.workset import distinct_rows
+import engine
 
 TERMS = ("id", "id_decade", "row", "row_first_decade", "row_later_decades", "output", "piece",
          "opt_adagrad", "opt_rowwise_adagrad", "opt_adagrad_row", "opt_rowwise_adagrad_row", "workset",
@@ -50,10 +46,10 @@ def features(row: dict, knee_bytes: float) -> np.ndarray:
     ws = ws_rows = 0.0
     for rows, dim, pf, zipf in row["tables"]:
         ids = pf * row["batch_size"]
-        touched = distinct_rows(ids, rows, zipf)
-        d = float(_decades(np.array([rows * dim * tdt]))[0])
-        reads = ids + C.BWD_COMPUTE_MULTIPLIER * touched
-        fb = 1.0 + C.BWD_COMPUTE_MULTIPLIER
+        touched = engine.distinct_rows(ids, rows, zipf)
+        d = float(engine.cost_decades(np.array([rows * dim * tdt]))[0])
+        reads = ids + engine.BWD_COMPUTE_MULTIPLIER * touched
+        fb = 1.0 + engine.BWD_COMPUTE_MULTIPLIER
         f["id"] += fb * ids
         f["id_decade"] += fb * ids * d
         f["row"] += reads * dim * tdt
@@ -65,7 +61,7 @@ def features(row: dict, knee_bytes: float) -> np.ndarray:
             f[f"opt_{row['optimizer']}"] += touched * dim
             f[f"opt_{row['optimizer']}_row"] += touched
         per_weight = STATE_PER_WEIGHT[row["optimizer"]]
-        state = C.OPTIMIZER_STATE_BYTES * (dim * per_weight if per_weight is not None else 1.0)
+        state = engine.OPTIMIZER_STATE_BYTES * (dim * per_weight if per_weight is not None else 1.0)
         ws += touched * (dim * tdt + state)
         ws_rows += touched
     f["workset"] = max(ws - knee_bytes, 0.0)
@@ -76,16 +72,16 @@ def features(row: dict, knee_bytes: float) -> np.ndarray:
 def fit(rows: list[dict], terms: tuple[str, ...], knee_bytes: float) -> np.ndarray:
     """Coefficients (bytes of work per unit of each term) minimising the relative squared error."""
     use = [TERMS.index(t) for t in terms]
-    bw = C.DDR_MEM_BW
+    bw = engine.DDR_MEM_BW
     a = np.array([features(r, knee_bytes)[use] / bw / r["measured_ms"] for r in rows])
-    coef = nnls(a, np.ones(len(rows)))
+    coef = engine.nnls(a, np.ones(len(rows)))
     full = np.zeros(len(TERMS))
     full[use] = coef
     return full
 
 
 def predict(row: dict, coef: np.ndarray, knee_bytes: float) -> float:
-    return float(features(row, knee_bytes) @ coef / C.DDR_MEM_BW)
+    return float(features(row, knee_bytes) @ coef / engine.DDR_MEM_BW)
 
 
 def log_errors(rows: list[dict], coef: np.ndarray, knee_bytes: float) -> np.ndarray:

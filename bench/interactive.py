@@ -47,7 +47,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from engine import atomicfile
+import engine
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "interactive.md"
@@ -540,12 +540,12 @@ def main(argv: list[str] | None = None) -> int:
     meta["load_after"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     text = markdown(cases, command, meta)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    atomicfile.write_text(args.out, text)
+    engine.write_text_file(args.out, text)
     payload = {"command": command, **meta, "target_s": TARGET_S,
                "cases": [{**asdict(c), "figures": {k: c.figure(k) for k in FIGURES}} for c in cases],
                "ratios": {n: {k: pair_ratios(a, b, k) for k in ("to_headline_s", "to_idle_s", "server_cpu_s")}
                           for n, (a, b) in _pairs(cases).items()}}
-    atomicfile.write_text(args.out.with_suffix(".json"), json.dumps(payload, indent=1) + "\n")
+    engine.write_text_file(args.out.with_suffix(".json"), json.dumps(payload, indent=1) + "\n")
     print(text)
     return 0 if all(c.edits and not c.error for c in cases) else 1
 

@@ -26,8 +26,6 @@ from pathlib import Path
 
 import engine
 from dashboard.tables import presets
-from engine import atomicfile
-from engine.replan import Replan, moved_bytes, read_old_plan
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_S = 1.5
@@ -67,9 +65,9 @@ def _plan_json(p: engine.Plan) -> str:
     return json.dumps(d, sort_keys=True)
 
 
-def working_replan(raw: dict, on_screen: engine.Plan) -> Replan:
+def working_replan(raw: dict, on_screen: engine.Plan) -> engine.Replan:
     """What the working view does after an edit: the edited config re-planned from the plan on screen."""
-    old = read_old_plan(engine.plan_to_dict(on_screen))
+    old = engine.read_old_plan(engine.plan_to_dict(on_screen))
     return engine.replan_plan(engine.parse_config(raw), old, compare=False,
                               earlier_step_ms=on_screen.max_rank_cost_ms)
 
@@ -86,11 +84,11 @@ def run_preset(name: str, raw: dict, repeats: int, log=print) -> dict:
         r = working_replan(raw, on_screen)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         cfg = engine.parse_config(raw)
-        old = read_old_plan(engine.plan_to_dict(on_screen))
+        old = engine.read_old_plan(engine.plan_to_dict(on_screen))
         t = time.perf_counter()
         scratch = engine.plan(cfg)
         scratch_s = time.perf_counter() - t
-        sm = moved_bytes(cfg, old, scratch.tables)
+        sm = engine.replan_moved_bytes(cfg, old, scratch.tables)
         out["edits"].append({
             "value": 100.0 * (k + 1), "replan_s": wall, "replan_cpu_s": cpu, "load1": os.getloadavg()[0],
             "moved_tables": len(r.moved_tables), "moved_bytes": r.moves.total_bytes,
@@ -154,8 +152,8 @@ def main(argv: list[str] | None = None) -> int:
                                              log=lambda s: print(s, file=sys.stderr)))
     results["load_after"] = f"{os.getloadavg()[0]:.2f}"
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    atomicfile.write_text(args.out_dir / "interactive_replan.json", json.dumps(results, indent=1) + "\n")
+    engine.write_text_file(args.out_dir / "interactive_replan.json", json.dumps(results, indent=1) + "\n")
     text = markdown(results)
-    atomicfile.write_text(args.out_dir / "interactive_replan.md", text)
+    engine.write_text_file(args.out_dir / "interactive_replan.md", text)
     print(text)
     return 0 if all(c["edits"] and c.get("deterministic") for c in results["presets"]) else 1

@@ -45,7 +45,7 @@ from bench.interactive import (CHROMIUM, CHROMIUM_ARGS, ERROR, METRIC, ROOT, SID
                                _git, _goto, _plan_shown, _served, describe,
                                serving)
 from dashboard.serve import priority
-from engine import atomicfile
+import engine
 
 RESULTS = ROOT / "bench" / "results" / "load.md"
 SESSIONS = [1, 5, 10, 20]
@@ -774,8 +774,8 @@ def main(argv: list[str] | None = None) -> int:
                 break
     text = markdown(rounds, meta)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    atomicfile.write_text(args.out, text)
-    atomicfile.write_text(args.out.with_suffix(".json"), json.dumps({**meta, "rounds": rounds}, indent=1) + "\n")
+    engine.write_text_file(args.out, text)
+    engine.write_text_file(args.out.with_suffix(".json"), json.dumps({**meta, "rounds": rounds}, indent=1) + "\n")
     print(text)
     ok = all(r["saves_found"] == r["saves_expected"] and not r["errors"] and not r.get("safety_stop") for r in rounds)
     return 0 if ok and len(rounds) == len(args.sessions) else 1

@@ -26,7 +26,7 @@ from bench.measured_cases import MeasuredCase, cases, quick_cases  # noqa: E402
 from bench.measured_report import summarize, table_markdown, tally  # noqa: E402
 from bench.planner_vs_torchrec import run_planner  # noqa: E402
 from bench.suite import ROOT  # noqa: E402
-from engine import atomicfile  # noqa: E402
+import engine  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "measured.md"
 DRYRUN_TIMEOUT_S = 900
@@ -167,8 +167,8 @@ def write_report(out: Path, meta: dict, records: list[dict], start: float, plann
     if len(records) < planned:
         text = f"**Partial: {len(records)} of {planned} configs measured so far.**\n\n" + text
     out.parent.mkdir(parents=True, exist_ok=True)
-    atomicfile.write_json(out.with_suffix(".json"), {"meta": meta, "configs": records})
-    atomicfile.write_text(out, text)
+    engine.write_json_file(out.with_suffix(".json"), {"meta": meta, "configs": records})
+    engine.write_text_file(out, text)
     return text
 
 

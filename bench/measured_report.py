@@ -9,7 +9,7 @@ from typing import Optional
 
 import numpy as np
 
-from engine.dryrun import spearman
+import engine
 
 
 def median_iqr(values: list[float]) -> tuple[float, float, float]:
@@ -57,7 +57,7 @@ def rank_check(runs: list[dict]) -> dict:
             "measured_slowest": argmax(meas), "names_slowest": argmax(est) == argmax(meas),
             "estimated_spread": max(est) / min(est) if min(est) > 0 else None,
             "measured_spread": max(meas) / min(meas) if min(meas) > 0 else None,
-            "spearman": spearman(est, meas)}
+            "spearman": engine.spearman(est, meas)}
 
 
 def order_check(ours: list[dict], theirs: list[dict], ab_median: float) -> dict:

@@ -23,7 +23,7 @@ if __package__ in (None, ""):  # run as a script: python bench/planner_vs_torchr
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.suite import ROOT, Case, cases  # noqa: E402
-from engine import atomicfile
+import engine
 
 RESULTS = ROOT / "bench" / "results"
 SCORINGS = ("Both plans are scored twice: \"max ms\" by our estimator (`engine.evaluate`, the slowest rank's cost), "
@@ -84,15 +84,14 @@ def _peak_hbm(plan: dict) -> str:
 
 def torchrec_estimates(config: dict, plans: dict[str, Optional[dict]]) -> dict:
     """Each plan's slowest rank (ms) as TorchRec's estimator prices it; {"error": ...} where one cannot be priced."""
-    import engine
-    from engine.torchrec_costs import torchrec_rank_costs  # imports torch: only here, after the timed runs
+    import engine  # engine.torchrec_rank_costs imports torch: only here, after the timed runs
 
     cfg, out = engine.parse_config(config), {}
     for who, plan in plans.items():
         if plan is None:
             continue
         try:
-            out[who] = float(torchrec_rank_costs(cfg, engine.parse_plan(plan, cfg)).max())
+            out[who] = float(engine.torchrec_rank_costs(cfg, engine.parse_plan(plan, cfg)).max())
         except engine.EngineError as e:
             out["error"] = "; ".join(x for x in (out.get("error", ""), f"{who}: {str(e)[:160]}") if x)
     return out
@@ -205,7 +204,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     cmd = "python -m bench" + (" --quick" if args.quick else "") + (
         f" --cases {' '.join(args.cases)}" if args.cases else "")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    atomicfile.write_text(args.out, f"Made by `{cmd}` on {started} (2 cores, no GPU).\n\n{SCORINGS}\n\n{text}\n")
+    engine.write_text_file(args.out, f"Made by `{cmd}` on {started} (2 cores, no GPU).\n\n{SCORINGS}\n\n{text}\n")
     print(text)
     return 0
 

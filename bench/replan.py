@@ -20,9 +20,6 @@ import numpy as np
 
 import engine
 from bench.suite import criteo_1tb, synthetic
-from engine import atomicfile
-from engine.replan import OldTable, read_old_plan, replan
-from engine.replan.moves import bytes_per_element
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = {"synthetic-100x16": lambda: synthetic(100, 16, seed=0), "synthetic-200x8": lambda: synthetic(200, 8, seed=0),
@@ -55,7 +52,7 @@ def grow_largest(raw: dict, k: int = LARGEST) -> dict:
 GROWTH = {"tenth": ("every tenth table", grow), "largest": (f"the {LARGEST} largest tables", grow_largest)}
 
 
-def keep_floor(cfg: engine.Config, old: dict[str, OldTable], first: engine.Plan) -> int:
+def keep_floor(cfg: engine.Config, old: dict[str, engine.OldTable], first: engine.Plan) -> int:
     """Bytes any plan of the grown config `cfg` must move off the earlier plan `first` (`old`), with HBM kernels.
     A piece of a table grown g x that keeps b bytes of its rows on a rank takes at least g x b bytes there (every
     sharding type splits the grown rows as it split the old ones, so its new rows come with it); so a rank holding
@@ -72,7 +69,7 @@ def keep_floor(cfg: engine.Config, old: dict[str, OldTable], first: engine.Plan)
         rows = max(r0 + nr for r0, _, nr, _, _ in o.shards)
         if t.num_embeddings <= rows:
             continue
-        per, g = bytes_per_element(cfg, t.name), t.num_embeddings / rows
+        per, g = engine.replan_bytes_per_element(cfg, t.name), t.num_embeddings / rows
         for _, _, nr, nc, rank in o.shards:
             held[rank] += nr * nc * per
             taken[rank] += nr * nc * per * g
@@ -84,10 +81,10 @@ def keep_floor(cfg: engine.Config, old: dict[str, OldTable], first: engine.Plan)
 def run_case(name: str, raw: dict, growth: str = "tenth") -> dict:
     raw = engine.config_to_dict(engine.parse_config(raw))
     first = engine.plan(engine.parse_config(raw))
-    old = read_old_plan(engine.plan_to_dict(first))
+    old = engine.read_old_plan(engine.plan_to_dict(first))
     start = time.process_time()
     cfg = engine.parse_config(GROWTH[growth][1](raw))
-    r = replan(cfg, old)
+    r = engine.replan_plan(cfg, old)
     s = r.summary()
     return {"case": name, "grown": GROWTH[growth][0], "tables": len(raw["tables"]),
             "ranks": raw["topology"]["world_size"],
@@ -137,8 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}, {GROWTH[growth][0]} grown: {results['cases'][-1]['move_ratio']:.1%} of the bytes, step x"
               f"{results['cases'][-1]['step_ratio']:.3f}", file=sys.stderr)
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    atomicfile.write_text(args.out_dir / "replan.json", json.dumps(results, indent=1) + "\n")
-    atomicfile.write_text(args.out_dir / "replan.md", markdown(results))
+    engine.write_text_file(args.out_dir / "replan.json", json.dumps(results, indent=1) + "\n")
+    engine.write_text_file(args.out_dir / "replan.md", markdown(results))
     print(f"wrote {args.out_dir / 'replan.md'}")
     return 0
 

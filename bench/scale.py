@@ -29,7 +29,7 @@ if __package__ in (None, ""):  # run as a script: python bench/scale.py
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.suite import ROOT
-from engine import atomicfile, limits
+import engine
 
 RESULTS = ROOT / "bench" / "results"
 GRID_TABLES = (100, 1_000, 10_000, 100_000)
@@ -77,7 +77,7 @@ def scale_config(num_tables: int, world_size: int, seed: int = 0, feasible: bool
     per_rank = _weight_bytes(cfg) / world_size
     if feasible:
         topology["hbm_cap"] = int(min(max(per_rank * FOOTPRINT_PER_WEIGHT * HEADROOM, MIN_HBM_CAP_BYTES),
-                                      limits.MAX_CAP_BYTES))
+                                      engine.MAX_CAP_BYTES))
     else:
         topology["hbm_cap"] = topology["ddr_cap"] = int(per_rank * INFEASIBLE_SHARE)
     return cfg
@@ -241,8 +241,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.cells = [(n, w) for n in args.tables for w in args.ranks]
     if grid:  # the full grid also measures the targets' cells it lacks (1,000 x 128)
         args.cells += sorted({(n, w) for n, w, _, _ in TARGETS} - set(args.cells))
-    problem = (_positive_ints(args.tables, "--tables", limits.MAX_TABLES)
-               or _positive_ints(args.ranks, "--ranks", limits.MAX_WORLD_SIZE)
+    problem = (_positive_ints(args.tables, "--tables", engine.MAX_TABLES)
+               or _positive_ints(args.ranks, "--ranks", engine.MAX_WORLD_SIZE)
                or _positive_ints([args.repeat], "--repeat", 1_000)
                or (None if 0 < args.timeout < float("inf") else f"--timeout must be above 0, got {args.timeout:g}"))
     if problem:
@@ -266,9 +266,9 @@ def write_outputs(results: dict, out_dir: Path) -> list[Path]:
 
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / "scale.json", out_dir / "scale.md", out_dir / "scale.html"]
-    atomicfile.write_text(paths[0], json.dumps(results, indent=1) + "\n")
-    atomicfile.write_text(paths[1], markdown(results))
-    atomicfile.write_text(paths[2], html(results))
+    engine.write_text_file(paths[0], json.dumps(results, indent=1) + "\n")
+    engine.write_text_file(paths[1], markdown(results))
+    engine.write_text_file(paths[2], html(results))
     return paths
 
 

@@ -44,7 +44,7 @@ from bench.interactive import (
     served_roots,
     serving,
 )
-from engine import atomicfile
+import engine
 
 
 def _process_cpu(pid: int) -> float:
@@ -246,8 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     meta["load_after"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     text = markdown(results, command, meta)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    atomicfile.write_text(args.out, text)
-    atomicfile.write_text(args.out.with_suffix(".json"), json.dumps({"command": command, **meta, "results": results},
+    engine.write_text_file(args.out, text)
+    engine.write_text_file(args.out.with_suffix(".json"), json.dumps({"command": command, **meta, "results": results},
                                                         indent=1) + "\n")
     print(text)
     return 0

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from engine import atomicfile
+import engine
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "stats.md"
@@ -34,11 +34,8 @@ def child(config: str, sample: str, budget: int) -> None:
     """Measure in this process; print {seconds, max_rss_bytes, method, lookups, curve} as JSON."""
     import resource
 
-    from engine.config import load_config
-    from engine.stats.compute import workload_stats
-
     t0 = time.perf_counter()
-    result = workload_stats(load_config(config), sample, budget=budget)
+    result = engine.workload_stats(engine.load_config(config), sample, budget=budget)
     seconds = time.perf_counter() - t0
     t = result["tables"]["big"]
     print(json.dumps({"seconds": seconds, "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
@@ -72,13 +69,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         child(args.child[0], args.child[1], int(args.child[2]))
         return 0
-    from engine.stats.lru import EXACT_MAX_LOOKUPS
+    EXACT_MAX_LOOKUPS = engine.EXACT_MAX_LOOKUPS
 
     sizes = [int(float(s)) for s in args.sizes.split(",")]
     rows_out, loads = [], [_load()]
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "config.json"
-        atomicfile.write_json(config, CONFIG)
+        engine.write_json_file(config, CONFIG)
         for size in sizes:
             sample = Path(tmp) / f"sample_{size}.parquet"
             t0 = time.perf_counter()
@@ -101,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     text = _report(rows_out, loads, " ".join(["python -m bench.stats"] + (argv if argv is not None else sys.argv[1:])))
     print(text)
     if not args.no_write:
-        atomicfile.write_text(RESULTS, text)
+        engine.write_text_file(RESULTS, text)
     return 0
 
 

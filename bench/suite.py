@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.workloads import CRITEO_1TB_EMBEDDING_DIM, CRITEO_1TB_MULTI_HOT, CRITEO_1TB_ROWS
+from engine import CRITEO_1TB_EMBEDDING_DIM, CRITEO_1TB_MULTI_HOT, CRITEO_1TB_ROWS
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from bench.scale import machine, scale_config
-from engine import atomicfile
+import engine
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_S = 30.0
@@ -110,8 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     results["load_after"] = list(os.getloadavg())
     results["identical"] = len({r["points_sha256"] for r in results["runs"]}) == 1
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    atomicfile.write_text(args.out_dir / "sweep.json", json.dumps(results, indent=1) + "\n")
-    atomicfile.write_text(args.out_dir / "sweep.md", markdown(results))
+    engine.write_text_file(args.out_dir / "sweep.json", json.dumps(results, indent=1) + "\n")
+    engine.write_text_file(args.out_dir / "sweep.md", markdown(results))
     print(f"wrote {args.out_dir / 'sweep.json'} and {args.out_dir / 'sweep.md'}")
     return 0
 

@@ -15,8 +15,7 @@ import numpy as np
 
 import engine
 from bench.suite import ROOT
-from engine.constants import MIN_CW_DIM
-from engine.types import ShardingType, TablePlan
+from engine import MIN_CW_DIM, ShardingType, TablePlan
 
 
 @dataclass(frozen=True)

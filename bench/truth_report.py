@@ -18,9 +18,7 @@ import engine
 from db.calibration import observations_from_store
 from db.models import RunKind, RunStatus
 from db.store import Store
-from engine.calibrate import fit, leave_one_out, median_error
-from engine.types import Device
-from engine import atomicfile
+from engine import Device, median_error
 
 MIB = 2**20
 ORDER_MARGIN = 1.10  # "plan A is at least 10% faster than plan B"
@@ -236,8 +234,8 @@ def write_report(db_url: str, out: Path, journal: Path, phases_journal: Path) ->
     store = Store(db_url)
     items, names = collect(store)
     obs = observations_from_store(store, Device.CPU)
-    cal = fit(obs, Device.CPU)
-    held = leave_one_out(obs, Device.CPU)
+    cal = engine.fit_calibration(obs, Device.CPU)
+    held = engine.calibration_leave_one_out(obs, Device.CPU)
     by_plan = {names[h.run_ids[0]]: h for h in held if h.run_ids}
     for m in items:
         h = by_plan.get(f"{m.case} {m.plan}")
@@ -283,7 +281,7 @@ def write_report(db_url: str, out: Path, journal: Path, phases_journal: Path) ->
         truth_table(items),
     ])
     out.parent.mkdir(parents=True, exist_ok=True)
-    atomicfile.write_text(out, text + "\n")
+    engine.write_text_file(out, text + "\n")
     return text
 
 

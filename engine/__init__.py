@@ -80,6 +80,20 @@ from engine.calibrate import observation as step_observation
 from engine.calibrate_apply import apply_terms
 from engine.calibrate_terms import TermFit, TermRun, fit_terms, term_run
 
+# ---- what bench/ uses besides: the engine's parts it measures (kernels, cost terms, the re-planner's moves) -------
+from engine.constants import BWD_COMPUTE_MULTIPLIER, DDR_MEM_BW, MIN_CW_DIM, OPTIMIZER_STATE_BYTES
+from engine.dryrun import Backend as DryrunBackend
+from engine.dryrun import DryrunSettings, run_dryrun, spearman
+from engine.dryrun.pieces import rank_pieces
+from engine.dryrun.workload import rank_steps
+from engine.estimate import decades as cost_decades
+from engine.fitting import nnls
+from engine.limits import MAX_CAP_BYTES, MAX_TABLES
+from engine.replan import OldTable, Replan
+from engine.replan.moves import bytes_per_element as replan_bytes_per_element
+from engine.stats.lru import EXACT_MAX_LOOKUPS
+from engine.workset import distinct_rows
+
 # every field a table's constraints may hold: the scalars, and the workload block (no grid column: the grid keeps it)
 CONSTRAINT_FIELD_DECLS = (*CONSTRAINT, WORKLOAD_FIELD)
 
@@ -90,6 +104,22 @@ def generated_sample_bytes(*args, **kwargs) -> bytes:
     from engine.stats.generate import to_bytes
 
     return to_bytes(*args, **kwargs)
+
+
+def fbgemm_rank():
+    """engine.dryrun.fbgemm_backend.FbgemmRank (one rank's fbgemm TBEs, timed as a dry-run times them), imported now:
+    torch and fbgemm load here."""
+    from engine.dryrun.fbgemm_backend import FbgemmRank
+
+    return FbgemmRank
+
+
+def torchrec_rank_costs(cfg: Config, plan: Plan):
+    """Each rank's summed TorchRec `Perf.total` for our plan (engine.torchrec_costs; torch and torchrec load on the
+    first call)."""
+    from engine.torchrec_costs import torchrec_rank_costs as costs
+
+    return costs(cfg, plan)
 
 
 def torchrec_planner():
@@ -125,4 +155,9 @@ __all__ = [
     "say_progress", "stop_on_sigterm", "write_text_file", "cpu_name",
     "HeldOut", "StepObservation", "TermFit", "TermRun", "apply_terms", "calibration_leave_one_out", "fit_terms",
     "median_error", "step_observation", "term_run",
+    # for bench
+    "BWD_COMPUTE_MULTIPLIER", "DDR_MEM_BW", "DryrunBackend", "DryrunSettings", "EXACT_MAX_LOOKUPS", "MAX_CAP_BYTES",
+    "MAX_TABLES", "MIN_CW_DIM", "OPTIMIZER_STATE_BYTES", "OldTable", "Replan", "cost_decades", "distinct_rows",
+    "fbgemm_rank", "nnls", "rank_pieces", "rank_steps", "replan_bytes_per_element", "run_dryrun", "spearman",
+    "torchrec_rank_costs",
 ]

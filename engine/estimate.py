@@ -167,7 +167,8 @@ def block_penalty(cols: np.ndarray) -> np.ndarray:
                     np.where(cols >= C.FULL_BLOCK_EMB_DIM // 2, C.HALF_BLOCK_PENALTY, C.QUARTER_BLOCK_PENALTY))
 
 
-def _decades(piece_bytes: np.ndarray) -> np.ndarray:
+def decades(piece_bytes: np.ndarray) -> np.ndarray:
+    """How many powers of ten each piece is above the CPU's cache (0 for a piece that fits in it)."""
     return np.log10(np.maximum(piece_bytes, C.CPU_CACHE_BYTES) / C.CPU_CACHE_BYTES)
 
 
@@ -188,7 +189,7 @@ def cpu_terms(ids: np.ndarray, touched: np.ndarray, rows: np.ndarray, cols: np.n
     constants CPU_*): fixed work per id, the row per id (backward: the touched rows only, once each, as fbgemm sorts
     the ids), the pooled output, and the optimizer's update of each touched row. The rank's touched working set
     beyond the cache is priced per rank (rank_workset_ms)."""
-    d = _decades(rows * cols * tdt)
+    d = decades(rows * cols * tdt)
     per_id = k.id_work * (1.0 + C.CPU_FIXED_PER_DECADE * d)
     row = cols * tdt * (C.CPU_ROW_IN_CACHE + k.row_first_decade * np.minimum(d, 1.0)
                         + k.row_later_decades * np.maximum(d - 1.0, 0.0))

@@ -78,10 +78,14 @@ def test_the_engine_imports_neither_streamlit_nor_the_store():
 
 
 def _store_imports(path: Path) -> list[str]:
-    """'file:line: statement' for each import of the engine by a store module other than `import engine` or
-    `from engine import X` with X in engine.__all__."""
+    """'file:line: statement' for each import of the engine by a store (or bench) module other than `import engine`
+    or `from engine import X` with X in engine.__all__."""
+    return _store_imports_of(path.read_text(encoding="utf-8"), path)
+
+
+def _store_imports_of(source: str, path: Path) -> list[str]:
     where = str(path.relative_to(ROOT))
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=where)
+    tree = ast.parse(source, filename=where)
     bad = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -101,3 +105,25 @@ def test_the_store_imports_no_engine_submodule():
     bad = [line for path in files for line in _store_imports(path)]
     assert not bad, "the store imports engine submodules (export the name from engine/__init__.py):\n" + \
         "\n".join(bad)
+
+
+def test_bench_imports_no_engine_submodule():
+    """bench/ measures the engine's parts (kernels, cost terms, the re-planner's moves) through the same public API:
+    the names it needs are engine/__init__.py's "for bench" group, torch-importing ones behind a call."""
+    files = sorted((ROOT / "bench").glob("*.py"))
+    assert len(files) > 15
+    bad = [line for path in files for line in _store_imports(path)]
+    assert not bad, "bench imports engine submodules (export the name from engine/__init__.py):\n" + "\n".join(bad)
+
+
+def test_every_engine_name_bench_uses_is_exported():
+    missing = sorted(f"{path.relative_to(ROOT)}: engine.{name}" for path in sorted((ROOT / "bench").glob("*.py"))
+                     for name in _engine_names(path) if name not in engine.__all__)
+    assert not missing, "not in engine.__all__:\n" + "\n".join(missing)
+
+
+def test_the_bench_check_sees_submodule_imports():
+    probe = ROOT / "bench" / "probe.py"
+    source = "import engine\nfrom engine import atomicfile\nfrom engine.replan import replan\nfrom engine import plan\n"
+    lines = _store_imports_of(source, probe)
+    assert [line.split(": ", 1)[0] for line in lines] == ["bench/probe.py:2", "bench/probe.py:3"]

@@ -31,7 +31,7 @@ from pathlib import Path
 from bench.load import _stat, descendants
 from dashboard.serve import planpool, priority
 from dashboard.tables import presets
-from engine import atomicfile
+import engine
 
 _PROBE = r"""
 import sys, time, urllib.request
@@ -55,6 +55,9 @@ async def _answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
     writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
     await writer.drain()
     writer.close()
+
+
+FIRST_PLAN_CAP_S = 100.0
 
 
 def _page_work(stop: threading.Event, counter: list[int]) -> None:
@@ -102,6 +105,11 @@ def phase(nice: int, config: str, effort: int, seconds: float, port: int) -> dic
         elapsed = time.monotonic() - t0
         pieces = work[0] - w0
         nices = sorted({int(_stat(pid)[16]) for pid in descendants(os.getpid())})  # the workers, busy
+        # the phase ends with at least one plan finished: on a loaded machine a short phase may not see one end
+        # (FIRST_PLAN_CAP_S only a safety stop)
+        cap = time.monotonic() + FIRST_PLAN_CAP_S
+        while plans[0] == 0 and time.monotonic() < cap:
+            time.sleep(0.05)
         stop.set()
         feeder.join(30)
         page.join(30)
@@ -156,7 +164,7 @@ def main() -> None:
             print(f"{key}: nice {b} / nice {a}, median of {len(ratios)} pair ratios {statistics.median(ratios):.2f} "
                   f"(range {ratios[0]:.2f}-{ratios[-1]:.2f})")
     if args.out:
-        atomicfile.write_text(args.out, json.dumps({"args": vars(args) | {"out": str(args.out)}, "phases": results},
+        engine.write_text_file(args.out, json.dumps({"args": vars(args) | {"out": str(args.out)}, "phases": results},
                                                    indent=1))
 
 

@@ -41,6 +41,7 @@ from engine.fields import BY_NAME as FIELDS
 from engine.fields import CONSTRAINT, WORKLOAD_FIELD
 from engine.fields import TABLE as TABLE_FIELD_DECLS
 from engine.fields import Field, Kind as FieldKind
+from engine.fields import sharding_options
 from engine.errors import human_bytes, one_line
 from engine.jsonsafe import JsonError
 from engine.enumerate import pricing_cache_info
@@ -145,7 +146,7 @@ __all__ = [
     "TABLE_FIELD_DECLS",
     "TOPOLOGY_FIELDS", "WORLD_SIZES", "apply_calibration", "dim_note", "fit_calibration", "human_bytes", "json_loads",
     "one_line", "parameter_sharding_text", "parse_profile", "point_config", "pricing_cache_info", "read_old_plan",
-    "replan_moved_bytes", "replan_plan",
+    "replan_moved_bytes", "replan_plan", "sharding_options",
     "torchrec_planner", "write_json_file",
     # where a table is, and whether it moved (the dashboard's comparisons and the store's)
     "has_moved", "placement_text", "placement_words", "ranks_list_text",

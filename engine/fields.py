@@ -5,6 +5,8 @@ tables (engine.field_tables) are derived from these declarations.
 
 Adding a per-table constraint: declare it in CONSTRAINT below (its range from engine.limits, or here), add the
 attribute to engine.types.Constraints, and run `python -m engine.field_tables --readme` to rewrite README's tables.
+A TorchRec option the planner only passes on (sharding=True) then reaches ParameterConstraints, each ParameterSharding
+and the dashboard's snippet with no other change.
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ class Field:
     choices: Optional[type[enum.Enum]] = None
     aliases: Optional[dict[str, str]] = None  # older names of choices' values
     torchrec: Optional[str] = None  # TorchRec's name for it (None: TorchRec has no such field)
+    sharding: bool = False  # TorchRec's planner also copies it into the table's ParameterSharding (same name)
     # the dashboard's grid: column key, tab, label, width in px, help, number format; None: not shown
     column: Optional[str] = None
     tab: str = CONSTRAINTS_TAB
@@ -284,6 +287,15 @@ def json_value(v: Any) -> Any:
 
         return to_dict(v)
     return v.value if isinstance(v, enum.Enum) else v
+
+
+_SHARDING = tuple(f for f in CONSTRAINT if f.sharding)
+
+
+def sharding_options(c: Constraints) -> dict[str, Any]:
+    """The set constraints TorchRec's planner copies into a table's ParameterSharding (declared sharding=True), as
+    that class's keywords: the TorchRec export and the dashboard's snippet pass them on."""
+    return {f.torchrec: json_value(v) for f in _SHARDING if (v := getattr(c, f.name)) is not None}
 
 
 # ---- the defaults the estimates use: computed here only ------------------------------------------------------

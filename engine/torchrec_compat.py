@@ -97,6 +97,7 @@ def parameter_sharding(cfg: Config, name: str, tp: TablePlan, device: DeviceLike
         ranks=list(tp.ranks),
         sharding_spec=spec,
         cache_params=CacheParams(load_factor=load_factor) if load_factor is not None else None,
+        **F.sharding_options(cfg.constraint(name)),
     )
 
 

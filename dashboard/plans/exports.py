@@ -37,6 +37,7 @@ TABLES = {{
 
 SNIPPET_TAIL = '''}}
 CACHE_LOAD_FACTORS = {cache}
+SHARDING_OPTIONS = {options}  # table: TorchRec options its constraints set (stochastic_rounding, enforce_hbm...)
 
 
 def _placement(rank):
@@ -56,6 +57,7 @@ def _parameter_sharding(name, sharding_type, kernel, ranks, shards):
     return ParameterSharding(
         sharding_type=sharding_type, compute_kernel=kernel, ranks=list(ranks), sharding_spec=spec,
         cache_params=CacheParams(load_factor=load) if load is not None else None,
+        **SHARDING_OPTIONS.get(name, {{}}),
     )
 
 
@@ -125,11 +127,12 @@ def python_snippet(plan: engine.Plan, config: engine.Config, module_path: str = 
     cache = {n: cfg.constraint(n).cache_load_factor if tp.cache_load_factor is None else tp.cache_load_factor
              for n, tp in placed}
     cache = {n: v for n, v in cache.items() if v is not None}
+    options = {n: o for n, _ in placed if (o := engine.sharding_options(cfg.constraint(n)))}
     head = SNIPPET_HEAD.format(what=_literal(str(what or f"{len(placed)} tables")),
                                planner=_literal(str(plan.planner)), w=int(topo.world_size),
                                device=_literal(topo.compute_device.value), module_path=_literal(str(module_path)),
                                lws=int(topo.local_world_size))
-    return head + "".join(lines) + SNIPPET_TAIL.format(cache=_literal(cache))
+    return head + "".join(lines) + SNIPPET_TAIL.format(cache=_literal(cache), options=_literal(options))
 
 
 def share_link(token: str, public_url: Optional[str], browser_url: Optional[str], base_url_path: str = "") -> str:

@@ -167,6 +167,10 @@ CONSTRAINT: tuple[Field, ...] = (
           torchrec="cache_params.load_factor", column="cache_load_factor", width=160,
           help="share of rows cached in HBM by fused_uvm_caching", number_format="%.2f", bulk=(0.01, 1.0, 0.2),
           csv=("cache_load_factor",)),
+    Field("stochastic_rounding", BOOL, "stochastic rounding of the weight updates in fbgemm's TBE kernel (keeps "
+          "fp16 tables accurate over long training; not deterministic). Passed on to TorchRec, which passes it to "
+          "fbgemm and keeps tables with different values in different kernels; memory and our estimates do not "
+          "change", "fbgemm's (`true`)", range_text="", torchrec="stochastic_rounding", sharding=True),
     Field("zipf_exponent", FLOAT, "the exponent s of the Zipf distribution over the table's rows that a step's ids "
           "follow (the i-th hottest row drawn with weight 1/i^s; 0: uniform ids). Ours: TorchRec has no such field. "
           "CPU estimates price the distinct rows a step touches from it; dry-runs and validation runs draw ids "

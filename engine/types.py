@@ -136,6 +136,7 @@ class Constraints:
     batch_sizes: Optional[tuple[int, ...]] = None
     is_weighted: bool = False
     cache_load_factor: Optional[float] = None
+    stochastic_rounding: Optional[bool] = None  # None: fbgemm's default
     zipf_exponent: float = 0.0  # ours: the Zipf exponent of a step's ids over the rows (0: uniform)
     workload: Optional[Workload] = None  # ours: measured on a sample of ids (None: not measured)
     # Placement (ours, not TorchRec's): every shard on these ranks / on these hosts' ranks; the same ranks as

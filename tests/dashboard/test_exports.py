@@ -34,7 +34,7 @@ print("same", len(expected.plan[MODULE_PATH]))
 
 def _mixed() -> tuple[dict, dict]:
     cfg = tutorial()
-    cfg["constraints"] = {"large_table_0": {"sharding_types": ["column_wise"]},
+    cfg["constraints"] = {"large_table_0": {"sharding_types": ["column_wise"], "stochastic_rounding": False},
                           "large_table_1": {"sharding_types": ["row_wise"], "compute_kernels": ["fused_uvm_caching"],
                                             "cache_load_factor": 0.3},
                           "small_table_0": {"sharding_types": ["data_parallel"]}}

@@ -59,10 +59,11 @@ def _reader(f: F.Field) -> Callable[..., Any]:
     if kind == F.BOOL:
         return read_bool
     if kind == F.ENUM:
-        choices, aliases = f.choices, f.aliases
-        return lambda v, path: read_enum(v, path, choices, aliases)
+        choices, aliases, refused = f.choices, f.aliases, f.refused
+        return lambda v, path: read_enum(v, path, choices, aliases, refused)
     if kind == F.ENUMS:
-        return lambda v, path: read_list(v, path, partial(read_enum, cls=f.choices, aliases=f.aliases))
+        return lambda v, path: read_list(v, path, partial(read_enum, cls=f.choices, aliases=f.aliases,
+                                                          refused=f.refused))
     if kind == F.FLOATS:
         return lambda v, path, n: read_per_feature(v, path, n, partial(read_float, lo=lo, hi=hi))
     if kind == F.INTS:

@@ -68,6 +68,7 @@ class Field:
     required: bool = False
     choices: Optional[type[enum.Enum]] = None
     aliases: Optional[dict[str, str]] = None  # older names of choices' values
+    refused: Optional[dict[str, str]] = None  # values TorchRec has that we do not plan: why, for the message
     torchrec: Optional[str] = None  # TorchRec's name for it (None: TorchRec has no such field)
     sharding: bool = False  # TorchRec's planner also copies it into the table's ParameterSharding (same name)
     # the dashboard's grid: column key, tab, label, width in px, help, number format; None: not shown
@@ -98,6 +99,17 @@ class Field:
 
 KERNEL_ALIASES = {"batched_fused": "fused", "batched_dense": "dense", "batched_fused_uvm": "fused_uvm",
                   "batched_fused_uvm_caching": "fused_uvm_caching"}
+_INFERENCE = "is one of TorchRec's inference kernels (quantized tables for serving); this planner plans training"
+_OFFLOAD = ("is TorchRec 1.8's SSD/DRAM offload kernel for training; this planner does not plan or price it yet, so "
+            "it cannot promise the plan fits")
+# EmbeddingComputeKernel values of TorchRec 1.8 this planner refuses, and why
+TORCHREC_ONLY_KERNELS = {
+    "quant": _INFERENCE, "quant_uvm": _INFERENCE, "quant_uvm_caching": _INFERENCE,
+    "key_value": _OFFLOAD, "ssd_virtual_table": _OFFLOAD, "dram_virtual_table": _OFFLOAD,
+    "dram_ssd_virtual_table": _OFFLOAD,
+    "customized_kernel": "is TorchRec's hook for a user's own kernel, whose memory and cost no planner knows",
+    "fused_triton": "is TorchRec 1.8's Triton kernel for CUDA, which this planner does not price yet",
+}
 
 # ---- tables[]: TorchRec's EmbeddingBagConfig ------------------------------------------------------------------
 
@@ -137,7 +149,9 @@ CONSTRAINT: tuple[Field, ...] = (
           csv=("sharding_types",)),
     Field("compute_kernels", ENUMS, "subset of `fused`, `fused_uvm`, `fused_uvm_caching` (`dense` is "
           "data_parallel's kernel; data_parallel always uses it, as the tutorial shows). Older names `batched_fused`, "
-          "`batched_dense` are accepted", "all the device offers", choices=ComputeKernel, aliases=KERNEL_ALIASES,
+          "`batched_dense` are accepted; TorchRec's inference (`quant*`) and offload (`key_value`, `*_virtual_table`) "
+          "kernels are refused, saying why", "all the device offers", choices=ComputeKernel, aliases=KERNEL_ALIASES,
+          refused=TORCHREC_ONLY_KERNELS,
           range_text="", torchrec="compute_kernels", column="compute_kernels", label="kernels", width=190,
           help="allowed compute kernels; empty: the planner chooses", bulk=(),
           csv=("compute_kernels", "kernels")),

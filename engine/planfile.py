@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from engine import limits as L
-from engine.fields import KERNEL_ALIASES
+from engine.fields import KERNEL_ALIASES, TORCHREC_ONLY_KERNELS
 from engine.readers import read_enum, read_float, read_int, read_json, read_object, type_name
 from engine.errors import ConfigError
 from engine.tiling import tiling_problem
@@ -172,7 +172,8 @@ def _read_table_plan(raw: Any, path: str, dims: tuple[int, int], world: int) -> 
         if req not in d:
             raise ConfigError(f"{path}.{req}", "is required")
     st = read_enum(d["sharding_type"], f"{path}.sharding_type", ShardingType)
-    kernel = read_enum(d["compute_kernel"], f"{path}.compute_kernel", ComputeKernel, KERNEL_ALIASES)
+    kernel = read_enum(d["compute_kernel"], f"{path}.compute_kernel", ComputeKernel, KERNEL_ALIASES,
+                       TORCHREC_ONLY_KERNELS)
     if st is ShardingType.DATA_PARALLEL:
         ranks = _ranks(d.get("ranks", list(range(world))), f"{path}.ranks", world)
         if d.get("shards") is not None:

@@ -78,7 +78,10 @@ def read_name(v: Any, path: str) -> str:
     return v
 
 
-def read_enum(v: Any, path: str, cls: type[E], aliases: Optional[dict[str, str]] = None) -> E:
+def read_enum(v: Any, path: str, cls: type[E], aliases: Optional[dict[str, str]] = None,
+              refused: Optional[dict[str, str]] = None) -> E:
+    """One value of `cls` (an older name through `aliases`); `refused`: values TorchRec knows that we do not plan,
+    each with why, so the message says that rather than 'unknown'."""
     if not isinstance(v, str):
         raise ConfigError(path, f"must be a string, one of: {', '.join(m.value for m in cls)}")
     key = v.strip().lower()
@@ -86,7 +89,10 @@ def read_enum(v: Any, path: str, cls: type[E], aliases: Optional[dict[str, str]]
     try:
         return cls(key)
     except ValueError:
-        raise ConfigError(path, f"unknown value {v!r}; use one of: {', '.join(m.value for m in cls)}") from None
+        ours = ', '.join(m.value for m in cls)
+        if refused and key in refused:
+            raise ConfigError(path, f"{key!r} {refused[key]}; use one of: {ours}") from None
+        raise ConfigError(path, f"unknown value {v!r}; use one of: {ours}") from None
 
 
 def read_list(v: Any, path: str, item: Callable[[Any, str], Any], allow_scalar: bool = False,

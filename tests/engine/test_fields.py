@@ -7,10 +7,13 @@ import dataclasses
 import subprocess
 import sys
 
+import pytest
+
+import engine
 from engine import field_tables
 from engine import fields as F
 from engine.types import Constraints, TableConfig, Topology
-from tests.factories import ROOT
+from tests.factories import ROOT, tutorial
 
 
 def test_declarations_match_the_types():
@@ -40,3 +43,27 @@ def test_defaults_are_computed_from_the_declarations():
     assert F.feature_values(c, "batch_sizes", 2, 512) == (512, 512)
     assert F.value(c, "cache_load_factor") == 0.2
     assert F.value(Constraints(cache_load_factor=0.5), "cache_load_factor") == 0.5
+
+
+def test_every_torchrec_kernel_is_planned_or_refused_saying_why():
+    """Each EmbeddingComputeKernel of TorchRec 1.8 is ours or refused with its reason (inference, offload, ...), in
+    configs and plan files alike; a value TorchRec does not know either stays 'unknown'."""
+    from torchrec.distributed.embedding_types import EmbeddingComputeKernel
+
+    theirs = {k.value for k in EmbeddingComputeKernel}
+    assert theirs - {k.value for k in engine.ComputeKernel} == set(F.TORCHREC_ONLY_KERNELS)
+    for kernel, why in F.TORCHREC_ONLY_KERNELS.items():
+        raw = tutorial()
+        raw["constraints"] = {"large_table_0": {"compute_kernels": ["fused", kernel]}}
+        with pytest.raises(engine.ConfigError) as e:
+            engine.parse_config(raw)
+        assert str(e.value).startswith(f"constraints.large_table_0.compute_kernels[1]: {kernel!r} {why}; use one of")
+    plan = engine.plan_to_dict(engine.plan(engine.parse_config(tutorial())))
+    plan["plan"]["large_table_0"]["compute_kernel"] = "quant"
+    with pytest.raises(engine.EngineError) as e:
+        engine.parse_plan(plan, engine.parse_config(tutorial()))
+    assert "'quant' is one of TorchRec's inference kernels" in str(e.value)
+    raw = tutorial()
+    raw["constraints"] = {"large_table_0": {"compute_kernels": ["warp_speed"]}}
+    with pytest.raises(engine.ConfigError, match="unknown value 'warp_speed'; use one of: dense, fused"):
+        engine.parse_config(raw)

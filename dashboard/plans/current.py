@@ -6,6 +6,7 @@ topology's defaults written out. dashboard.ui.state keeps them in the session.
 from __future__ import annotations
 
 import json
+import zlib
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -35,6 +36,31 @@ class CurrentPlan:
 def config_key(config: dict) -> str:
     """The config as a canonical JSON string: the cache key for planning."""
     return json.dumps(config, sort_keys=True, separators=(",", ":"))
+
+
+def full_key(cfg: dict) -> str:
+    """The config's key with every default written out (the Topology page's inputs write them all)."""
+    try:
+        return config_key(engine.config_to_dict(engine.parse_config(cfg)))
+    except engine.ConfigError:
+        return config_key(cfg)
+
+
+# ---- the workspace's undo history: (what the edit was, the config before it as zlib'd canonical JSON), newest last
+
+
+def push_history(history: list, edit: str, before: dict, max_steps: int) -> None:
+    """Keep `before` as the newest undo step, at most max_steps of them (a 10,000-table config is megabytes)."""
+    history.append((edit, zlib.compress(config_key(before).encode())))
+    del history[:-max_steps]
+
+
+def pop_history(history: list) -> Optional[tuple[str, dict]]:
+    """The newest undo step taken off the history: (what the edit was, the config before it); None when empty."""
+    if not history:
+        return None
+    edit, packed = history.pop()
+    return edit, json.loads(zlib.decompress(packed))
 
 
 @dataclass

@@ -340,3 +340,11 @@ def weight_bytes(rows: list[dict]) -> int:
         if isinstance(n, int) and isinstance(d, int) and n > 0 and d > 0:
             total += n * d * engine.DATA_TYPE_BYTES.get(str(r.get("data_type") or "fp32"), 4)
     return int(total)
+
+
+def only_written_out(old: dict, new: dict) -> bool:
+    """True when `new` is `old` as the grid writes it (an imported config's first view): not an edit."""
+    try:
+        return rows_to_config(config_to_rows(old), old.get("topology") or {}) == new
+    except (TypeError, ValueError, AttributeError):
+        return False

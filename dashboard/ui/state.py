@@ -7,15 +7,14 @@ results (Compare's TorchRec plan, What-if's sweep and re-plan), inputs kept acro
 from __future__ import annotations
 
 import copy
-import json
-import zlib
 from typing import Any, Iterable, Optional
 
 import streamlit as st
 
 import engine
 from dashboard.plans import calibration as calib
-from dashboard.plans.current import CurrentPlan, PlanJob, config_key, full_topology, same_plan
+from dashboard.plans.current import CurrentPlan, PlanJob, full_key, full_topology, pop_history, push_history, same_plan
+from dashboard.plans.current import config_key  # noqa: F401  (the pages call state.config_key)
 from dashboard.tables import grid, presets, row_checks
 
 CONFIG = "ws_config"
@@ -80,17 +79,9 @@ def _restart_widgets(cfg: dict) -> None:
 def update_config(cfg: dict, edit: str = "a grid edit") -> None:
     """The config as the widgets now show it (no widget reset)."""
     old = st.session_state.get(CONFIG)
-    if old is not None and cfg != old and not _only_written_out(old, cfg):
+    if old is not None and cfg != old and not grid.only_written_out(old, cfg):
         _remember(cfg, edit)
     st.session_state[CONFIG] = cfg
-
-
-def _only_written_out(old: dict, new: dict) -> bool:
-    """True when `new` is `old` as the grid writes it (an imported config's first view): not an edit."""
-    try:
-        return grid.rows_to_config(grid.config_to_rows(old), old.get("topology") or {}) == new
-    except (TypeError, ValueError, AttributeError):
-        return False
 
 
 def set_topology(topo: dict, reset_widgets: bool = True, edit: str = "a topology edit") -> None:
@@ -129,11 +120,8 @@ def set_bulk_delete_request(request: Optional[dict]) -> None:
 def _remember(new: dict, edit: str) -> None:
     """Keep the config `new` replaces (when it differs) as the newest undo step, at most MAX_HISTORY of them."""
     old = st.session_state.get(CONFIG)
-    if old is None or old == new:
-        return
-    history = st.session_state.setdefault(HISTORY, [])
-    history.append((edit, zlib.compress(config_key(old).encode())))  # a 10,000-table config is megabytes
-    del history[:-MAX_HISTORY]
+    if old is not None and old != new:
+        push_history(st.session_state.setdefault(HISTORY, []), edit, old, MAX_HISTORY)
 
 
 def undo_steps() -> list[str]:
@@ -144,11 +132,10 @@ def undo_steps() -> list[str]:
 def undo() -> Optional[str]:
     """Put back the config from before the newest edit (every widget then shows it); returns what was undone,
     or None when there is nothing to undo."""
-    history = st.session_state.get(HISTORY) or []
-    if not history:
+    step = pop_history(st.session_state.get(HISTORY) or [])
+    if step is None:
         return None
-    edit, packed = history.pop()
-    cfg = json.loads(zlib.decompress(packed))
+    edit, cfg = step
     st.session_state[CONFIG] = cfg
     _restart_widgets(cfg)
     try:
@@ -301,19 +288,11 @@ def guide_open() -> bool:
     the Plan page and the guide was not dismissed. Once closed it stays closed."""
     if st.session_state.get(GUIDE) == GUIDE_DONE:
         return False
-    key = _full_key(config())
+    key = full_key(config())
     if st.session_state.setdefault(GUIDE, key) != key:
         close_guide()
         return False
     return True
-
-
-def _full_key(cfg: dict) -> str:
-    """The config's key with every default written out (the Topology page's inputs write them all)."""
-    try:
-        return config_key(engine.config_to_dict(engine.parse_config(cfg)))
-    except engine.ConfigError:
-        return config_key(cfg)
 
 
 def close_guide() -> None:

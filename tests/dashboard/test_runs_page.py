@@ -215,3 +215,36 @@ def test_shards_that_differ_are_shown_first(app, store):
     first_chart = next(i for i, e in enumerate(app.main) if getattr(e, "type", "") == "plotly_chart")
     shards = next(i for i, e in enumerate(app.main) if getattr(e, "label", "") == "Shards match the plan")
     assert shards < first_chart and kinds
+
+
+def test_each_ranks_embedding_work_the_slowest_ranks_error_and_the_ids_are_shown(app, store):
+    token = _save(store, tutorial(), "tutorial")
+    run_id = store.create_run(token, "validation", "gloo", "cpu")
+    ranks = [{"rank": r, "iteration_ms": ms, "embedding_ms": emb, "estimated_ms": 0.25, "peak_bytes": 3 * 2**20}
+             for r, ms, emb in ((0, 10.9, 3.21), (1, 14.7, 4.56))]
+    ids = {"source": "sample", "file": "clicks <b>.parquet", "bytes": 3 * 2**20, "rows_used": 4096, "batches": 4,
+           "cycled": False}
+    runsink.record_result(store, run_id, {"status": "succeeded", "ranks": ranks, "device": "cpu",
+                                          "estimated_device": "cpu", "ids": ids})
+    goto(app, "runs")
+    table = next(d.value for d in app.dataframe if "embedding work" in d.value.columns)
+    assert table["measured"].tolist() == ["10.9 ms", "14.7 ms"]
+    assert table["embedding work"].tolist() == ["3.21 ms", "4.56 ms"]
+    assert table["estimated"].tolist() == ["0.250 ms", "0.250 ms"]  # 3 significant digits
+    line = next(m for m in shown(app, "markdown") if "Slowest rank" in m)
+    assert "Slowest rank 1: a step took 14.7 ms (its embedding work 4.56 ms); estimated 0.250 ms for cpu, 98.3% low." \
+        in line
+    assert "Ids: sample clicks <b>.parquet (3.00 MiB, 4,096 rows in 4 batches)" in line
+    listing = next(d.value for d in app.dataframe if "ids" in d.value.columns)
+    assert listing["ids"].tolist() == ["sample clicks <b>.parquet (3.00 MiB, 4,096 rows in 4 batches)"]
+
+
+def test_a_sample_run_without_a_file_is_one_line_and_starts_nothing(app, store):
+    token = _save(store, tutorial(), "tutorial")
+    goto(app, "runs")
+    app.radio(key="runs_ids").set_value("sample").run()
+    assert app.selectbox(key="runs_distribution").disabled
+    app.button(key="runs_start").click().run()
+    assert not app.exception, app.exception
+    assert shown(app, "error") == ["Ids: upload a sample file (.parquet, .csv or .npz) above, or pick generated ids."]
+    assert store.runs_for_plan(token) == []

@@ -87,3 +87,10 @@ def test_a_dry_run_on_an_uploaded_sample_is_recorded_with_its_name(cfg, store, t
     assert not (tmp_path / "pwned").exists() and not (runner.ROOT / "pwned").exists()
     embedding = {m.rank: m.value for m in store.metrics(run_id) if m.name == "embedding_ms"}
     assert sorted(embedding) == [0, 1] and all(v > 0 for v in embedding.values())
+
+
+def test_the_sample_is_one_argument_of_either_run_command(tmp_path):
+    path = str(tmp_path / "ab" / HOSTILE)
+    for kind in runner.KINDS:
+        argv = runner.build_argv(kind, tmp_path, "tok", 7, runner.Options(extra={"ids": path}))
+        assert argv[argv.index("--ids") + 1] == path and argv.count(path) == 1, kind

@@ -10,6 +10,7 @@ import pytest
 
 import engine
 from dashboard.serve import runner
+from dashboard.text import ms_text
 from dashboard.tables import presets
 from dashboard.ui import services
 from db import runsink
@@ -155,6 +156,16 @@ def test_a_validation_run_or_why_there_is_none(app, store):
     assert got[(0, "shards_match")] == 1.0 and got[(1, "shards_match")] == 1.0
     chart = next(s for s in plotly_specs(app) if s["layout"]["title"]["text"] == "Measured vs estimated per rank")
     assert values(chart["data"][0]["y"]) == pytest.approx([got[(0, "estimated_ms")], got[(1, "estimated_ms")]])
+    # each rank's own embedding work, timed inside the real step, beside the step and the estimate
+    assert 0 < got[(0, "embedding_ms")] and 0 < got[(1, "embedding_ms")]
+    table = next(d.value for d in app.dataframe if "embedding work" in d.value.columns)
+    assert table["embedding work"].tolist() == [ms_text(got[(r, "embedding_ms")]) for r in (0, 1)]
+    slow = max((0, 1), key=lambda r: got[(r, "step_ms")])
+    line = next(m for m in shown(app, "markdown") if "Slowest rank" in m)
+    assert line.startswith(f"Slowest rank {slow}: a step took {ms_text(got[(slow, 'step_ms')])} (its embedding work "
+                           f"{ms_text(got[(slow, 'embedding_ms')])}); estimated "
+                           f"{ms_text(got[(slow, 'estimated_ms')])} for cpu, ")
+    assert "Ids: generated: config distribution, seed 0" in line
 
 
 def _slow_run(store, token: str, match: tuple[bool, bool] = (True, True)) -> int:

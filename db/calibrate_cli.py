@@ -50,13 +50,16 @@ def text(cal: Calibration, loo: dict | None) -> str:
 
 
 def terms_text(fit: TermFit) -> str:
-    """Each term: value +- standard error, unit, default, fitted or refused (why, and which runs would fit it); then
-    the leave-one-run-out per-rank error before (the defaults) and after."""
+    """Each term: value +- standard error [bootstrap interval], unit, default, fitted or refused (why, and which
+    runs would fit it); then the leave-one-run-out per-rank error before (the defaults) and after."""
     lines = [f"CPU terms of {fit.device_name or 'an unnamed device'!r} from {len(fit.run_ids)} runs "
              f"({fit.n_ranks} ranks, {fit.backend or 'unknown'} backend), bytes of work at ddr_mem_bw "
-             f"{fit.ddr_mem_bw:.6g} bytes/ms:"]
+             f"{fit.ddr_mem_bw:.6g} bytes/ms; value +- standard error [{fit.level:.0%} bootstrap interval: "
+             f"{fit.resamples} resamples of the runs, seed {fit.seed}]:"]
     for t in fit.terms:
         value = f"{t.value:.4g} +- {t.se:.2g}" if t.se is not None else f"{t.value:.4g}"
+        if t.interval is not None:
+            value += f" [{t.interval[0]:.4g}, {t.interval[1]:.4g}]"
         state = "fitted" if t.fitted else f"not fitted, default kept: {t.refused}; would be fitted from {t.hint}"
         lines.append(f"  {t.name} = {value} {t.unit} (default {t.default:.4g}): {state}")
     h = fit.held_out

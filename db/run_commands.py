@@ -25,10 +25,10 @@ class RunCommand:
 
 RUN_COMMANDS = {c.kind: c for c in (
     RunCommand("validation", "validate", "run a plan on real processes (as python -m engine validate) and record the "
-               "run: status, log, per-rank metrics", (*COMMON_OPTIONS, "--out-dir", "--timeout", "--nproc")),
+               "run: status, log, per-rank metrics", (*COMMON_OPTIONS, "--out-dir", "--timeout", "--nproc", "--ids")),
     RunCommand("dryrun", "dryrun", "time each rank's kernels (as python -m engine dryrun) and record the run: status, "
                "per-rank metrics", (*COMMON_OPTIONS, "--threads", "--distribution", "--zipf-alpha", "--batches",
-                                    "--max-bytes", "--scale-rows")),
+                                    "--max-bytes", "--scale-rows", "--ids")),
 )}
 
 __all__ = ["COMMON_OPTIONS", "RECORD_OPTIONS", "RUN_COMMANDS", "RunCommand"]

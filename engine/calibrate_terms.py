@@ -9,7 +9,9 @@ costs whatever they do), non-negative least squares on relative errors fits the 
 keeps its default inside the offset. A term is identifiable when its column is not zero on every rank and, added to
 the terms before it (TERMS' order), keeps the condition number of the unit-scaled design under COND_MAX, with
 MIN_DOF measurements to spare; and it is fitted when its standard error (from the residuals) is at most REL_SE_MAX
-of max(value, default). Pure numpy on plain numbers: db.calibration turns stored runs into TermRuns.
+of max(value, default). Each fitted term also gets a percentile interval from a bootstrap over the runs (whole runs
+resampled with replacement, seeded, refitted with the same terms: `bootstrap`), beside its standard
+error. Pure numpy on plain numbers: db.calibration turns stored runs into TermRuns.
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ REL_SE_MAX = 0.5  # a term whose standard error is over this share of max(value,
 MIN_DOF = 2  # measurements (ranks) beyond the fitted terms, for the residuals to give an uncertainty
 PROBE = 1000.0  # bytes of a term priced to read its feature (the estimate is linear in it)
 MIN_RUNS = 2
+RESAMPLES = 400  # bootstrap resamples of the runs
+BOOTSTRAP_SEED = 0  # the same runs give the same intervals
+LEVEL = 0.95  # the bootstrap interval's coverage: its 2.5th to 97.5th percentile
 
 
 def _hint(name: str) -> str:
@@ -108,6 +113,7 @@ class TermResult:
     default: float
     refused: str = ""  # why it was not fitted ("" when fitted)
     hint: str = ""  # which runs would identify it (when refused)
+    interval: tuple[float, float] | None = None  # the bootstrap's percentile interval (fitted terms only)
 
     @property
     def fitted(self) -> bool:
@@ -120,7 +126,8 @@ class TermResult:
     def as_dict(self) -> dict:
         return {"name": self.name, "value": self.value, "se": self.se, "unit": self.unit,
                 "default": self.default, "fitted": self.fitted, "refused": self.refused or None,
-                "identify_with": self.hint or None}
+                "identify_with": self.hint or None,
+                "interval": list(self.interval) if self.interval is not None else None}
 
 
 def identify(a: np.ndarray, names: Sequence[str] = TERMS) -> tuple[list[int], dict[int, str]]:
@@ -154,16 +161,22 @@ def _system(runs: Sequence[TermRun]) -> tuple[np.ndarray, np.ndarray, np.ndarray
             np.concatenate([r.offset for r in runs]))
 
 
-def _fit(x: np.ndarray, y: np.ndarray, off: np.ndarray, kept: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """(values, standard errors) of the kept terms, every other term at its default, by NNLS on relative errors."""
+def _relative(x: np.ndarray, y: np.ndarray, off: np.ndarray, kept: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """(a, b): the kept terms' columns and the target of the fit on relative errors, every other term at its
+    default."""
     default = np.array([TERM_DEFAULTS[n] for n in TERMS])
-    a = x / y[:, None]
     rest = [j for j in range(len(TERMS)) if j not in kept]
     b = 1.0 - (off + x[:, rest] @ default[rest]) / y  # a term not fitted prices at its default
+    return x[:, kept] / y[:, None], b
+
+
+def _fit(x: np.ndarray, y: np.ndarray, off: np.ndarray, kept: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """(values, standard errors) of the kept terms, every other term at its default, by NNLS on relative errors."""
     if not kept:
         return np.zeros(0), np.zeros(0)
-    coef = nnls_active_set(a[:, kept], b)
-    return coef, standard_errors(a[:, kept], b, coef)
+    a, b = _relative(x, y, off, kept)
+    coef = nnls_active_set(a, b)
+    return coef, standard_errors(a, b, coef)
 
 
 def solve(runs: Sequence[TermRun]) -> list[TermResult]:
@@ -219,6 +232,34 @@ def leave_one_run_out(runs: Sequence[TermRun]) -> dict:
             "median_error_after": float(np.median(np.concatenate(after))), "runs": per_run}
 
 
+def bootstrap(runs: Sequence[TermRun], results: Sequence[TermResult], resamples: int = RESAMPLES,
+              seed: int = BOOTSTRAP_SEED) -> tuple[list[TermResult], int]:
+    """(the results with a percentile interval (LEVEL) on each fitted term, resamples left out): `resamples` draws
+    of len(runs) whole runs with replacement (a run's ranks stay together: they share its config and its machine's
+    state) from a seeded generator, each refitted with the terms the point fit kept (the others at their defaults,
+    as there). A draw whose runs cannot identify every kept term (a rank-deficient design: one run drawn again and
+    again) is left out: it has no fit of those terms to count."""
+    kept = [j for j, t in enumerate(results) if t.fitted]
+    if not kept or resamples < 1:
+        return list(results), 0
+    rng = np.random.default_rng(seed)
+    systems = [_system([r]) for r in runs]
+    draws = []
+    for _ in range(resamples):
+        pick = rng.integers(0, len(runs), len(runs))
+        a, b = _relative(*(np.concatenate([systems[i][k] for i in pick]) for k in range(3)), kept)
+        if np.linalg.matrix_rank(a / np.maximum(np.linalg.norm(a, axis=0), 1e-300)) == len(kept):
+            draws.append(nnls_active_set(a, b))
+    if not draws:
+        return list(results), resamples
+    tail = 100 * (1 - LEVEL) / 2
+    low, high = np.percentile(np.array(draws), [tail, 100 - tail], axis=0)
+    out = list(results)
+    for i, j in enumerate(kept):
+        out[j] = replace(results[j], interval=(float(low[i]), float(high[i])))
+    return out, resamples - len(draws)
+
+
 @dataclass(frozen=True)
 class TermFit:
     device_name: str
@@ -229,6 +270,13 @@ class TermFit:
     held_out: dict
     notes: tuple[str, ...] = ()
     backend: str = ""
+    resamples: int = RESAMPLES  # the bootstrap's (its intervals: TermResult.interval)
+    seed: int = BOOTSTRAP_SEED
+
+    @property
+    def level(self) -> float:
+        """The coverage of the terms' bootstrap intervals."""
+        return LEVEL
 
     def values(self) -> dict[str, float]:
         """The fitted profile terms (the intercept is not one)."""
@@ -239,11 +287,14 @@ class TermFit:
                 "backend": self.backend,
                 "ddr_mem_bw": self.ddr_mem_bw, "run_ids": list(self.run_ids), "n_runs": len(self.run_ids),
                 "n_ranks": self.n_ranks, "cond_max": COND_MAX, "terms": [t.as_dict() for t in self.terms],
+                "bootstrap": {"resamples": self.resamples, "seed": self.seed, "level": LEVEL, "resampled": "runs"},
                 "values": self.values(), "leave_one_run_out": self.held_out, "notes": list(self.notes)}
 
 
-def fit_terms(runs: Sequence[TermRun], ddr_mem_bw: float, notes: Sequence[str] = ()) -> TermFit:
-    """The terms fitted to runs of one device (sorted by run id, so the same runs give the same fit); raises
+def fit_terms(runs: Sequence[TermRun], ddr_mem_bw: float, notes: Sequence[str] = (), resamples: int = RESAMPLES,
+              seed: int = BOOTSTRAP_SEED) -> TermFit:
+    """The terms fitted to runs of one device (sorted by run id, so the same runs give the same fit), each fitted
+    term with its bootstrap interval (`resamples` draws from `seed`); raises
     EngineError (one line) for no runs, one run or runs of several devices."""
     runs = sorted(runs, key=lambda r: r.run_id)
     names = sorted({r.device_name for r in runs})
@@ -263,10 +314,13 @@ def fit_terms(runs: Sequence[TermRun], ddr_mem_bw: float, notes: Sequence[str] =
     if backends[0] not in ("fbgemm", "torchrec"):
         notes = [*notes, f"fitted on {backends[0] or 'unknown'}-backend dry-runs: TorchRec trains with fbgemm's "
                  "kernels, which the defaults were fitted to"]
-    return TermFit(names[0], tuple(solve(runs)), tuple(r.run_id for r in runs),
-                   sum(len(r.measured_ms) for r in runs), ddr_mem_bw, leave_one_run_out(runs), tuple(notes),
-                   backends[0])
+    terms, dropped = bootstrap(runs, solve(runs), resamples, seed)
+    if dropped:
+        notes = [*notes, f"bootstrap: {dropped} of {resamples} resamples of the runs left out (they could not identify "
+                 "every fitted term)" + ("; no interval" if dropped == resamples else "")]
+    return TermFit(names[0], tuple(terms), tuple(r.run_id for r in runs), sum(len(r.measured_ms) for r in runs),
+                   ddr_mem_bw, leave_one_run_out(runs), tuple(notes), backends[0], resamples, seed)
 
 
-__all__ = ["COND_MAX", "INTERCEPT", "TERMS", "TermFit", "TermResult", "TermRun", "fit_terms", "identify",
-           "leave_one_run_out", "predict", "solve", "term_features", "term_run"]
+__all__ = ["BOOTSTRAP_SEED", "COND_MAX", "INTERCEPT", "LEVEL", "RESAMPLES", "TERMS", "TermFit", "TermResult", "TermRun",
+           "bootstrap", "fit_terms", "identify", "leave_one_run_out", "predict", "solve", "term_features", "term_run"]

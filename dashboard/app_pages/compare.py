@@ -2,13 +2,14 @@
 side: which constants priced each, per-rank cost (measured beside it where a run measured the plan) and device
 memory (HBM, DDR for CPU plans), every plan against the config's lower bound; then each plan against the first:
 headline and per-rank differences with the better plan marked, the tables that move once ranks are renumbered
-and the bytes that would move; and measured over estimated per rank (each plan's latest run) with flags.
+and the bytes that would move; and measured over estimated per rank (each plan's latest run: each rank's own
+embedding work, the slowest rank's error, which ids it used) with flags. Numbers as text with their units.
 """
 
 import streamlit as st
 
 import engine
-from dashboard.plans import analysis, charts, measured, plan_deltas, plan_diff
+from dashboard.plans import analysis, charts, measured, plan_deltas, plan_diff, run_ids, table_text
 from dashboard.ui import services, state, views, workspace
 from dashboard.plans import calibration as calib
 from dashboard.text import md
@@ -174,9 +175,8 @@ def differences(base: str, other: str, plans: dict, found: dict, devices: dict) 
     if len(changed):
         changed["MiB to move"] = changed.pop("bytes to move") / plan_deltas.MIB
         changed = changed.sort_values(["change", "MiB to move"], ascending=[True, False], kind="stable")
-        st.dataframe(changed, hide_index=True, key=f"compare_moved_{other}",
-                     height=min(38 + 35 * len(changed), 320),
-                     column_config={"MiB to move": st.column_config.NumberColumn(format="%.2f")})
+        st.dataframe(table_text.readable(changed), hide_index=True, key=f"compare_moved_{other}",
+                     height=min(38 + 35 * len(changed), 320))
     ranks = plan_deltas.rank_frame(plan_a, plan_b, found.get(base), found.get(other), d.sigma)
     paired = " (each A rank against the B rank it became)" if d.renumbered else ""
     if ranks[["B - A ms", "B - A MiB"]].fillna(1.0).eq(0).all(axis=None):
@@ -186,15 +186,8 @@ def differences(base: str, other: str, plans: dict, found: dict, devices: dict) 
     if found.get(base) is not None or found.get(other) is not None:
         st.caption("Measured columns: each plan's latest run; measured / est. divides by the run's own estimate, "
                    "priced for the device it measured.")
-    st.dataframe(ranks, hide_index=True, key=f"compare_ranks_{other}", height=min(38 + 35 * len(ranks), 320),
-                 placeholder="",
-                 column_config={**{c: st.column_config.NumberColumn(format="%.4g") for c in ranks.columns
-                                   if c.endswith(" ms")},
-                                **{c: st.column_config.NumberColumn(format="%.1f") for c in ranks.columns
-                                   if c.endswith("MiB")},
-                                **{c: PCT for c in ranks.columns if c.endswith("%")},
-                                **{c: st.column_config.NumberColumn(format="%.3fx") for c in ranks.columns
-                                   if c.endswith("/ est.")}})
+    st.dataframe(table_text.readable(ranks), hide_index=True, key=f"compare_ranks_{other}",
+                 height=min(38 + 35 * len(ranks), 320), placeholder="")
 
 
 def differences_section(plans: dict, found: dict, devices: dict) -> None:
@@ -230,7 +223,8 @@ def measured_section(found: list[tuple[str, object, object]]) -> None:
         device = measured.run_device(run)
         flags = measured.flags(frame, str(run.kind), device)
         text = (f"**{md(label)}**: run {run.id} ({md(run.kind)} on {md(device)}, {md(run.status)}) · "
-                f"{md(measured.summary_line(frame))}")
+                f"{md(measured.summary_line(frame))}  \n{md(measured.slowest_line(frame, str(run.kind), device))}"
+                f"  \nIds: {md(run_ids.ids_text(run.device_info))}")
         show = st.error if any(f.what == "shards" for f in flags) else st.warning if flags else st.success
         show(text, icon=":material/warning:" if flags else ":material/verified:")
         advice |= {f.what for f in flags}
@@ -242,9 +236,7 @@ def measured_section(found: list[tuple[str, object, object]]) -> None:
         views.calibrate_action(device, f"compare_calibrate_{device}")
     long, table = measured.combined({label: frame for label, _, frame in found})
     st.plotly_chart(charts.ratio_bars(long), key="compare_ratios")
-    st.dataframe(table, hide_index=True, key="compare_measured",
-                 column_config={c: st.column_config.NumberColumn(format="%.4g")
-                                for c in ("measured ms", "estimated ms")})
+    st.dataframe(table, hide_index=True, key="compare_measured")
 
 
 st.title("Compare")
@@ -283,10 +275,9 @@ frames = {label: frame for label, _, frame in found}
 devices = {label: measured.run_device(run) for label, run, _ in found}
 drawn = {label: frame for label, run, frame in found if measured.same_device(plans[label][1], run)}  # same device
 priced_by = {label: measured.profile(config, settings) for label, (_, config, settings) in plans.items()}
-st.dataframe(analysis.summary_frame(typed_plans, priced_by), hide_index=True, key="compare_summary", placeholder="n/a",
-             column_config={"slowest rank ms": st.column_config.NumberColumn(format="%.4g"),
-                            "imbalance (max/mean)": st.column_config.NumberColumn(format="%.3f"),
-                            "vs lower bound": st.column_config.NumberColumn(format="%.3f")})
+st.dataframe(table_text.readable(analysis.summary_frame(typed_plans, priced_by),
+                                 ratios=("imbalance (max/mean)", "vs lower bound")),
+             hide_index=True, key="compare_summary", placeholder="n/a")
 if given:
     bounded = [label for label in given if typed_plans[label].lower_bound_ms]
     if bounded:

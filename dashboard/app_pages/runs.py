@@ -1,6 +1,7 @@
 """Runs: start a kernel dry-run or a validation run of a saved plan (the `python -m db dryrun|validate` a user
-would type), follow its progress and log, cancel it, and see per rank what it measured over what was
-estimated for the device it ran on, with a flag and what to do when a ratio leaves 0.8-1.25.
+would type), on generated ids or an uploaded sample of real ids, follow its progress and log, cancel it, and see
+per rank what it measured (a step, and the rank's own embedding work) over what was estimated for the device it
+ran on, the slowest rank's error, which ids it used, with a flag and what to do when a ratio leaves 0.8-1.25.
 """
 
 from datetime import datetime, timezone
@@ -8,7 +9,8 @@ from datetime import datetime, timezone
 import pandas as pd
 import streamlit as st
 
-from dashboard.plans import analysis, charts, measured
+import engine
+from dashboard.plans import analysis, charts, measured, run_ids, workload
 
 from dashboard.serve import runner
 
@@ -34,26 +36,60 @@ def pick_plan(store):
                         format_func=labels.get)
 
 
-def start_form(store, token: str, expanded: bool) -> None:
+IDS = {"generated": "Generated from the config", "sample": "A sample of real ids"}
+
+
+def uploaded_ids(up, config) -> str | None:
+    """The stored path of the uploaded sample (run_ids.store_sample), or None with its one-line error shown."""
+    if up is None:
+        st.error("Ids: upload a sample file (.parquet, .csv or .npz) above, or pick generated ids.",
+                 icon=":material/error:")
+        return None
+    path, error = run_ids.store_sample(config, up.getvalue(), up.name)
+    if error is not None:
+        st.error(f"Not started: {md(error)}", icon=":material/error:")
+        return None
+    return str(path)
+
+
+def start_form(store, plan_rec, expanded: bool) -> None:
     with st.expander("Start a run", expanded=expanded, icon=":material/play_circle:"):
         c1, c2, c3, c4, c5 = st.columns([3, 1, 1, 1, 1], vertical_alignment="bottom")
         kind = c1.radio("Run", list(runner.KINDS), format_func=runner.KINDS.get, key="runs_kind")
         device = c2.selectbox("Device", ["cpu", "cuda"], key="runs_device")
         iters = c3.number_input("Timed steps", 1, 1000, 10, key="runs_iters")
-        dist = c4.selectbox("Ids", ["config", "uniform", "zipf"], key="runs_distribution", disabled=kind != "dryrun",
+        source = st.radio("Ids", list(IDS), format_func=IDS.get, key="runs_ids", horizontal=True,
+                          help="generated: a seeded stream of fresh ids every step, drawn as the config's id "
+                               "distribution says; a sample: each step takes the next rows of a file of real "
+                               "training ids (one column per feature)")
+        dist = c4.selectbox("Id distribution", ["config", "uniform", "zipf"], key="runs_distribution",
+                            disabled=kind != "dryrun" or source != "generated",
                             help="config: each table's zipf exponent (uniform where unset); every step draws "
                                  "fresh ids")
         scale = c5.number_input("Scale rows", 0.0001, 1.0, 1.0, format="%.4f", key="runs_scale_rows",
                                 disabled=kind != "dryrun",
                                 help="shrink every table to rows x this, so big plans fit this machine (changes "
                                      "what is measured)")
+        up = None
+        if source == "sample":
+            up = st.file_uploader(f"A sample of ids (.parquet, .csv, .npz; up to "
+                                  f"{engine.human_bytes(workload.MAX_UPLOAD_BYTES)}): one column per feature, a list "
+                                  "of ids per cell; kept in the data directory for the run",
+                                  type=list(workload.SUFFIXES), key="runs_sample")
         reason = runner.unavailable_reason(kind)
         if reason:
             st.warning(f"{runner.KINDS[kind]} is not available: {md(reason)}.", icon=":material/block:")
         if st.button("Start", type="primary", key="runs_start", disabled=bool(reason), icon=":material/play_arrow:"):
-            extra = {"distribution": dist, "scale_rows": scale} if kind == "dryrun" else {}
+            extra = {"scale_rows": scale} if kind == "dryrun" else {}
+            if source == "sample":
+                extra["ids"] = uploaded_ids(up, services.saved_result(plan_rec).config)
+                if extra["ids"] is None:
+                    return
+            elif kind == "dryrun":
+                extra["distribution"] = dist
             try:
-                run_id = runner.start(store, token, kind, runner.Options(device=device, iters=int(iters), extra=extra))
+                run_id = runner.start(store, plan_rec.token, kind, runner.Options(device=device, iters=int(iters),
+                                                                                  extra=extra))
             except (RuntimeError, StoreError, OSError) as e:
                 st.error(f"Not started: {md(e)}", icon=":material/error:")
                 return
@@ -72,7 +108,8 @@ def _when(t) -> str:
 def runs_table(runs) -> None:
     frame = pd.DataFrame([{"run": r.id, "kind": str(r.kind), "backend": (r.device_info or {}).get("backend", r.backend),
                            "device": r.device,
-                           "status": str(r.status), "started (UTC)": _when(r.started_at),
+                           "status": str(r.status), "ids": run_ids.ids_text(r.device_info) if r.status.finished
+                           else "", "started (UTC)": _when(r.started_at),
                            "ended (UTC)": _when(r.ended_at)} for r in reversed(runs)])
     st.dataframe(frame, hide_index=True, key="runs_table", height=min(38 + 35 * len(frame), 250))
 
@@ -150,6 +187,7 @@ def results(store, rec, plan_rec) -> None:
     planned_for = typed.config.topology.compute_device.value
     frame = measured.run_frame(typed.plan, metrics, str(rec.kind), same_device=planned_for == device)
     views.run_verdict(frame, "runs")
+    st.markdown(f"{md(measured.slowest_line(frame, str(rec.kind), device))}  \nIds: {md(run_ids.ids_text(info))}")
     flags = measured.flags(frame, str(rec.kind), device)
     views.run_flags(flags, device, "runs")
     if not flags and measured.span(frame, "time_ratio"):
@@ -161,8 +199,9 @@ def results(store, rec, plan_rec) -> None:
     left, right = st.columns(2)
     left.plotly_chart(charts.ratio_bars(frame), key="runs_ratio_chart")
     right.plotly_chart(charts.measured_vs_estimated(frame), key="runs_measured_chart")
-    st.dataframe(measured.rank_table(frame), hide_index=True, key="runs_ranks",
-                 column_config={c: st.column_config.NumberColumn(format="%.4g") for c in ("measured ms", "estimated ms")})
+    st.dataframe(measured.rank_table(frame), hide_index=True, key="runs_ranks")
+    st.caption("measured: a step (a dry-run: its kernels); embedding work: the rank's own lookups, backward and "
+               "optimizer inside it (validation runs), not synchronised away; estimated: for the device it measured.")
     with st.expander("Every metric of this run"):
         st.dataframe(analysis.metrics_table(metrics), hide_index=True, key="runs_metrics")
 
@@ -174,7 +213,7 @@ token = pick_plan(store)
 plan_rec = store.get_plan(token)
 views.calibrated_note(plan_rec.settings, services.saved_result(plan_rec).config)
 runs = store.runs_for_plan(token)
-start_form(store, token, expanded=not runs)
+start_form(store, plan_rec, expanded=not runs)
 if not runs:
     st.caption("No runs of this plan yet.")
     st.stop()

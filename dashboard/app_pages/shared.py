@@ -55,9 +55,7 @@ def runs_section(store, rec, typed: services.PlanResult) -> None:
     left, right = st.columns(2)
     left.plotly_chart(charts.ratio_bars(frame), key="shared_ratio_chart")
     right.plotly_chart(charts.measured_vs_estimated(frame), key="shared_measured_chart")
-    st.dataframe(measured.rank_table(frame), hide_index=True, key="shared_measured",
-                 column_config={c: st.column_config.NumberColumn(format="%.4g")
-                                for c in ("measured ms", "estimated ms")})
+    st.dataframe(measured.rank_table(frame), hide_index=True, key="shared_measured")
 
 
 def leave() -> None:

@@ -13,13 +13,15 @@ import pandas as pd
 
 import engine
 from dashboard.plans import calibration as calib
+from dashboard.text import ms_text, pct_text
 
 RATIO_LOW, RATIO_HIGH = 0.8, 1.25  # measured / estimated inside this band: the estimate holds
 MEASURED_TIME = ("step_ms", "measured_ms", "iteration_ms")  # db.compare.MEASURED_TIME_METRIC first
 TIME_ESTIMATE = {"dryrun": "estimated_compute_ms", "validation": "estimated_ms"}  # a dry-run times kernels only
 MEASURED_MEMORY = {"dryrun": ("measured_bytes",), "validation": ("step_peak_bytes", "peak_bytes")}  # first present
 ESTIMATED_MEMORY = ("estimated_peak_bytes", "estimated_bytes")  # engine.memory's peak where the run carries it
-COLUMNS = ["rank", "measured_ms", "estimated_ms", "time_ratio", "measured_bytes", "estimated_bytes",
+EMBEDDING = "embedding_ms"  # a rank's own embedding work inside the step (engine.validate.embtime; a dry-run's time)
+COLUMNS = ["rank", "measured_ms", "embedding_ms", "estimated_ms", "time_ratio", "measured_bytes", "estimated_bytes",
            "memory_ratio", "shards_match", "memory_metric"]  # memory_metric: the measured memory's metric name
 
 
@@ -44,7 +46,8 @@ def ratio(measured: float | None, estimated: float | None) -> float | None:
 
 
 def run_frame(plan: engine.Plan, metrics: list, kind: str, same_device: bool) -> pd.DataFrame:
-    """One row per rank of the plan: measured and estimated time (ms) and memory (bytes), measured over
+    """One row per rank of the plan: measured time, the rank's own embedding work where the run timed it, and
+    estimated time (ms), and memory (bytes), measured over
     estimated, and whether the rank held the plan's shards (None: not checked). The estimates are the run's
     own, priced for the device it measured; the plan's stand in only when it was priced for that device
     (same_device), never across devices. A dry-run's time is its kernels' against the estimate's compute."""
@@ -61,7 +64,7 @@ def run_frame(plan: engine.Plan, metrics: list, kind: str, same_device: bool) ->
         names = MEASURED_MEMORY.get(kind, ("peak_bytes",))
         meas_ms, meas_b = _first(v, MEASURED_TIME), _first(v, names)
         match = v.get("shards_match")
-        rows.append({"rank": r.rank, "measured_ms": meas_ms, "estimated_ms": est_ms,
+        rows.append({"rank": r.rank, "measured_ms": meas_ms, "embedding_ms": v.get(EMBEDDING), "estimated_ms": est_ms,
                      "time_ratio": ratio(meas_ms, est_ms), "measured_bytes": meas_b, "estimated_bytes": est_b,
                      "memory_ratio": ratio(meas_b, est_b), "shards_match": None if match is None else match >= 0.5,
                      "memory_metric": next((n for n in names if n in v), None)})
@@ -209,18 +212,68 @@ def latest_run(runs: list) -> object | None:
     return (ok or done or [None])[-1]
 
 
+def _value(v: object) -> float | None:
+    return None if v is None or pd.isna(v) else float(v)
+
+
 def rank_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """run_frame for reading: ratios (measured / estimated) as text, bytes in binary units, shards as yes/no."""
+    """run_frame for reading: times to 3 significant digits with their unit, ratios (measured / estimated) as
+    text, bytes in binary units, shards as yes/no."""
     def size(v: object) -> str:
         return "" if v is None or pd.isna(v) else engine.human_bytes(int(v))
 
+    def ms(v: object) -> str:
+        return "" if _value(v) is None else ms_text(_value(v))
+
     return pd.DataFrame({
-        "rank": frame["rank"], "measured ms": frame["measured_ms"], "estimated ms": frame["estimated_ms"],
+        "rank": frame["rank"], "measured": [ms(v) for v in frame["measured_ms"]],
+        "embedding work": [ms(v) for v in frame["embedding_ms"]],
+        "estimated": [ms(v) for v in frame["estimated_ms"]],
         "time ratio": [ratio_text(None if pd.isna(v) else v) for v in frame["time_ratio"]],
         "measured peak": [size(v) for v in frame["measured_bytes"]],
         "estimated peak": [size(v) for v in frame["estimated_bytes"]],
         "memory ratio": [ratio_text(None if pd.isna(v) else v) for v in frame["memory_ratio"]],
         "shards match": ["" if v is None else ("yes" if v else "NO") for v in frame["shards_match"]]})
+
+
+@dataclass(frozen=True)
+class Slowest:
+    """The rank a run measured slowest, its times (ms) and the estimate's error on it."""
+
+    rank: int
+    measured_ms: float
+    embedding_ms: float | None  # its own embedding work inside the step (None: the run did not time it)
+    estimated_ms: float | None
+
+    @property
+    def error(self) -> float | None:
+        """(estimated - measured) / measured: negative where the estimate is low."""
+        return None if self.estimated_ms is None else (self.estimated_ms - self.measured_ms) / self.measured_ms
+
+
+def slowest(frame: pd.DataFrame) -> Slowest | None:
+    """The rank with the largest measured time (the lowest rank of a tie), or None when no rank measured one."""
+    rows = frame[frame["measured_ms"].notna()]
+    if rows.empty:
+        return None
+    row = rows.loc[rows["measured_ms"].astype(float).idxmax()]
+    return Slowest(int(row["rank"]), float(row["measured_ms"]), _value(row["embedding_ms"]),
+                   _value(row["estimated_ms"]))
+
+
+def slowest_line(frame: pd.DataFrame, kind: str, device: str) -> str:
+    """'Slowest rank 1: a step took 12.3 ms (its embedding work 4.56 ms); estimated 10.1 ms for cpu, 17.9% low.'
+    (plain text; a dry-run's time is its kernels', against the estimate's compute)."""
+    s = slowest(frame)
+    if s is None:
+        return "No rank measured a time."
+    what = "its kernels took" if kind == "dryrun" else "a step took"
+    own = "" if s.embedding_ms is None or kind == "dryrun" else f" (its embedding work {ms_text(s.embedding_ms)})"
+    if s.error is None:
+        return f"Slowest rank {s.rank}: {what} {ms_text(s.measured_ms)}{own}; no estimate for {device} to compare."
+    side = "high" if s.error > 0 else "low"
+    return (f"Slowest rank {s.rank}: {what} {ms_text(s.measured_ms)}{own}; estimated {ms_text(s.estimated_ms)} for "
+            f"{device}, {pct_text(abs(s.error))} {side}.")
 
 
 def summary_line(frame: pd.DataFrame) -> str:
@@ -241,7 +294,9 @@ __all__ = [
     "COLUMNS",
     "RATIO_HIGH",
     "RATIO_LOW",
+    "EMBEDDING",
     "Flag",
+    "Slowest",
     "combined",
     "flags",
     "latest_run",
@@ -255,6 +310,8 @@ __all__ = [
     "run_frame",
     "same_device",
     "shards_text",
+    "slowest",
+    "slowest_line",
     "span",
     "span_text",
     "summary_line",

@@ -38,6 +38,7 @@ class SampleBatches:
     batches: int  # distinct global batches read
     features: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]  # feature -> (lengths, offsets, folded ids)
     tables: tuple[tuple[str, ...], ...]  # each table's features, in config order
+    file_bytes: int = 0  # the sample file's size
 
     @property
     def rows_used(self) -> int:
@@ -59,8 +60,8 @@ class SampleBatches:
 
     def ids_block(self) -> dict:
         """What a result records of the ids used."""
-        return {"source": "sample", "file": self.file, "rows_used": self.rows_used, "batches": self.batches,
-                "cycled": self.cycled}
+        return {"source": "sample", "file": self.file, "bytes": self.file_bytes, "rows_used": self.rows_used,
+                "batches": self.batches, "cycled": self.cycled}
 
 
 def load_sample_batches(cfg: Config, path: str | Path, steps: int, max_batches: int = 0,
@@ -99,7 +100,7 @@ def load_sample_batches(cfg: Config, path: str | Path, steps: int, max_batches: 
             ids = fold_ids(ids, max(1, rows_here))
         out[f] = (lengths, offsets, ids)
     return SampleBatches(file=Path(path).name, steps=steps, global_rows=global_rows, batches=batches, features=out,
-                         tables=tuple(tuple(t.feature_names) for t in cfg.tables))
+                         tables=tuple(tuple(t.feature_names) for t in cfg.tables), file_bytes=Path(path).stat().st_size)
 
 
 class SeenIds:

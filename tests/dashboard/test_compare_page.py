@@ -12,7 +12,9 @@ import pytest
 
 import engine
 from db import runsink
+from dashboard.plans import table_text
 from dashboard.plans.measured import ratio_text
+from dashboard.text import ms_text
 from tests.dashboard.helpers import goto, plotly_specs, shown, values
 from tests.dashboard.test_runs_page import _slow_run
 from tests.factories import tutorial, with_changes
@@ -89,8 +91,7 @@ def test_two_saved_plans_side_by_side_with_their_differences(app, store):
     _pick(app, a, b)
     summary = app.dataframe[0].value
     assert [p.split(" (")[0] for p in summary["plan"]] == ["free choice", "all row-wise"]
-    assert summary["slowest rank ms"].tolist() == pytest.approx(
-        [store.get_plan(a).max_rank_cost_ms, store.get_plan(b).max_rank_cost_ms])
+    assert summary["slowest rank ms"].tolist() == [ms_text(store.get_plan(t).max_rank_cost_ms) for t in (a, b)]
     titles = [s["layout"]["title"]["text"] for s in plotly_specs(app)]
     assert titles[:2] == ["Estimated cost per rank", "HBM per rank (step's peak)"]
     assert titles[2] == "B - A per rank"
@@ -107,8 +108,9 @@ def test_two_saved_plans_side_by_side_with_their_differences(app, store):
     moved = app.dataframe[2].value
     assert moved["change"].tolist() == ["moves"] * 4 and moved["in B"].str.startswith("row_wise").all()
     ranks = app.dataframe[3].value
-    assert ranks["B - A ms"].tolist() == pytest.approx([rb["cost_ms"] - ra["cost_ms"]
-                                                         for ra, rb in zip(pa["ranks"], pb["ranks"])])
+    assert ranks["B - A ms"].tolist() == [table_text.ms_cell(rb["cost_ms"] - ra["cost_ms"], signed=True)
+                                          for ra, rb in zip(pa["ranks"], pb["ranks"])]
+    assert all(t.endswith(" ms") for t in ranks["A ms"]) and all(t.endswith("iB") for t in ranks["A peak MiB"])
     assert ranks["faster"].tolist() == ["A", "A"]
     assert any(c.startswith("No run has measured these plans yet") for c in shown(app, "caption"))
     assert summary["estimates"].tolist() == ["TorchRec's default constants for cuda"] * 2
@@ -149,7 +151,8 @@ def test_a_plan_without_a_lower_bound_gets_its_configs(app, store):
     assert store.get_plan(token).plan.get("lower_bound_ms") is None
     _pick(app, token)
     summary = app.dataframe[0].value
-    assert summary["vs lower bound"].tolist() == pytest.approx([ours["max_rank_cost_ms"] / ours["lower_bound_ms"]])
+    assert summary["vs lower bound"].tolist() == [table_text.ratio_cell(ours["max_rank_cost_ms"]
+                                                                        / ours["lower_bound_ms"])]
     assert any(c.startswith("no bound (") and "the bound depends on the config only" in c
                for c in shown(app, "caption"))
 
@@ -182,7 +185,11 @@ def test_measured_over_estimated_where_a_run_exists(app, store):
     assert head.loc["slowest rank, measured on cpu", "better"] == "B"
     assert head.loc["measured / estimated on cpu (that rank)", "A"] == "2.00x"  # the run's own (cpu) estimate
     ranks = app.dataframe[3].value
-    assert ranks["A measured ms"].tolist() == [0.25, 0.5] and ranks["B measured ms"].tolist() == [0.4, 0.4]
+    assert ranks["A measured ms"].tolist() == ["0.250 ms", "0.500 ms"]
+    assert ranks["B measured ms"].tolist() == ["0.400 ms", "0.400 ms"]
+    assert "Slowest rank 1: its kernels took 0.500 ms; estimated 0.250 ms for cpu, 50.0% low." in flagged
+    assert "Ids: not recorded" in flagged
+    assert table["embedding work"].tolist() == ["", "", "", ""]  # these runs recorded no rank's own work
 
 
 def test_measured_times_beside_the_estimates_of_the_same_device(app, store):
@@ -201,7 +208,7 @@ def test_measured_times_beside_the_estimates_of_the_same_device(app, store):
     head = app.dataframe[1].value.set_index("headline")
     assert head.loc["slowest rank, measured on cpu"].tolist()[:2] == ["n/a", "0.75 ms"]
     assert head.loc["measured / estimated on cpu (that rank)", "B"] == ratio_text(0.75 / est)
-    assert app.dataframe[3].value["B measured / est."].tolist()[1] == pytest.approx(0.75 / est)
+    assert app.dataframe[3].value["B measured / est."].tolist()[1] == table_text.ratio_cell(0.75 / est)
 
 
 def test_a_run_40x_slower_than_estimated_is_flagged_on_compare_too(app, store):
@@ -240,5 +247,5 @@ def test_add_torchrecs_plan_for_the_same_config(app, store, polls):
     bound = store.get_plan(a).plan["lower_bound_ms"]
     torchrec = app.session_state["ws_extra_plans"]["TorchRec for free choice"]["plan"]
     assert not torchrec.lower_bound_ms  # TorchRec gives none: the page adds the config's
-    assert summary["vs lower bound"].tolist() == pytest.approx(
-        [store.get_plan(a).max_rank_cost_ms / bound, torchrec.max_rank_cost_ms / bound])
+    assert summary["vs lower bound"].tolist() == [table_text.ratio_cell(store.get_plan(a).max_rank_cost_ms / bound),
+                                                  table_text.ratio_cell(torchrec.max_rank_cost_ms / bound)]

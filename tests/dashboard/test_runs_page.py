@@ -10,6 +10,7 @@ import pytest
 
 import engine
 from dashboard.serve import runner
+from dashboard.text import ms_text
 from dashboard.tables import presets
 from dashboard.ui import services
 from db import runsink
@@ -155,6 +156,16 @@ def test_a_validation_run_or_why_there_is_none(app, store):
     assert got[(0, "shards_match")] == 1.0 and got[(1, "shards_match")] == 1.0
     chart = next(s for s in plotly_specs(app) if s["layout"]["title"]["text"] == "Measured vs estimated per rank")
     assert values(chart["data"][0]["y"]) == pytest.approx([got[(0, "estimated_ms")], got[(1, "estimated_ms")]])
+    # each rank's own embedding work, timed inside the real step, beside the step and the estimate
+    assert 0 < got[(0, "embedding_ms")] and 0 < got[(1, "embedding_ms")]
+    table = next(d.value for d in app.dataframe if "embedding work" in d.value.columns)
+    assert table["embedding work"].tolist() == [ms_text(got[(r, "embedding_ms")]) for r in (0, 1)]
+    slow = max((0, 1), key=lambda r: got[(r, "step_ms")])
+    line = next(m for m in shown(app, "markdown") if "Slowest rank" in m)
+    assert line.startswith(f"Slowest rank {slow}: a step took {ms_text(got[(slow, 'step_ms')])} (its embedding work "
+                           f"{ms_text(got[(slow, 'embedding_ms')])}); estimated "
+                           f"{ms_text(got[(slow, 'estimated_ms')])} for cpu, ")
+    assert "Ids: generated: config distribution, seed 0" in line
 
 
 def _slow_run(store, token: str, match: tuple[bool, bool] = (True, True)) -> int:
@@ -215,3 +226,36 @@ def test_shards_that_differ_are_shown_first(app, store):
     first_chart = next(i for i, e in enumerate(app.main) if getattr(e, "type", "") == "plotly_chart")
     shards = next(i for i, e in enumerate(app.main) if getattr(e, "label", "") == "Shards match the plan")
     assert shards < first_chart and kinds
+
+
+def test_each_ranks_embedding_work_the_slowest_ranks_error_and_the_ids_are_shown(app, store):
+    token = _save(store, tutorial(), "tutorial")
+    run_id = store.create_run(token, "validation", "gloo", "cpu")
+    ranks = [{"rank": r, "iteration_ms": ms, "embedding_ms": emb, "estimated_ms": 0.25, "peak_bytes": 3 * 2**20}
+             for r, ms, emb in ((0, 10.9, 3.21), (1, 14.7, 4.56))]
+    ids = {"source": "sample", "file": "clicks <b>.parquet", "bytes": 3 * 2**20, "rows_used": 4096, "batches": 4,
+           "cycled": False}
+    runsink.record_result(store, run_id, {"status": "succeeded", "ranks": ranks, "device": "cpu",
+                                          "estimated_device": "cpu", "ids": ids})
+    goto(app, "runs")
+    table = next(d.value for d in app.dataframe if "embedding work" in d.value.columns)
+    assert table["measured"].tolist() == ["10.9 ms", "14.7 ms"]
+    assert table["embedding work"].tolist() == ["3.21 ms", "4.56 ms"]
+    assert table["estimated"].tolist() == ["0.250 ms", "0.250 ms"]  # 3 significant digits
+    line = next(m for m in shown(app, "markdown") if "Slowest rank" in m)
+    assert "Slowest rank 1: a step took 14.7 ms (its embedding work 4.56 ms); estimated 0.250 ms for cpu, 98.3% low." \
+        in line
+    assert "Ids: sample clicks <b>.parquet (3.00 MiB, 4,096 rows in 4 batches)" in line
+    listing = next(d.value for d in app.dataframe if "ids" in d.value.columns)
+    assert listing["ids"].tolist() == ["sample clicks <b>.parquet (3.00 MiB, 4,096 rows in 4 batches)"]
+
+
+def test_a_sample_run_without_a_file_is_one_line_and_starts_nothing(app, store):
+    token = _save(store, tutorial(), "tutorial")
+    goto(app, "runs")
+    app.radio(key="runs_ids").set_value("sample").run()
+    assert app.selectbox(key="runs_distribution").disabled
+    app.button(key="runs_start").click().run()
+    assert not app.exception, app.exception
+    assert shown(app, "error") == ["Ids: upload a sample file (.parquet, .csv or .npz) above, or pick generated ids."]
+    assert store.runs_for_plan(token) == []

@@ -131,5 +131,5 @@ def test_the_share_view_shows_the_plans_runs_and_what_they_measured(app, store):
     titles = [s["layout"].get("title", {}).get("text") for s in plotly_specs(shared)]
     assert titles[-2].startswith("Measured / estimated per rank") and titles[-1] == "Measured vs estimated per rank"
     table = shared.dataframe[2].value
-    assert table["measured ms"].tolist() == [10.9, 14.7] and table["time ratio"].tolist() == ["44x", "59x"]
+    assert table["measured"].tolist() == ["10.9 ms", "14.7 ms"] and table["time ratio"].tolist() == ["44x", "59x"]
     assert not [b for b in shared.button if "calibrate" in (b.key or "")]  # read-only: no workspace change here

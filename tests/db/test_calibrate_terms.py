@@ -110,6 +110,14 @@ def test_calibrate_terms_fits_what_the_runs_identify_and_refuses_the_rest(record
     assert code == 0 and f"from {len(CASES)} runs ({2 * len(CASES)} ranks, torch backend)" in text
     assert "note: fitted on torch-backend dry-runs" in text
     assert "rank_step_ms = " in text and "+- " in text and "Leave one run out" in text
+    assert "[95% bootstrap interval: 400 resamples of the runs, seed 0]" in text
+    for t in terms.values():  # each fitted term's interval, in the JSON and in the text, around its value
+        if t["fitted"]:
+            low, high = t["interval"]
+            assert low <= t["value"] <= high, t
+            assert f"{t['name']} = {t['value']:.4g} +- {t['se']:.2g} [{low:.4g}, {high:.4g}] " in text
+        else:
+            assert t["interval"] is None
     assert "cpu_workset_row_work = 6040 bytes per row past the knee (default 6040): not fitted, default kept: " \
            "no run exercises it" in text
 

@@ -15,7 +15,9 @@ import pytest
 import engine
 from bench.calibrate_terms import config, random_configs
 from engine.calibrate_apply import apply_terms
-from engine.calibrate_terms import COND_MAX, INTERCEPT, TERMS, fit_terms, identify, predict, term_run
+from engine.calibrate_terms import (
+    BOOTSTRAP_SEED, COND_MAX, INTERCEPT, RESAMPLES, TERMS, fit_terms, identify, predict, term_run,
+)
 from engine.errors import ConfigError, EngineError
 from engine.terms import DEFAULTS, terms_of
 
@@ -188,3 +190,31 @@ def test_a_bandwidth_calibration_keeps_the_terms_pricing_the_same_time(synthetic
         assert prof["device_name"] == "test cpu"
         assert {k: prof[k] for k in data["values"]} == {k: 2.0 * v for k, v in data["values"].items()}
     assert apply_calibration(raw, cal)["topology"]["profile"]["step_ms"] == 0.5
+
+
+def test_the_bootstrap_interval_is_seeded_covers_the_fit_and_holds_the_known_terms(synthetic):
+    fit = fit_terms(synthetic, 1.0)
+    again = fit_terms(list(reversed(synthetic)), 1.0)
+    other_seed = fit_terms(synthetic, 1.0, seed=BOOTSTRAP_SEED + 1)
+    fitted = [t for t in fit.terms if t.fitted]
+    assert fitted and all(t.interval is not None for t in fitted)
+    assert all(t.interval is None for t in fit.terms if not t.fitted)
+    assert [t.interval for t in again.terms] == [t.interval for t in fit.terms]  # the same seed: the same draws
+    assert [t.interval for t in other_seed.terms] != [t.interval for t in fit.terms]
+    for t in fitted:
+        low, high = t.interval
+        assert low <= t.value <= high, (t.name, t.value, t.interval)
+        assert low <= TRUE[t.name] <= high, (t.name, TRUE[t.name], t.interval)  # seeded noise: the truth inside
+    assert fit.as_dict()["bootstrap"] == {"resamples": RESAMPLES, "seed": BOOTSTRAP_SEED, "level": 0.95,
+                                          "resampled": "runs"}
+    assert [t["interval"] for t in fit.as_dict()["terms"]] == [list(t.interval) if t.interval else None
+                                                                for t in fit.terms]
+
+
+def test_bootstrap_draws_that_cannot_identify_the_terms_are_left_out_and_said():
+    sgd = [c for c in random_configs() if c["topology"]["optimizer"] == "sgd"][:3]
+    runs = runs_of(sgd, TRUE, NOISE)
+    fit = fit_terms(runs, 1.0, resamples=50)
+    note = next((n for n in fit.notes if n.startswith("bootstrap: ")), None)
+    # three runs drawn with replacement: some draws repeat one run, which cannot fit every term the three fit
+    assert note is not None and "of 50 resamples of the runs left out" in note

@@ -50,8 +50,8 @@ def test_dryrun_replays_the_sample_rows_in_order_and_cycles(files):
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     # 4 steps, 2 whole global batches in the sample: they are read, and the steps cycle through them
-    assert out["ids"] == {"source": "sample", "file": "sample.parquet", "rows_used": 2 * GLOBAL, "batches": 2,
-                          "cycled": True}
+    assert out["ids"] == {"source": "sample", "file": "sample.parquet", "bytes": sample.stat().st_size,
+                          "rows_used": 2 * GLOBAL, "batches": 2, "cycled": True}
     assert any("cycle" in n for n in out["notes"])
     used = range(2 * GLOBAL)
     for t in CONFIG["tables"]:
@@ -75,8 +75,8 @@ def test_batches_caps_the_rows_read_and_a_long_sample_does_not_cycle(files):
     config, plan, sample, columns = files
     cfg, tables = parse_config(CONFIG), parse_plan(PLAN, parse_config(CONFIG))
     one = run_dryrun(cfg, tables, DryrunSettings(backend="torch", iters=1, warmup=0, ids=str(sample), batches=1))
-    assert one.ids == {"source": "sample", "file": "sample.parquet", "rows_used": GLOBAL, "batches": 1,
-                       "cycled": False}
+    assert one.ids == {"source": "sample", "file": "sample.parquet", "bytes": sample.stat().st_size,
+                       "rows_used": GLOBAL, "batches": 1, "cycled": False}
     ids = folded(columns, ["d"], range(GLOBAL), 200)
     assert one.ids_seen["t2"] == {"lookups": len(ids), "distinct_rows": len(set(ids))}
     two = run_dryrun(cfg, tables, DryrunSettings(backend="torch", iters=1, warmup=1, ids=str(sample)))
@@ -129,7 +129,8 @@ def test_db_dryrun_stores_the_ids_block_and_each_rank_embedding_time(files, tmp_
     (summary,) = store.list_plans()
     (run,) = store.runs_for_plan(summary.token)
     assert run.device_info["ids"] == out["ids"] == {"source": "sample", "file": "sample.parquet",
-                                                     "rows_used": GLOBAL, "batches": 1, "cycled": False}
+                                                     "bytes": sample.stat().st_size, "rows_used": GLOBAL,
+                                                     "batches": 1, "cycled": False}
     stored = {(m.rank, m.name): m.value for m in store.metrics(run.id)}
     for r in out["ranks"]:
         assert stored[(r["rank"], "embedding_ms")] == stored[(r["rank"], "step_ms")] == r["measured_ms"]

@@ -57,8 +57,9 @@ def heavy_run(tmp_path_factory) -> tuple[Path, dict, str]:
 
 
 def test_the_result_and_the_stored_run_say_which_ids_were_used(heavy_run):
-    _, result, url = heavy_run
-    ids = {"source": "sample", "file": "sample.npz", "rows_used": 3 * GLOBAL, "batches": 3, "cycled": True}
+    out_dir, result, url = heavy_run
+    ids = {"source": "sample", "file": "sample.npz", "bytes": (out_dir.parent / "sample.npz").stat().st_size,
+           "rows_used": 3 * GLOBAL, "batches": 3, "cycled": True}
     assert result["status"] == "succeeded" and result["ids"] == ids
     store = Store(url)
     (plan,) = store.list_plans()

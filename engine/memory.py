@@ -80,16 +80,19 @@ class StepMemory:
             np.add.at(self.held[CACHE], ranks, cache_bytes(self.cfg, name, tp, rows, weights))
         held = rows * cols > 0
         np.add.at(g.cols, ranks, cols * nf * held)
-        if st.splits_rows:
+        if st.splits_rows or st is ShardingType.GRID_SHARD:  # grid_shard: each column piece a table_row_wise one
             self.mean_divisor = self.mean_divisor or t.pooling is PoolingType.MEAN
             share = rows / max(t.num_embeddings, 1)
             np.add.at(g.ids_in, ranks, w * ids * share * held)
             np.add.at(g.bags_in, ranks, w * s * nf * held)
+            lw = self.cfg.topology.local_world_size
+            pieces = len(ranks) // lw if st is ShardingType.GRID_SHARD else 1
             g.out_cols += t.embedding_dim * nf
-            g.local_ids += ids
-            g.entries += nf
-            host = ranks[0] // self.cfg.topology.local_world_size if st is ShardingType.TABLE_ROW_WISE else 0
-            g.order.append((host, i, 0, self.first_feature[i], nf))
+            g.local_ids += ids * pieces
+            g.entries += nf * pieces
+            for j in range(pieces):
+                host = ranks[j * lw] // lw if st.rows_in_host else 0
+                g.order.append((host, i, j, self.first_feature[i], nf))
             return
         np.add.at(g.ids_in, ranks, w * ids * held)
         np.add.at(g.bags_in, ranks, w * s * nf * held)

@@ -19,7 +19,8 @@ from tests.factories import EXAMPLES, ROOT
 WORLD_SIZE = 2
 WORKER_TIMEOUT_S = 180
 WORKER = ROOT / "tests" / "engine" / "dmp_worker.py"
-# TorchRec 1.8.0 runs all six types on gloo/CPU, so nothing is marked xfail. Its CPU sharder does not offer
+# TorchRec 1.8.0 runs all six types on gloo/CPU, so nothing is marked xfail (grid_shard, the seventh, needs 2 hosts:
+# tests/engine/test_grid_shard.py runs it on 4 ranks). Its CPU sharder does not offer
 # row_wise or table_row_wise (so its planner never picks them there); DMP runs them from a given plan anyway,
 # and the workers use engine.torchrec_compat.sharders, which offers them.
 SHARDING_TYPES = ("table_wise", "column_wise", "table_column_wise", "data_parallel", "row_wise", "table_row_wise")

@@ -6,6 +6,10 @@ exported as a ShardingPlan TorchRec builds itself, and run by DistributedModelPa
 from __future__ import annotations
 
 import json
+import os
+import socket
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -22,8 +26,8 @@ from engine.estimate import estimate_shards
 from engine.geometry import geometry
 from engine.torchrec_compat import build_ebc, sharders, to_sharding_plan, torchrec_plan, torchrec_sharding_plan
 from engine.torchrec_costs import torchrec_rank_costs
-from tests.engine.test_dmp_gloo import WORKER_TIMEOUT_S, expected_pieces, spawn
-from tests.factories import EXAMPLES, tutorial
+from tests.engine.test_dmp_gloo import WORKER_TIMEOUT_S, _wait_all, expected_pieces, spawn
+from tests.factories import EXAMPLES, ROOT, tutorial
 
 GRID = {"sharding_types": ["grid_shard"], "compute_kernels": ["fused"]}
 
@@ -172,13 +176,18 @@ def test_the_torchrec_text_carries_grid_shard():
 
 @pytest.fixture(scope="module")
 def dmp_run(tmp_path_factory):
-    """DistributedModelParallel on gloo/CPU runs the example's plan: 4 processes, LOCAL_WORLD_SIZE=2 (TorchRec's
-    grid sharding takes the ranks per host from the environment, as torchrun sets it)."""
+    """DistributedModelParallel on gloo/CPU runs a plan of the example's table and a mean-pooled grid table: 4
+    processes, LOCAL_WORLD_SIZE=2 (TorchRec's grid sharding takes the ranks per host from the environment, as
+    torchrun sets it)."""
     tmp_path = tmp_path_factory.mktemp("dmp_grid")
-    cfg = engine.load_config(EXAMPLES / "grid_shard.json")
+    raw = json.loads((EXAMPLES / "grid_shard.json").read_text())
+    raw["tables"].append({**table("mean_table", 1000, 64), "pooling": "mean"})
+    raw["constraints"]["mean_table"] = {**GRID, "min_partition": 32}
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    cfg = engine.parse_config(raw)
     plan = engine.plan(cfg)
     (tmp_path / "plan.json").write_text(json.dumps(engine.plan_to_dict(plan)))
-    reports = spawn(EXAMPLES / "grid_shard.json", tmp_path / "plan.json", tmp_path, world_size=4,
+    reports = spawn(tmp_path / "config.json", tmp_path / "plan.json", tmp_path, world_size=4,
                     env_extra={"LOCAL_WORLD_SIZE": "2"}, timeout_s=2 * WORKER_TIMEOUT_S)  # twice the ranks
     return cfg, plan, reports
 
@@ -187,8 +196,76 @@ def test_dmp_runs_grid_shard_on_gloo_and_holds_our_shards(dmp_run):
     cfg, plan, reports = dmp_run
     assert [rep["rank"] for rep in reports] == [0, 1, 2, 3]
     for rank, rep in enumerate(reports):
-        assert rep["plan"]["large_table"]["sharding_type"] == "grid_shard"
+        assert {tp["sharding_type"] for tp in rep["plan"].values()} == {"grid_shard"}
         assert rep["local_shards"] == expected_pieces(cfg, plan, rank)
-        assert rep["output_shape"] == [rep["batch_size"], 128]
-        assert max(rep["max_abs_error"].values()) < 1e-5, rep["max_abs_error"]  # forward pools the known weights
-        assert rep["tables_updated"] == ["large_table"]  # the fused kernel's SGD ran in backward
+        assert rep["output_shape"] == [rep["batch_size"], 128 + 64]
+        assert rep["max_abs_error"]["large_table_feature"] < 1e-5, rep["max_abs_error"]  # the known weights pooled
+        assert rep["tables_updated"] == ["large_table", "mean_table"]  # the fused kernel's SGD ran in backward
+
+
+def test_torchrec_pools_a_mean_pooled_grid_table_wrong_and_the_plan_says_so(dmp_run):
+    """TorchRec 1.8 divides mean-pooled row splits for row_wise and table_row_wise only (no callback for
+    grid_shard): the run's mean_table outputs are far from the mean. When TorchRec fixes it, this fails: drop the
+    note (engine.evaluate.grid_mean_notes)."""
+    _, plan, reports = dmp_run
+    assert all(rep["max_abs_error"]["mean_table_f"] > 0.01 for rep in reports), [r["max_abs_error"] for r in reports]
+    assert any(n.startswith("will not compute mean pooling") and "mean_table is one" in n for n in plan.notes)
+    assert not engine.plan(engine.load_config(EXAMPLES / "grid_shard.json")).notes
+
+
+# ---- memory measured on a real run against engine.memory's estimate -----------------------------------------
+
+# measured -1.2% and -0.3% (docs/estimator.md, 9); 5% catches a modelled buffer TorchRec does not allocate (a mean
+# divisor for grid_shard's mean-pooled table was +6% and +9%)
+MEMORY_TOLERANCE = 0.05
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def memory_run(tmp_path_factory):
+    """The validation worker (engine.validate.worker) on 4 ranks, 2 hosts of 2 (LOCAL_WORLD_SIZE=2: torchrun's local
+    launcher would put all 4 on one host), gloo/CPU: two grid tables, one cut into 3 pieces over the 2 hosts
+    (wrapped round) with mean pooling. Returns (the estimate's ranks, the measured ranks)."""
+    d = tmp_path_factory.mktemp("grid_memory")
+    raw = {"tables": [table("a", 4096, 128), {**table("b", 3001, 96), "pooling": "mean"}],
+           "constraints": {"a": {**GRID, "min_partition": 64, "pooling_factors": [2.0]},
+                           "b": {**GRID, "min_partition": 32}},
+           "topology": {"world_size": 4, "local_world_size": 2, "compute_device": "cpu", "batch_size": 128}}
+    (d / "config.json").write_text(json.dumps(raw))
+    cfg = engine.parse_config(raw)
+    plan = engine.plan(cfg)
+    (d / "plan.json").write_text(json.dumps(engine.plan_to_dict(plan)))
+    port = _free_port()
+    procs, logs = [], []
+    for rank in range(4):
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "RANK": str(rank), "WORLD_SIZE": "4",
+               "LOCAL_RANK": str(rank % 2), "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+               "MASTER_PORT": str(port)}
+        logs.append(open(d / f"rank{rank}.log", "w+"))
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "engine.validate.worker", "--config", str(d / "config.json"), "--plan",
+             str(d / "plan.json"), "--results-dir", str(d / "ranks"), "--backend", "gloo", "--iters", "2",
+             "--warmup", "1", "--seed", "0", "--pg-timeout", "300"],
+            cwd=ROOT, env=env, stdout=logs[-1], stderr=subprocess.STDOUT))
+    _wait_all(procs, 2 * WORKER_TIMEOUT_S)
+    for rank, (p, log) in enumerate(zip(procs, logs)):
+        log.seek(0)
+        assert p.returncode == 0, f"rank {rank} (exit {p.returncode}):\n{log.read()[-3000:]}"
+    measured = [json.loads((d / "ranks" / f"rank{r}.json").read_text()) for r in range(4)]
+    return cfg, plan, measured
+
+
+def test_a_grid_run_holds_the_plans_shards_and_the_memory_estimated(memory_run):
+    """What a rank holds between steps and a step's peak, as engine.memory replays them, within 2% and 5% of the run."""
+    cfg, plan, measured = memory_run
+    assert {tp.sharding_type for tp in plan.tables.values()} == {engine.ShardingType.GRID_SHARD}
+    assert len({s.offsets[1] for s in plan.tables["b"].shards}) == 3  # 3 pieces on 2 hosts
+    for est, m in zip(plan.ranks, measured):
+        assert m["mismatches"] == []
+        assert abs(est.memory.held_bytes / m["held_bytes"] - 1) < 0.02, (est.rank, est.memory, m)
+        assert abs(est.memory.peak_bytes / m["step_peak_bytes"] - 1) < MEMORY_TOLERANCE, (est.rank, est.memory, m)

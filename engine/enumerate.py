@@ -126,7 +126,7 @@ class Option:
     @property
     def label(self) -> str:
         clf = "" if self.clf is None else f" clf {self.clf:.4g}"
-        if not self.sharding_type.splits_columns:
+        if not self.sharding_type.has_width:
             return f"{self.sharding_type.value}/{self.kernel.value}{clf}"
         width = self._priced.width if self._priced is not None else int(self.sizes[0][1])
         return f"{self.sharding_type.value}/{self.kernel.value} width {width}{clf}"

@@ -246,7 +246,8 @@ def pieces_perf_parts(p: Pieces, topo: Topology, st: ShardingType) -> tuple[np.n
         fixed[:, 3] = all_reduce
         return work, fixed
 
-    if st.splits_rows:
+    row_split = st.splits_rows or st is ShardingType.GRID_SHARD  # grid_shard: priced as TorchRec does, each piece
+    if row_split:  # as a table_row_wise table of the piece's width (GridShardEvaluator is TableRowWiseEvaluator)
         divisor = W if st is ShardingType.ROW_WISE else L
         bi = p.batch_inputs / divisor
         read = np.ceil(bi * W * C.INDEX_BYTES) * weight_factor
@@ -262,22 +263,22 @@ def pieces_perf_parts(p: Pieces, topo: Topology, st: ShardingType) -> tuple[np.n
     work[:, 0] = fwd_work
     work[:, 2] = fwd_work * C.BWD_COMPUTE_MULTIPLIER
     if topo.compute_device is Device.CPU:
-        ids = (bi if st.splits_rows else p.batch_inputs) * W
+        ids = (bi if row_split else p.batch_inputs) * W
         touched = touched_rows(p, p.batch_inputs * W, local=False)
         cpu_f, cpu_b = cpu_terms(ids, touched, rows, cols, tdt, read, out, p.opt_work, p.opt_row_work,
                                  terms_of(topo))
         work[:, 0], work[:, 2] = cpu_f * kernel_factor, cpu_b * kernel_factor
     input_dist = read / weight_factor / cbw
-    if st is ShardingType.TABLE_ROW_WISE and topo.num_hosts > 1:
+    if st.rows_in_host and topo.num_hosts > 1:
         # reduce-scatter inside the host, then the host's 1/L share crosses hosts
         comms = out / topo.intra_host_bw + out / L / topo.inter_host_bw
     else:
         comms = out / cbw
     fixed[:, 1] = comms
     fixed[:, 3] = comms
-    if st.splits_rows:
+    if row_split:
         work[:, 3] = out * C.BATCHED_COPY_PERF_FACTOR
-        fixed[:, 4] = input_dist / p.num_shards
+        fixed[:, 4] = input_dist / (L if st is ShardingType.GRID_SHARD else p.num_shards)
     else:
         fixed[:, 4] = input_dist
     empty = rows * cols == 0
@@ -292,7 +293,7 @@ def _io_bytes(p: Pieces, topo: Topology, st: ShardingType) -> tuple[np.ndarray, 
     out_dt = p.dtype_bytes
     if st is ShardingType.DATA_PARALLEL:
         return np.ceil(p.batch_inputs * C.INDEX_BYTES), np.ceil(p.batch_outputs * p.embedding_dim * out_dt)
-    divisor = {ShardingType.ROW_WISE: W, ShardingType.TABLE_ROW_WISE: L}.get(st, 1)
+    divisor = {ShardingType.ROW_WISE: W, ShardingType.TABLE_ROW_WISE: L, ShardingType.GRID_SHARD: L}.get(st, 1)
     bi = p.batch_inputs / divisor
     outputs = np.where(p.pooled, p.batch_outputs, bi)
     inp = np.ceil(bi * W * C.INDEX_BYTES)

@@ -12,7 +12,7 @@ from engine.estimate import estimate_pieces, perf_from_row, pieces_for, table_lo
 from engine.workset import rank_workset_ms
 from engine.memory import StepMemory, over_memory
 from engine.profile import step_perf
-from engine.types import Config, Plan, RankStats, ShardingType, TablePlan
+from engine.types import Config, Plan, PoolingType, RankStats, ShardingType, TablePlan
 from engine.widths import plan_notes
 
 
@@ -82,7 +82,8 @@ def evaluate(cfg: Config, tables: dict[str, TablePlan], planner: str = "engine",
         for r in range(w)
     )
     notes = tuple(notes)
-    notes += tuple(n for n in plan_notes(cfg, tables) if n not in notes)  # a re-plan passes on earlier notes
+    notes += tuple(n for n in plan_notes(cfg, tables) + grid_mean_notes(cfg, tables) if n not in notes)  # a re-plan
+    # passes on earlier notes
     return Plan(tables=dict(tables), ranks=stats, planner=planner, planning_seconds=planning_seconds,
                 lower_bound_ms=lower_bound_ms, notes=notes + tuple(over_memory(stats, topo)))
 
@@ -91,3 +92,15 @@ def add_workset(perf: np.ndarray, ms: np.ndarray) -> None:
     """A rank's working-set cost is compute: a third in forward, two thirds in backward (as the row terms split)."""
     perf[:, 0] += ms / 3.0
     perf[:, 2] += ms * 2.0 / 3.0
+
+
+def grid_mean_notes(cfg: Config, tables: dict[str, TablePlan]) -> list[str]:
+    """TorchRec 1.8 divides mean-pooled row splits after the output dist for row_wise and table_row_wise only: a
+    mean-pooled grid_shard table's outputs come out wrong (tests/engine/test_grid_shard.py runs one)."""
+    names = [t.name for t in cfg.tables if t.pooling is PoolingType.MEAN and t.name in tables
+             and tables[t.name].sharding_type is ShardingType.GRID_SHARD]
+    if not names:
+        return []
+    return [f"will not compute mean pooling: TorchRec 1.8 divides mean-pooled row splits for row_wise and "
+            f"table_row_wise only, so a mean-pooled grid_shard table's outputs come out wrong, and "
+            f"{', '.join(names[:5])} {'is' if len(names) == 1 else 'are'} one; use sum pooling or table_row_wise"]

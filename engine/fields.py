@@ -142,8 +142,10 @@ TABLE: tuple[Field, ...] = (
 
 CONSTRAINT: tuple[Field, ...] = (
     Field("sharding_types", ENUMS, "subset of `table_wise`, `row_wise`, `column_wise`, `table_row_wise`, "
-          "`table_column_wise`, `data_parallel`. As in TorchRec, CPU topologies offer `data_parallel`, `table_wise`, "
-          "`column_wise`, `table_column_wise` unless you list `row_wise`/`table_row_wise` here",
+          "`table_column_wise`, `data_parallel`, `grid_shard`. As in TorchRec, CPU topologies offer `data_parallel`, "
+          "`table_wise`, `column_wise`, `table_column_wise` unless you list `row_wise`/`table_row_wise` here, and "
+          "`grid_shard` (column pieces of `min_partition`'s width, each row-split over one host) is planned only "
+          "where listed here",
           "all the device offers", choices=ShardingType, range_text="", torchrec="sharding_types",
           column="sharding_types", width=260, help="allowed sharding types; empty: the planner chooses", bulk=(),
           csv=("sharding_types",)),

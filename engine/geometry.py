@@ -26,9 +26,10 @@ from engine.types import (
     Topology,
 )
 
-# What TorchRec's EmbeddingBagCollectionSharder offers by default on each device.
+# What TorchRec's EmbeddingBagCollectionSharder offers by default on each device; grid_shard only when a table's
+# constraints list it (TorchRec's EmbeddingEnumerator._filter_sharding_types drops it otherwise).
 DEFAULT_SHARDING_TYPES = {
-    Device.CUDA: tuple(ShardingType),
+    Device.CUDA: tuple(st for st in ShardingType if st is not ShardingType.GRID_SHARD),
     Device.CPU: (ShardingType.DATA_PARALLEL, ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE,
                  ShardingType.TABLE_COLUMN_WISE),
 }
@@ -65,8 +66,22 @@ def geometry(table: TableConfig, st: ShardingType, topo: Topology, width: int = 
         rows = row_split(R, parts)
         starts = np.concatenate([[0], np.cumsum(rows)[:-1]])
         return np.stack([starts, np.zeros(parts, dtype=np.int64)], 1), np.stack([rows, np.full(parts, D)], 1)
+    if st is ShardingType.GRID_SHARD:  # TorchRec's _calculate_grid_shard_sizes_and_offsets: piece by piece, each
+        rows = row_split(R, topo.local_world_size)  # row-split over one host's ranks
+        starts = np.concatenate([[0], np.cumsum(rows)[:-1]])
+        k, n = D // width, len(rows)
+        return (np.stack([np.tile(starts, k), np.repeat(np.arange(k) * width, n)], 1),
+                np.stack([np.tile(rows, k), np.full(k * n, width)], 1))
     k = D // width
     return np.stack([np.zeros(k, dtype=np.int64), np.arange(k) * width], 1), np.tile([R, width], (k, 1))
+
+
+def _widths(table: TableConfig, c: Constraints, topo: Topology, st: ShardingType) -> list[int]:
+    """Column widths to price: column splits cut into up to world_size pieces, grid_shard into up to one piece per
+    host (TorchRec wraps more pieces than hosts around the hosts)."""
+    if st is ShardingType.GRID_SHARD:
+        return widths.cw_widths(table.embedding_dim, c.min_partition, topo.num_hosts)
+    return cw_widths(table, c, topo) if st.splits_columns else [0]
 
 
 def allowed(table: TableConfig, c: Constraints, topo: Topology) -> list[tuple[ShardingType, ComputeKernel]]:
@@ -92,18 +107,19 @@ def distinct_shapes(table: TableConfig, st: ShardingType, topo: Topology,
         return [(R, D)], [1], 1
     if st is ShardingType.DATA_PARALLEL:
         return [(R, D)], [topo.world_size], topo.world_size
-    if st.splits_rows:
+    if st.splits_rows or st is ShardingType.GRID_SHARD:
         parts = topo.world_size if st is ShardingType.ROW_WISE else topo.local_world_size
+        cols, k = (D, 1) if st.splits_rows else (width, D // width)
         block = -(-R // parts)
         full, rem = divmod(R, block)
-        shapes, counts = [(block, D)], [full]
+        shapes, counts = [(block, cols)], [full]
         if rem:
-            shapes.append((rem, D))
+            shapes.append((rem, cols))
             counts.append(1)
         if parts - full - (rem > 0):
-            shapes.append((0, D))
+            shapes.append((0, cols))
             counts.append(parts - full - (rem > 0))
-        return shapes, counts, parts
+        return shapes * k, counts * k, parts * k  # grid_shard: the pieces' shapes in shard order, piece by piece
     return [(R, width)], [D // width], D // width
 
 
@@ -160,6 +176,6 @@ def geometries_of(dim: int, sharding_types: tuple | None, compute_kernels: tuple
         by_type.setdefault(st, []).append(kernel)
     out = []
     for st, kernels in by_type.items():
-        for w in cw_widths(table, c, topo) if st.splits_columns else [0]:
+        for w in _widths(table, c, topo, st):
             out.append((st, tuple(kernels), w, None))
     return out

@@ -80,16 +80,21 @@ class StepMemory:
             np.add.at(self.held[CACHE], ranks, cache_bytes(self.cfg, name, tp, rows, weights))
         held = rows * cols > 0
         np.add.at(g.cols, ranks, cols * nf * held)
-        if st.splits_rows:
-            self.mean_divisor = self.mean_divisor or t.pooling is PoolingType.MEAN
+        if st.splits_rows or st is ShardingType.GRID_SHARD:  # grid_shard: each column piece a table_row_wise one
+            # TorchRec 1.8 divides mean-pooled row splits after the output dist for row_wise and table_row_wise
+            # only (ShardedEmbeddingBagCollection._pooling_type_to_rs_features): grid_shard has no such callback
+            self.mean_divisor = self.mean_divisor or (t.pooling is PoolingType.MEAN and st.splits_rows)
             share = rows / max(t.num_embeddings, 1)
             np.add.at(g.ids_in, ranks, w * ids * share * held)
             np.add.at(g.bags_in, ranks, w * s * nf * held)
+            lw = self.cfg.topology.local_world_size
+            pieces = len(ranks) // lw if st is ShardingType.GRID_SHARD else 1
             g.out_cols += t.embedding_dim * nf
-            g.local_ids += ids
-            g.entries += nf
-            host = ranks[0] // self.cfg.topology.local_world_size if st is ShardingType.TABLE_ROW_WISE else 0
-            g.order.append((host, i, 0, self.first_feature[i], nf))
+            g.local_ids += ids * pieces
+            g.entries += nf * pieces
+            for j in range(pieces):
+                host = ranks[j * lw] // lw if st.rows_in_host else 0
+                g.order.append((host, i, j, self.first_feature[i], nf))
             return
         np.add.at(g.ids_in, ranks, w * ids * held)
         np.add.at(g.bags_in, ranks, w * s * nf * held)
@@ -250,8 +255,8 @@ class StepMemory:
                 tl.alloc(A2A, w * s * g.cols * OUTPUT_BYTES)  # what this rank's kernel receives
                 held = held + w * s * g.cols * OUTPUT_BYTES
                 tl.free(OUTPUT_GRAD, grad)
-            elif g.kind == "rs":
-                gathered = w * s * g.out_cols * OUTPUT_BYTES
+            elif g.kind == "rs":  # grid_shard gathers its pieces' columns only (measured: docs/estimator.md, 9)
+                gathered = w * s * (g.cols if g.st is ShardingType.GRID_SHARD else g.out_cols) * OUTPUT_BYTES
                 tl.alloc(A2A, gathered)  # all-gather output: every rank's gradients of this group
                 tl.alloc(OUTPUT_GRAD, grad)  # grad_output.contiguous()
                 if self.cpu:

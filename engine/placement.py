@@ -245,7 +245,44 @@ class Placement:
                 if fits and peak < best_peak - EPS:
                     best, best_peak = host, peak
             return None if best is None else np.arange(best * lw, (best + 1) * lw)
+        if st is ShardingType.GRID_SHARD:
+            return self._grid_ranks(opt, allowed)
         return self._free_ranks(opt, allowed)
+
+    def _grid_ranks(self, opt: Option, allowed: np.ndarray | None) -> np.ndarray | None:
+        """grid_shard: each column piece's row shards on one host's ranks, in rank order (TorchRec's multi-host
+        partition), piece after piece onto the fitting host with the lowest peak, a host not used yet while any
+        fits (TorchRec puts the pieces on consecutive hosts, wrapping round when there are more pieces than hosts)."""
+        lw, hosts = self.topo.local_world_size, self.topo.num_hosts
+        n = hosts * lw
+        base = (self.base if self.priced_ws else self.load)[:n].reshape(hosts, lw).copy()
+        ws, wsr = self.ws[:n].reshape(hosts, lw).copy(), self.wsr[:n].reshape(hosts, lw).copy()
+        hbm, ddr = self.hbm[:n].reshape(hosts, lw).copy(), self.ddr[:n].reshape(hosts, lw).copy()
+        e = opt.est
+        used, out = np.zeros(hosts, dtype=bool), []  # the host of each piece
+        for j in range(opt.num_shards // lw):
+            s = slice(j * lw, (j + 1) * lw)
+            then = base + opt.cost_ms[s]
+            if self.priced_ws:
+                then = then + self.ws_ms(ws + e.workset_bytes[s], wsr + e.workset_rows[s])
+            ok = (hbm + e.hbm_bytes[s] <= self.hbm_cap).all(axis=1) & (ddr + e.ddr_bytes[s] <= self.ddr_cap).all(axis=1)
+            if allowed is not None:
+                ok &= allowed[:n].reshape(hosts, lw).all(axis=1)
+            ok = ok & ~used if (ok & ~used).any() else ok
+            best, best_peak = None, np.inf
+            for host, (peak, fits) in enumerate(zip(then.max(axis=1).tolist(), ok.tolist())):
+                if fits and peak < best_peak - EPS:
+                    best, best_peak = host, peak
+            if best is None:
+                return None
+            base[best] += opt.cost_ms[s]
+            ws[best] += e.workset_bytes[s]
+            wsr[best] += e.workset_rows[s]
+            hbm[best] += e.hbm_bytes[s]
+            ddr[best] += e.ddr_bytes[s]
+            used[best] = True
+            out.append(best)
+        return np.concatenate([np.arange(h * lw, (h + 1) * lw) for h in _round_robin(out)])
 
     def _free_ranks(self, opt: Option, allowed: np.ndarray | None = None) -> np.ndarray | None:
         if self.priced_ws:
@@ -324,6 +361,17 @@ class Placement:
     # -- objective --------------------------------------------------------------------------------
     def score(self) -> tuple[float, float]:
         return float(self.load.max()), float(np.square(self.load).sum())
+
+
+def _round_robin(hosts: list[int]) -> list[int]:
+    """The hosts in TorchRec's order for pieces that cost the same: round after round, each host with a piece left
+    in ascending order ([1, 0, 0] -> [0, 1, 0], as TorchRec wraps pieces round the hosts)."""
+    left = {h: hosts.count(h) for h in sorted(set(hosts))}
+    out = []
+    while left:
+        out += list(left)
+        left = {h: n - 1 for h, n in left.items() if n > 1}
+    return out
 
 
 def ws_term(per_row: float, ws: np.ndarray, wsr: np.ndarray) -> np.ndarray:

@@ -16,7 +16,8 @@ from engine import limits as L
 from engine.fields import KERNEL_ALIASES, TORCHREC_ONLY_KERNELS
 from engine.readers import read_enum, read_float, read_int, read_json, read_object, type_name
 from engine.errors import ConfigError
-from engine.tiling import tiling_problem
+from engine.geometry import row_split
+from engine.tiling import grid_problem, tiling_problem
 from engine.types import (ComputeKernel, Config, MemoryParts, Perf, Plan, RankStats, Shard, ShardingType, TableConfig,
                           TablePlan)
 
@@ -150,6 +151,8 @@ def _check_shape(st: ShardingType, shards: list[Shard], table: TableConfig, path
     if st is ShardingType.TABLE_WISE and len(shards) != 1:
         raise ConfigError(f"{path}.shards",
                           f"table_wise places the whole table on one rank: one shard, got {len(shards)}")
+    if st is ShardingType.GRID_SHARD:
+        return  # grid_problem checks each shard against TorchRec's grid layout, empty row shards included
     for i, s in enumerate(shards):
         if not s.sizes[0] or not s.sizes[1]:
             if not (st.splits_rows and s.sizes == (0, cols) and s.offsets == (rows, 0)):
@@ -209,6 +212,14 @@ def _table_plan(raw: Any, path: str, cfg: Config, name: str) -> TablePlan:
                              table.num_embeddings, table.embedding_dim)
     if problem:
         raise ConfigError(f"{path}.shards", f"do not tile the table exactly: {problem}")
+    if st is ShardingType.GRID_SHARD:
+        lw = cfg.topology.local_world_size
+        problem = grid_problem(np.array([s.offsets for s in shards], dtype=np.int64),
+                               np.array([s.sizes for s in shards], dtype=np.int64),
+                               np.array(tp.ranks, dtype=np.int64), table.num_embeddings, lw,
+                               row_split(table.num_embeddings, lw))
+        if problem:
+            raise ConfigError(f"{path}.shards", problem)
     return tp
 
 

@@ -162,7 +162,7 @@ def _output_rounds(st: ShardingType, topo: Topology, backend: str) -> tuple[floa
     rs = REDUCE_SCATTER_ROUNDS.get(backend, 1)
     if st is ShardingType.ROW_WISE:
         return rs * (w - 1), w - 1.0
-    if st is ShardingType.TABLE_ROW_WISE:  # reduce-scatter (all-gather back) in the host, all-to-all across
+    if st.rows_in_host:  # reduce-scatter (all-gather back) in the host, all-to-all across
         return rs * (local - 1) + (hosts - 1), (local - 1) + (hosts - 1.0)
     return w - 1.0, w - 1.0
 

@@ -58,8 +58,9 @@ def check_placement_rules(tables: tuple[TableConfig, ...], constraints: dict[str
             kinds = set(c.sharding_types)
             whole_host = any(set(range(h * lw, (h + 1) * lw)) <= ranks for h in range(hosts))
             if not kinds - {ShardingType.ROW_WISE, ShardingType.DATA_PARALLEL} and ranks != every or (
-                    kinds <= {ShardingType.ROW_WISE, ShardingType.DATA_PARALLEL, ShardingType.TABLE_ROW_WISE}
-                    and ShardingType.TABLE_ROW_WISE in kinds and not whole_host and ranks != every):
+                    kinds <= {ShardingType.ROW_WISE, ShardingType.DATA_PARALLEL, ShardingType.TABLE_ROW_WISE,
+                              ShardingType.GRID_SHARD}
+                    and any(k.rows_in_host for k in kinds) and not whole_host and ranks != every):
                 raise ConfigError(f"constraints.{name}.sharding_types",
                                   "allows only sharding types that put a piece on every rank (or on every rank of "
                                   f"a host), but constraints.{name} pins the table to ranks "

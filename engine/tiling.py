@@ -70,3 +70,30 @@ def tiling_problem(offsets: np.ndarray, sizes: np.ndarray, rows: int, cols: int)
             return f"rows {int(prev_end[k])}..{int(r0[shard[k]]) - 1} of {where} are not covered by any shard"
         return f"shard {index[shard[k]]} overlaps shard {index[shard[k - 1]]} in {where}"
     return None
+
+
+def grid_problem(offsets: np.ndarray, sizes: np.ndarray, ranks: np.ndarray, rows: int, local_world_size: int,
+                 row_sizes: np.ndarray) -> Optional[str]:
+    """None when grid_shard's shards are laid out as TorchRec's grid sharding runs them (grid_sharding.py): column
+    pieces of one width, in column order, each cut into the host's `local_world_size` row shards `row_sizes`
+    (TorchRec's row split) placed on one host's ranks in rank order; else a sentence naming the first shard at
+    fault (shards numbered as in the plan)."""
+    n, lw = len(sizes), local_world_size
+    if n % lw:
+        return f"grid_shard cuts each column piece into the {lw} ranks of a host: {n} shards is not a multiple of {lw}"
+    width = int(sizes[0, 1])
+    starts = np.concatenate([[0], np.cumsum(row_sizes)[:-1]])
+    for j in range(n // lw):
+        at = slice(j * lw, (j + 1) * lw)
+        want = np.stack([starts, np.full(lw, j * width)], 1), np.stack([row_sizes, np.full(lw, width)], 1)
+        bad = np.flatnonzero((offsets[at] != want[0]).any(axis=1) | (sizes[at] != want[1]).any(axis=1))
+        if len(bad):
+            i = j * lw + int(bad[0])
+            return (f"shard {i} is at {offsets[i].tolist()} with sizes {sizes[i].tolist()}; grid_shard's column piece "
+                    f"{j} ({width} columns from column {j * width}) has rows {row_sizes.tolist()} of the table's "
+                    f"{rows}, in that order (TorchRec's row split over a host's {lw} ranks)")
+        host = int(ranks[j * lw]) // lw
+        if (ranks[at] != host * lw + np.arange(lw)).any():
+            return (f"shards {j * lw}..{j * lw + lw - 1} (column piece {j}) are on ranks {ranks[at].tolist()}; "
+                    f"grid_shard puts a piece on one host's ranks in order, e.g. {host * lw}..{host * lw + lw - 1}")
+    return None

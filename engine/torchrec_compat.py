@@ -55,8 +55,9 @@ OPTIMIZER_CLASSES = {
     Optimizer.ADAM: torch.optim.Adam,
 }
 
-# Sharding types TorchRec's CPU sharder leaves out but that run on CPU + gloo (tests/engine/test_dmp_gloo.py).
-CPU_EXTRA_SHARDING_TYPES = (ShardingType.ROW_WISE, ShardingType.TABLE_ROW_WISE)
+# Sharding types TorchRec's CPU sharder leaves out but that run on CPU + gloo (tests/engine/test_dmp_gloo.py); its
+# enumerator offers grid_shard only to tables whose constraints list it, on CPU too with this sharder.
+CPU_EXTRA_SHARDING_TYPES = (ShardingType.ROW_WISE, ShardingType.TABLE_ROW_WISE, ShardingType.GRID_SHARD)
 
 
 # ---- our plan -> TorchRec ShardingPlan ------------------------------------------------------------
@@ -130,7 +131,7 @@ def build_ebc(cfg: Config, device: Union[str, torch.device] = "meta") -> torchre
 
 
 class CpuRowWiseEmbeddingBagCollectionSharder(EmbeddingBagCollectionSharder):
-    """TorchRec's EBC sharder, also offering row_wise and table_row_wise on CPU, where they run on gloo.
+    """TorchRec's EBC sharder, also offering row_wise, table_row_wise and grid_shard on CPU, where they run on gloo.
     DistributedModelParallel runs a given row_wise plan with either sharder; TorchRec's planner needs this one
     to consider row splits on CPU."""
 

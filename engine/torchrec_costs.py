@@ -29,7 +29,7 @@ def _pinned_constraints(cfg: Config, tables: dict[str, TablePlan]) -> dict[str, 
         tp = tables[t.name]
         c = base.get(t.name) or ParameterConstraints()
         width = c.min_partition
-        if tp.sharding_type.splits_columns and tp.shards:
+        if tp.sharding_type.has_width and tp.shards:
             width = tp.shards[0].sizes[1]
         out[t.name] = dataclasses.replace(c, sharding_types=[tp.sharding_type.value],
                                           compute_kernels=[tp.compute_kernel.value], min_partition=width)

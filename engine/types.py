@@ -22,10 +22,21 @@ class ShardingType(str, enum.Enum):
     TABLE_ROW_WISE = "table_row_wise"
     TABLE_COLUMN_WISE = "table_column_wise"
     DATA_PARALLEL = "data_parallel"
+    GRID_SHARD = "grid_shard"  # column pieces, each row-split over one host's ranks (TorchRec's grid_sharding.py)
 
     @property
     def splits_columns(self) -> bool:
         return self in (ShardingType.COLUMN_WISE, ShardingType.TABLE_COLUMN_WISE)
+
+    @property
+    def has_width(self) -> bool:
+        """Cut into column pieces of one width (grid_shard's pieces are then row-split within a host)."""
+        return self.splits_columns or self is ShardingType.GRID_SHARD
+
+    @property
+    def rows_in_host(self) -> bool:
+        """Rows split over one host's ranks: table_row_wise, and each column piece of grid_shard."""
+        return self in (ShardingType.TABLE_ROW_WISE, ShardingType.GRID_SHARD)
 
     @property
     def splits_rows(self) -> bool:

@@ -81,7 +81,7 @@ def plan_notes(cfg: Config, tables: dict[str, TablePlan]) -> list[str]:
             if bad is not None:
                 broken.append(f"{t.name} ({bad} columns)")
         asked = cfg.constraint(t.name).sharding_types or ()
-        if tp.sharding_type.splits_columns and tp.sharding_type in asked and len(tp.shards) == 1:
+        if tp.sharding_type.has_width and tp.sharding_type in asked and len({s.offsets[1] for s in tp.shards}) == 1:
             single.append(single_piece_note(cfg, t.name, tp.sharding_type))
     notes = []
     if dense:

@@ -68,6 +68,9 @@ plan = ShardingPlan({{MODULE_PATH: EmbeddingModuleShardingPlan({{
 # model = DistributedModelParallel(model, plan=plan, sharders=[EmbeddingBagCollectionSharder()])
 '''
 
+GRID_NOTE = ("# grid_shard row-splits each piece over one host's ranks, and TorchRec reads the ranks per host\n"
+             "# from the launch (LOCAL_WORLD_SIZE, torchrun --nproc-per-node): launch that many ranks per host\n")
+
 
 def plan_json(plan: engine.Plan) -> str:
     return json.dumps(engine.plan_to_dict(plan), indent=1) + "\n"
@@ -132,7 +135,9 @@ def python_snippet(plan: engine.Plan, config: engine.Config, module_path: str = 
                                planner=_literal(str(plan.planner)), w=int(topo.world_size),
                                device=_literal(topo.compute_device.value), module_path=_literal(str(module_path)),
                                lws=int(topo.local_world_size))
-    return head + "".join(lines) + SNIPPET_TAIL.format(cache=_literal(cache), options=_literal(options))
+    grid = any(tp.sharding_type is engine.ShardingType.GRID_SHARD for _, tp in placed)
+    return (head + "".join(lines) + SNIPPET_TAIL.format(cache=_literal(cache), options=_literal(options))
+            + (GRID_NOTE if grid else ""))
 
 
 def share_link(token: str, public_url: Optional[str], browser_url: Optional[str], base_url_path: str = "") -> str:

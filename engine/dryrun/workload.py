@@ -20,7 +20,7 @@ import numpy as np
 
 from engine import constants as C
 from engine import fields as F
-from engine.types import Config, PoolingType, TableConfig
+from engine.types import Config, PoolingType, ShardingType, TableConfig
 
 from engine.dryrun.pieces import scaled_rows
 from engine.dryrun.types import OUTPUT_ELEMENT_BYTES, Distribution, DryrunSettings, Piece
@@ -144,7 +144,7 @@ def piece_batch(p: Piece, batch: tuple[FeatureBatch, ...], world_size: int) -> P
     of the global batch inside their rows; table- and column-wise pieces every id of the global batch."""
     if not p.sees_global_batch:
         return PieceBatch(p, tuple(_local(fb, p.rank, world_size) for fb in batch))
-    if p.sharding_type.splits_rows:
+    if p.sharding_type.splits_rows or p.sharding_type is ShardingType.GRID_SHARD:  # grid: each piece's rows too
         return PieceBatch(p, tuple(_row_range(fb, p.row_offset, p.rows) for fb in batch))
     return PieceBatch(p, batch)
 

@@ -86,6 +86,18 @@ def check_runnable(cfg: Config, tables: dict[str, TablePlan], backend: Backend) 
                           f"{', '.join(sharded[:3])}); validate on cuda, or use sgd, adagrad or rowwise_adagrad")
 
 
+def check_hosts(cfg: Config, tables: dict[str, TablePlan], per_node: int) -> None:
+    """grid_shard pieces span one host's ranks, and TorchRec takes the host's size from the launch
+    (LOCAL_WORLD_SIZE): a run with another number of ranks per node would run other groups than the plan's."""
+    lw = cfg.topology.local_world_size
+    grid = next((n for n, tp in tables.items() if tp.sharding_type is ShardingType.GRID_SHARD), None)
+    if grid is not None and per_node != lw:
+        raise EngineError(f"plan.{grid}.sharding_type: grid_shard row-splits each piece over a host of "
+                          f"topology.local_world_size {lw} ranks, but this run puts {per_node} ranks on each node; "
+                          f"launch {lw} ranks per node (--launcher slurm or script with --nodes "
+                          f"{cfg.topology.world_size // lw}), or plan with local_world_size {per_node}")
+
+
 def check_args(args: argparse.Namespace, cfg: Config) -> int:
     """The number of ranks to launch; raises EngineError for flags that cannot work."""
     world = cfg.topology.world_size
@@ -184,6 +196,7 @@ def run_validate(args: argparse.Namespace, sink_factory: SinkFactory | None = No
         check_sample(cfg, args)
     if kind is LauncherKind.LOCAL and backend is Backend.NCCL:
         check_local_cuda(nproc)
+    check_hosts(cfg, tables, max(1, nproc // args.nodes))
     pricing = priced_for(cfg, backend.device, "validation run", local_world_size=max(1, nproc // args.nodes))
     if pricing.note:
         say(pricing.note)

@@ -83,6 +83,16 @@ def test_the_snippet_carries_the_cache_size_the_planner_chose(tmp_path):
     assert _same_as_the_engines(tmp_path, cfg, plan, snippet).endswith("same 4")
 
 
+def test_the_snippet_carries_grid_shard_and_says_how_to_launch_it(tmp_path):
+    cfg = json.loads((ROOT / "examples" / "grid_shard.json").read_text())
+    plan = engine.plan_to_dict(engine.plan(engine.parse_config(cfg)))
+    snippet = exports.python_snippet(typed(plan, cfg), typed_config(cfg), "model.ebc")
+    assert "'grid_shard'" in snippet and snippet.endswith(exports.GRID_NOTE) and "LOCAL_WORLD_SIZE = 2" in snippet
+    assert _same_as_the_engines(tmp_path, cfg, plan, snippet).endswith("same 1")
+    plain_cfg, plain_plan = _mixed()
+    assert exports.GRID_NOTE not in exports.python_snippet(typed(plain_plan, plain_cfg), typed_config(plain_cfg))
+
+
 def test_share_urls():
     assert exports.share_url("http://10.0.0.5:8501/plan", "abc_DEF-123") == "http://10.0.0.5:8501/?plan=abc_DEF-123"
     assert exports.share_url("https://x.org/tools/planner/save_share", "t", "tools/planner") == \

@@ -19,25 +19,28 @@ from tests.factories import EXAMPLES, ROOT
 WORLD_SIZE = 2
 WORKER_TIMEOUT_S = 180
 WORKER = ROOT / "tests" / "engine" / "dmp_worker.py"
-# TorchRec 1.8.0 runs all six types on gloo/CPU, so nothing is marked xfail. Its CPU sharder does not offer
+# TorchRec 1.8.0 runs all six types on gloo/CPU, so nothing is marked xfail (grid_shard, the seventh, needs 2 hosts:
+# tests/engine/test_grid_shard.py runs it on 4 ranks). Its CPU sharder does not offer
 # row_wise or table_row_wise (so its planner never picks them there); DMP runs them from a given plan anyway,
 # and the workers use engine.torchrec_compat.sharders, which offers them.
 SHARDING_TYPES = ("table_wise", "column_wise", "table_column_wise", "data_parallel", "row_wise", "table_row_wise")
 
 
-def spawn(config_path, plan_path, tmp_path) -> list[dict]:
-    """Run the worker on every rank at once; return each rank's report, or fail with the workers' logs."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+def spawn(config_path, plan_path, tmp_path, world_size: int = WORLD_SIZE, env_extra: dict | None = None,
+          timeout_s: float = WORKER_TIMEOUT_S) -> list[dict]:
+    """Run the worker on every rank at once; return each rank's report, or fail with the workers' logs.
+    env_extra: more environment (LOCAL_WORLD_SIZE, which TorchRec reads for the ranks per host)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", **(env_extra or {})}
     procs, logs = [], []
-    for rank in range(WORLD_SIZE):
+    for rank in range(world_size):
         log = open(tmp_path / f"rank{rank}.log", "w+")
         logs.append(log)
         procs.append(subprocess.Popen(
-            [sys.executable, str(WORKER), "--rank", str(rank), "--world-size", str(WORLD_SIZE),
+            [sys.executable, str(WORKER), "--rank", str(rank), "--world-size", str(world_size),
              "--init-file", str(tmp_path / "pg_init"), "--config", str(config_path), "--plan", str(plan_path),
              "--out", str(tmp_path / f"rank{rank}.json")],
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT))
-    _wait_all(procs)
+    _wait_all(procs, timeout_s)
     texts = []
     for log in logs:
         log.seek(0)
@@ -46,14 +49,14 @@ def spawn(config_path, plan_path, tmp_path) -> list[dict]:
     failed = [(r, p.returncode) for r, p in enumerate(procs) if p.returncode != 0]
     if failed:
         tails = "\n".join(f"--- rank {r} (exit {procs[r].returncode}):\n{t[-3000:]}" for r, t in enumerate(texts))
-        pytest.fail(f"workers failed, or were killed after {WORKER_TIMEOUT_S}s (exit -9): {failed}\n{tails}")
-    return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(WORLD_SIZE)]
+        pytest.fail(f"workers failed, or were killed after {timeout_s:g}s (exit -9): {failed}\n{tails}")
+    return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(world_size)]
 
 
-def _wait_all(procs: list[subprocess.Popen]) -> None:
-    """Wait for every worker until WORKER_TIMEOUT_S; when one fails or time is up, kill the rest (a rank
+def _wait_all(procs: list[subprocess.Popen], timeout_s: float = WORKER_TIMEOUT_S) -> None:
+    """Wait for every worker until timeout_s; when one fails or time is up, kill the rest (a rank
     whose peer died would otherwise sit in a collective until gloo's own timeout)."""
-    deadline = time.monotonic() + WORKER_TIMEOUT_S
+    deadline = time.monotonic() + timeout_s
     try:
         while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
             if any(p.poll() not in (None, 0) for p in procs):

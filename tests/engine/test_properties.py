@@ -12,7 +12,7 @@ from tests.factories import SHARDING_TYPES
 
 
 @st.composite
-def configs(draw):
+def configs(draw, sharding_types: tuple[str, ...] = SHARDING_TYPES):
     n = draw(st.integers(1, 12))
     world = draw(st.sampled_from([1, 2, 4, 8]))
     local = draw(st.sampled_from([w for w in (1, 2, 4, 8) if w <= world and world % w == 0]))
@@ -28,7 +28,7 @@ def configs(draw):
         })
         c = {}
         if draw(st.booleans()):
-            c["sharding_types"] = draw(st.lists(st.sampled_from(SHARDING_TYPES), min_size=1, max_size=3, unique=True))
+            c["sharding_types"] = draw(st.lists(st.sampled_from(sharding_types), min_size=1, max_size=3, unique=True))
         if draw(st.booleans()):
             c["pooling_factors"] = [draw(st.floats(0.1, 50))]
         if draw(st.booleans()):
@@ -47,6 +47,17 @@ def configs(draw):
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(configs())
 def test_plans_are_complete_exact_and_within_memory(raw):
+    complete_exact_and_within_memory(raw)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(configs(SHARDING_TYPES + ("grid_shard",)))
+def test_plans_with_grid_shard_are_complete_exact_and_within_memory(raw):
+    """grid_shard is planned only where listed: the same properties where tables list it beside the others."""
+    complete_exact_and_within_memory(raw)
+
+
+def complete_exact_and_within_memory(raw: dict) -> None:
     cfg = parse_config(raw)
     try:
         p = plan(cfg)

@@ -200,8 +200,11 @@ def test_kernels_and_types_we_do_not_model_are_a_clear_error():
     spec = EnumerableShardingSpec([ShardMetadata([0, 0], [4096, 64], "rank:0/cuda:0")])
     with pytest.raises(engine.EngineError, match=r"kernel 'key_value' for table 'large_table_0'.*does not model"):
         from_parameter_sharding("large_table_0", ParameterSharding("table_wise", "key_value", [0], spec))
-    with pytest.raises(engine.EngineError, match=r"sharding type 'grid_shard'"):
-        from_parameter_sharding("large_table_0", ParameterSharding("grid_shard", "fused", [0], spec))
+    # every ShardingType of TorchRec 1.8 is modelled (grid_shard too): a name from elsewhere stands in
+    with pytest.raises(engine.EngineError, match=r"sharding type 'diagonal'"):
+        from_parameter_sharding("large_table_0", ParameterSharding("diagonal", "fused", [0], spec))
+    grid = from_parameter_sharding("large_table_0", ParameterSharding("grid_shard", "fused", [0], spec))
+    assert grid.sharding_type is engine.ShardingType.GRID_SHARD
     cfg = config()
     sp = to_sharding_plan(cfg, ours(cfg).tables)
     del sp.plan[""]["small_table_1"]

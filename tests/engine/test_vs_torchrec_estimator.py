@@ -26,7 +26,8 @@ from engine.torchrec_compat import (  # noqa: E402
     torchrec_topology,
 )
 
-ALL_TYPES = ["table_wise", "row_wise", "column_wise", "table_row_wise", "table_column_wise", "data_parallel"]
+ALL_TYPES = ["table_wise", "row_wise", "column_wise", "table_row_wise", "table_column_wise", "data_parallel",
+             "grid_shard"]
 KERNELS = ["dense", "fused", "fused_uvm", "fused_uvm_caching"]
 TABLES = [  # name, rows, dim, data type, pooling factor, weighted, cache load factor
     ("wide", 100_000, 256, "fp32", 3.0, False, 0.3),
@@ -77,7 +78,7 @@ def deliberate(cfg: Config, sharding_type: str, field: str, table: str, ratio: f
         return "7. weighted features"
     if field in ("hbm", "ddr") and cfg.topology.optimizer is not Optimizer.SGD:
         return "1. optimizer state"
-    if field == "input_dist_comms" and sharding_type in ("row_wise", "table_row_wise"):
+    if field == "input_dist_comms" and sharding_type in ("row_wise", "table_row_wise", "grid_shard"):
         return "2. row-wise input distribution"
     if field in ("bwd_compute", "bwd_comms") and sharding_type == "data_parallel":
         return "3. data-parallel backward"
@@ -127,12 +128,19 @@ def test_every_difference_from_torchrecs_estimator_is_a_deliberate_one(where):
     assert expected <= set(used), f"a documented difference no longer shows: {expected - set(used)}"
 
 
+def test_grid_shard_is_among_the_options_compared_on_several_hosts():
+    """TorchRec's CUDA sharder offers grid_shard to tables that list it: its shards are compared above."""
+    for where in ("2 hosts", "4 hosts"):
+        shards = [so for so in torchrec_options(grid_config(*TOPOLOGIES[where])) if so.sharding_type == "grid_shard"]
+        assert len(shards) >= 4 and any(len({s.offset[1] for s in so.shards}) > 1 for so in shards)  # 2+ pieces
+
+
 def test_the_deliberate_differences_are_in_the_docs():
     from tests.factories import ROOT
 
     doc = (ROOT / "docs" / "estimator.md").read_text()
     for heading in ("1. **Optimizer state**", "2. **Row-wise and table-row-wise input distribution**",
-                    "3. **Data-parallel", "6. **CPU compute**", "7. **Weighted features**"):
+                    "3. **Data-parallel", "6. **CPU compute**", "7. **Weighted features**", "9. **grid_shard**"):
         assert heading in doc
 
 

@@ -115,6 +115,20 @@ def test_a_kernel_cpu_cannot_run_is_refused_before_launching(plan_files, tmp_pat
     assert p.returncode == 2 and "plan.large_table_1.compute_kernel" in one_line_error(p)
 
 
+def test_grid_shard_on_another_host_size_than_the_launch_is_refused_before_launching(tmp_path):
+    """The local launcher puts every rank on one node (LOCAL_WORLD_SIZE = 4), the plan's grid pieces span hosts of
+    2: TorchRec would run other groups than the plan's."""
+    import engine
+
+    config = ROOT / "examples" / "grid_shard.json"
+    plan = write(tmp_path, engine.plan_to_dict(engine.plan(engine.load_config(config))), "plan.json")
+    p = run_cli("validate", str(config), "--plan", str(plan), "--out-dir", str(tmp_path / "out"))
+    line = one_line_error(p)
+    assert p.returncode == 2 and line.startswith("error: plan.large_table.sharding_type: grid_shard")
+    assert "this run puts 4 ranks on each node" in line and "--nodes 2" in line
+    assert not (tmp_path / "out" / "ranks").exists()
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
 def test_cuda_without_gpus_is_refused_before_launching(plan_files):
     config, plan = plan_files["table_wise"]

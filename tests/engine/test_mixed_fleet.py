@@ -3,6 +3,7 @@ CustomTopologyData). Read and written back at the door, every rank kept within i
 exported to TorchRec's Topology, and TorchRec's own planner run on the same input as the baseline."""
 
 import copy
+import dataclasses
 
 import pytest
 from torchrec.distributed.planner.types import CustomTopologyData
@@ -151,3 +152,31 @@ def test_ours_and_torchrecs_planner_both_plan_within_each_rank_and_ours_is_not_s
     assert ours.max_rank_cost_ms <= theirs.max_rank_cost_ms * (1 + 1e-9)
     ours_tr, theirs_tr = torchrec_rank_costs(cfg, ours).max(), torchrec_rank_costs(cfg, theirs).max()
     assert ours_tr <= theirs_tr * (1 + 1e-9)
+
+
+def test_a_sweep_of_a_mixed_fleet_gives_every_rank_the_swept_gpu():
+    """The capacity sweep sizes every rank as one accelerator: a mixed fleet's lists (one entry per rank of the
+    config's world size) are dropped there, not indexed past their end."""
+    from engine.sweep import ACCELERATORS
+
+    cfg = parse_config(mixed())
+    topo = ACCELERATORS["a100_40gb"].topology(cfg.topology, 16, 512)
+    assert topo.custom_topology_data is None and topo.world_size == 16
+    plan = engine.plan(dataclasses.replace(cfg, topology=topo), engine.PlannerSettings(effort=2000))
+    assert len(plan.ranks) == 16 and {r.hbm_cap_bytes for r in plan.ranks} == {int(topo.hbm_cap * 0.85)}
+
+
+def test_a_small_table_cut_by_memory_leaves_ranks_empty_shards_that_the_plan_file_reads_back():
+    """int(rows x share) is 0 on a rank whose share is small: TorchRec's cut gives it an empty shard before the
+    rows (found by tests/engine/test_properties.py); the plan file holds it and reads it back."""
+    raw = tutorial("row_wise")
+    raw["tables"][0]["num_embeddings"] = 3
+    raw["topology"]["custom_topology_data"] = {"hbm_cap": [GIB, 32 * GIB]}
+    cfg = parse_config(raw)
+    plan = engine.plan(cfg)
+    name = cfg.tables[0].name
+    shards = plan.tables[name].shards
+    assert [(s.offsets, s.sizes) for s in shards] == [((0, 0), (0, 64)), ((0, 0), (3, 64))]
+    assert [(list(m.shard_offsets), list(m.shard_sizes)) for m in
+            torchrec_sharding_plan(cfg).plan[""][name].sharding_spec.shards] == [([0, 0], [0, 64]), ([0, 0], [3, 64])]
+    assert engine.parse_plan(engine.plan_to_dict(plan), cfg)[name] == plan.tables[name]

@@ -61,6 +61,16 @@ def _order(chosen: list[Option], pl: Placement) -> np.ndarray:
     return np.lexsort((np.arange(len(chosen)), -weight, ~fixed))
 
 
+def _largest_ranks(pl: Placement) -> list[tuple[float, float]]:
+    """The ranks' distinct (usable HBM, usable DDR) that no other rank's both exceed: one pair where ranks are
+    alike, one per kind of device on a mixed fleet."""
+    out: list[tuple[float, float]] = []
+    for h, d in sorted(set(zip(pl.hbm_caps.tolist(), pl.ddr_caps.tolist())), reverse=True):
+        if not out or d > out[-1][1]:
+            out.append((h, d))
+    return out
+
+
 def _totals(pl: Placement) -> tuple[float, float] | None:
     """All ranks' usable memory where ranks differ (engine.strategy.choose's budgets); None where they are alike."""
     return (pl.hbm_total, pl.ddr_total) if pl.topo.custom_topology_data is not None else None
@@ -162,7 +172,7 @@ def _placeable(cfg: Config, options: list[list[Option]]) -> tuple[list[list[Opti
     arr = option_arrays(options)
     probe = Placement(cfg.topology)
     fits = np.zeros(len(arr.table), dtype=bool)
-    for h, d in sorted(set(zip(probe.hbm_caps.tolist(), probe.ddr_caps.tolist()))):  # a rank that holds the piece
+    for h, d in _largest_ranks(probe):  # some rank holds the piece
         fits |= (arr.piece_hbm_bytes <= h) & (arr.piece_ddr_bytes <= d)
     per_table = np.zeros(len(options), dtype=np.int64)
     np.add.at(per_table, arr.table[fits], 1)

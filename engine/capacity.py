@@ -9,7 +9,6 @@ from functools import lru_cache
 
 import numpy as np
 
-from engine.errors import human_bytes
 from engine.types import Device, Topology
 
 
@@ -59,38 +58,3 @@ def total_usable(topo: Topology) -> tuple[int, int]:
     w = range(topo.world_size)
     return sum(usable_hbm_of(topo, r) for r in w), sum(usable_ddr_of(topo, r) for r in w)
 
-
-def describe(topo: Topology) -> str:
-    """The ranks' usable memory in words: one figure for all, or the range where they differ."""
-    if topo.custom_topology_data is None:
-        return f"{human_bytes(topo.usable_hbm_bytes)} HBM, {human_bytes(topo.usable_ddr_bytes)} DDR per rank"
-    hbm, ddr = usable_caps(topo)
-
-    def span(a: np.ndarray) -> str:
-        lo, hi = int(a.min()), int(a.max())
-        return human_bytes(lo) if lo == hi else f"{human_bytes(lo)} to {human_bytes(hi)}"
-
-    return f"{span(hbm)} HBM, {span(ddr)} DDR per rank (custom_topology_data)"
-
-
-@lru_cache(maxsize=16)
-def row_shares(topo: Topology) -> np.ndarray | None:
-    """Where custom_topology_data gives the device memory (hbm_cap on cuda, ddr_cap on cpu), each rank's share of
-    a row_wise table's rows, in proportion to that memory as TorchRec 1.8 cuts them
-    (_calculate_uneven_rw_shard_sizes_and_offsets); None where rows split evenly."""
-    custom = topo.custom_topology_data
-    sizes = None if custom is None else custom.ddr_cap if topo.compute_device is Device.CPU else custom.hbm_cap
-    if sizes is None or not sum(sizes):
-        return None
-    total = sum(sizes)
-    out = np.array([s / total for s in sizes])
-    out.setflags(write=False)
-    return out
-
-
-def uneven_row_split(rows: int, shares: np.ndarray) -> np.ndarray:
-    """Rows per rank: int(rows x share) on every rank but the last, which takes the rest (TorchRec's cut)."""
-    out = np.empty(len(shares), dtype=np.int64)
-    out[:-1] = (rows * shares[:-1]).astype(np.int64)
-    out[-1] = rows - int(out[:-1].sum())
-    return out

@@ -13,7 +13,6 @@ from typing import Optional
 import numpy as np
 
 from engine import widths
-from engine.capacity import row_shares, uneven_row_split
 from engine.clf import clf_geometries
 from engine.errors import PlanningError
 from engine.types import (
@@ -63,8 +62,7 @@ def geometry(table: TableConfig, st: ShardingType, topo: Topology, width: int = 
         return np.zeros((topo.world_size, 2), dtype=np.int64), np.tile([R, D], (topo.world_size, 1))
     if st.splits_rows:
         parts = topo.world_size if st is ShardingType.ROW_WISE else topo.local_world_size
-        shares = row_shares(topo) if st is ShardingType.ROW_WISE else None  # a mixed fleet: by device memory
-        rows = row_split(R, parts) if shares is None else uneven_row_split(R, shares)
+        rows = row_split(R, parts)
         starts = np.concatenate([[0], np.cumsum(rows)[:-1]])
         return np.stack([starts, np.zeros(parts, dtype=np.int64)], 1), np.stack([rows, np.full(parts, D)], 1)
     k = D // width
@@ -96,12 +94,6 @@ def distinct_shapes(table: TableConfig, st: ShardingType, topo: Topology,
         return [(R, D)], [topo.world_size], topo.world_size
     if st.splits_rows:
         parts = topo.world_size if st is ShardingType.ROW_WISE else topo.local_world_size
-        shares = row_shares(topo) if st is ShardingType.ROW_WISE else None
-        if shares is not None:  # a mixed fleet's cut, as runs of equal shards in shard order
-            rows = uneven_row_split(R, shares)
-            edges = np.flatnonzero(np.diff(rows)) + 1
-            starts = np.concatenate([[0], edges])
-            return [(int(rows[i]), D) for i in starts], np.diff(np.append(starts, parts)).tolist(), parts
         block = -(-R // parts)
         full, rem = divmod(R, block)
         shapes, counts = [(block, D)], [full]

@@ -21,13 +21,14 @@ from engine.estimate import table_load
 from engine.profile import parse_profile
 from engine.config_fast import constraint_fast, table_fast
 from engine.readers import (
-    read_bool, read_enum, read_ids, read_int, read_json, read_list, read_name, read_object,
+    read_bool, read_caps, read_enum, read_ids, read_int, read_json, read_list, read_name, read_object,
     read_per_feature, read_float, read_table_names, type_name,
 )
 from engine.rules import check_placement_rules
 from engine.types import (
     Config,
     Constraints,
+    CustomTopologyData,
     TableConfig,
     Topology,
 )
@@ -37,6 +38,7 @@ TABLE_FIELDS = F.TABLE_FIELDS
 CONSTRAINT_FIELDS = F.CONSTRAINT_FIELDS
 TOPOLOGY_FIELDS = F.TOPOLOGY_FIELDS
 PROFILE_FIELD = F.PROFILE_FIELD.name  # a device profile (engine.profile): written only when there is one
+CUSTOM_FIELD = F.CUSTOM_TOPOLOGY_FIELD.name  # per-rank capacities: written only when there are some
 TOP_FIELDS = ("tables", "constraints", "topology")
 
 # Names older TorchRec releases (and its tutorials) print for today's kernels.
@@ -134,7 +136,7 @@ _TOPOLOGY_REST = tuple((f.name, _READERS[f.name], f.json_default, f"topology.{f.
 
 
 def _topology(raw: Any) -> Topology:
-    d = read_object(raw, "topology", (*TOPOLOGY_FIELDS, PROFILE_FIELD))
+    d = read_object(raw, "topology", (*TOPOLOGY_FIELDS, PROFILE_FIELD, CUSTOM_FIELD))
     if "world_size" not in d:
         raise ConfigError("topology.world_size", "is required (the number of ranks, e.g. 2)")
     ws = _read(_WORLD_SIZE, d["world_size"], "topology.world_size")
@@ -143,6 +145,10 @@ def _topology(raw: Any) -> Topology:
         raise ConfigError("topology.local_world_size", f"must divide world_size ({ws}) evenly, got {lws}")
     topo = Topology(world_size=ws, local_world_size=lws, **{
         name: read(d.get(name, default), path) for name, read, default, path in _TOPOLOGY_REST})
+    if d.get(CUSTOM_FIELD) is not None:
+        hbm, ddr = read_caps(d[CUSTOM_FIELD], f"topology.{CUSTOM_FIELD}", ws)
+        if hbm is not None or ddr is not None:  # {} is every rank alike, as no field
+            topo = replace(topo, custom_topology_data=CustomTopologyData(hbm, ddr))
     if d.get(PROFILE_FIELD) is None:
         return topo
     return replace(topo, profile=parse_profile(d[PROFILE_FIELD], f"topology.{PROFILE_FIELD}", topo))
@@ -280,6 +286,9 @@ def topology_to_dict(topology: Topology) -> dict:
         topo[f] = v.value if isinstance(v, enum.Enum) else v
     if topology.profile is not None:  # topologies without one keep their exact form
         topo[PROFILE_FIELD] = topology.profile.as_dict()
+    custom = topology.custom_topology_data
+    if custom is not None:
+        topo[CUSTOM_FIELD] = {k: list(v) for k in F.CUSTOM_CAPS if (v := getattr(custom, k)) is not None}
     return topo
 
 

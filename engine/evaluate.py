@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.capacity import usable_ddr_of, usable_hbm_of
 from engine.errors import ConfigError
 from engine.estimate import estimate_pieces, perf_from_row, pieces_for, table_load
 from engine.workset import rank_workset_ms
@@ -74,8 +75,8 @@ def evaluate(cfg: Config, tables: dict[str, TablePlan], planner: str = "engine",
     perf = step_perf(cfg, tables, perf)  # a device profile's per-step, per-collective and per-launch costs
     parts = memory.parts()
     stats = tuple(
-        RankStats(rank=r, hbm_bytes=int(hbm[r]), ddr_bytes=int(ddr[r]), hbm_cap_bytes=topo.usable_hbm_bytes,
-                  ddr_cap_bytes=topo.usable_ddr_bytes, perf=perf_from_row(perf[r]), input_bytes=int(inp[r]),
+        RankStats(rank=r, hbm_bytes=int(hbm[r]), ddr_bytes=int(ddr[r]), hbm_cap_bytes=usable_hbm_of(topo, r),
+                  ddr_cap_bytes=usable_ddr_of(topo, r), perf=perf_from_row(perf[r]), input_bytes=int(inp[r]),
                   output_bytes=int(out[r]), num_shards=int(count[r]), memory=parts[r],
                   workset_bytes=float(workset[r]), workset_rows=float(workset_rows[r]),
                   workset_ms=float(workset_ms[r]))

@@ -38,6 +38,7 @@ class Kind:
     TABLE_NAMES = "table_names"  # other tables' names
     PROFILE = "profile"  # a device profile (engine.profile)
     WORKLOAD = "workload"  # a table's measured workload block (engine.workload_block)
+    CAPS = "caps"  # per-rank capacities: lists of bytes, one entry per rank (custom_topology_data)
     # the grid tabs of the dashboard's Tables page a column sits on
     TABLES_TAB = "tables"
     CONSTRAINTS_TAB = "constraints"
@@ -45,7 +46,7 @@ class Kind:
 
 NAME, NAMES, INT, FLOAT, BOOL, ENUM = Kind.NAME, Kind.NAMES, Kind.INT, Kind.FLOAT, Kind.BOOL, Kind.ENUM
 ENUMS, FLOATS, INTS, IDS = Kind.ENUMS, Kind.FLOATS, Kind.INTS, Kind.IDS
-TABLE_NAMES, PROFILE, WORKLOAD = Kind.TABLE_NAMES, Kind.PROFILE, Kind.WORKLOAD
+TABLE_NAMES, PROFILE, WORKLOAD, CAPS = Kind.TABLE_NAMES, Kind.PROFILE, Kind.WORKLOAD, Kind.CAPS
 TABLES_TAB, CONSTRAINTS_TAB = Kind.TABLES_TAB, Kind.CONSTRAINTS_TAB
 
 
@@ -251,6 +252,15 @@ TOPOLOGY: tuple[Field, ...] = (
 # written only when there is one; read by engine.profile
 PROFILE_FIELD = Field("profile", PROFILE, _PROFILE_MEANING, "none",
                       range_text="fixed costs 0 to 10^6 ms; `hosts` 1 to 16,384")
+# per-rank capacities of a mixed fleet, TorchRec's CustomTopologyData: written only when there is one; read by
+# engine.readers.read_caps, used through engine.capacity
+CUSTOM_TOPOLOGY_FIELD = Field(
+    "custom_topology_data", CAPS, '`{"hbm_cap": [...], "ddr_cap": [...]}`, one entry per rank in bytes, either list '
+    "or both: each rank's own capacity in place of `hbm_cap` / `ddr_cap` (TorchRec's `CustomTopologyData`, a mixed "
+    "fleet such as 8 GPUs of 80 GiB and 8 of 40 GiB); the planner keeps every rank within its own",
+    "none (every rank has `hbm_cap`, `ddr_cap`)", unit="bytes", lo=0, hi=L.MAX_CAP_BYTES,
+    range_text="`world_size` entries, each 0 to 2^50", torchrec="custom_topology_data")
+CUSTOM_CAPS = ("hbm_cap", "ddr_cap")  # the lists custom_topology_data may hold (TorchRec's ssd_cap: no SSD tier yet)
 
 # Inside profile: the CPU estimate's cost terms (engine.estimate.cpu_terms), each in bytes of work at the topology's
 # ddr_mem_bw, its default the constant engine.constants holds. A profile carries the ones `python -m db calibrate
@@ -290,7 +300,8 @@ WORKLOAD_FIELD = Field(
     "load factor among its points (docs/estimator.md)", "none (not measured)",
     range_text="cache_rows increasing, 1 to num_embeddings; miss rates 0 to 1, non-increasing")
 
-BY_NAME: dict[str, Field] = {f.name: f for f in (*TABLE, *CONSTRAINT, *TOPOLOGY, PROFILE_FIELD, WORKLOAD_FIELD)}
+BY_NAME: dict[str, Field] = {f.name: f for f in (*TABLE, *CONSTRAINT, *TOPOLOGY, PROFILE_FIELD, CUSTOM_TOPOLOGY_FIELD,
+                                                    WORKLOAD_FIELD)}
 TABLE_FIELDS = tuple(f.name for f in TABLE)
 CONSTRAINT_FIELDS = tuple(f.name for f in CONSTRAINT)
 TOPOLOGY_FIELDS = tuple(f.name for f in TOPOLOGY)

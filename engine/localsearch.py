@@ -50,7 +50,7 @@ def _move_shard(pl: Placement, table: int, shard: int, dst: int) -> None:
 
 def _best_move(pl: Placement, fs: FreeShards, a: int, b: int, peak: float) -> tuple[float, int]:
     """Shard a off rank b onto the least-loaded other rank with room: (new peak of the two, destination)."""
-    ok = (pl.hbm + fs.h[a] <= pl.hbm_cap) & (pl.ddr + fs.d[a] <= pl.ddr_cap)
+    ok = (pl.hbm + fs.h[a] <= pl.hbm_caps) & (pl.ddr + fs.d[a] <= pl.ddr_caps)
     ok[b] = False
     if not ok.any():
         return np.inf, -1
@@ -79,8 +79,8 @@ def _best_swap(pl: Placement, fs: FreeShards, a: int, b: int, peak: float) -> tu
     else:
         val = np.maximum(peak - delta, pl.load[rx] + delta)
     mem_ok = (
-        (pl.hbm[rx] - fs.h[x] + fs.h[a] <= pl.hbm_cap) & (pl.ddr[rx] - fs.d[x] + fs.d[a] <= pl.ddr_cap)
-        & (pl.hbm[b] - fs.h[a] + fs.h[x] <= pl.hbm_cap) & (pl.ddr[b] - fs.d[a] + fs.d[x] <= pl.ddr_cap)
+        (pl.hbm[rx] - fs.h[x] + fs.h[a] <= pl.hbm_caps[rx]) & (pl.ddr[rx] - fs.d[x] + fs.d[a] <= pl.ddr_caps[rx])
+        & (pl.hbm[b] - fs.h[a] + fs.h[x] <= pl.hbm_caps[b]) & (pl.ddr[b] - fs.d[a] + fs.d[x] <= pl.ddr_caps[b])
     )
     val = np.where(mem_ok, val, np.inf)
     i = int(np.argmin(val))

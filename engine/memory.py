@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.capacity import ddr_cap_of, hbm_cap_of, usable_ddr_of, usable_hbm_of
 from engine.errors import human_bytes
 from engine.memory_parts import (
     A2A, CACHE, GRAD, ID_BYTES, INPUT, OPTIMIZER, OUTPUT, OUTPUT_BYTES, OUTPUT_GRAD, PARTS, STEP_BYTES, WEIGHTS, Group,
@@ -310,14 +311,14 @@ class StepMemory:
         values = {p: np.ceil(tl.at_peak[p]).astype(np.int64) for p in PARTS}
         peak = sum(values.values())
         ddr = peak if self.cpu else np.ceil(self.ddr_held).astype(np.int64)
-        cap = topo.ddr_cap if self.cpu else topo.hbm_cap
-        reserved = cap - (topo.usable_ddr_bytes if self.cpu else topo.usable_hbm_bytes)
+        cap_of, usable_of = (ddr_cap_of, usable_ddr_of) if self.cpu else (hbm_cap_of, usable_hbm_of)
+        reserved = [cap_of(topo, r) - usable_of(topo, r) for r in range(self.w)]
         columns = {**{p: v.tolist() for p, v in values.items()}, "held_bytes": np.ceil(held).astype(np.int64).tolist(),
                    "peak_bytes": peak.tolist(), "peak_hbm_bytes": (peak - ddr).tolist(), "peak_ddr_bytes": ddr.tolist(),
                    "ddr_weights_bytes": np.ceil(self.ddr_weights).astype(np.int64).tolist()}
         names = list(columns)
-        return tuple(MemoryParts(**dict(zip(names, row)), reserved_bytes=int(reserved))
-                     for row in zip(*columns.values()))
+        return tuple(MemoryParts(**dict(zip(names, row)), reserved_bytes=int(kept))
+                     for row, kept in zip(zip(*columns.values()), reserved))
 
 
 OUT_OF_MEMORY = "out of memory at the step's peak"  # how a plan's note starts when a rank's step outgrows its device
@@ -329,18 +330,19 @@ def over_memory(stats: tuple[RankStats, ...], topo: Topology) -> list[str]:
     for the dense model); the step's transient parts (all-to-all buffers, outputs and their gradients) come on top,
     and at large world sizes they can outgrow the reservation."""
     cpu = topo.compute_device is Device.CPU
-    kinds = [("DDR", topo.ddr_cap, lambda m: m.peak_bytes)] if cpu else [
-        ("HBM", topo.hbm_cap, lambda m: m.peak_hbm_bytes), ("DDR", topo.ddr_cap, lambda m: m.peak_ddr_bytes)]
+    kinds = [("DDR", ddr_cap_of, lambda m: m.peak_bytes)] if cpu else [
+        ("HBM", hbm_cap_of, lambda m: m.peak_hbm_bytes), ("DDR", ddr_cap_of, lambda m: m.peak_ddr_bytes)]
     notes = []
-    for what, limit, peak_of in kinds:
-        rows = [r for r in stats if r.memory is not None and peak_of(r.memory) > limit]
+    for what, cap_of, peak_of in kinds:
+        rows = [r for r in stats if r.memory is not None and peak_of(r.memory) > cap_of(topo, r.rank)]
         if not rows:
             continue
-        r = max(rows, key=lambda x: peak_of(x.memory))
-        peak = peak_of(r.memory)
+        r = max(rows, key=lambda x: (peak_of(x.memory) - cap_of(topo, x.rank), peak_of(x.memory)))
+        peak, limit = peak_of(r.memory), cap_of(topo, r.rank)
+        device = "the device" if topo.custom_topology_data is None else f"rank {r.rank}'s own device"
         notes.append(
             OUT_OF_MEMORY + f" on {len(rows)} of {topo.world_size} ranks: rank {r.rank} peaks at "
-            f"{human_bytes(peak)} of {what} where the device has {human_bytes(limit)} (all-to-all buffers "
+            f"{human_bytes(peak)} of {what} where {device} has {human_bytes(limit)} (all-to-all buffers "
             f"{human_bytes(r.memory.a2a_bytes)}, output gradients {human_bytes(r.memory.output_grad_bytes)}); "
             "the plan fits what the tables store, not the step. What would help: a smaller batch size, more "
             "memory per rank, or fewer ranks (the all-to-all buffers grow with world size x batch)")

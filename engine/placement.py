@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine import constants as C
+from engine.capacity import usable_caps
 from engine.rules import allowed_ranks
 from engine.enumerate import Option
 from engine.workset import rank_workset_ms
@@ -116,8 +117,14 @@ class Placement:
         self.wsr = np.zeros(w)  # the rows those bytes are
         self.hbm = np.zeros(w)
         self.ddr = np.zeros(w)
-        self.hbm_cap = float(topo.usable_hbm_bytes)
-        self.ddr_cap = float(topo.usable_ddr_bytes)
+        # each rank's usable bytes (its own on a mixed fleet); the largest rank's, which bounds one piece; all ranks'
+        self.hbm_caps, self.ddr_caps = usable_caps(topo)
+        if topo.custom_topology_data is None:
+            self.hbm_cap, self.ddr_cap = float(topo.usable_hbm_bytes), float(topo.usable_ddr_bytes)
+            self.hbm_total, self.ddr_total = self.hbm_cap * w, self.ddr_cap * w
+        else:
+            self.hbm_cap, self.ddr_cap = float(self.hbm_caps.max()), float(self.ddr_caps.max())
+            self.hbm_total, self.ddr_total = float(self.hbm_caps.sum()), float(self.ddr_caps.sum())
         self.choice: dict[int, Option] = {}
         self.ranks: dict[int, np.ndarray] = {}
         self.held: dict[int, tuple[int, np.ndarray]] = {}  # co-located group -> (members placed, their ranks)
@@ -205,12 +212,12 @@ class Placement:
     def fits(self, opt: Option, ranks: np.ndarray) -> bool:
         if len(ranks) == 1:  # one shard: its figures are the option's totals
             r = ranks[0]
-            return bool(self.hbm[r] + opt.total_hbm_bytes <= self.hbm_cap
-                        and self.ddr[r] + opt.total_ddr_bytes <= self.ddr_cap)
+            return bool(self.hbm[r] + opt.total_hbm_bytes <= self.hbm_caps[r]
+                        and self.ddr[r] + opt.total_ddr_bytes <= self.ddr_caps[r])
         hbm, ddr = self.hbm.copy(), self.ddr.copy()
         np.add.at(hbm, ranks, opt.est.hbm_bytes)
         np.add.at(ddr, ranks, opt.est.ddr_bytes)
-        return bool((hbm[ranks] <= self.hbm_cap).all() and (ddr[ranks] <= self.ddr_cap).all())
+        return bool((hbm[ranks] <= self.hbm_caps[ranks]).all() and (ddr[ranks] <= self.ddr_caps[ranks]).all())
 
     # -- where an option's shards can go ----------------------------------------------------------
     def find_ranks(self, opt: Option) -> np.ndarray | None:
@@ -236,8 +243,11 @@ class Placement:
             host_ranks = np.arange(hosts * lw)
             peaks = self.after(host_ranks, np.tile(opt.cost_ms, hosts), np.tile(opt.est.workset_bytes, hosts),
                                np.tile(opt.est.workset_rows, hosts)).reshape(hosts, lw).max(axis=1)
-            ok = ((self.hbm[:hosts * lw].reshape(hosts, lw) + opt.est.hbm_bytes <= self.hbm_cap).all(axis=1)
-                  & (self.ddr[:hosts * lw].reshape(hosts, lw) + opt.est.ddr_bytes <= self.ddr_cap).all(axis=1))
+            by_host = (hosts, lw)
+            ok = ((self.hbm[:hosts * lw].reshape(by_host) + opt.est.hbm_bytes
+                   <= self.hbm_caps[:hosts * lw].reshape(by_host)).all(axis=1)
+                  & (self.ddr[:hosts * lw].reshape(by_host) + opt.est.ddr_bytes
+                     <= self.ddr_caps[:hosts * lw].reshape(by_host)).all(axis=1))
             if allowed is not None:
                 ok &= allowed[:hosts * lw].reshape(hosts, lw).all(axis=1)
             best, best_peak = None, np.inf
@@ -258,6 +268,7 @@ class Placement:
         base = (self.base if self.priced_ws else self.load)[:n].reshape(hosts, lw).copy()
         ws, wsr = self.ws[:n].reshape(hosts, lw).copy(), self.wsr[:n].reshape(hosts, lw).copy()
         hbm, ddr = self.hbm[:n].reshape(hosts, lw).copy(), self.ddr[:n].reshape(hosts, lw).copy()
+        hcap, dcap = self.hbm_caps[:n].reshape(hosts, lw), self.ddr_caps[:n].reshape(hosts, lw)  # each rank's own
         e = opt.est
         used, out = np.zeros(hosts, dtype=bool), []  # the host of each piece
         for j in range(opt.num_shards // lw):
@@ -265,7 +276,7 @@ class Placement:
             then = base + opt.cost_ms[s]
             if self.priced_ws:
                 then = then + self.ws_ms(ws + e.workset_bytes[s], wsr + e.workset_rows[s])
-            ok = (hbm + e.hbm_bytes[s] <= self.hbm_cap).all(axis=1) & (ddr + e.ddr_bytes[s] <= self.ddr_cap).all(axis=1)
+            ok = (hbm + e.hbm_bytes[s] <= hcap).all(axis=1) & (ddr + e.ddr_bytes[s] <= dcap).all(axis=1)
             if allowed is not None:
                 ok &= allowed[:n].reshape(hosts, lw).all(axis=1)
             ok = ok & ~used if (ok & ~used).any() else ok
@@ -296,7 +307,7 @@ class Placement:
             if pick is None:
                 return None
             if self.balance_memory:
-                fill = self._fill_after(hbm[pick] + h[j], ddr[pick] + d[j])
+                fill = self._fill_after(hbm[pick] + h[j], ddr[pick] + d[j], pick)
                 r = int(pick[np.lexsort((load[pick], fill))[0]])
             else:
                 r = int(pick[np.argmin(load[pick])])
@@ -322,7 +333,7 @@ class Placement:
             now = base[pick] + self.ws_ms(ws[pick], wsr[pick])
             then = base[pick] + cost[j] + self.ws_ms(ws[pick] + wsb[j], wsr[pick] + wsn[j])
             if self.balance_memory:
-                fill = self._fill_after(hbm[pick] + h[j], ddr[pick] + d[j])
+                fill = self._fill_after(hbm[pick] + h[j], ddr[pick] + d[j], pick)
                 r = int(pick[np.lexsort((now, fill))[0]])
             else:
                 r = int(pick[np.lexsort((now, then))[0]])
@@ -339,20 +350,17 @@ class Placement:
                  used: np.ndarray) -> np.ndarray | None:
         """The ranks a shard of `h` HBM and `d` DDR bytes may go to, given the ranks' `hbm` and `ddr`: those with room
         (and `allowed`), only those not `used` yet where any is; None where none has room."""
-        ok = (hbm + h <= self.hbm_cap) & (ddr + d <= self.ddr_cap)
+        ok = (hbm + h <= self.hbm_caps) & (ddr + d <= self.ddr_caps)
         if allowed is not None:
             ok &= allowed
         if not ok.any():
             return None
         return np.flatnonzero(ok & ~used if (ok & ~used).any() else ok)
 
-    def _fill_after(self, hbm: np.ndarray, ddr: np.ndarray) -> np.ndarray:
-        """The fuller of `hbm` and `ddr` bytes as a share of the usable bytes."""
-        return np.maximum(self._share(hbm, self.hbm_cap), self._share(ddr, self.ddr_cap))
-
-    @staticmethod
-    def _share(used: np.ndarray, cap: float) -> np.ndarray:
-        return used / cap if cap else np.where(used > 0, np.inf, 0.0)
+    def _fill_after(self, hbm: np.ndarray, ddr: np.ndarray, ranks: np.ndarray | None = None) -> np.ndarray:
+        """The fuller of `hbm` and `ddr` bytes as a share of the usable bytes of `ranks` (None: every rank)."""
+        hcap, dcap = (self.hbm_caps, self.ddr_caps) if ranks is None else (self.hbm_caps[ranks], self.ddr_caps[ranks])
+        return np.maximum(_share(hbm, hcap), _share(ddr, dcap))
 
     def fill(self) -> np.ndarray:
         """Per rank, the fuller of HBM and DDR as a share of the usable bytes."""
@@ -372,6 +380,11 @@ def _round_robin(hosts: list[int]) -> list[int]:
         out += list(left)
         left = {h: n - 1 for h, n in left.items() if n > 1}
     return out
+
+
+def _share(used: np.ndarray, cap: np.ndarray) -> np.ndarray:
+    """used / cap per rank; where a rank has none of that memory, infinitely full if it holds any."""
+    return np.divide(used, cap, out=np.where(used > 0, np.inf, 0.0), where=cap > 0)
 
 
 def ws_term(per_row: float, ws: np.ndarray, wsr: np.ndarray) -> np.ndarray:

@@ -155,9 +155,13 @@ def _check_shape(st: ShardingType, shards: list[Shard], table: TableConfig, path
         return  # grid_problem checks each shard against TorchRec's grid layout, empty row shards included
     for i, s in enumerate(shards):
         if not s.sizes[0] or not s.sizes[1]:
-            if not (st.splits_rows and s.sizes == (0, cols) and s.offsets == (rows, 0)):
-                raise ConfigError(f"{path}.shards[{i}]", "is empty; only a row split may end in empty shards, at "
-                                  f"offsets [{rows}, 0] with sizes [0, {cols}], as TorchRec's row split does")
+            # TorchRec's row split ends in empty shards at [rows, 0]; its cut by memory share (a mixed fleet) may
+            # give a rank none anywhere: an empty shard sits where the shard before it ends
+            at = 0 if i == 0 else shards[i - 1].offsets[0] + shards[i - 1].sizes[0]
+            if not (st.splits_rows and s.sizes == (0, cols) and s.offsets == (at, 0)):
+                raise ConfigError(f"{path}.shards[{i}]", "is empty; only a row split may hold empty shards, each "
+                                  f"with sizes [0, {cols}] where the shard before it ends (offsets [{at}, 0]), as "
+                                  "TorchRec's row splits do")
             continue
         if st.splits_rows and (s.offsets[1], s.sizes[1]) != (0, cols):
             raise ConfigError(f"{path}.shards[{i}]", f"{st.value} shards hold whole rows: offset column 0 and "

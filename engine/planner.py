@@ -17,16 +17,16 @@ from engine import constants as C
 
 from engine.enumerate import Option, all_table_options
 from engine.clf import with_notes
-from engine.errors import PlanningError, human_bytes
+from engine.errors import PlanningError
 from engine.evaluate import evaluate
 from engine.planfile import placement_problem
-from engine.refuse import refuse_too_big, too_big
+from engine.refuse import no_room, refuse_too_big
 from engine.profile import active
 from engine.profile import notes as profile_notes
 from engine.groups import place_group, place_past_apart
 from engine.partition import Placement, PlacementRules, Work, better, improve, perturb
 from engine.strategy import OptionArrays, Recipe, candidates, option_arrays, relaxed_bound_ms
-from engine.types import PLACEMENT_FIELDS, ComputeKernel, Config, Plan, Shard, ShardingType, TablePlan
+from engine.types import PLACEMENT_FIELDS, Config, Plan, Shard, ShardingType, TablePlan
 
 
 @dataclass(frozen=True)
@@ -61,48 +61,19 @@ def _order(chosen: list[Option], pl: Placement) -> np.ndarray:
     return np.lexsort((np.arange(len(chosen)), -weight, ~fixed))
 
 
-def _footprint(o: Option, pl: Placement) -> float:
-    """How full one rank gets from the option's largest piece, as a share of the usable memory."""
-    h = o.piece_hbm_bytes / pl.hbm_cap if pl.hbm_cap else (np.inf if o.piece_hbm_bytes else 0.0)
-    d = o.piece_ddr_bytes / pl.ddr_cap if pl.ddr_cap else (np.inf if o.piece_ddr_bytes else 0.0)
-    return max(h, d)
+def _largest_ranks(pl: Placement) -> list[tuple[float, float]]:
+    """The ranks' distinct (usable HBM, usable DDR) that no other rank's both exceed: one pair where ranks are
+    alike, one per kind of device on a mixed fleet."""
+    out: list[tuple[float, float]] = []
+    for h, d in sorted(set(zip(pl.hbm_caps.tolist(), pl.ddr_caps.tolist())), reverse=True):
+        if not out or d > out[-1][1]:
+            out.append((h, d))
+    return out
 
 
-def _no_room(cfg: Config, options: list[list[Option]], t: int, pl: Placement) -> PlanningError:
-    opts = options[t]
-    name = cfg.tables[t].name
-    w = cfg.topology.world_size
-    total_h, total_d = pl.hbm_cap * w, pl.ddr_cap * w
-    fixes = []
-    kinds = {o.sharding_type for o in opts}
-    if ShardingType.ROW_WISE not in kinds:
-        fixes.append(f"allow row_wise for {name!r} (constraints.{name}.sharding_types) to spread its rows")
-    if cfg.topology.compute_device.value == "cuda" and ComputeKernel.FUSED_UVM_CACHING not in {o.kernel for o in opts}:
-        fixes.append(f"allow fused_uvm_caching for {name!r} to keep its weights in DDR")
-    fixes += ["raise topology.hbm_cap / topology.ddr_cap", "add ranks (topology.world_size)"]
-    need = sum(min(o.total_hbm_bytes + o.total_ddr_bytes for o in opt) for opt in options)
-    if need > total_h + total_d:
-        return _too_big(cfg, need, "each in its least memory-hungry option")
-    crowded = ""
-    if need > 0.9 * (total_h + total_d):
-        crowded = (f" All tables together need {human_bytes(need)}, {need / (total_h + total_d):.0%} of the memory of "
-                   f"all ranks: too full to pack.")
-    smallest = min(opts, key=lambda o: _footprint(o, pl))
-    need_h, need_d = int(smallest.piece_hbm_bytes), int(smallest.piece_ddr_bytes)
-    emptiest = int(np.argmin(pl.fill()))
-    free_h = int(max(pl.hbm_cap - pl.hbm[emptiest], 0))
-    free_d = int(max(pl.ddr_cap - pl.ddr[emptiest], 0))
-    return PlanningError(
-        f"Table {name!r} does not fit: its smallest option ({smallest.label}) needs {human_bytes(need_h)} HBM "
-        f"+ {human_bytes(need_d)} DDR on one rank, but after placing the other tables the emptiest rank has "
-        f"{human_bytes(free_h)} HBM and {human_bytes(free_d)} DDR free (usable per rank: "
-        f"{human_bytes(pl.hbm_cap)} HBM, {human_bytes(pl.ddr_cap)} DDR).{crowded}",
-        tables=(name,), fixes=tuple(fixes),
-    )
-
-
-def _too_big(cfg: Config, need: float, counted: str) -> PlanningError:
-    return too_big(cfg.tables, cfg.topology, need, counted)
+def _totals(pl: Placement) -> tuple[float, float] | None:
+    """All ranks' usable memory where ranks differ (engine.strategy.choose's budgets); None where they are alike."""
+    return (pl.hbm_total, pl.ddr_total) if pl.topo.custom_topology_data is not None else None
 
 
 def _refuse_early(cfg: Config) -> None:
@@ -157,7 +128,7 @@ def place_greedy(cfg: Config, options: list[list[Option]], chosen: list[Option],
                                            "co-locate fewer tables with it or keep it apart from fewer (a table "
                                            "that is data_parallel or row_wise holds a piece on every rank)",
                                            "raise topology.hbm_cap"))
-            raise _no_room(cfg, options, t, pl)
+            raise no_room(cfg, options, t, pl)
         pl.add(opt, ranks)
     pl.balance_memory = False
     return pl, fallbacks
@@ -200,11 +171,13 @@ def _placeable(cfg: Config, options: list[list[Option]]) -> tuple[list[list[Opti
     Returns what is left, per table and as arrays."""
     arr = option_arrays(options)
     probe = Placement(cfg.topology)
-    fits = (arr.piece_hbm_bytes <= probe.hbm_cap) & (arr.piece_ddr_bytes <= probe.ddr_cap)
+    fits = np.zeros(len(arr.table), dtype=bool)
+    for h, d in _largest_ranks(probe):  # some rank holds the piece
+        fits |= (arr.piece_hbm_bytes <= h) & (arr.piece_ddr_bytes <= d)
     per_table = np.zeros(len(options), dtype=np.int64)
     np.add.at(per_table, arr.table[fits], 1)
     if (per_table == 0).any():
-        raise _no_room(cfg, options, int(np.argmin(per_table)), probe)
+        raise no_room(cfg, options, int(np.argmin(per_table)), probe)
     arr = arr.select(fits)
     return arr.per_table(), arr
 
@@ -234,7 +207,8 @@ def _search(cfg: Config, options: list[list[Option]], arr: OptionArrays, bound: 
     probe = Placement(cfg.topology)
     best, error, tried, failed = None, None, 0, 0
     n = len(options)
-    for recipe, idx in candidates(arr, bound, probe.hbm_cap, probe.ddr_cap, cfg.topology.world_size):
+    for recipe, idx in candidates(arr, bound, probe.hbm_cap, probe.ddr_cap, cfg.topology.world_size,
+                                  _totals(probe)):
         if best is not None and (recipe.retry or work.done(explore - n * work.unit)):
             break  # the rest are retries and a plan was found, or no work left to place one more
         try:
@@ -276,7 +250,7 @@ def _notes(cfg: Config, arr: OptionArrays, found: _Found, steps: int, gains: int
     if work.cut:
         notes.append(safety_stop_note(work, settings.time_budget_s))
     cheapest = arr.argmin(arr.cost_ms)
-    cap = found.pl.hbm_cap * cfg.topology.world_size
+    cap = found.pl.hbm_total
     if arr.hbm_bytes[cheapest].sum() > FILL_TARGET * cap:
         moved = sum(found.pl.choice[t].kernel.weights_in_ddr and not arr.options[i].kernel.weights_in_ddr
                     for t, i in enumerate(cheapest))
@@ -347,7 +321,7 @@ def _plan(cfg: Config, settings: PlannerSettings) -> Plan:
     placeable, arr = _placeable(cfg, all_table_options(cfg, deadline, settings.time_budget_s))
     w = cfg.topology.world_size
     probe = Placement(cfg.topology)
-    bound = max(relaxed_bound_ms(arr, w, probe.hbm_cap * w, probe.ddr_cap * w),
+    bound = max(relaxed_bound_ms(arr, w, probe.hbm_total, probe.ddr_total),
                 _workset_bound_ms(placeable, arr, probe))
     work = Work(budget=float(settings.effort), world_size=w, deadline=deadline, start=start)
     found = _search(cfg, placeable, arr, bound, work, settings)

@@ -134,6 +134,25 @@ def read_ids(v: Any, path: str, f: F.Field) -> tuple[int, ...]:
     return tuple(sorted(set(values)))
 
 
+def read_caps(v: Any, path: str, world_size: int) -> tuple[Optional[tuple[int, ...]], Optional[tuple[int, ...]]]:
+    """custom_topology_data: per-rank hbm_cap and ddr_cap lists (None where absent), one whole number of bytes per
+    rank."""
+    f = F.CUSTOM_TOPOLOGY_FIELD
+    d = read_object(v, path, F.CUSTOM_CAPS)
+    out = []
+    for key in F.CUSTOM_CAPS:
+        caps = d.get(key)
+        if caps is None:
+            out.append(None)
+            continue
+        if not isinstance(caps, list) or len(caps) != world_size:
+            got = f"{len(caps):,} entries" if isinstance(caps, list) else type_name(caps)
+            raise ConfigError(f"{path}.{key}", f"must list one capacity in bytes per rank (world_size {world_size:,} "
+                              f"entries), got {got}")
+        out.append(tuple(read_int(x, f"{path}.{key}[{i}]", f.lo, f.hi) for i, x in enumerate(caps)))
+    return out[0], out[1]
+
+
 def read_table_names(v: Any, path: str) -> tuple[str, ...]:
     values = read_list(v, path, lambda x, p: x if isinstance(x, str) and x else fail(p, "must be a table name"))
     if not values:

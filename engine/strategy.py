@@ -232,14 +232,17 @@ def _priced(arr: OptionArrays, cost: np.ndarray, hbm_budget: float, ddr_budget: 
 
 
 def choose(arr: OptionArrays, recipe: Recipe, hbm_cap: float, ddr_cap: float,
-           world_size: int) -> np.ndarray | None:
+           world_size: int, totals: tuple[float, float] | None = None) -> np.ndarray | None:
     """Per table, the option with the least `cost + lam x HBM bytes (+ mu x DDR bytes)` among those the
     recipe allows, with the smallest prices that bring the HBM demand under recipe.fill of all HBM and the
-    DDR demand under all DDR (mu only where DDR binds). None when no prices do."""
+    DDR demand under all DDR (mu only where DDR binds). None when no prices do. hbm_cap, ddr_cap: one rank's
+    (the largest's); totals: all ranks' where they differ (None: world_size x one rank's)."""
     allowed = (arr.piece_ms <= recipe.piece_cap_ms) & (arr.piece_hbm_bytes <= recipe.memory_share * hbm_cap)
     allowed &= arr.piece_ddr_bytes <= recipe.memory_share * ddr_cap
     cost = np.where(allowed, arr.cost_ms, np.inf)
     hbm_budget, ddr_budget = recipe.fill * hbm_cap * world_size, ddr_cap * world_size
+    if totals is not None:
+        hbm_budget, ddr_budget = recipe.fill * totals[0], totals[1]
     idx, ddr_ok = _priced(arr, cost, hbm_budget, ddr_budget, 0.0)
     if idx is None or ddr_ok:
         return idx
@@ -286,14 +289,15 @@ def recipes(bound_ms: float) -> list[Recipe]:
     return out
 
 
-def candidates(arr: OptionArrays, bound_ms: float, hbm_cap: float, ddr_cap: float, world_size: int):
+def candidates(arr: OptionArrays, bound_ms: float, hbm_cap: float, ddr_cap: float, world_size: int,
+               totals: tuple[float, float] | None = None):
     """Yields (recipe, option index per table) for each recipe that gives a choice not seen before; last,
     where it is new, the cheapest options regardless of memory (the greedy falls back to what fits)."""
     seen, chosen = set(), {}
     for recipe in recipes(bound_ms):
         key = (recipe.piece_cap_ms, recipe.memory_share, recipe.fill)  # the greedy's mode does not change it
         if key not in chosen:
-            chosen[key] = choose(arr, recipe, hbm_cap, ddr_cap, world_size)
+            chosen[key] = choose(arr, recipe, hbm_cap, ddr_cap, world_size, totals)
         idx = chosen[key]
         if idx is None:
             continue

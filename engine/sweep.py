@@ -53,13 +53,13 @@ class Accelerator:
 
     def topology(self, base: Topology, world_size: int, batch_size: int) -> Topology:
         """`base` (its DDR, optimizer and reservation kept) on `world_size` of these GPUs, `batch_size` per rank,
-        priced with the published fixed costs for its host count."""
+        priced with the published fixed costs for its host count; every rank this GPU (no per-rank capacities)."""
         local = min(GPUS_PER_HOST, world_size)
         topo = dataclasses.replace(
             base, world_size=world_size, local_world_size=local, compute_device=Device.CUDA,
             hbm_cap=int(self.hbm_gib * GIB), hbm_mem_bw=self.hbm_gbps * GBPS, intra_host_bw=self.nvlink_gbps * GBPS,
             inter_host_bw=self.network_gbps * GBPS, hbm_to_ddr_mem_bw=self.pcie_gbps * GBPS, batch_size=batch_size,
-            profile=None)
+            profile=None, custom_topology_data=None)
         return dataclasses.replace(topo, profile=published_cuda(topo.num_hosts))
 
 

@@ -18,7 +18,7 @@ from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
 from torchrec.distributed.planner import EmbeddingShardingPlanner
 from torchrec.distributed.planner import Topology as TorchRecTopology
 from torchrec.distributed.planner.storage_reservations import HeuristicalStorageReservation
-from torchrec.distributed.planner.types import ParameterConstraints, PlannerError, Stats
+from torchrec.distributed.planner.types import CustomTopologyData, ParameterConstraints, PlannerError, Stats
 from torchrec.distributed.types import (
     CacheParams,
     EmbeddingModuleShardingPlan,
@@ -43,6 +43,7 @@ from engine.types import (
     Shard,
     ShardingType,
     TablePlan,
+    Topology,
 )
 
 DeviceLike = Union[str, Device, None]
@@ -158,7 +159,17 @@ def torchrec_topology(cfg: Config) -> TorchRecTopology:
         world_size=t.world_size, compute_device=t.compute_device.value, hbm_cap=t.hbm_cap, ddr_cap=t.ddr_cap,
         local_world_size=t.local_world_size, hbm_mem_bw=t.hbm_mem_bw, ddr_mem_bw=t.ddr_mem_bw,
         hbm_to_ddr_mem_bw=t.hbm_to_ddr_mem_bw, intra_host_bw=t.intra_host_bw, inter_host_bw=t.inter_host_bw,
+        custom_topology_data=_custom_topology_data(t),
     )
+
+
+def _custom_topology_data(t: Topology) -> Optional[CustomTopologyData]:
+    """TorchRec's per-rank capacities: the lists the config gives (engine.fields.CUSTOM_CAPS), None without."""
+    custom = t.custom_topology_data
+    if custom is None:
+        return None
+    data = {k: list(v) for k in F.CUSTOM_CAPS if (v := getattr(custom, k)) is not None}
+    return CustomTopologyData(data=data, world_size=t.world_size)
 
 
 # TorchRec's objects that hold a constraint declared with a dotted TorchRec name (cache_params.load_factor)

@@ -205,6 +205,15 @@ class DeviceProfile:
 
 
 @dataclass(frozen=True)
+class CustomTopologyData:
+    """Per-rank capacities of a mixed fleet (TorchRec's CustomTopologyData): a list has one entry per rank and
+    replaces the topology's hbm_cap / ddr_cap on that rank; None: every rank has the topology's (engine.capacity)."""
+
+    hbm_cap: Optional[tuple[int, ...]] = None
+    ddr_cap: Optional[tuple[int, ...]] = None
+
+
+@dataclass(frozen=True)
 class Topology:
     """The machines and the training step: TorchRec's Topology fields plus batch size and optimizer."""
 
@@ -222,6 +231,7 @@ class Topology:
     storage_reservation: float = C.STORAGE_RESERVATION
     optimizer: Optimizer = Optimizer.SGD
     profile: Optional[DeviceProfile] = None  # fixed costs of a step (engine.profile); None: bandwidth terms only
+    custom_topology_data: Optional[CustomTopologyData] = None  # per-rank capacities; None: every rank alike
 
     @property
     def num_hosts(self) -> int:

@@ -42,8 +42,11 @@ def write(tmp_path: Path, data, name: str = "config.json") -> Path:
 
 
 def within_memory(cfg, plan) -> bool:
-    """No rank of the plan uses more than its usable HBM or DDR."""
-    return all(r.hbm_bytes <= cfg.topology.usable_hbm_bytes and r.ddr_bytes <= cfg.topology.usable_ddr_bytes
+    """No rank of the plan uses more than its usable HBM or DDR (its own on a mixed fleet)."""
+    from engine.capacity import usable_ddr_of, usable_hbm_of
+
+    topo = cfg.topology
+    return all(r.hbm_bytes <= usable_hbm_of(topo, r.rank) and r.ddr_bytes <= usable_ddr_of(topo, r.rank)
                for r in plan.ranks)
 
 

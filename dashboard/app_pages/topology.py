@@ -8,7 +8,7 @@ import streamlit as st
 
 import engine
 from dashboard.plans import calibration as calib
-from dashboard.tables import presets, row_checks
+from dashboard.tables import host_groups, presets, row_checks
 from dashboard.ui import services, state, views
 from dashboard.text import md
 
@@ -16,6 +16,9 @@ from dashboard.text import md
 CUSTOM = "custom"
 HOSTS_KEY = state.TOPOLOGY_HOSTS
 CLUSTER_KEY = "topology_cluster"
+MIXED_KEY = "topology_mixed"
+GROUPS_KEY = "topology_host_groups"
+GROUPS_BASE = "topology_host_groups_base"  # (the per-rank lists the editor's rows were made from, the rows)
 GPU_KEY = "topology_gpu"
 
 
@@ -106,6 +109,59 @@ def topology_form(form: dict) -> dict:
     return out
 
 
+def _group_rows(topology: dict) -> list[dict]:
+    """The rows the host-group editor starts from: kept while the topology's lists are the ones they were made
+    from (the editor holds the user's edits on top of them); made again, and the editor's edits dropped, when the
+    lists changed elsewhere (a preset, an import, an undo) or an edit was taken into the topology."""
+    lists = (topology.get(host_groups.FIELD), topology.get("world_size"), topology.get("local_world_size"))
+    base = state.kept(GROUPS_BASE)
+    if base is None or base[0] != lists:
+        base = (lists, host_groups.groups(topology))
+        state.remember(GROUPS_BASE, base)
+        state.forget_widgets([GROUPS_KEY])
+    return base[1]
+
+
+def _toggle_mixed() -> None:
+    """Turned on: one group of every host with the memory above (edit it, add groups); off: one memory for all."""
+    try:
+        topo = engine.complete_topology(state.topology())
+    except engine.ConfigError as e:
+        state.flash(f"Fix the topology first: {md(row_checks.outside_text(e))}", "error")
+        return
+    if state.widget(MIXED_KEY):
+        topo, _ = host_groups.with_groups(topo, host_groups.groups(topo) or [])
+    state.set_topology(topo if state.widget(MIXED_KEY) else host_groups.without_groups(topo), reset_widgets=False)
+
+
+def mixed_fleet(topology: dict) -> dict:
+    """Per-host memory for a mixed fleet (topology.custom_topology_data): groups of hosts, each with its HBM and
+    DDR; hosts in no group keep the memory above. Returns the topology with them, or without when turned off."""
+    state.set_widget(MIXED_KEY, host_groups.FIELD in topology)
+    on = st.toggle("Hosts differ in memory (a mixed fleet)", key=MIXED_KEY, on_change=_toggle_mixed,
+                   help="give groups of hosts their own HBM and DDR, e.g. hosts 0-1 with 80 GiB and hosts 2-3 with "
+                        "40 GiB (TorchRec's CustomTopologyData); the planner keeps every rank within its own")
+    if not on:
+        return host_groups.without_groups(topology)
+    rows = _group_rows(topology)
+    if rows is None:  # a config whose ranks differ within a host: shown, kept, not editable here
+        st.info(f"Memory per rank as the config gives it: {md(host_groups.summary(topology))}.",
+                icon=":material/info:")
+        return topology
+    number = st.column_config.NumberColumn(min_value=0.0, format="%.2f")
+    edited = st.data_editor(
+        pd.DataFrame(rows, columns=list(host_groups.COLUMNS)), key=GROUPS_KEY, num_rows="dynamic",
+        hide_index=True, width="stretch", column_config={
+            host_groups.HOSTS: st.column_config.TextColumn(help="hosts, e.g. 0-1 or 2, 3"),
+            host_groups.HBM: number, host_groups.DDR: number})
+    new, problem = host_groups.with_groups(topology, edited.to_dict("records"))
+    if problem:
+        st.error(md(problem), icon=":material/error:")
+    else:
+        st.caption(md(host_groups.summary(new)))
+    return new
+
+
 def check(topo: dict) -> None:
     probe = {"tables": [presets.PROBE_TABLE], "topology": topo}
     try:
@@ -113,10 +169,11 @@ def check(topo: dict) -> None:
     except engine.ConfigError as e:
         st.error(md(row_checks.outside_text(e)), icon=":material/error:")
         return
+    usable = (f"usable per rank: {engine.human_bytes(t.usable_hbm_bytes)} HBM, "
+              f"{engine.human_bytes(t.usable_ddr_bytes)} DDR" if t.custom_topology_data is None else
+              f"memory by host group, {100 * t.storage_reservation:g}% of HBM reserved")
     st.success(f"{_count(t.num_hosts, 'host')} x {_count(t.local_world_size, 'rank')} = {_count(t.world_size, 'rank')}"
-               f", {t.compute_device.value}; usable per rank: "
-               f"{engine.human_bytes(t.usable_hbm_bytes)} HBM, {engine.human_bytes(t.usable_ddr_bytes)} DDR.",
-               icon=":material/check_circle:")
+               f", {t.compute_device.value}; {usable}.", icon=":material/check_circle:")
 
 
 def refused(topo: dict) -> None:
@@ -224,6 +281,7 @@ values = topology_form(in_use)
 if values["local_world_size"] is None:  # uneven: the ranks and hosts in use stay until the inputs fit
     values.update(world_size=in_use["world_size"], local_world_size=in_use["local_world_size"])
 topology = calib.keep_profile(state.topology(), presets.form_topology(values))
+topology = mixed_fleet(host_groups.keep_groups(state.topology(), topology))
 state.set_topology(topology, reset_widgets=False)
 with preset_slot:
     preset_row(topology)

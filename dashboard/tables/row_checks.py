@@ -36,7 +36,8 @@ TOPOLOGY_LABELS = {"world_size": "world size", "local_world_size": "ranks per ho
                    "hbm_cap": "HBM", "ddr_cap": "DDR", "hbm_mem_bw": "HBM bandwidth", "ddr_mem_bw": "DDR bandwidth",
                    "hbm_to_ddr_mem_bw": "HBM to DDR bandwidth", "intra_host_bw": "bandwidth within a host",
                    "inter_host_bw": "bandwidth across hosts", "batch_size": "batch size per rank",
-                   "storage_reservation": "HBM reserved", "optimizer": "optimizer", "profile": "device profile"}
+                   "storage_reservation": "HBM reserved", "optimizer": "optimizer", "profile": "device profile",
+                   "custom_topology_data": "memory by host group"}
 
 
 

@@ -66,7 +66,7 @@ def _affine_ranks(pl: Placement, opt: Option, old_pieces: np.ndarray) -> np.ndar
         ddr[r] += d[j]
 
     def fitting(j: int) -> np.ndarray:
-        ok = (hbm + h[j] <= pl.hbm_cap) & (ddr + d[j] <= pl.ddr_cap)
+        ok = (hbm + h[j] <= pl.hbm_caps) & (ddr + d[j] <= pl.ddr_caps)
         return ok & allowed if allowed is not None else ok
 
     for j in sorted(range(n), key=lambda j: (-held[j].max(), j)):  # first: shards that go home

@@ -60,6 +60,19 @@ def test_save_and_get_plan_round_trip(store: Store) -> None:
     assert engine.parse_plan(rec.plan, engine.parse_config(rec.config))  # still a valid plan for its config
 
 
+def test_a_mixed_fleets_plan_is_saved_checked_and_read_back_with_each_ranks_capacity(store: Store) -> None:
+    """topology.custom_topology_data goes into the config version and the plan's per-rank capacities into its rows;
+    the store's re-estimate (db.estimates) agrees with the planner's."""
+    cfg = load_example("tutorial_row_wise")
+    cfg["topology"]["custom_topology_data"] = {"hbm_cap": [8 * 2**30, 2 * 2**30]}
+    plan = engine.plan_to_dict(engine.plan(engine.parse_config(cfg)))
+    rec = store.get_plan(store.save_plan(cfg, plan))
+    assert rec.config["topology"]["custom_topology_data"] == {"hbm_cap": [8 * 2**30, 2 * 2**30]}
+    assert [r["hbm_cap_bytes"] for r in rec.plan["ranks"]] == [int(8 * 2**30 * 0.85), int(2 * 2**30 * 0.85)]
+    assert store.save_config(cfg, "mixed").config != store.save_config(load_example("tutorial_row_wise"),
+                                                                        "mixed").config  # a new version
+
+
 def test_tokens_are_unguessable(store: Store) -> None:
     cfg, plan = sample()
     tokens = [store.save_plan(cfg, plan) for _ in range(5)]

@@ -21,6 +21,7 @@ from torchrec.distributed.sharding_plan import grid_shard as torchrec_grid_shard
 
 import engine
 from engine.enumerate import table_options
+from engine.capacity import usable_hbm_of
 from engine.errors import ConfigError
 from engine.estimate import estimate_shards
 from engine.geometry import geometry
@@ -269,3 +270,19 @@ def test_a_grid_run_holds_the_plans_shards_and_the_memory_estimated(memory_run):
         assert m["mismatches"] == []
         assert abs(est.memory.held_bytes / m["held_bytes"] - 1) < 0.02, (est.rank, est.memory, m)
         assert abs(est.memory.peak_bytes / m["step_peak_bytes"] - 1) < MEMORY_TOLERANCE, (est.rank, est.memory, m)
+
+
+def test_grid_pieces_keep_to_each_ranks_own_capacity_on_a_mixed_fleet():
+    """topology.custom_topology_data: host 1's ranks too small for a piece, so both pieces go to host 0 (which
+    fits them), or the plan is refused naming the ranks; never a piece over a rank's own capacity."""
+    tables = [table("t", 1_000_000, 128)]
+    raw = {"tables": tables, "constraints": {"t": {**GRID, "min_partition": 64}}, "topology": {
+        "world_size": 4, "local_world_size": 2, "compute_device": "cuda", "batch_size": 512,
+        "custom_topology_data": {"hbm_cap": [2 * 2**30, 2 * 2**30, 64 * 2**20, 64 * 2**20]}}}
+    cfg = engine.parse_config(raw)
+    p = ours(cfg)
+    tp = p.tables["t"]
+    assert tp.sharding_type is engine.ShardingType.GRID_SHARD
+    assert {s.rank for s in tp.shards} <= {0, 1}, [(s.rank, s.sizes) for s in tp.shards]
+    assert all(r.hbm_bytes <= r.hbm_cap_bytes == usable_hbm_of(cfg.topology, r.rank) for r in p.ranks)
+    assert p.ranks[3].hbm_cap_bytes < p.ranks[0].hbm_cap_bytes / 30

@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine import PlanningError, evaluate, parse_config, parse_plan, plan, plan_to_dict
+from engine.capacity import usable_ddr_of, usable_hbm_of
 from tests.factories import SHARDING_TYPES
 
 
@@ -41,6 +42,10 @@ def configs(draw, sharding_types: tuple[str, ...] = SHARDING_TYPES):
                 "ddr_cap": draw(st.sampled_from([2**30, 128 * 2**30])),
                 "batch_size": draw(st.sampled_from([1, 64, 512])),
                 "optimizer": draw(st.sampled_from(["sgd", "adam", "rowwise_adagrad"]))}
+    if draw(st.booleans()):  # a mixed fleet: each rank its own HBM and DDR
+        topology["custom_topology_data"] = {
+            "hbm_cap": draw(st.lists(st.sampled_from([64 * 2**20, 2**30, 32 * 2**30]), min_size=world, max_size=world)),
+            "ddr_cap": draw(st.lists(st.sampled_from([2**30, 128 * 2**30]), min_size=world, max_size=world))}
     return {"tables": tables, "constraints": constraints, "topology": topology}
 
 
@@ -84,7 +89,8 @@ def complete_exact_and_within_memory(raw: dict) -> None:
         if cells is not None:
             assert (cells == 1).all()
     for r in p.ranks:
-        assert r.hbm_bytes <= topo.usable_hbm_bytes and r.ddr_bytes <= topo.usable_ddr_bytes
+        assert r.hbm_bytes <= usable_hbm_of(topo, r.rank) and r.ddr_bytes <= usable_ddr_of(topo, r.rank)
+        assert (r.hbm_cap_bytes, r.ddr_cap_bytes) == (usable_hbm_of(topo, r.rank), usable_ddr_of(topo, r.rank))
     assert p.max_rank_cost_ms >= p.lower_bound_ms * (1 - 1e-9)
     # the file round-trips and re-estimates to the same numbers
     data = json.loads(json.dumps(plan_to_dict(p)))

@@ -1,0 +1,136 @@
+"""A mixed fleet's memory (topology.custom_topology_data: one HBM and one DDR capacity per rank) as the Topology page
+edits it: groups of hosts, "hosts 0-1: 80 GiB HBM, hosts 2-3: 40 GiB", not one row per rank. Plain Python: the page
+shows the rows these functions make and hands back what the user typed.
+"""
+
+from __future__ import annotations
+
+import re
+
+import engine
+
+GIB = 2**30
+FIELD = "custom_topology_data"
+HOSTS, HBM, DDR = "hosts", "HBM (GiB)", "DDR (GiB)"
+COLUMNS = (HOSTS, HBM, DDR)
+_RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
+
+
+def _sizes(topo: dict) -> tuple[int, int]:
+    """(world_size, local_world_size) of a topology the engine accepts (engine.complete_topology)."""
+    return int(topo["world_size"]), int(topo.get("local_world_size") or topo["world_size"])
+
+
+def per_rank(topo: dict) -> tuple[list[int], list[int]]:
+    """Every rank's HBM and DDR bytes: its own where custom_topology_data gives them, else the topology's."""
+    ws, _ = _sizes(topo)
+    custom = topo.get(FIELD) or {}
+    hbm = custom.get("hbm_cap") or [int(topo["hbm_cap"])] * ws
+    ddr = custom.get("ddr_cap") or [int(topo["ddr_cap"])] * ws
+    return list(hbm), list(ddr)
+
+
+def hosts_text(hosts: list[int]) -> str:
+    """Host numbers as ranges: [0, 1, 2, 5] -> "0-2, 5"."""
+    out, start = [], None
+    for i, h in enumerate(hosts):
+        if start is None:
+            start = h
+        if i + 1 == len(hosts) or hosts[i + 1] != h + 1:
+            out.append(str(start) if start == h else f"{start}-{h}")
+            start = None
+    return ", ".join(out)
+
+
+def groups(topo: dict) -> list[dict] | None:
+    """The topology's memory as rows of consecutive hosts whose ranks all have the same HBM and DDR: {hosts, HBM
+    (GiB), DDR (GiB)}. None where some host's ranks differ among themselves (a host's group cannot say it)."""
+    ws, lws = _sizes(topo)
+    hbm, ddr = per_rank(topo)
+    rows: list[dict] = []
+    last = None
+    for host in range(ws // lws):
+        ranks = range(host * lws, (host + 1) * lws)
+        caps = {(hbm[r], ddr[r]) for r in ranks}
+        if len(caps) > 1:
+            return None
+        (h, d), = caps
+        if last is not None and (h, d) == last[0]:
+            last[1].append(host)
+        else:
+            last = ((h, d), [host])
+            rows.append(last)
+    return [{HOSTS: hosts_text(hs), HBM: h / GIB, DDR: d / GIB} for (h, d), hs in rows]
+
+
+def parse_hosts(text: object, num_hosts: int) -> list[int] | str:
+    """ "0-1, 3" -> [0, 1, 3]; or what is wrong with it, in words."""
+    if not isinstance(text, str) or not text.strip():
+        return "name its hosts, e.g. 0-1 or 2, 3"
+    out: list[int] = []
+    for part in text.split(","):
+        m = _RANGE.match(part)
+        if not m:
+            return f"{part.strip()!r} is not a host or a range of hosts such as 0-1"
+        lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
+        if hi < lo:
+            return f"the range {lo}-{hi} runs backwards"
+        if hi >= num_hosts:
+            return f"host {hi} does not exist: the topology has hosts 0-{num_hosts - 1}"
+        out.extend(range(lo, hi + 1))
+    return out
+
+
+def _gib(v: object, what: str) -> float | str:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v < 0:
+        return f"{what} must be a number of GiB, 0 or more"
+    return float(v)
+
+
+def with_groups(topo: dict, rows: list[dict]) -> tuple[dict, str | None]:
+    """The topology with each group's hosts given its HBM and DDR (hosts in no group keep the topology's hbm_cap and
+    ddr_cap), as custom_topology_data; or the topology unchanged and the first problem, naming its row."""
+    ws, lws = _sizes(topo)
+    num_hosts = ws // lws
+    hbm, ddr = [int(topo["hbm_cap"])] * ws, [int(topo["ddr_cap"])] * ws
+    owner: dict[int, int] = {}
+    for i, row in enumerate(rows, start=1):
+        hosts = parse_hosts(row.get(HOSTS), num_hosts)
+        h, d = _gib(row.get(HBM), HBM), _gib(row.get(DDR), DDR)
+        problem = next((p for p in (hosts, h, d) if isinstance(p, str)), None)
+        if problem is None:
+            again = next((x for x in hosts if x in owner), None)
+            if again is not None:
+                problem = f"host {again} is in group {owner[again]} too: give each host one group"
+        if problem is not None:
+            return topo, f"Group {i}: {problem}."
+        for host in hosts:
+            owner[host] = i
+            for r in range(host * lws, (host + 1) * lws):
+                hbm[r], ddr[r] = int(round(h * GIB)), int(round(d * GIB))
+    out = {k: v for k, v in topo.items() if k != FIELD}
+    if owner:
+        out[FIELD] = {"hbm_cap": hbm, "ddr_cap": ddr}
+    return out, None
+
+
+def without_groups(topo: dict) -> dict:
+    return {k: v for k, v in topo.items() if k != FIELD}
+
+
+def keep_groups(before: dict, after: dict) -> dict:
+    """`after` (the Topology form's values, which have no per-rank lists) with `before`'s lists while the ranks are
+    the same: the form's other inputs do not drop a mixed fleet's capacities."""
+    custom = before.get(FIELD)
+    if custom is None or FIELD in after or _sizes(before)[0] != _sizes(after)[0]:
+        return after
+    return {**after, FIELD: custom}
+
+
+def summary(topo: dict) -> str:
+    """The memory of a mixed fleet in a line: "hosts 0-1: 80 GiB HBM, 512 GiB DDR; hosts 2-3: 40 GiB HBM, ..."."""
+    rows = groups(topo)
+    if rows is None:
+        return "the ranks of a host differ in memory (set per rank in the config file)"
+    return "; ".join(f"hosts {r[HOSTS]}: {engine.human_bytes(round(r[HBM] * GIB))} HBM, "
+                     f"{engine.human_bytes(round(r[DDR] * GIB))} DDR" for r in rows)

@@ -1,0 +1,102 @@
+"""A mixed fleet's memory on the Topology page: groups of hosts (dashboard.tables.host_groups), not a row per rank;
+the page's editor writes topology.custom_topology_data; a plan's memory bars draw each rank's own capacity."""
+
+from __future__ import annotations
+
+import pytest
+
+import engine
+from dashboard.plans import charts
+from dashboard.tables import host_groups as hg
+from dashboard.tables import presets
+from tests.dashboard.helpers import edit, goto, shown, workspace
+from tests.factories import tutorial
+
+GIB = 2**30
+
+
+def topo(**custom) -> dict:
+    """4 hosts of 2 ranks, every default written out; custom: the per-rank lists."""
+    raw = {"world_size": 8, "local_world_size": 2, "hbm_cap": 80 * GIB, "ddr_cap": 512 * GIB}
+    if custom:
+        raw["custom_topology_data"] = custom
+    return engine.complete_topology(raw)
+
+
+def test_per_rank_lists_show_as_groups_of_hosts_and_come_back_the_same():
+    t = topo(hbm_cap=[80 * GIB] * 4 + [40 * GIB] * 4)
+    rows = hg.groups(t)
+    assert rows == [{hg.HOSTS: "0-1", hg.HBM: 80.0, hg.DDR: 512.0}, {hg.HOSTS: "2-3", hg.HBM: 40.0, hg.DDR: 512.0}]
+    again, problem = hg.with_groups(t, rows)
+    assert problem is None
+    assert again["custom_topology_data"] == {"hbm_cap": [80 * GIB] * 4 + [40 * GIB] * 4, "ddr_cap": [512 * GIB] * 8}
+    assert engine.parse_config({"tables": [presets.PROBE_TABLE], "topology": again}).topology.custom_topology_data
+    assert hg.summary(t) == "hosts 0-1: 80.00 GiB HBM, 512.00 GiB DDR; hosts 2-3: 40.00 GiB HBM, 512.00 GiB DDR"
+    assert hg.groups(topo()) == [{hg.HOSTS: "0-3", hg.HBM: 80.0, hg.DDR: 512.0}]  # one group: every host alike
+
+
+def test_hosts_in_no_group_keep_the_topologys_memory_and_ranks_that_differ_within_a_host_are_not_grouped():
+    t, problem = hg.with_groups(topo(), [{hg.HOSTS: "1, 3", hg.HBM: 24.0, hg.DDR: 64.0}])
+    assert problem is None
+    assert t["custom_topology_data"]["hbm_cap"] == [80 * GIB] * 2 + [24 * GIB] * 2 + [80 * GIB] * 2 + [24 * GIB] * 2
+    assert hg.hosts_text([0, 1, 2, 5, 7, 8]) == "0-2, 5, 7-8"
+    assert hg.groups(topo(hbm_cap=[80 * GIB, 40 * GIB] * 4)) is None
+
+
+def test_bad_groups_are_one_line_naming_the_group_and_leave_the_topology_as_it_was():
+    t = topo()
+    cases = [
+        ([{hg.HOSTS: "0-4", hg.HBM: 1.0, hg.DDR: 1.0}], "Group 1: host 4 does not exist: the topology has hosts 0-3."),
+        ([{hg.HOSTS: "", hg.HBM: 1.0, hg.DDR: 1.0}], "Group 1: name its hosts, e.g. 0-1 or 2, 3."),
+        ([{hg.HOSTS: "a-b", hg.HBM: 1.0, hg.DDR: 1.0}],
+         "Group 1: 'a-b' is not a host or a range of hosts such as 0-1."),
+        ([{hg.HOSTS: "3-1", hg.HBM: 1.0, hg.DDR: 1.0}], "Group 1: the range 3-1 runs backwards."),
+        ([{hg.HOSTS: "0", hg.HBM: -1.0, hg.DDR: 1.0}], "Group 1: HBM (GiB) must be a number of GiB, 0 or more."),
+        ([{hg.HOSTS: "0", hg.HBM: None, hg.DDR: 1.0}], "Group 1: HBM (GiB) must be a number of GiB, 0 or more."),
+        ([{hg.HOSTS: "0-1", hg.HBM: 1.0, hg.DDR: 1.0}, {hg.HOSTS: "1-2", hg.HBM: 1.0, hg.DDR: 1.0}],
+         "Group 2: host 1 is in group 1 too: give each host one group."),
+    ]
+    for rows, message in cases:
+        assert hg.with_groups(t, rows) == (t, message)
+
+
+def test_the_forms_other_inputs_keep_the_lists_and_a_preset_gives_every_rank_the_same():
+    t = topo(hbm_cap=[80 * GIB] * 4 + [40 * GIB] * 4)
+    form = {k: v for k, v in t.items() if k != "custom_topology_data"}
+    assert hg.keep_groups(t, {**form, "batch_size": 1024})["custom_topology_data"] == t["custom_topology_data"]
+    assert "custom_topology_data" not in hg.keep_groups(t, {**form, "world_size": 16, "local_world_size": 2})
+    assert "custom_topology_data" not in presets.gpu_topology("h100_80gb", t)
+    assert "custom_topology_data" not in presets.cluster_topology("dgx_h100_4", t)
+
+
+def test_memory_bars_draw_each_ranks_own_capacity():
+    raw = tutorial()
+    raw["topology"]["custom_topology_data"] = {"hbm_cap": [8 * GIB, 2 * GIB]}
+    plan = engine.plan(engine.parse_config(raw))
+    cap = next(t for t in charts.memory_bars(plan).data if t.name == "usable capacity")
+    assert list(cap.y) == pytest.approx([8 * 0.85, 2 * 0.85])
+
+
+def test_topology_page_edits_memory_by_host_group(app):
+    goto(app, "topology")
+    app.number_input(key="topology_world_size").set_value(8)
+    app.number_input(key="topology_hosts").set_value(4)
+    app.run()
+    assert "custom_topology_data" not in workspace(app)["topology"]
+    app.toggle(key="topology_mixed").set_value(True).run()
+    assert not app.exception, app.exception
+    hbm = workspace(app)["topology"]["hbm_cap"]
+    assert workspace(app)["topology"]["custom_topology_data"]["hbm_cap"] == [hbm] * 8  # one group: every host
+    edit(app, "topology_host_groups", edited={0: {hg.HOSTS: "0-1"}},
+         added=[{hg.HOSTS: "2-3", hg.HBM: 8.0, hg.DDR: 64.0}])
+    custom = workspace(app)["topology"]["custom_topology_data"]
+    assert custom["hbm_cap"] == [hbm] * 4 + [8 * GIB] * 4 and custom["ddr_cap"][4:] == [64 * GIB] * 4
+    assert any("hosts 2-3: 8.00 GiB HBM, 64.00 GiB DDR" in c for c in shown(app, "caption"))
+    assert shown(app, "success")[0].endswith("memory by host group, 15% of HBM reserved.")
+    app.number_input(key="topology_batch_size").set_value(1024).run()  # another input keeps the groups
+    assert workspace(app)["topology"]["custom_topology_data"] == custom
+    edit(app, "topology_host_groups", edited={1: {hg.HOSTS: "2-9"}})
+    assert shown(app, "error") == ["Group 2: host 9 does not exist: the topology has hosts 0-3."]
+    assert workspace(app)["topology"]["custom_topology_data"] == custom  # kept until the groups are right
+    app.toggle(key="topology_mixed").set_value(False).run()
+    assert "custom_topology_data" not in workspace(app)["topology"]

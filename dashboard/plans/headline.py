@@ -154,8 +154,7 @@ class Switch:
 
 
 def switch(config: engine.Config, here: engine.Plan, other: engine.Plan) -> Switch:
-    m = engine.replan_moved_bytes(config, engine.read_old_plan(engine.plan_to_dict(here), "plan on screen"),
-                                  other.tables)
+    m = engine.replan_moved_bytes(config, engine.read_old_plan(here, "plan on screen"), other.tables)
     return Switch(float(here.max_rank_cost_ms), float(other.max_rank_cost_ms), int(m.total_bytes), len(m.by_table))
 
 

@@ -110,7 +110,7 @@ def replan_edit(config_json: str, on_screen: engine.Plan, effort: int, safety_st
         return plan(config_json, effort, safety_stop_s)  # its config error, in the same words
     settings = engine.PlannerSettings(search=effort > 0, effort=effort, time_budget_s=safety_stop_s)
     try:
-        old = engine.read_old_plan(engine.plan_to_dict(on_screen), "plan on screen")
+        old = engine.read_old_plan(on_screen, "plan on screen")
         r = engine.replan_plan(cfg, old, settings=settings, compare=False,
                                earlier_step_ms=on_screen.max_rank_cost_ms)
     except engine.EngineError as e:

@@ -185,7 +185,7 @@ def since_text(current: CurrentPlan) -> str:
         by += f", {current.how}"
     previous = state.previous_plan()
     if previous is None:
-        return f"{by}." if current.how.endswith("session") else f"{by}; the first plan of this session."
+        return f"{by}." if current.how else f"{by}; the first plan of this session."
     return f"{by}. Since the last plan: {md(headline.change_text(change_of(previous, current)))}."
 
 

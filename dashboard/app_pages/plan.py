@@ -77,8 +77,9 @@ def previous(p) -> None:
 
 def current_view(current) -> None:
     where = f"saved as '{md(current.label)}'" if current.token else "not saved yet"
+    how = f"{current.how} · " if current.how else ""  # re-planned from the plan on screen, or from scratch and why
     st.caption(f"Plan by {md(services.planner_label(current.planner))} · {len(current.plan.tables)} tables · "
-               f"{where}")
+               f"{how}{where}")
     before = state.previous_plan()
     if before is not None:
         st.caption(f"Since the last plan: {md(headline.change_text(workspace.change_of(before, current)))}")

@@ -25,6 +25,8 @@ class CurrentPlan:
     token: Optional[str] = None  # set once saved
     label: str = ""
     source_key: str = ""  # config_key of the workspace config it was planned from
+    replanned: bool = False  # the working view re-planned it from the plan on screen (else: from scratch)
+    how: str = ""  # how it was made, one line for the headline ("re-planned from the plan on screen, ...")
 
     def __post_init__(self) -> None:
         self.source_key = self.source_key or config_key(engine.config_to_dict(self.config))

@@ -1,5 +1,6 @@
 """The heavy work the app hands to its worker processes (dashboard.serve.planpool), and the shapes it comes back in:
-our planner's plan of a config (or why there is none) and a re-plan from a saved plan. Nothing here imports
+our planner's plan of a config (or why there is none), the working view's re-plan of an edited config from the plan
+on screen, and a re-plan from a saved plan. Nothing here imports
 Streamlit or the store: a worker process imports the engine and this module only.
 
 A task is named, never a function sent over the pipe: the server asks for `plan` or `replan` by name (TASKS),
@@ -9,7 +10,7 @@ with plain arguments (the config as JSON text, numbers), and gets the engine's t
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Optional
 
@@ -52,6 +53,9 @@ class PlanOutcome:
     config_error: bool = False
     refused: bool = False
     reason: str = ""  # a refusal's reason alone, without what would help
+    replanned: bool = False  # re-planned from the plan on screen (replan_edit); False: planned from scratch
+    scratch_why: str = ""  # why replan_edit planned from scratch after all (one line)
+    moved_bytes: Optional[int] = None  # a re-plan's bytes moved off the plan on screen
 
 
 def plan(config_json: str, effort: int, safety_stop_s: float) -> PlanOutcome:
@@ -95,6 +99,28 @@ def replan(config_json: str, old_plan: dict, max_move_bytes: Optional[int], effo
         return ReplanOutcome(problem=engine.one_line(str(e)))
 
 
+def replan_edit(config_json: str, on_screen: engine.Plan, effort: int, safety_stop_s: float) -> PlanOutcome:
+    """The working view's plan of an edited config: engine.replan_plan from the plan on screen (compare=False: no
+    plan from scratch beside it), so a small edit moves little; deterministic given the config and that plan. A
+    re-plan that fails, or that finds no room for a table where the plan on screen has its tables, is planned from
+    scratch, and the outcome says why (scratch_why)."""
+    try:
+        cfg = engine.parse_config(json.loads(config_json))
+    except (engine.ConfigError, ValueError):
+        return plan(config_json, effort, safety_stop_s)  # its config error, in the same words
+    settings = engine.PlannerSettings(search=effort > 0, effort=effort, time_budget_s=safety_stop_s)
+    try:
+        old = engine.read_old_plan(on_screen, "plan on screen")
+        r = engine.replan_plan(cfg, old, settings=settings, compare=False,
+                               earlier_step_ms=on_screen.max_rank_cost_ms)
+    except engine.EngineError as e:
+        return replace(plan(config_json, effort, safety_stop_s),
+                       scratch_why=f"the re-plan failed: {engine.one_line(str(e))}")
+    if r.scratch is not None:  # the engine's own fallback: the plan on screen left no room for a table
+        return PlanOutcome(PlanResult(r.plan, cfg), scratch_why=engine.one_line(r.plan.notes[0]))
+    return PlanOutcome(PlanResult(r.plan, cfg), replanned=True, moved_bytes=r.moves.total_bytes)
+
+
 def pricing_cache() -> tuple[int, int, int]:
     """This worker's pricing cache (engine.enumerate): hits, misses (tables priced), entries. Tables a worker has
     priced before are not priced again: one edit to one table of 1,000 prices that table only."""
@@ -102,4 +128,4 @@ def pricing_cache() -> tuple[int, int, int]:
     return info.hits, info.misses, info.currsize
 
 
-TASKS = {"plan": plan, "replan": replan, "pricing_cache": pricing_cache}
+TASKS = {"plan": plan, "replan": replan, "replan_edit": replan_edit, "pricing_cache": pricing_cache}

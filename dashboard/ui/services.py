@@ -14,6 +14,7 @@ import gc
 import hashlib
 import json
 import os
+import pickle
 import sys
 import tempfile
 import threading
@@ -105,8 +106,9 @@ def streamlit_sessions() -> Optional[int]:
 @st.cache_resource(show_spinner=False)
 def start_housekeeping() -> housekeeping.Janitor:
     """Once per server: the thread that gives a closed session's memory back to the system."""
-    return housekeeping.Janitor(streamlit_sessions, when_empty=(_OUTCOMES.clear, _MATRICES.clear, figure_cache.clear,
-                                            table_matrix.clear_table_scores, row_checks.clear_row_checks)).start()
+    return housekeeping.Janitor(streamlit_sessions, when_empty=(
+        _OUTCOMES.clear, _MATRICES.clear, _DIGESTS.clear, figure_cache.clear, table_matrix.clear_table_scores,
+        row_checks.clear_row_checks)).start()
 
 
 def _where() -> tuple[str, str]:
@@ -156,31 +158,44 @@ def _owner() -> str:
     return ctx.session_id if ctx is not None else f"thread-{threading.get_ident()}"
 
 
-def in_pool(name: str, args: tuple, key, kind: str, what: Callable[[], str], on_done=None):
+def in_pool(name: str, args: tuple, key, kind: str, what: Callable[[], str], on_done=None, box=None):
     """Run a named task (planwork.TASKS) in the pool and wait for it here, showing its elapsed time once it takes
-    longer than SHOW_WAIT_AFTER_S. A new run of this session's page (the user edited again) stops the wait where it
-    redraws the time; the task goes on, and is cancelled when this session asks for another of its kind
-    (superseded) or joined when it asks for the same. Raises planpool.TaskFailed or TaskCancelled."""
+    longer than SHOW_WAIT_AFTER_S (in `box`, an st.empty() the caller then fills with the result, else in a
+    placeholder of its own, emptied at the end). A new run of this session's page (the user edited again) stops the
+    wait where it redraws the time; the task goes on, and is cancelled when this session asks for another of its
+    kind (superseded) or joined when it asks for the same. Raises planpool.TaskFailed or TaskCancelled."""
     task = pool().submit(name, args, key, kind, _owner(), on_done)
     if not task.wait(SHOW_WAIT_AFTER_S):
-        box, text = st.empty(), what()  # made only for a wait that shows (a count may parse the config)
+        slot, text = box if box is not None else st.empty(), what()  # a count may parse the config: only if shown
         while not task.wait(WAIT_POLL_S):
-            box.caption(f":material/hourglass_top: {text}: {task.elapsed_s:.1f} s")
-        box.empty()
+            slot.caption(f":material/hourglass_top: {text}: {task.elapsed_s:.1f} s")
+        if box is None:
+            slot.empty()
     return task.result()
 
 
-def plan_outcome(config_json: str, effort: int = DEFAULT_EFFORT) -> PlanOutcome:
-    """Our planner's plan of the config (JSON text), or why there is none, made in a worker process and remembered
-    (the same key gives the same objects: never mutate them)."""
+def plan_outcome(config_json: str, effort: int = DEFAULT_EFFORT, box=None) -> PlanOutcome:
+    """Our planner's plan of the config (JSON text) from scratch, or why there is none, made in a worker process and
+    remembered (the same key gives the same objects: never mutate them). `box`: where the wait shows (in_pool)."""
     key = (hashlib.sha256(config_json.encode()).hexdigest(), effort)
+    return _outcome("plan", (config_json, effort, SAFETY_STOP_S), key, box,
+                    lambda: f"Planning {_count_tables(config_json)} tables with our planner")
+
+
+def edit_outcome(config_json: str, on_screen: engine.Plan, effort: int = DEFAULT_EFFORT, box=None) -> PlanOutcome:
+    """The working view's plan of an edited config: re-planned from the plan on screen (planwork.replan_edit; from
+    scratch where that fails, the outcome says why), in a worker process, remembered by the config and that plan."""
+    key = (hashlib.sha256(config_json.encode()).hexdigest(), effort, "from", plan_digest(on_screen))
+    return _outcome("replan_edit", (config_json, on_screen, effort, SAFETY_STOP_S), key, box,
+                    lambda: f"Re-planning {_count_tables(config_json)} tables from the plan on screen")
+
+
+def _outcome(task: str, args: tuple, key: tuple, box, what: Callable[[], str]) -> PlanOutcome:
     hit = _OUTCOMES.get(key)
     if hit is not None:
         return hit
-    try:
-        return in_pool("plan", (config_json, effort, SAFETY_STOP_S), ("plan", *key), "plan",
-                       lambda: f"Planning {_count_tables(config_json)} tables with our planner",
-                       lambda out: _OUTCOMES.put(key, out))
+    try:  # kind "plan" for both: this session's next plan of either kind supersedes the last
+        return in_pool(task, args, (task, *key), "plan", what, lambda out: _OUTCOMES.put(key, out), box)
     except planpool.TaskFailed as e:
         return PlanOutcome(problem=f"the planner failed: {e}")
     except planpool.TaskCancelled:
@@ -294,6 +309,14 @@ class _ByIdentity:
 
 
 _MATRICES = _ByIdentity(MATRIX_ENTRIES)
+_DIGESTS = _ByIdentity(PLAN_CACHE_ENTRIES)
+
+
+def plan_digest(plan: engine.Plan) -> str:
+    """What a re-plan from `plan` depends on (its placements and slowest rank) as a short key, worked out once per
+    plan object."""
+    return _DIGESTS.get((plan,), lambda: hashlib.sha256(pickle.dumps((plan.tables, plan.max_rank_cost_ms),
+                                                                     protocol=4)).hexdigest())
 
 
 def table_rank_matrix(plan: engine.Plan, config: engine.Config) -> table_matrix.TableRankMatrix:

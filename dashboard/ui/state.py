@@ -38,6 +38,7 @@ KEPT = "ws_kept"  # inputs' values kept across pages: Save & share's author and 
 TORCHREC_JOB = "compare_torchrec_job"  # Compare: TorchRec's planner on a picked plan's config, in the background
 SWEEP_JOB, SWEEP_RESULT = "whatif_sweep_job", "whatif_sweep_result"  # What-if: the capacity sweep, its points
 REPLAN_RESULT = "whatif_replan_result"  # What-if: the last re-plan from a saved plan
+SCRATCH = "ws_scratch_plan"  # the working view: the plan from scratch asked for beside the re-plan on screen
 
 TABLES_GRID = "tables_grid"
 CONSTRAINTS_GRID = "tables_constraints_grid"
@@ -338,6 +339,7 @@ PAGE_VALUES = {  # what each holds
     SWEEP_JOB: 'What-if\'s running sweep: {"job": jobs.Job, "points", "key": its config\'s key}',
     SWEEP_RESULT: 'What-if\'s last sweep: {"points"} or {"error"}, and "key", its config\'s key',
     REPLAN_RESULT: "What-if's last re-plan: its summary, plan, config, where from, the byte limit, its config's key",
+    SCRATCH: 'the headline\'s plan from scratch: {"for": the config key of the re-plan on screen, "result"}',
 }
 
 

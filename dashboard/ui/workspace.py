@@ -5,9 +5,12 @@ the first view's guide, the current plan made from a planner's result, and a bac
 
 from __future__ import annotations
 
+import json
 import threading
 
 import streamlit as st
+
+import engine
 
 from dashboard.plans import headline
 
@@ -76,17 +79,51 @@ def fill_headline() -> None:
             guide()
 
 
-def _plan_for(config: dict) -> tuple[CurrentPlan | None, services.PlanOutcome | None]:
+def _base_for(current: CurrentPlan | None, config: dict) -> tuple[CurrentPlan | None, str]:
+    """The plan on screen to re-plan `config` from after an edit, or None and why `config` is planned from scratch
+    (a re-plan from that plan would mean nothing)."""
+    if current is None:
+        return None, "the first plan of this session"
+    if services.planner_key(current.planner) != services.OURS:
+        return None, f"the plan on screen is {md(services.planner_short(current.planner))}'s"
+    if current.settings.get("effort", services.DEFAULT_EFFORT) != services.DEFAULT_EFFORT:
+        return None, "the plan on screen was made with another search effort"
+    try:
+        earlier = json.loads(current.source_key)
+    except ValueError:
+        earlier = {}
+    if earlier.get("topology") != config.get("topology"):
+        return None, "the topology changed"
+    names = {t.get("name") for t in config.get("tables") or [] if isinstance(t, dict)}
+    if 2 * len(names & current.plan.tables.keys()) < len(names):
+        return None, "most tables are new"
+    return current, ""
+
+
+def _plan_for(config: dict, box) -> tuple[CurrentPlan | None, services.PlanOutcome | None]:
     """The current plan when it was made for `config`; else our planner's plan of it, made current when there
-    is one (the outcome says why when there is none)."""
+    is one (the outcome says why when there is none): re-planned from the plan on screen, so an edit moves little,
+    or from scratch where that means nothing (_base_for) or fails. `box`: where a wait for it shows."""
     current = state.plan()
     key = state.config_key(config)
     if current is not None and current.source_key == key:
         return current, None
-    outcome = services.plan_outcome(key, services.DEFAULT_EFFORT)
+    base, why = _base_for(current, config)
+    if base is None:
+        outcome = services.plan_outcome(key, services.DEFAULT_EFFORT, box)
+    else:
+        outcome = services.edit_outcome(key, base.plan, services.DEFAULT_EFFORT, box)
+        why = md(outcome.scratch_why)
     if outcome.result is None:
         return None, outcome
     current = make_current(outcome.result, services.OURS, services.DEFAULT_EFFORT, key)
+    current.replanned = outcome.replanned
+    if outcome.replanned:
+        moved = outcome.moved_bytes or 0
+        current.how = ("re-planned from the plan on screen: " +
+                       (f"{engine.human_bytes(moved)} moved between ranks" if moved else "nothing moved"))
+    else:
+        current.how = f"from scratch: {why}"
     state.set_plan(current)
     return current, outcome
 
@@ -105,39 +142,93 @@ def _fix_text(config: dict, problem: str) -> str:
 
 
 def strip(config: dict) -> None:
-    """The headline of the config's plan, or why there is none; no number of a plan for another config."""
+    """The headline of the config's plan, or why there is none; no number of a plan for another config. The figure
+    and the change line are one element, drawn once both are worked out, in the place a wait for the plan showed:
+    the browser never shows one plan's figure beside another's change line (issue 28 item 10)."""
     with st.container(border=True, key="ws_headline"):
-        current, outcome = _plan_for(config)
+        box = st.empty()
+        current, outcome = _plan_for(config, box)
         if current is None:
             if outcome.config_error:
-                st.markdown(f":orange-badge[:material/edit: Not planned] {_fix_text(config, outcome.problem)}.")
+                box.markdown(f":orange-badge[:material/edit: Not planned] {_fix_text(config, outcome.problem)}.")
             elif outcome.refused:
-                st.markdown(f":red-badge[:material/block: Does not fit] {md(outcome.reason)} (what would help: "
-                            "the Plan page)")
+                box.markdown(f":red-badge[:material/block: Does not fit] {md(outcome.reason)} (what would help: "
+                             "the Plan page)")
             else:
-                st.markdown(f":red-badge[:material/error: No plan] {md(outcome.problem)}")
+                box.markdown(f":red-badge[:material/error: No plan] {md(outcome.problem)}")
             return
-        h = headline.headline(current.plan)
-        if not h.fits:
-            fits = ":red-badge[:material/block: Over capacity]"
-        elif h.into_reservation:
-            fits = (":orange-badge[:material/warning: Tight] the step's peak reaches into the memory kept for the "
-                    "dense model ·")
-        else:
-            fits = ":green-badge[:material/check: Fits]"
-        vs = f"**{h.vs_lower_bound:.3f}x** the lower bound" if h.vs_lower_bound else "no lower bound"
-        memory = " · ".join(headline.memory_text(m) for m in h.memory)
-        # Both lines are worked out before either is drawn: the browser keeps the last run's elements until this
-        # run replaces them, so a slow change line drawn after the figure would show the new figure beside the
-        # old change line for as long as the comparison takes (issue 28 item 10).
-        previous = state.previous_plan()
-        by = f"{md(services.planner_label(current.planner))}, {h.tables:,} tables on {h.ranks} ranks"
-        if previous is None:
-            since = f"Plan by {by}; the first plan of this session."
-        else:
-            since = f"Plan by {by}. Since the last plan: {md(headline.change_text(change_of(previous, current)))}."
-        st.markdown(f"{fits} Slowest rank **{ms_text(h.slowest_ms)}** (rank {h.slowest_rank}) · {vs} · {memory}")
-        st.caption(since)
+        box.markdown(f"{headline_text(current)}  \n:small[:gray[{since_text(current)}]]")
+        if current.replanned:
+            scratch_offer(current)
+
+
+def headline_text(current: CurrentPlan) -> str:
+    """The headline's first line (markdown): fits, the slowest rank, against the lower bound, peak memory."""
+    h = headline.headline(current.plan)
+    if not h.fits:
+        fits = ":red-badge[:material/block: Over capacity]"
+    elif h.into_reservation:
+        fits = (":orange-badge[:material/warning: Tight] the step's peak reaches into the memory kept for the "
+                "dense model ·")
+    else:
+        fits = ":green-badge[:material/check: Fits]"
+    vs = f"**{h.vs_lower_bound:.3f}x** the lower bound" if h.vs_lower_bound else "no lower bound"
+    memory = " · ".join(headline.memory_text(m) for m in h.memory)
+    return f"{fits} Slowest rank **{ms_text(h.slowest_ms)}** (rank {h.slowest_rank}) · {vs} · {memory}"
+
+
+def since_text(current: CurrentPlan) -> str:
+    """The change line (markdown): who made the plan and how, and what changed since the plan before it."""
+    by = f"Plan by {md(services.planner_label(current.planner))}, {len(current.plan.tables):,} tables on " \
+         f"{len(current.plan.ranks)} ranks"
+    if current.how:
+        by += f", {current.how}"
+    previous = state.previous_plan()
+    if previous is None:
+        return f"{by}." if current.how else f"{by}; the first plan of this session."
+    return f"{by}. Since the last plan: {md(headline.change_text(change_of(previous, current)))}."
+
+
+def scratch_offer(current: CurrentPlan) -> None:
+    """Under a re-plan: 'Plan from scratch', one click. It plans the config from scratch and shows the two side by
+    side (each one's slowest rank, what switching moves), with the plan from scratch to adopt or leave."""
+    asked = state.page_value(state.SCRATCH)
+    if asked is None or asked["for"] != current.source_key:
+        st.button("Plan from scratch", key="ws_scratch", icon=":material/restart_alt:", on_click=_ask_scratch,
+                  args=(current.source_key,),
+                  help="plan this config anew, ignoring the plan on screen, and compare: the re-plan above keeps "
+                       "what it could where it was")
+        return
+    if "result" not in asked:
+        outcome = services.plan_outcome(current.source_key, services.DEFAULT_EFFORT)
+        if outcome.result is None:
+            st.caption(f"No plan from scratch: {md(outcome.problem)}")
+            return
+        asked.update(result=outcome.result, switch=headline.switch(current.config, current.plan, outcome.result.plan))
+    with st.container(key="ws_scratch_box"):
+        st.markdown(headline.switch_text(asked["switch"]))
+        c1, c2, _ = st.columns([1.3, 1.3, 3])
+        c1.button("Use the plan from scratch", key="ws_scratch_use", icon=":material/check:", on_click=_use_scratch,
+                  args=(current.source_key,), width="stretch")
+        c2.button("Keep the re-plan", key="ws_scratch_keep", icon=":material/close:", width="stretch",
+                  on_click=state.set_page_value, args=(state.SCRATCH, None))
+
+
+def _ask_scratch(key: str) -> None:
+    state.set_page_value(state.SCRATCH, {"for": key})
+
+
+def _use_scratch(key: str) -> None:
+    """The plan from scratch asked for becomes the current plan (a button's callback, before the page draws)."""
+    asked = state.page_value(state.SCRATCH)
+    current = state.plan()
+    state.set_page_value(state.SCRATCH, None)
+    if asked is None or "result" not in asked or current is None or current.source_key != key:
+        return
+    adopted = make_current(asked["result"], services.OURS, services.DEFAULT_EFFORT, key)
+    adopted.how = "from scratch: asked for"
+    state.set_plan(adopted)
+    state.flash("The plan from scratch is the current plan.")
 
 
 def change_of(previous: CurrentPlan, current: CurrentPlan) -> headline.Change:

@@ -19,7 +19,7 @@ import numpy as np
 from engine.readers import read_json
 from engine.enumerate import Option
 from engine.planfile import parse_earlier_plan
-from engine.types import ComputeKernel, Config, ShardingType, TablePlan
+from engine.types import ComputeKernel, Config, Plan, ShardingType, TablePlan
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,10 @@ class OldTable:
 
 def read_old_plan(data: Any, source: str = "--from") -> dict[str, OldTable]:
     """The earlier plan's tables from plan JSON (the whole file, its "plan" object, or a saved plan's bundle),
-    read by the plan file reader (engine.planfile), the one door every plan comes in by."""
+    read by the plan file reader (engine.planfile), the one door every plan comes in by; or from an engine Plan
+    made in this process (the plan on screen: checked when it was made, so not written out and read back)."""
+    if isinstance(data, Plan):
+        return {name: as_old(tp) for name, tp in data.tables.items()}
     return {name: as_old(tp) for name, tp in parse_earlier_plan(data, source).items()}
 
 

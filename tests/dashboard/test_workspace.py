@@ -16,11 +16,15 @@ from tests.dashboard.helpers import edit, goto, plain, shown, workspace
 
 
 def _strip(at) -> list[str]:
-    """The headline's lines as a person reads them: its markdown and caption."""
+    """The headline's lines as a person reads them: the figure's line, then the change line (one element: the
+    change line is its small grey second line)."""
     texts = [m for m in shown(at, "markdown") if "Slowest rank" in m or "Not planned" in m or "Does not fit" in m
              or "No plan]" in m]
-    texts += [c for c in shown(at, "caption") if c.startswith("Plan by ")]
-    return texts
+    lines = []
+    for t in texts:
+        first, _, since = t.partition("\n:small[:gray[")
+        lines += [first, since.removesuffix("]]")] if since else [first]
+    return lines
 
 
 def _ms(plan: engine.Plan) -> str:
@@ -33,7 +37,7 @@ def test_the_tables_page_carries_the_plan_of_the_config_as_edited(app):
     strip = _strip(app)
     assert strip[0].startswith(":green-badge[:material/check: Fits] Slowest rank **") and _ms(first.plan) in strip[0]
     assert "**1.000x** the lower bound" in strip[0] and "peak HBM" in strip[0] and "of 27.20 GiB" in strip[0]
-    assert strip[1] == "Plan by Ours (engine), 4 tables on 2 ranks; the first plan of this session."
+    assert strip[1] == "Plan by Ours (engine), 4 tables on 2 ranks, from scratch: the first plan of this session."
 
     edit(app, "tables_grid", edited={0: {"pooling_factor": 500.0}})  # large_table_0 now dominates its rank
     second = app.session_state["ws_plan"]
@@ -42,8 +46,9 @@ def test_the_tables_page_carries_the_plan_of_the_config_as_edited(app):
     strip = _strip(app)
     assert _ms(second.plan) in strip[0] and _ms(first.plan) not in strip[0]
     change = headline.change(first.plan, second.plan)
-    assert strip[1] == ("Plan by Ours (engine), 4 tables on 2 ranks. Since the last plan: "
-                        f"{headline.change_text(change)}.")
+    assert second.replanned  # an edit: re-planned from the plan on screen
+    assert strip[1].startswith("Plan by Ours (engine), 4 tables on 2 ranks, re-planned from the plan on screen: ")
+    assert strip[1].endswith(f". Since the last plan: {headline.change_text(change)}.")
     assert f"slowest rank {_ms(first.plan)[:-3]} → {_ms(second.plan)}" in strip[1]
     assert app.session_state["ws_previous_plan"] is first
     sidebar = [plain(c.value) for c in app.sidebar.caption]

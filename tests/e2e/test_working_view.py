@@ -82,7 +82,7 @@ def test_first_view_then_edits_update_the_headline_and_an_error_shows_no_stale_p
     _idle(page)
     first = _headline(page)
     assert re.search(r"Fits\s*Slowest rank [0-9.e-]+ ms \(rank \d\)", first), first
-    assert "4 tables on 2 ranks; the first plan of this session" in first
+    assert "4 tables on 2 ranks, from scratch: the first plan of this session" in first
     guide = page.locator(".st-key-ws_guide")
     assert "The TorchRec tutorial's 4 tables on 2 GPUs are loaded" in guide.inner_text()
 

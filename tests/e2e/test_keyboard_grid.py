@@ -67,3 +67,26 @@ def test_the_tables_grid_is_edited_with_the_keyboard_only(server, browser, tmp_p
     settled(page)
     assert page.locator(f'[data-testid="glide-cell-{DIM_COLUMN}-0"]').text_content() == "32"
     assert page.locator(".st-key-ws_headline").inner_text() != headline
+
+
+def test_tab_from_an_open_popover_goes_into_it_and_escape_comes_back(server, browser):
+    """Streamlit draws a popover's body at the end of the page: Tab from the Import button went on through the page
+    (17 presses on this page) before its first control. dashboard.ui.keyboard sends it in; Escape closes it."""
+    page = new_page(browser, VIEWPORT, UI_TIMEOUT_MS)
+    page.goto(server)
+    page.locator(CANVAS).first.wait_for()
+    settled(page)
+    button = page.locator('[data-testid="stPopoverButton"]').filter(has_text="Import")
+    button.focus()
+    page.keyboard.press("Enter")
+    body = page.locator('[data-testid="stPopoverBody"]')
+    body.wait_for()
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.closest('[data-testid=\"stPopoverBody\"]') !== null"), \
+        page.evaluate(ACTIVE)
+    page.keyboard.press("ArrowRight")  # the format radio: JSON -> CSV, by keys
+    body.get_by_role("radio", name="CSV").wait_for()
+    assert body.get_by_role("radio", name="CSV").is_checked()
+    page.keyboard.press("Escape")
+    body.wait_for(state="detached")
+    assert page.evaluate(ACTIVE)["testid"] == "stPopoverButton" and page.evaluate(ACTIVE)["ring"] != "none"

@@ -80,13 +80,14 @@ def test_tab_from_an_open_popover_goes_into_it_and_escape_comes_back(server, bro
     button.focus()
     page.keyboard.press("Enter")
     body = page.locator('[data-testid="stPopoverBody"]')
-    body.wait_for()
+    body.get_by_role("radio", name="JSON").wait_for()  # the popover's first control, drawn
     page.keyboard.press("Tab")
     assert page.evaluate("document.activeElement.closest('[data-testid=\"stPopoverBody\"]') !== null"), \
         page.evaluate(ACTIVE)
+    assert page.evaluate("document.activeElement.type") == "radio", page.evaluate(ACTIVE)
     page.keyboard.press("ArrowRight")  # the format radio: JSON -> CSV, by keys
-    body.get_by_role("radio", name="CSV").wait_for()
-    assert body.get_by_role("radio", name="CSV").is_checked()
+    page.wait_for_function("() => document.activeElement.type === 'radio' && document.activeElement.checked"
+                           " && document.activeElement.closest('label')?.innerText.includes('CSV')")
     page.keyboard.press("Escape")
     body.wait_for(state="detached")
     assert page.evaluate(ACTIVE)["testid"] == "stPopoverButton" and page.evaluate(ACTIVE)["ring"] != "none"

@@ -1,7 +1,7 @@
-"""Issue 28 item 2 in Chromium, with key presses only: Tab from the toolbar reaches the tables grid and marks a
-cell, the arrows move it, Enter opens the cell's editor, typing and Enter commit the edit and the headline re-plans;
-the toolbar's buttons show a focus ring. (Streamlit 1.67's data editor does this itself; what it does not do, the
-popovers' content in the Tab order, is in the lead's report of issue 28.)"""
+"""Issue 28 item 2 in Chromium, with key presses only: Tab from the toolbar reaches the tables grid, the arrows mark
+and move a cell, Enter opens the cell's editor, typing and Enter commit the edit and the headline re-plans (Streamlit
+1.67's data editor does this itself); the toolbar's buttons show a focus ring; Tab from an open popover's button goes
+into the popover (dashboard.ui.keyboard) and Escape brings the focus back."""
 
 from __future__ import annotations
 

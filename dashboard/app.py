@@ -14,7 +14,7 @@ import streamlit as st  # noqa: E402
 
 from dashboard.plans import calibration as calib  # noqa: E402
 from dashboard.serve import jobs  # noqa: E402
-from dashboard.ui import services, state, views, workspace  # noqa: E402, F401 - views: the pages' imports, before freezing
+from dashboard.ui import keyboard, services, state, views, workspace  # noqa: E402, F401 - views: the pages' imports, before freezing
 from dashboard.text import code, md, ms_text  # noqa: E402
 from db.store import StoreError  # noqa: E402
 
@@ -41,11 +41,13 @@ PAGES = {
 EDITING_PAGES = ("Tables & constraints", "Topology")  # they carry the headline and the first view's guide
 SHARED_PAGE = st.Page("app_pages/shared.py", title="Shared plan", icon=":material/visibility:")
 # Less empty space above each page, so a page's working area fits a 1280x800 screen; metric values a size at which
-# five in a row show whole at 1280 px ("0.00547 ms" was cut to "0.00547..." at Streamlit's 2.25rem).
+# five in a row show whole at 1280 px ("0.00547 ms" was cut to "0.00547..." at Streamlit's 2.25rem); a script's
+# empty element (dashboard.ui.keyboard) takes no row.
 COMPACT_CSS = """<style>
 [data-testid="stMainBlockContainer"] {padding-top: 3.4rem; padding-bottom: 2rem;}
 h1 {font-size: 2rem !important; padding-top: 0 !important;}
 [data-testid="stMetricValue"] {font-size: 1.75rem;}
+[data-testid="stElementContainer"]:has(> [data-testid="stHtml"] > script:only-child) {display: none;}
 </style>"""
 
 
@@ -94,6 +96,7 @@ def main() -> None:
         st.error(f"Cannot open the database: {md(e)}", icon=":material/database:")
         st.stop()
     st.html(COMPACT_CSS)
+    keyboard.popover_tab()
     if "plan" in st.query_params:
         st.navigation([SHARED_PAGE], position="hidden").run()
         return

@@ -2,7 +2,7 @@
 safe where it is rendered: Streamlit's markdown (`md`, `code`) and plotly's HTML-like labels (`plotly_text`).
 What the person typed is what the page shows: never a link, an image, HTML, an emoji or an icon. And numbers as
 the pages write them, each with its unit: times (`ms_text`), rates (`rate_text`), shares (`pct_text`), long names
-cut to fit (`short_name`); bytes are engine.human_bytes.
+cut to fit (`short_name`); bytes are engine.human_bytes; in plotly hover templates `D3_SIG`.
 """
 
 from __future__ import annotations
@@ -58,6 +58,12 @@ def _sig(value: float, digits: int = SIGNIFICANT) -> str:
     rounded = float(f"{value:.{digits}g}")
     decimals = max(0, digits - 1 - math.floor(math.log10(abs(rounded))))
     return f"{rounded:,.{decimals}f}"
+
+
+# sig_text as plotly (d3-format) spells it in a hover template ("%{y:,.3r}"): 3 significant digits, plain
+# decimal, thousands separated.
+D3_SIG = f",.{SIGNIFICANT}r"
+D3_SIGNED = f"+,.{SIGNIFICANT}r"
 
 
 def sig_text(value: float) -> str:

@@ -17,7 +17,7 @@ from dashboard.plans import whatif
 from dashboard.serve import jobs, priority
 from dashboard.ui import services, state, views, workspace
 from dashboard.ui.state import CurrentPlan
-from dashboard.text import md
+from dashboard.text import md, ms_text
 
 ROOT = Path(__file__).resolve().parents[2]
 POLL_S = 1.0
@@ -148,7 +148,7 @@ def sweep_tab(config: dict) -> None:
             state.forget_widgets(["whatif_point"])
         c1, c2 = st.columns([4, 1.6], vertical_alignment="bottom")
         choice = c1.selectbox("Point", fits, key="whatif_point",
-                              format_func=lambda i: whatif.point_label(pts[i]) + f": {pts[i]['step_ms']:.4g} ms")
+                              format_func=lambda i: f"{whatif.point_label(pts[i])}: {ms_text(pts[i]['step_ms'])}")
         if c2.button("Open as the workspace config", key="whatif_open", icon=":material/open_in_new:",
                      width="stretch"):
             p = pts[choice]
@@ -176,7 +176,7 @@ def replan_tab(config: dict) -> None:
     c1, c2, c3 = st.columns([4, 1.6, 1.4], vertical_alignment="bottom")
     token = c1.selectbox("Saved plan", [s.token for s in saved], key="whatif_from",
                          format_func=lambda t: next(f"{s.label or s.token[:8]} ({s.num_tables} tables, "
-                                                    f"{s.world_size} ranks, {s.max_rank_cost_ms:.4g} ms)"
+                                                    f"{s.world_size} ranks, {ms_text(s.max_rank_cost_ms)})"
                                                     for s in saved if s.token == t))
     limit_gib = c2.number_input("Most GiB to move (0: no limit)", 0.0, 1e9, 0.0, 1.0, key="whatif_limit")
     go = c3.button("Re-plan", type="primary", key="whatif_replan", icon=":material/alt_route:", width="stretch")
@@ -200,12 +200,11 @@ def replan_tab(config: dict) -> None:
     if res["key"] != state.config_key(config):
         st.warning("The config changed since this re-plan: it is for the earlier config.", icon=":material/update:")
     s = res["summary"]
-    gib = 2**30
     m = st.columns(3)
     vs_scratch = whatif.vs_scratch_text(s["step_ms"], s["scratch_step_ms"])
-    m[0].metric("Slowest rank", f"{s['step_ms']:.4g} ms", vs_scratch,
+    m[0].metric("Slowest rank", ms_text(s["step_ms"]), vs_scratch,
                 delta_color="off" if vs_scratch.startswith("same") else "inverse")
-    m[1].metric("Bytes moved", f"{s['moved_bytes'] / gib:.3g} GiB",
+    m[1].metric("Bytes moved", engine.human_bytes(s["moved_bytes"]),
                 f"{s['moved_bytes'] / s['scratch_moved_bytes']:.0%} of from scratch" if s["scratch_moved_bytes"]
                 else "from scratch moves nothing", delta_color="off")
     m[2].metric("Tables that move", f"{len(s['moved_tables'])}", f"{len(s['new_tables'])} new", delta_color="off")

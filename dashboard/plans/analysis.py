@@ -14,6 +14,7 @@ import pandas as pd
 
 import engine
 from dashboard.plans.table_matrix import TableRankMatrix
+from dashboard.text import ms_text
 
 COMPONENTS = ("fwd_compute_ms", "fwd_comms_ms", "bwd_compute_ms", "bwd_comms_ms", "input_dist_comms_ms",
               "prefetch_compute_ms")
@@ -172,36 +173,37 @@ def bottleneck(plan: engine.Plan, m: Optional[TableRankMatrix] = None, top: int 
     if len(plan.ranks) > 1:
         above = (imb.max_ms / imb.mean_ms - 1) * 100 if imb.mean_ms else 0.0
         if above < 0.1:
-            out.append(f"Rank {imb.bottleneck_rank} is the slowest at {imb.max_ms:.4g} ms per step, but barely: the "
-                       f"ranks are balanced (within 0.1% of the average, {imb.mean_ms:.4g} ms).")
+            out.append(f"Rank {imb.bottleneck_rank} is the slowest at {ms_text(imb.max_ms)} per step, but barely: the "
+                       f"ranks are balanced (within 0.1% of the average, {ms_text(imb.mean_ms)}).")
         else:
-            out.append(f"Rank {imb.bottleneck_rank} is the slowest at {imb.max_ms:.4g} ms per step, "
-                       f"{above:.1f}% above the average rank ({imb.mean_ms:.4g} ms).")
+            out.append(f"Rank {imb.bottleneck_rank} is the slowest at {ms_text(imb.max_ms)} per step, "
+                       f"{above:.1f}% above the average rank ({ms_text(imb.mean_ms)}).")
     else:
-        out.append(f"The only rank takes {imb.max_ms:.4g} ms per step.")
+        out.append(f"The only rank takes {ms_text(imb.max_ms)} per step.")
     comp = max(COMPONENTS, key=lambda c: parts_ms.get(c, 0.0))
     if imb.max_ms > 0:
         share = parts_ms.get(comp, 0.0) / imb.max_ms * 100
-        out.append(f"Most of its time is {COMPONENT_LABELS[comp]}: {parts_ms.get(comp, 0.0):.4g} ms ({share:.0f}%).")
+        out.append(f"Most of its time is {COMPONENT_LABELS[comp]}: {ms_text(parts_ms.get(comp, 0.0))} ({share:.0f}%).")
     if worst.workset_ms > 0 and imb.max_ms > 0:
         share = worst.workset_ms / imb.max_ms * 100
         out.append(f"Its step touches {worst.workset_rows:,.0f} rows ({engine.human_bytes(int(worst.workset_bytes))} "
-                   f"with their optimizer state), more than the cache holds: {worst.workset_ms:.3g} ms ({share:.0f}%) "
-                   "of its time, inside its compute, goes to rows fetched from memory (the working-set term, CPU).")
+                   f"with their optimizer state), more than the cache holds: {ms_text(worst.workset_ms)} "
+                   f"({share:.0f}%) of its time, inside its compute, goes to rows fetched from memory (the working-set "
+                   "term, CPU).")
     if m is not None and imb.max_ms > 0:
         col = m.values["cost_ms"][:, imb.bottleneck_rank]
         order = [int(i) for i in np.argsort(-col, kind="stable")[:top] if col[i] > 0]
-        parts = [f"{m.tables[i]} ({plan.tables[m.tables[i]].sharding_type.value}, {col[i]:.3g} ms, "
+        parts = [f"{m.tables[i]} ({plan.tables[m.tables[i]].sharding_type.value}, {ms_text(col[i])}, "
                  f"{col[i] / imb.max_ms * 100:.0f}%)" for i in order]
         if parts:
             out.append("The tables that weigh most on it: " + "; ".join(parts) + ".")
     vs = imb.vs_lower_bound
     if vs is not None:
         if vs <= 1.01:
-            out.append(f"It is within 1% of the lower bound ({imb.lower_bound_ms:.4g} ms): no placement of these "
+            out.append(f"It is within 1% of the lower bound ({ms_text(imb.lower_bound_ms)}): no placement of these "
                        "options can make the slowest rank much faster; change the topology or the constraints.")
         else:
-            out.append(f"It is {(vs - 1) * 100:.1f}% above the lower bound ({imb.lower_bound_ms:.4g} ms).")
+            out.append(f"It is {(vs - 1) * 100:.1f}% above the lower bound ({ms_text(imb.lower_bound_ms)}).")
     cap = worst.hbm_cap_bytes or 0
     if cap and worst.hbm_bytes / cap > 0.9:
         peak = (f"; at the step's peak it needs {engine.human_bytes(worst.memory.peak_hbm_bytes)}"

@@ -25,7 +25,7 @@ from dashboard.plans.analysis import (
 )
 from dashboard.plans.table_matrix import MATRIX_METRICS, TableRankMatrix
 from dashboard.plans.measured import RATIO_HIGH, RATIO_LOW, ratio_text
-from dashboard.text import ms_text, plotly_text, short_name
+from dashboard.text import D3_SIG, D3_SIGNED, ms_text, plotly_text, short_name
 
 GIB = 1024**3
 COMPONENT_COLORS = {"fwd_compute_ms": "#4C78A8", "bwd_compute_ms": "#72B7B2", "fwd_comms_ms": "#F58518",
@@ -52,7 +52,10 @@ def _white_template() -> go.layout.Template:
 
 TEMPLATE = _white_template()
 _TEMPLATE_SPEC = TEMPLATE.to_plotly_json()  # validated once, here
-LEGEND = dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0)
+# The legend in rows at the bottom of the figure, not of the plot: plotly keeps the figure's bottom margin for it,
+# so the x axis' title sits above it however many rows it wraps to (under the plot at y=-0.22 it covered "rank"
+# at 1280x720, where the cost chart's legend takes six rows).
+LEGEND = dict(orientation="h", yref="container", yanchor="bottom", y=0, xanchor="left", x=0)
 _PANELS = {1: [[0.0, 1.0]], 2: [[0.0, 0.44], [0.56, 1.0]]}  # make_subplots' x domains, horizontal spacing 0.12
 _BLUES = go.Heatmap(colorscale="Blues").colorscale  # the named scale as validation spells it out
 # The heatmap's cells: Blues from its light blue on (its near-white quarter dropped), so the smallest cell that holds
@@ -118,14 +121,18 @@ def memory_bars(plan: engine.Plan) -> go.Figure:
         used = [peak_bytes(r, kind) / GIB for r in plan.ranks]
         cap = [cap_bytes(r, kind) / GIB for r in plan.ranks]
         data.append({"type": "bar", "x": ranks, "y": cap, "name": "usable capacity", "marker": {"color": CAP_COLOR},
-                     "showlegend": col == 1, "hovertemplate": "rank %{x}: %{y:.2f} GiB usable<extra></extra>", **axes})
+                     "showlegend": col == 1, "customdata": [engine.human_bytes(cap_bytes(r, kind)) for r in plan.ranks],
+                     "hovertemplate": "rank %{x}: %{customdata} usable<extra></extra>", **axes})
         if parts and col == 1:
             data += _stacked_parts(ranks, parts)
             continue
         data.append({"type": "bar", "x": ranks, "y": used, "name": "used",
                      "marker": {"color": [OVER_COLOR if u > c else USED_COLOR for u, c in zip(used, cap)]},
-                     "showlegend": col == 1, "customdata": [u / c * 100 if c else 0 for u, c in zip(used, cap)],
-                     "hovertemplate": "rank %{x}: %{y:.3f} GiB used (%{customdata:.1f}%)<extra></extra>", **axes})
+                     "showlegend": col == 1,
+                     "customdata": [[u / c * 100 if c else 0, engine.human_bytes(peak_bytes(r, kind))]
+                                    for u, c, r in zip(used, cap, plan.ranks)],
+                     "hovertemplate": "rank %{x}: %{customdata[1]} used (%{customdata[0]:.1f}%)<extra></extra>",
+                     **axes})
     return _spec_figure(data, layout, None)
 
 
@@ -137,7 +144,8 @@ def _stacked_parts(ranks: list[int], parts: dict[str, list[float]]) -> list[dict
         y = [v / GIB for v in values]
         bars.append({"type": "bar", "x": ranks, "y": y, "base": base, "name": plotly_text(name),
                      "marker": {"color": PART_COLORS[i % 7]}, "xaxis": "x", "yaxis": "y",
-                     "hovertemplate": f"rank %{{x}}: %{{y:.4g}} GiB {plotly_text(name)}<extra></extra>"})
+                     "customdata": [engine.human_bytes(v) for v in values],
+                     "hovertemplate": f"rank %{{x}}: %{{customdata}} {plotly_text(name)}<extra></extra>"})
         base = [b + v for b, v in zip(base, y)]
     return bars
 
@@ -164,7 +172,7 @@ def cost_stacked(plan: engine.Plan) -> go.Figure:
             continue
         data.append({"type": "bar", "x": ranks, "y": values, "name": COMPONENT_LABELS[comp],
                      "marker": {"color": COMPONENT_COLORS[comp]},
-                     "hovertemplate": f"rank %{{x}}: %{{y:.4g}} ms {COMPONENT_LABELS[comp]}<extra></extra>"})
+                     "hovertemplate": f"rank %{{x}}: %{{y:{D3_SIG}}} ms {COMPONENT_LABELS[comp]}<extra></extra>"})
     layout: dict = {"barmode": "stack", "bargap": 0.25, "xaxis": _rank_axis_spec(len(ranks)),
                     "yaxis": {"title": {"text": "ms per step"}}}
     imb = imbalance(plan)
@@ -191,7 +199,7 @@ def heatmap(m: TableRankMatrix, metric: str = "cost_ms", rows: Optional[list[int
     data = [{"type": "heatmap", "z": z, "x": [str(r) for r in m.ranks], "y": names, "colorscale": CELL_SCALE,
              "xgap": 1, "ygap": 1, "hoverongaps": False,
              "colorbar": {"title": {"text": unit}, "thickness": 12, "tickformat": ".3~g"},
-             "hovertemplate": "%{y} on rank %{x}: %{z:.3g} " + unit + "<extra></extra>"}]
+             "hovertemplate": f"%{{y}} on rank %{{x}}: %{{z:{D3_SIG}}} {unit}<extra></extra>"}]
     if top > 0:  # the colours span 0 to the largest cell (plotly's own range runs 0.5 past a single value)
         data[0].update(zmin=0.0, zmax=top)
     layout = {"yaxis": {"autorange": "reversed", "type": "category", "tickfont": {"size": 10}, "tickvals": names,
@@ -217,7 +225,7 @@ def compare_ranks(frame: pd.DataFrame, column: str, title: str, measured: Option
                                  name=f"{plotly_text(label)}, measured", marker=dict(
                                      symbol="diamond", size=9, color=PLAN_COLORS[i % len(PLAN_COLORS)],
                                      line=dict(color="#222", width=1)),
-                                 hovertemplate="rank %{x}: %{y:.4g} ms measured<extra></extra>"))
+                                 hovertemplate=f"rank %{{x}}: %{{y:{D3_SIG}}} ms measured<extra></extra>"))
     fig.update_layout(barmode="group", bargap=0.2, scattermode="group")
     fig.update_yaxes(title_text="GiB" if scale == GIB else "ms per step")
     _rank_axis(fig, frame["rank"].nunique() if len(frame) else 0)
@@ -235,7 +243,7 @@ def measured_vs_estimated(frame: pd.DataFrame, title: str = "Measured vs estimat
                 continue
             y = [None if v is None or pd.isna(v) else v / scale for v in frame[column]]
             fig.add_trace(go.Bar(x=frame["rank"], y=y, name=side, marker_color=color, showlegend=col == 1,
-                                 hovertemplate=f"rank %{{x}}: %{{y:.4g}} {'ms' if col == 1 else 'MiB'} {side}"
+                                 hovertemplate=f"rank %{{x}}: %{{y:{D3_SIG}}} {'ms' if col == 1 else 'MiB'} {side}"
                                                "<extra></extra>"), row=1, col=col)
     fig.update_layout(barmode="group", bargap=0.25)
     fig.update_annotations(font_size=13)
@@ -272,7 +280,7 @@ def ratio_bars(frame: pd.DataFrame,
                                  marker_color=color, text=[ratio_text(v) if v else "" for v in y],
                                  textposition="outside", showlegend=label is not None and col == 1,
                                  legendgroup=str(label), offsetgroup=str(label),
-                                 hovertemplate="rank %{x}: measured %{y:.3g}x the estimate<extra></extra>"),
+                                 hovertemplate=f"rank %{{x}}: measured %{{y:{D3_SIG}}}x the estimate<extra></extra>"),
                           row=1, col=col)
     ticks = _ratio_ticks(frame)
     fig.update_yaxes(type="log", tickvals=ticks, ticktext=[f"{t:g}x" for t in ticks])
@@ -298,8 +306,8 @@ def rank_deltas(frame: pd.DataFrame, title: str) -> go.Figure:
                              marker_color=[BETTER_COLOR if v is not None and v < 0 else
                                            OVER_COLOR if v is not None and v > 0 else CAP_COLOR for v in y],
                              customdata=[[0.0 if p is None or pd.isna(p) else float(p), r] for p, r in zip(pct, pairs)],
-                             hovertemplate=f"rank %{{customdata[1]}}: %{{y:+.4g}} {unit} (%{{customdata[0]:+.1f}}%)"
-                                           "<extra></extra>"),
+                             hovertemplate=f"rank %{{customdata[1]}}: %{{y:{D3_SIGNED}}} {unit} "
+                                           "(%{customdata[0]:+.1f}%)<extra></extra>"),
                       row=1, col=col)
         fig.add_hline(y=0, line_color="#666", line_width=1, row=1, col=col)
     fig.update_layout(bargap=0.25)

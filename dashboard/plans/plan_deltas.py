@@ -17,6 +17,7 @@ import pandas as pd
 import engine
 from dashboard.plans.analysis import device_memory, headroom, imbalance, peak_bytes
 from dashboard.plans.measured import ratio_text
+from dashboard.text import ms_text, sig_text
 
 MIB = 1024**2
 SAME_WITHIN = 1e-9  # relative: closer than this, neither plan is better
@@ -103,7 +104,7 @@ def value_text(value: Optional[float], unit: str) -> str:
         return ratio_text(value)
     if unit == "x":
         return f"{value:.3f}x"
-    return f"{value:.4g} {unit}"
+    return ms_text(value) if unit == "ms" else f"{sig_text(value)} {unit}"
 
 
 def change_text(a: Optional[float], b: Optional[float], unit: str) -> str:
@@ -118,7 +119,7 @@ def change_text(a: Optional[float], b: Optional[float], unit: str) -> str:
         return f"{sign}{engine.human_bytes(int(abs(d)))}"
     if unit in ("x", "ratio"):
         return f"{sign}{abs(d):.3f}x"
-    return f"{sign}{abs(d):.4g} {unit}"
+    return f"{sign}{value_text(abs(d), unit)}"
 
 
 def percent(a: Optional[float], b: Optional[float]) -> Optional[float]:

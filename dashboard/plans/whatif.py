@@ -9,11 +9,12 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
+import engine
 from dashboard.plans import plan_deltas
+from dashboard.plans.charts import LEGEND
 from dashboard.text import ms_text, pct_text, plotly_text, rate_text
 
 DEVICE_COLORS = ("#4C78A8", "#F58518", "#54A24B", "#B279A2", "#9D755D")
-GIB = 1024**3
 
 
 def point_label(p: dict) -> str:
@@ -64,7 +65,7 @@ def sweep_figure(points: list[dict]) -> go.Figure:
     fig.update_layout(
         height=460, margin=dict(l=10, r=10, t=40, b=10), template="plotly_white",
         title=dict(text="Estimated step time against GPUs (published figures)", x=0, font=dict(size=15)),
-        legend=dict(orientation="h", yanchor="top", y=-0.18, xanchor="left", x=0),
+        legend=LEGEND,
         coloraxis=dict(colorscale="YlOrRd", cmin=0.0, cmax=1.0,
                        colorbar=dict(title="peak HBM<br>of usable", tickformat=".0%", len=0.8)))
     sizes = sorted({p["world_size"] for p in points})
@@ -126,21 +127,22 @@ def points_frame(points: list[dict]) -> pd.DataFrame:
 
 
 def pairs_frame(summary: dict, limit: int = 50) -> pd.DataFrame:
-    """A re-plan's bytes moved per rank pair, largest first."""
+    """A re-plan's bytes moved per rank pair, largest first, in GiB/MiB as read (engine.human_bytes)."""
     pairs = sorted(summary["moved_by_pair"], key=lambda p: (-p["bytes"], p["from"], p["to"]))[:limit]
-    return pd.DataFrame([{"from rank": p["from"], "to rank": p["to"], "GiB": round(p["bytes"] / GIB, 3)}
-                         for p in pairs], columns=["from rank", "to rank", "GiB"])
+    return pd.DataFrame([{"from rank": p["from"], "to rank": p["to"], "moved": engine.human_bytes(p["bytes"])}
+                         for p in pairs], columns=["from rank", "to rank", "moved"])
 
 
 def replan_rows(summary: dict) -> pd.DataFrame:
-    """The re-plan against the earlier placement kept as it is and a plan from scratch."""
-    def gib(v: float | None) -> float:
-        return math.nan if v is None else round(v / GIB, 3)
+    """The re-plan against the earlier placement kept as it is and a plan from scratch: the slowest rank to 3
+    significant digits, the bytes moved in GiB/MiB."""
+    def moved(v: float | None) -> str:
+        return "n/a" if v is None else engine.human_bytes(v)
 
     return pd.DataFrame([
-        {"plan": "re-plan", "slowest rank ms": summary["step_ms"], "GiB moved": gib(summary["moved_bytes"])},
-        {"plan": "earlier placement kept as it is", "slowest rank ms": summary["kept_step_ms"],
-         "GiB moved": gib(summary["kept_moved_bytes"])},
-        {"plan": "from scratch", "slowest rank ms": summary["scratch_step_ms"],
-         "GiB moved": gib(summary["scratch_moved_bytes"])},
+        {"plan": "re-plan", "slowest rank": ms_text(summary["step_ms"]), "moved": moved(summary["moved_bytes"])},
+        {"plan": "earlier placement kept as it is", "slowest rank": ms_text(summary["kept_step_ms"]),
+         "moved": moved(summary["kept_moved_bytes"])},
+        {"plan": "from scratch", "slowest rank": ms_text(summary["scratch_step_ms"]),
+         "moved": moved(summary["scratch_moved_bytes"])},
     ])

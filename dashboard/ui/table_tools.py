@@ -11,8 +11,11 @@ from dashboard.tables import grid, import_apply, importers, presets, row_checks
 from dashboard.ui import state
 from dashboard.text import md
 
-IMPORT_FORMATS = {"json": "JSON config or table list", "csv": "CSV (one table per line)",
-                  "torchrec": "TorchRec snippet: EmbeddingBagConfig(...) calls"}
+# Short labels in one row: the import tool is a popover under the toolbar, and with its error it must fit the
+# height left there at 1280x720 (issue 28 item 13: the error and the Import button were cut off at 900 px);
+# what each format is, is in the paste box's help (IMPORT_HELP).
+IMPORT_FORMATS = {"json": "JSON", "csv": "CSV", "torchrec": "TorchRec snippet"}
+PASTE_HEIGHT_PX = 100
 # CSV columns by their grid names (each is one of the field's CSV names): the required ones, then [the rest]
 _CSV_REQUIRED = [f.column for f in grid.GRID_FIELDS if f.csv and f.required]
 _CSV_OPTIONAL = [f.column for f in grid.GRID_FIELDS if f.csv and not f.required]
@@ -59,12 +62,14 @@ def preset_tool() -> None:
 
 
 def _import_data(fmt: str) -> str | bytes:
-    upload = st.file_uploader("File", type=["json", "csv", "py", "txt"], key="tables_import_file")
-    text = st.text_area("...or paste", key="tables_import_text", height=160, help=IMPORT_HELP[fmt])
+    """The file, else the pasted text: side by side, so the tool is short enough to fit under the toolbar."""
+    left, right = st.columns([2, 3])
+    upload = left.file_uploader("File", type=["json", "csv", "py", "txt"], key="tables_import_file")
+    text = right.text_area("...or paste", key="tables_import_text", height=PASTE_HEIGHT_PX, help=IMPORT_HELP[fmt])
     if upload is not None:
         data = upload.getvalue()  # bytes: import_apply checks the size and that it is UTF-8
         # drawn only once the server holds the whole file: the uploader shows a name while it still uploads
-        st.caption(f"Ready to import: {md(upload.name)} ({engine.human_bytes(len(data))}).")
+        left.caption(f"Ready to import: {md(upload.name)} ({engine.human_bytes(len(data))}).")
         return data
     return text or ""
 
@@ -77,15 +82,21 @@ def refusal_markdown(outcome: import_apply.Outcome) -> str:
 
 
 def import_tool() -> None:
-    fmt = st.radio("Format", list(IMPORT_FORMATS), format_func=IMPORT_FORMATS.get, key="tables_import_format")
+    """Format and mode in one row, the file beside the paste box, the error beside the Import button: short
+    enough that the popover shows it all under the toolbar at 1440x900 and above it at 1280x720."""
+    kind, how = st.columns(2)
+    fmt = kind.radio("Format", list(IMPORT_FORMATS), format_func=IMPORT_FORMATS.get, key="tables_import_format",
+                     horizontal=True, label_visibility="collapsed")
+    mode = how.radio("Tables", ["replace", "append"], horizontal=True, key="tables_import_mode",
+                     format_func={"replace": "Replace the tables", "append": "Append to them"}.get,
+                     label_visibility="collapsed")
     data = _import_data(fmt)
-    mode = st.radio("Tables", ["replace", "append"], horizontal=True, key="tables_import_mode",
-                    format_func={"replace": "Replace the current tables", "append": "Append to them"}.get)
-    if not st.button("Import", key="tables_import_run", type="primary"):
+    run, said = st.columns([1, 4])
+    if not run.button("Import", key="tables_import_run", type="primary", width="stretch"):
         return
     outcome = import_apply.run(fmt, data, state.config(), mode)
     if outcome.config is None:
-        st.error(refusal_markdown(outcome), icon=":material/error:")
+        said.error(refusal_markdown(outcome), icon=":material/error:")
         return
     state.set_config(outcome.config, edit=f"import ({mode})")
     state.flash(md(outcome.message))

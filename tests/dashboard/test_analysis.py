@@ -53,8 +53,8 @@ def test_bottleneck_mentions_a_full_hbm():
         {"rank": 0, "cost_ms": 2.0, "fwd_compute_ms": 2.0, "hbm_bytes": 95, "hbm_cap_bytes": 100},
         {"rank": 1, "cost_ms": 1.0, "fwd_compute_ms": 1.0, "hbm_bytes": 10, "hbm_cap_bytes": 100}]}
     lines = analysis.bottleneck(typed(plan))
-    assert lines[0] == "Rank 0 is the slowest at 2 ms per step, 33.3% above the average rank (1.5 ms)."
-    assert lines[1] == "Most of its time is forward compute: 2 ms (100%)."
+    assert lines[0] == "Rank 0 is the slowest at 2.00 ms per step, 33.3% above the average rank (1.50 ms)."
+    assert lines[1] == "Most of its time is forward compute: 2.00 ms (100%)."
     assert lines[-1] == ("Its HBM is 95% full with what it stores (95 B of 100 B usable), which limits what can move "
                          "to it.")
     peaked = dict(plan, ranks=[dict(r, memory_peak_hbm_bytes=98) for r in plan["ranks"]])

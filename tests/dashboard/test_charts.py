@@ -209,3 +209,45 @@ def test_the_hbm_panel_stacks_only_what_the_gpu_holds():
     assert all(v >= 0 for vs in old_hbm.values() for v in vs)
     for i, r in enumerate(plan.ranks):
         assert sum(v[i] for v in old_hbm.values()) == pytest.approx(r.memory.peak_hbm_bytes)
+
+
+def _hover_numbers(fig) -> list[str]:
+    """Every number format in the figure's hover templates ('%{y:,.3r}' gives ',.3r')."""
+    import re
+
+    return [f for t in fig.data for f in re.findall(r"%\{[^}:]+:([^}]+)\}", t.hovertemplate or "")]
+
+
+def test_hover_numbers_have_three_significant_digits_and_bytes_read_as_gib_or_mib():
+    """Issue 28 item 7: hovers said '%{y:.4g}' (0.005468, 1.234e+04); times now to 3 significant digits in plain
+    decimals, thousands separated (plotly's d3 spelling of dashboard.text.sig_text), bytes as engine.human_bytes
+    writes them."""
+    from dashboard.text import D3_SIG, D3_SIGNED
+
+    plan = typed(_plan(tutorial()))
+    matrix = table_matrix.table_rank_matrix(plan, typed_config(tutorial()))
+    frame = analysis.compare_frame({"A": plan, "B": plan})
+    meas = pd.DataFrame({"rank": [0, 1], "estimated_ms": [1.0, 1.0], "measured_ms": [1.5, None],
+                         "estimated_bytes": [MIB, MIB], "measured_bytes": [2 * MIB, 3 * MIB]})
+    deltas = pd.DataFrame({"rank": [0, 1], "B - A ms": [-1.0, 2.0], "B - A MiB": [5.0, None]})
+    figures = [charts.memory_bars(plan), charts.cost_stacked(plan), charts.heatmap(matrix, "cost_ms"),
+               charts.compare_ranks(frame, "cost_ms", "cost", pd.DataFrame({"plan": ["B"], "rank": [0],
+                                                                           "measured_ms": [0.5]})),
+               charts.measured_vs_estimated(meas), charts.rank_deltas(deltas, "t"),
+               charts.ratio_bars(pd.DataFrame({"rank": [0], "time_ratio": [2.0], "memory_ratio": [1.0]}))]
+    formats = [f for fig in figures for f in _hover_numbers(fig)]
+    assert set(formats) == {D3_SIG, D3_SIGNED, ".1f", "+.1f"}  # the last two: shares in %
+    hbm = charts.memory_bars(plan)
+    weights = next(t for t in hbm.data if t.name == "weights")
+    assert list(weights.customdata) == [engine.human_bytes(v) for v in analysis.memory_parts(plan, "hbm")["weights"]]
+    assert "GiB" not in weights.hovertemplate and "MiB" in weights.customdata[0]  # 1 MiB, not 0.000977 GiB
+
+
+def test_every_legend_sits_at_the_figures_bottom_below_the_axis_title():
+    """Issue 28 item 7: under the plot at y=-0.22 the cost chart's six-row legend covered its 'rank' title at
+    1280x720; at the figure's bottom (yref container) plotly keeps a margin for it (tests/e2e/test_fit_finish.py
+    looks at the boxes in Chromium)."""
+    plan = typed(_plan(tutorial()))
+    for fig in (charts.memory_bars(plan), charts.cost_stacked(plan),
+                charts.compare_ranks(analysis.compare_frame({"A": plan}), "cost_ms", "cost")):
+        assert (fig.layout.legend.yref, fig.layout.legend.y, fig.layout.legend.yanchor) == ("container", 0, "bottom")

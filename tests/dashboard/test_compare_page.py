@@ -181,7 +181,7 @@ def test_measured_over_estimated_where_a_run_exists(app, store):
     assert [t["type"] for t in cost["data"]] == ["bar", "bar"]
     assert any(c.startswith("Not drawn here: free choice (") for c in shown(app, "caption"))
     head = app.dataframe[1].value.set_index("headline")
-    assert head.loc["slowest rank, measured on cpu"].tolist()[:2] == ["0.5 ms", "0.4 ms"]
+    assert head.loc["slowest rank, measured on cpu"].tolist()[:2] == ["0.500 ms", "0.400 ms"]
     assert head.loc["slowest rank, measured on cpu", "better"] == "B"
     assert head.loc["measured / estimated on cpu (that rank)", "A"] == "2.00x"  # the run's own (cpu) estimate
     ranks = app.dataframe[3].value
@@ -206,7 +206,7 @@ def test_measured_times_beside_the_estimates_of_the_same_device(app, store):
     assert diamonds[0]["marker"]["color"] == cost["data"][1]["marker"]["color"]
     est = store.get_plan(b).plan["ranks"][1]["cost_ms"]
     head = app.dataframe[1].value.set_index("headline")
-    assert head.loc["slowest rank, measured on cpu"].tolist()[:2] == ["n/a", "0.75 ms"]
+    assert head.loc["slowest rank, measured on cpu"].tolist()[:2] == ["n/a", "0.750 ms"]
     assert head.loc["measured / estimated on cpu (that rank)", "B"] == ratio_text(0.75 / est)
     assert app.dataframe[3].value["B measured / est."].tolist()[1] == table_text.ratio_cell(0.75 / est)
 

@@ -11,6 +11,7 @@ from dashboard.plans import plan_deltas
 from dashboard.plans.measured import ratio_text, run_frame
 from tests.dashboard.helpers import typed
 from tests.factories import tutorial, with_changes
+from dashboard.text import ms_text
 
 
 def _plan(cfg: dict) -> dict:
@@ -26,8 +27,8 @@ def test_headlines_side_by_side_with_the_better_plan(two):
     a, b = two
     frame = plan_deltas.headline_frame(typed(a), typed(b)).set_index("headline")
     slow = frame.loc["slowest rank"]
-    assert slow["A"] == f"{a['max_rank_cost_ms']:.4g} ms" and slow["B"] == f"{b['max_rank_cost_ms']:.4g} ms"
-    assert slow["B - A"] == f"+{b['max_rank_cost_ms'] - a['max_rank_cost_ms']:.4g} ms"
+    assert slow["A"] == ms_text(a["max_rank_cost_ms"]) and slow["B"] == ms_text(b["max_rank_cost_ms"])
+    assert slow["B - A"] == "+" + ms_text(b["max_rank_cost_ms"] - a["max_rank_cost_ms"])
     assert slow["B - A %"] == pytest.approx((b["max_rank_cost_ms"] / a["max_rank_cost_ms"] - 1) * 100)
     assert slow["better"] == "A"
     assert frame.loc["imbalance (max/mean)", "better"] == "same"
@@ -46,7 +47,7 @@ def test_figures_that_read_the_same_are_the_same_plan_for_plan():
     assert plan_deltas.better(ms, 0.0054681, 0.0054683) == "same"
     assert plan_deltas.change_text(0.0054681, 0.0054683, "ms") == "same"
     assert plan_deltas.better(ms, 0.005468, 0.005478) == "A"  # shown apart: 0.005468 vs 0.005478 ms
-    assert plan_deltas.change_text(0.005468, 0.005478, "ms") == "+1e-05 ms"
+    assert plan_deltas.change_text(0.005468, 0.005478, "ms") == "+0.0000100 ms"  # never 1e-05
 
 
 def test_more_headroom_is_better():
@@ -59,7 +60,7 @@ def test_measured_rows_and_columns_where_a_run_measured_the_plan(two):
     a, b = two
     frame = run_frame(typed(b), [(0, "measured_ms", 0.02, "ms"), (1, "measured_ms", 0.03, "ms")], "validation", True)
     head = plan_deltas.headline_frame(typed(a), typed(b), None, frame).set_index("headline")
-    assert head.loc["slowest rank, measured", "B"] == "0.03 ms" and head.loc["slowest rank, measured", "A"] == "n/a"
+    assert head.loc["slowest rank, measured", "B"] == "0.0300 ms" and head.loc["slowest rank, measured", "A"] == "n/a"
     ratio = 0.03 / b["ranks"][1]["cost_ms"]
     assert head.loc["measured / estimated (that rank)", "B"] == ratio_text(ratio)
     ranks = plan_deltas.rank_frame(typed(a), typed(b), None, frame)

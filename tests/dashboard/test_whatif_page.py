@@ -108,4 +108,5 @@ def test_a_replan_as_fast_as_from_scratch_reads_the_same_not_plus_zero() -> None
     assert whatif.vs_scratch_text(2.0001, 2.0) == "same as from scratch"  # 2 ms and 2 ms, as the metric shows them
     assert whatif.vs_scratch_text(2.1, 2.0) == "+5.0% vs from scratch"
     assert whatif.vs_scratch_text(1.9, 2.0) == "-5.0% vs from scratch"
-    assert whatif.vs_scratch_text(2.0008, 2.0) == "+0.04% vs from scratch"  # shown apart (2.001 ms), so not 0.0%
+    assert whatif.vs_scratch_text(2.0008, 2.0) == "same as from scratch"  # both read 2.00 ms (3 significant digits)
+    assert whatif.vs_scratch_text(9.9951, 9.9949) == "+0.002% vs from scratch"  # shown apart (10.0 / 9.99), not 0.0%

@@ -1,11 +1,9 @@
-"""The Workload page's numbers and figures (plain Python): a sample's statistics (`engine.workload_stats`) plus,
-per feature, its pooling histogram and rank-frequency counts read from the same file; the applied config
-(`engine.apply_workload`) and what it changed."""
+"""The Workload page's numbers and figures (plain Python) from a measured sample (dashboard.serve.workloadwork,
+run in a worker process): per table the miss-ratio curve with the chosen cache marked, per feature its pooling
+histogram and rank-frequency plot; the applied config (`engine.apply_workload`) and what it changed."""
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
 from typing import Optional
 
 import numpy as np
@@ -14,56 +12,6 @@ import plotly.graph_objects as go
 
 import engine
 from dashboard.text import plotly_text
-
-MAX_UPLOAD_BYTES = 64 * 2**20  # an uploaded sample above this is refused before it is read
-SUFFIXES = ("parquet", "pq", "csv", "npz")
-MAX_RANK_POINTS = 200  # a rank-frequency plot draws at most this many log-spaced ranks
-
-
-def feature_shapes(cfg: engine.Config, path: str | Path) -> dict[str, dict]:
-    """Per feature: `pooling` (samples with 0, 1, 2, ... ids) and `counts` (each distinct id's lookups, most
-    frequent first); engine.SampleError for a bad sample."""
-    features = tuple(f for t in cfg.tables for f in t.feature_names)
-    hist = {f: np.zeros(1, np.int64) for f in features}
-    ids: dict[str, list[np.ndarray]] = {f: [] for f in features}
-    for _row0, chunk in engine.read_sample(path, features):
-        for f, (lengths, values) in chunk.items():
-            h = np.bincount(lengths)
-            if h.size < hist[f].size:
-                h = np.pad(h, (0, hist[f].size - h.size))
-            h[: hist[f].size] += hist[f]
-            hist[f] = h
-            ids[f].append(np.asarray(values, np.int64))
-    out = {}
-    for f in features:
-        values = np.concatenate(ids[f]) if ids[f] else np.zeros(0, np.int64)
-        counts = np.unique(values, return_counts=True)[1] if values.size else np.zeros(0, np.int64)
-        out[f] = {"pooling": hist[f], "counts": np.sort(counts)[::-1]}
-    return out
-
-
-def measure(cfg: engine.Config, path: str | Path) -> dict:
-    """The sample's statistics and its per-feature shapes (engine.SampleError for a bad sample)."""
-    return {"stats": engine.workload_stats(cfg, path), "shapes": feature_shapes(cfg, path)}
-
-
-def measure_upload(cfg: engine.Config, data: bytes, suffix: str, name: str) -> tuple[dict | None, str | None]:
-    """(figures, None) for an uploaded sample's bytes, or (None, one line saying why not): too big, an unknown
-    suffix, a bad sample (the line names the feature and row). The bytes go to a temp file named by us."""
-    if len(data) > MAX_UPLOAD_BYTES:
-        return None, (f"{name} is {engine.human_bytes(len(data))}: samples up to "
-                      f"{engine.human_bytes(MAX_UPLOAD_BYTES)} are read here; use `python -m engine stats` for more.")
-    if suffix not in SUFFIXES:
-        return None, f"{name}: not a .parquet, .csv or .npz file."
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / f"sample.{suffix}"
-        path.write_bytes(data)
-        try:
-            measured = measure(cfg, path)
-        except engine.SampleError as exc:
-            return None, engine.one_line(str(exc).replace(str(path), name).replace(path.name, name))
-    measured["stats"]["sample"]["file"] = name  # the workload block says which file, as the person named it
-    return measured, None
 
 
 def applied_config(result: dict, cfg: engine.Config) -> dict:
@@ -94,16 +42,6 @@ def _short(value) -> str:  # noqa: ANN001 - any JSON value
     return f"{value:.3g}" if isinstance(value, float) else str(value)
 
 
-def rank_points(counts: np.ndarray, limit: int = MAX_RANK_POINTS) -> tuple[np.ndarray, np.ndarray]:
-    """(rank, lookups) at up to `limit` log-spaced ranks from 1 to the number of distinct ids (counts sorted
-    most frequent first)."""
-    n = counts.size
-    if n == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    ranks = np.unique(np.round(np.logspace(0, np.log10(n), min(n, limit))).astype(np.int64))
-    return ranks, counts[ranks - 1]
-
-
 def pooling_histogram(feature: str, pooling: np.ndarray) -> go.Figure:
     fig = go.Figure(go.Bar(x=list(range(pooling.size)), y=pooling.tolist(), name="samples"))
     fig.update_layout(title=plotly_text(f"{feature}: ids per sample"), xaxis_title="ids per sample",
@@ -111,8 +49,8 @@ def pooling_histogram(feature: str, pooling: np.ndarray) -> go.Figure:
     return fig
 
 
-def rank_frequency(feature: str, counts: np.ndarray) -> go.Figure:
-    ranks, lookups = rank_points(counts)
+def rank_frequency(feature: str, ranks: np.ndarray, lookups: np.ndarray) -> go.Figure:
+    """Lookups by id rank, log-log, at the points dashboard.serve.workloadwork.rank_points chose."""
     fig = go.Figure(go.Scatter(x=ranks.tolist(), y=lookups.tolist(), mode="lines+markers", name="lookups"))
     fig.update_layout(title=plotly_text(f"{feature}: rank-frequency (log-log)"), xaxis_title="id rank",
                       yaxis_title="lookups", xaxis_type="log", yaxis_type="log", height=300,

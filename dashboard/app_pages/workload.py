@@ -17,6 +17,7 @@ UPLOAD_KEY = "workload_upload"
 EXAMPLE_ROWS = 4000
 EXAMPLE_SEED = 1
 POLL_S = 1.0  # how often the page redraws the measuring's time so far
+MAX_CHARTS = 8  # tables (features) whose charts are all drawn; past this, one picked at a time
 
 
 def start_measure(data: bytes, suffix: str, name: str, file_id: str | None = None) -> None:
@@ -121,6 +122,13 @@ def apply_section(measured: dict) -> None:
         st.dataframe(changes, hide_index=True, width="stretch")
 
 
+def picked(what: str, names: list[str], key: str) -> list[str]:
+    """All `names` when there are few; else the one picked (most lookups first: the first is the default)."""
+    if len(names) <= MAX_CHARTS:
+        return names
+    return [st.selectbox(f"{what} to draw ({len(names):,}, most lookups first; one at a time)", names, key=key)]
+
+
 def figures(measured: dict) -> None:
     stats, shapes = measured["stats"], measured["shapes"]
     cfg = state.config()
@@ -128,14 +136,17 @@ def figures(measured: dict) -> None:
     st.dataframe(workload.table_summary(stats), hide_index=True, width="stretch")
     sizes = {t["name"]: t["num_embeddings"] for t in cfg.get("tables", [])}
     on_screen = state.current_plan()  # the plan of the config as it is: its chosen cache sizes are marked
-    for name, t in stats["tables"].items():
-        if name in sizes:
-            st.plotly_chart(workload.miss_curve(name, t["miss_ratio_curve"], sizes[name],
-                                                workload.table_clf(cfg, name, on_screen.plan if on_screen else None)),
-                            width="stretch", key=f"workload_miss_{name}")
+    tables = sorted((n for n in stats["tables"] if n in sizes), key=lambda n: -stats["tables"][n]["lookups"])
+    for name in picked("Table", tables, "workload_pick_table"):
+        t = stats["tables"][name]
+        st.plotly_chart(workload.miss_curve(name, t["miss_ratio_curve"], sizes[name],
+                                            workload.table_clf(cfg, name, on_screen.plan if on_screen else None)),
+                        width="stretch", key=f"workload_miss_{name}")
     st.subheader("Per feature")
     st.dataframe(workload.feature_summary(stats), hide_index=True, width="stretch")
-    for f, shape in shapes.items():
+    features = sorted(shapes, key=lambda f: -stats["features"][f]["ids"])
+    for f in picked("Feature", features, "workload_pick_feature"):
+        shape = shapes[f]
         left, right = st.columns(2)
         left.plotly_chart(workload.pooling_histogram(f, shape["pooling"]), width="stretch",
                           key=f"workload_pool_{f}")

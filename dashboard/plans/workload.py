@@ -11,7 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 import engine
-from dashboard.text import plotly_text
+from dashboard.text import pct_text, plotly_text, sig_text
 
 
 def applied_config(result: dict, cfg: engine.Config) -> dict:
@@ -79,32 +79,47 @@ def miss_curve(table: str, curve: list[dict], num_embeddings: int, clf: float) -
     y = [p["lru_miss_rate"] for p in curve]
     rows = chosen_cache_rows(num_embeddings, clf)
     at = float(np.interp(np.log(rows), np.log(x), y)) if x else None
-    fig = go.Figure(go.Scatter(x=x, y=y, mode="lines+markers", name="LRU miss rate"))
+    fig = go.Figure(go.Scatter(x=x, y=y, mode="lines+markers", name="LRU miss rate",
+                               hovertemplate="%{x:,} rows: %{y:.1%} misses"))
     if at is not None:
-        fig.add_trace(go.Scatter(x=[rows], y=[at], mode="markers", name=f"chosen cache ({clf:g} of rows)",
-                                 marker=dict(size=14, symbol="diamond")))
+        fig.add_trace(go.Scatter(x=[rows], y=[at], mode="markers",
+                                 name=f"chosen cache: {pct_text(clf)} of rows ({rows:,}), {pct_text(at)} misses",
+                                 marker=dict(size=14, symbol="diamond"), hovertemplate="%{x:,} rows: %{y:.1%} misses"))
         fig.add_vline(x=rows, line_dash="dash")
     fig.update_layout(title=plotly_text(f"{table}: LRU miss ratio by cache size"), xaxis_title="cache rows",
-                      yaxis_title="miss rate", xaxis_type="log", yaxis_range=[0, 1.02], height=340,
-                      margin=dict(l=40, r=10, t=40, b=40))
+                      yaxis_title="miss rate", xaxis_type="log", yaxis_range=[0, 1.02], yaxis_tickformat=".0%",
+                      height=340, margin=dict(l=50, r=10, t=40, b=40),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0))
     return fig
 
 
+def _count(n: int | None) -> str:
+    return "n/a" if n is None else f"{n:,}"
+
+
+def _number(x: float | None) -> str:
+    return "n/a" if x is None else sig_text(x)
+
+
 def table_summary(stats: dict) -> pd.DataFrame:
+    """One row per table, its numbers as the page writes them (counts with separators, 3 significant digits)."""
     rows = []
     for name, t in stats["tables"].items():
         per = t["unique_rows_per_batch"]
-        rows.append({"table": name, "lookups": t["lookups"], "folded ids": t["folded_ids"],
-                     "distinct rows": t["unique_rows"], "distinct rows per batch (mean)": per["mean"],
-                     "distinct rows per batch (p99)": per["p99"],
-                     "Zipf exponent (batch)": t.get("batch_zipf_exponent"),
+        rows.append({"table": name, "lookups": _count(t["lookups"]), "folded ids": _count(t["folded_ids"]),
+                     "distinct rows": _count(t["unique_rows"]), "distinct rows per batch (mean)": _number(per["mean"]),
+                     "distinct rows per batch (p99)": _count(per["p99"]),
+                     "Zipf exponent (batch)": _number(t.get("batch_zipf_exponent")),
                      "miss curve": t["miss_ratio_method"]["method"]})
     return pd.DataFrame(rows)
 
 
 def feature_summary(stats: dict) -> pd.DataFrame:
-    return pd.DataFrame([{"feature": f, "samples": s["samples"], "ids": s["ids"],
-                          "pooling factor (ids/sample)": s["pooling_factor"], "p99 ids/sample": s["pooling_p99"],
-                          "empty bags (share)": s["empty_share"], "distinct ids": s["unique_ids"],
-                          "top 1% ids' share of lookups": s["top_1pct_share"], "Zipf exponent": s["zipf_exponent"]}
+    """One row per feature, its numbers as the page writes them (shares in percent)."""
+    return pd.DataFrame([{"feature": f, "samples": _count(s["samples"]), "ids": _count(s["ids"]),
+                          "pooling factor (ids/sample)": _number(s["pooling_factor"]),
+                          "p99 ids/sample": _count(s["pooling_p99"]), "empty bags": pct_text(s["empty_share"]),
+                          "distinct ids": _count(s["unique_ids"]),
+                          "top 1% ids' share of lookups": pct_text(s["top_1pct_share"]),
+                          "Zipf exponent": _number(s["zipf_exponent"])}
                          for f, s in stats["features"].items()])

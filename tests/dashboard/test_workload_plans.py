@@ -144,3 +144,25 @@ def test_the_pool_task_parses_the_config_and_sends_back_no_id_counts(sample):
         assert shape["lookups"].tolist() == direct_shapes[f]["lookups"].tolist()
     _, err = workloadwork.measure_task(json.dumps({"tables": "no"}), path.read_bytes(), "parquet", "mine.parquet")
     assert err.startswith("The workspace config does not read:") and "\n" not in err
+
+
+def test_summaries_write_numbers_as_the_pages_do():
+    table = {"lookups": 12_345_678, "folded_ids": 0, "unique_rows": 4096, "batch_zipf_exponent": None,
+             "unique_rows_per_batch": {"mean": 366.4286, "p99": 1202}, "miss_ratio_method": {"method": "exact"}}
+    feature = {"samples": 4000, "ids": 3888, "pooling_factor": 0.972, "pooling_p99": 4, "empty_share": 0.39825,
+               "unique_ids": 1817, "top_1pct_share": 0.0294, "zipf_exponent": 0.69712}
+    row = workload.table_summary({"tables": {"t": table}}).iloc[0].to_dict()
+    assert row == {"table": "t", "lookups": "12,345,678", "folded ids": "0", "distinct rows": "4,096",
+                   "distinct rows per batch (mean)": "366", "distinct rows per batch (p99)": "1,202",
+                   "Zipf exponent (batch)": "n/a", "miss curve": "exact"}
+    row = workload.feature_summary({"features": {"f": feature}}).iloc[0].to_dict()
+    assert row["empty bags"] == "39.8%" and row["top 1% ids' share of lookups"] == "2.94%"
+    assert row["pooling factor (ids/sample)"] == "0.972" and row["Zipf exponent"] == "0.697" and row["ids"] == "3,888"
+
+
+def test_the_chosen_cache_says_its_share_rows_and_misses():
+    curve = [{"cache_rows": 10, "lru_miss_rate": 0.9}, {"cache_rows": 1000, "lru_miss_rate": 0.1}]
+    fig = workload.miss_curve("t", curve, 1000, 0.1)
+    assert fig.data[1].x == (100,) and fig.data[1].y == (pytest.approx(0.5),)
+    assert fig.data[1].name == "chosen cache: 10.0% of rows (100), 50.0% misses"
+    assert fig.layout.yaxis.tickformat == ".0%"

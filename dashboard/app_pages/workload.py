@@ -14,7 +14,6 @@ from dashboard.text import md
 from dashboard.ui import services, state, views, workspace
 
 UPLOAD_KEY = "workload_upload"
-EXAMPLE_ROWS = 4000
 EXAMPLE_SEED = 1
 POLL_S = 1.0  # how often the page redraws the measuring's time so far
 MAX_CHARTS = 8  # tables (features) whose charts are all drawn; past this, one picked at a time
@@ -94,13 +93,14 @@ def upload_section() -> None:
         views.show_flash()
     if up is not None and st.button("Measure the uploaded sample", key="workload_measure"):
         start_measure(up.getvalue(), up.name.rsplit(".", 1)[-1].lower(), up.name, up.file_id)
-    if st.button(f"Use a generated example sample ({EXAMPLE_ROWS:,} rows, seeded)", key="workload_example"):
-        try:
-            cfg = engine.parse_config(state.config())
-        except engine.EngineError as exc:
-            st.error(f"The workspace config does not read: {md(engine.one_line(str(exc)))}")
-            return
-        start_measure(engine.generated_sample_bytes(cfg, EXAMPLE_ROWS, EXAMPLE_SEED, "parquet"), "parquet",
+    try:
+        cfg = engine.parse_config(state.config())
+    except engine.EngineError as exc:
+        st.error(f"The workspace config does not read: {md(engine.one_line(str(exc)))}")
+        return
+    rows = workload.example_rows(cfg)
+    if st.button(f"Use a generated example sample ({rows:,} rows, seeded)", key="workload_example"):
+        start_measure(engine.generated_sample_bytes(cfg, rows, EXAMPLE_SEED, "parquet"), "parquet",
                       "generated.parquet")
 
 

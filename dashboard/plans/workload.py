@@ -13,6 +13,16 @@ import plotly.graph_objects as go
 import engine
 from dashboard.text import pct_text, plotly_text, sig_text
 
+EXAMPLE_ROWS = 4000  # the generated example's rows for a few features
+EXAMPLE_CELLS = 16_000  # its rows x features at most (the tutorial's 4 x 4,000), but at least one batch of rows
+
+
+def example_rows(cfg: engine.Config) -> int:
+    """The generated example's rows: EXAMPLE_ROWS, fewer for many features (1,000 features x 4,000 rows would be a
+    132 MiB file, over the upload limit), never under one batch."""
+    features = sum(len(t.feature_names) for t in cfg.tables)
+    return max(cfg.topology.batch_size, min(EXAMPLE_ROWS, EXAMPLE_CELLS // max(features, 1)))
+
 
 def applied_config(result: dict, cfg: engine.Config) -> dict:
     """The config with the sample's figures written in (pooling factors and each table's workload block)."""

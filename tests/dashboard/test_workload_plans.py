@@ -166,3 +166,15 @@ def test_the_chosen_cache_says_its_share_rows_and_misses():
     assert fig.data[1].x == (100,) and fig.data[1].y == (pytest.approx(0.5),)
     assert fig.data[1].name == "chosen cache: 10.0% of rows (100), 50.0% misses"
     assert fig.layout.yaxis.tickformat == ".0%"
+
+
+def test_the_generated_example_fits_the_upload_limit_for_a_thousand_tables():
+    from dashboard.tables import presets
+    from dashboard.serve import workloadwork as ww
+    tutorial = engine.load_config(str(EXAMPLE))
+    assert workload.example_rows(tutorial) == workload.EXAMPLE_ROWS
+    big = engine.parse_config(presets.synthetic(presets.SyntheticSpec(count=1000)))
+    rows = workload.example_rows(big)
+    assert rows == big.topology.batch_size  # one whole batch: per-batch figures are measured
+    data = engine.generated_sample_bytes(big, rows, 1, "parquet")
+    assert ww.refusal(data, "parquet", "generated.parquet") is None

@@ -87,6 +87,7 @@ def test_a_thousand_tables_and_bad_files_at_two_window_sizes(browser, app_url, t
     _to_workload(page)
     page.get_by_role("button", name=re.compile(r"^Use a generated example sample")).click()
     page.get_by_text(re.compile(r"^Measured: generated\.parquet")).wait_for()
+    page.locator('[data-testid="stPlotlyChart"]').nth(2).wait_for()  # drawn after the caption, in the same run
     _idle(page)
     settled(page)
     assert page.locator('[data-testid="stPlotlyChart"]').count() == 3  # one table's miss curve, one feature's two
@@ -96,7 +97,11 @@ def test_a_thousand_tables_and_bad_files_at_two_window_sizes(browser, app_url, t
         _idle(page)
         settled(page)
         _no_wider_than_the_window(page)
-        page.screenshot(path=str(SHOTS / f"6-thousand-{size['width']}.png"), full_page=True)
+        page.screenshot(path=str(SHOTS / f"6-thousand-{size['width']}.png"))
+        page.locator('[data-testid="stPlotlyChart"]').first.scroll_into_view_if_needed()
+        page.screenshot(path=str(SHOTS / f"6-thousand-{size['width']}-miss-curve.png"))
+        page.locator('[data-testid="stPlotlyChart"]').last.scroll_into_view_if_needed()
+        page.screenshot(path=str(SHOTS / f"6-thousand-{size['width']}-feature.png"))
     upload = page.locator('[data-testid="stFileUploaderDropzoneInput"]')
     feature = "feature_000"
     bad = {"corrupt.parquet": (b"PAR1" + bytes(range(256)) * 40 + b"PAR1", "is not a readable Parquet file"),

@@ -1,7 +1,8 @@
 """The heavy work the app hands to its worker processes (dashboard.serve.planpool), and the shapes it comes back in:
 our planner's plan of a config (or why there is none), the working view's re-plan of an edited config from the plan
-on screen, and a re-plan from a saved plan. Nothing here imports
-Streamlit or the store: a worker process imports the engine and this module only.
+on screen, a re-plan from a saved plan, and an uploaded sample's workload statistics
+(dashboard.serve.workloadwork). Nothing here imports Streamlit or the store: a worker process imports the engine
+and these modules only.
 
 A task is named, never a function sent over the pipe: the server asks for `plan` or `replan` by name (TASKS),
 with plain arguments (the config as JSON text, numbers), and gets the engine's typed objects back.
@@ -15,6 +16,7 @@ from functools import cached_property
 from typing import Optional
 
 import engine
+from dashboard.serve import workloadwork
 
 
 @dataclass(frozen=True)
@@ -128,4 +130,5 @@ def pricing_cache() -> tuple[int, int, int]:
     return info.hits, info.misses, info.currsize
 
 
-TASKS = {"plan": plan, "replan": replan, "replan_edit": replan_edit, "pricing_cache": pricing_cache}
+TASKS = {"plan": plan, "replan": replan, "replan_edit": replan_edit, "pricing_cache": pricing_cache,
+         "workload": workloadwork.measure_task}

@@ -235,6 +235,20 @@ def replan_outcome(config: dict, old_plan: dict, from_token: str, max_move_bytes
         return ReplanOutcome(problem="the re-plan was cancelled (a newer request asked for another)")
 
 
+def start_workload(config_json: str, data: bytes, suffix: str, name: str) -> planpool.Task:
+    """An uploaded sample measured in a worker process (dashboard.serve.workloadwork.measure_task), not waited for:
+    the page polls the task. This session's earlier measuring task is superseded (cancelled) by this one."""
+    digest = hashlib.sha256(config_json.encode())
+    digest.update(data)
+    key = ("workload", digest.hexdigest(), suffix, name)
+    return pool().submit("workload", (config_json, data, suffix, name), key, "workload", _owner())
+
+
+def cancel_task(task: planpool.Task) -> None:
+    """Cancel a pool task for everyone (its worker is ended if it runs)."""
+    pool().cancel(task)
+
+
 # ---- TorchRec's planner in the background (it can take a minute on 1,000 tables) ----------------
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -45,6 +45,7 @@ CONSTRAINTS_GRID = "tables_constraints_grid"
 TOPOLOGY_PREFIX = "topology_"
 TOPOLOGY_HOSTS = "topology_hosts"  # the Topology page's hosts input (not a topology field: world / local world)
 WORKLOAD = "workload_measured"  # Workload: the last sample measured: (config key, name, its figures)
+WORKLOAD_TASK = "workload_task"  # Workload: the sample being measured in a worker process
 WORKLOAD_CHANGES = "workload_changes"  # Workload: what the last "Apply to tables" changed (a frame)
 
 
@@ -340,6 +341,7 @@ PAGE_VALUES = {  # what each holds
     SWEEP_RESULT: 'What-if\'s last sweep: {"points"} or {"error"}, and "key", its config\'s key',
     REPLAN_RESULT: "What-if's last re-plan: its summary, plan, config, where from, the byte limit, its config's key",
     SCRATCH: 'the headline\'s plan from scratch: {"for": the config key of the re-plan on screen, "result"}',
+    WORKLOAD_TASK: 'Workload\'s sample in the works: {"task": planpool.Task, "name", "bytes", "file_id", "key"}',
 }
 
 

@@ -15,7 +15,8 @@ import numpy as np
 
 from engine.workset import zipf_matching
 from engine.stats.counts import Batcher, IdCounter, histogram_quantile, nearest_rank, top_share, zipf_fit
-from engine.stats.lru import EXACT_MAX_LOOKUPS, LookupSampler, error_bound, miss_curve
+from engine.stats.lru import (EXACT_MAX_LOOKUPS, SAMPLED_MAX_LOOKUPS, ExactReplay, LookupSampler, cache_sizes,
+                              error_bound, miss_curve)
 from engine.stats.sample import SampleError, check_size, read_sample, sample_format
 from engine.types import Config, TablePlan, TableConfig
 
@@ -58,7 +59,9 @@ class _Table:
         self.lookups = 0
         self.folded = 0
         self.rows = IdCounter()
-        self.sampler = LookupSampler(budget)
+        self.budget = budget  # lookups replayed exactly; past them, the sampled replay's curve
+        self.exact: Optional[ExactReplay] = ExactReplay(cache_sizes(table.num_embeddings))
+        self.sampler = LookupSampler(min(budget, SAMPLED_MAX_LOOKUPS))
         self.batch_counts: list[np.ndarray] = []
         self.batcher = Batcher(batch_size, lambda first, pb, pr, n: self.batch_counts.append(
             np.bincount(pb, minlength=n)))
@@ -68,6 +71,11 @@ class _Table:
         self.lookups += rows.size
         self.rows.add(rows)
         self.sampler.add(rows)
+        if self.exact is not None:
+            if self.lookups > self.budget:
+                self.exact = None  # its state goes: the sampled replay takes over
+            else:
+                self.exact.add(rows)
         self.batcher.add(rows, sample, end_sample)
         if self.step is not None:
             self.step.batcher.add(rows, sample, end_sample)
@@ -77,20 +85,21 @@ class _Table:
         counts = np.concatenate(self.batch_counts) if self.batch_counts else np.zeros(0, np.int64)
         ids, _ = self.rows.result()
         self.rows = IdCounter()
-        replay = self.sampler.lookups()
-        rate = self.sampler.rate
-        method = {"method": "exact"} if rate >= 1.0 else {
-            "method": "shards", "sampling_rate": rate, "error_bound": error_bound(int(np.unique(replay).size), rate),
-            "lookups_replayed": int(replay.size)}
+        if self.exact is not None:
+            method, curve = {"method": "exact"}, self.exact.curve()
+        else:
+            replay, rate = self.sampler.lookups(), self.sampler.rate
+            method = {"method": "exact"} if rate >= 1.0 else {
+                "method": "shards", "sampling_rate": rate,
+                "error_bound": error_bound(int(np.unique(replay).size), rate), "lookups_replayed": int(replay.size)}
+            curve = miss_curve(replay, self.table.num_embeddings, rate, self.sampler.seen, int(ids.size))
         return {"features": list(self.table.feature_names), "num_embeddings": self.table.num_embeddings,
                 "lookups": self.lookups, "folded_ids": self.folded, "unique_rows": int(ids.size),
                 "unique_rows_per_batch": {
                     "batch_size": self.batcher.size, "batches": int(counts.size),
                     "partial": self.batcher.partial_samples > 0,
                     "mean": float(counts.mean()) if counts.size else 0.0, "p99": nearest_rank(np.sort(counts), 0.99)},
-                "miss_ratio_method": method,
-                "miss_ratio_curve": miss_curve(replay, self.table.num_embeddings, rate, self.sampler.seen,
-                                               int(ids.size))}
+                "miss_ratio_method": method, "miss_ratio_curve": curve}
 
 
 class _StepBytes:

@@ -7,10 +7,16 @@ C rows hits the lookup exactly when d < C, so the histogram of d gives the whole
 #{j < i : prev[j] > prev[i]} are computed level by level over the bits of prev (a wavelet matrix: one stable
 partition per bit, all numpy), O(n log n) with no per-lookup Python.
 
-Above EXACT_MAX_LOOKUPS lookups of one table the replay is SHARDS-style spatial sampling (Waldspurger et al.,
-FAST '15): only rows whose hash falls under a threshold are kept, their distances are scaled by 1/rate. The rate
-starts at 1 and halves whenever the kept lookups pass the budget, so the work and memory stay bounded whatever the
-sample's size, and a sample under the budget is replayed exactly.
+The exact replay (ExactReplay) streams: lookups are replayed in chunks of CHUNK_LOOKUPS as they are read, and all
+it keeps between chunks is the LRU stack itself (each distinct row seen, by its last lookup) and a histogram of
+distances by cache size. A chunk is replayed as the trace "the stack, oldest row first, then the chunk": that trace
+leaves an LRU cache in the same state as the whole past did, so the chunk's distances are those of the full replay,
+and its memory is the chunk's plus 24 bytes per distinct row, whatever the number of lookups.
+
+Above EXACT_MAX_LOOKUPS lookups of one table (or the budget asked for) the replay is SHARDS-style spatial sampling
+(Waldspurger et al., FAST '15): only rows whose hash falls under a threshold are kept, their distances are scaled by
+1/rate. The rate starts at 1 and halves whenever the kept lookups pass SAMPLED_MAX_LOOKUPS, so the work and memory
+stay bounded whatever the sample's size.
 """
 
 from __future__ import annotations
@@ -19,10 +25,14 @@ import math
 
 import numpy as np
 
-# Lookups of one table replayed exactly. Measured by bench/stats.py on 2 loaded cores (bench/results/stats.md):
-# the whole pass over 10^7 lookups replayed exactly takes 22-39 s and 0.7 GB, over 10^8 490 s and 6.3 GB;
-# sampled down to at most this many, 10^8 lookups take 50-70 s and 0.8 GB, within 2 points of exact.
+# Lookups of one table replayed exactly by default (ExactReplay, streamed; `engine stats --exact-lookups N` takes more,
+# up to EXACT_LIMIT_LOOKUPS), and the most a sampled replay keeps beyond that. Measured by bench/stats.py on 2 cores
+# (bench/results/stats.md): at 10^8 lookups the exact replay costs about 5x the sampled one (which meets the 60 s
+# target there and stays within 2 points of it), so the default stays sampled past 10^7.
 EXACT_MAX_LOOKUPS = 10_000_000
+EXACT_LIMIT_LOOKUPS = 1_000_000_000
+SAMPLED_MAX_LOOKUPS = 10_000_000
+CHUNK_LOOKUPS = 1 << 21  # lookups replayed at once by ExactReplay: about 100 bytes each at the peak
 HASH_BITS = 24
 CURVE_POINTS = 16
 LOWEST_SHARE = 0.001
@@ -93,7 +103,11 @@ def stack_distances(rows: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 def _greater_before(values: np.ndarray) -> np.ndarray:
-    """For each k: #{j < k : values[j] > values[k]}, for distinct non-negative values, in the input's order."""
+    """For each k: #{j < k : values[j] > values[k]}, for distinct non-negative values, in the input's order.
+
+    A wavelet matrix built bit by bit, highest first: each level stably puts the elements whose bit is 0 before those
+    whose bit is 1, so elements with equal higher bits stay together, in input order; `lo` is where an element's
+    group starts. An element whose bit is 0 is exceeded by every element of its group before it whose bit is 1."""
     m = values.size
     if m == 0:
         return np.zeros(0, values.dtype)
@@ -101,27 +115,100 @@ def _greater_before(values: np.ndarray) -> np.ndarray:
     vals = values.astype(dtype)
     pos = np.arange(m, dtype=dtype)  # each element's place in the input, to put the counts back
     count = np.zeros(m, dtype=dtype)
-    prefix = np.zeros(m, dtype=dtype)  # the bits above the current one; equal prefixes are contiguous
-    idx = np.arange(m, dtype=dtype)
+    lo = np.zeros(m, dtype=dtype)
+    ones = np.zeros(m + 1, dtype=dtype)  # ones[i]: elements before place i whose bit is 1
     for bit in range(int(vals.max()).bit_length() - 1, -1, -1):
         b = (vals >> bit) & 1
-        ones = np.cumsum(b, dtype=dtype) - b  # ones before each element, over the whole array
-        start = np.ones(m, dtype=bool)
-        start[1:] = prefix[1:] != prefix[:-1]
-        first = np.maximum.accumulate(np.where(start, idx, 0))
-        del start
+        np.cumsum(b, out=ones[1:])
+        at_lo = ones[lo]
         zero = b == 0
-        del b
-        count[zero] += (ones - ones[first])[zero]
-        del ones, first
-        one = ~zero
-        vals = np.concatenate((vals[zero], vals[one]))
-        pos = np.concatenate((pos[zero], pos[one]))
-        count = np.concatenate((count[zero], count[one]))
-        prefix = np.concatenate(((prefix * 2)[zero], (prefix * 2 + 1)[one]))
+        zeros = m - int(ones[-1])
+        count += np.where(zero, ones[:-1] - at_lo, 0)
+        lo = np.where(zero, lo - at_lo, zeros + at_lo)
+        order = np.concatenate((np.flatnonzero(zero), np.flatnonzero(b))).astype(dtype, copy=False)
+        del b, zero, at_lo
+        vals, pos, count, lo = vals[order], pos[order], count[order], lo[order]
     out = np.empty(m, dtype=dtype)
     out[pos] = count
     return out
+
+
+class ExactReplay:
+    """Exact LRU misses at each of `sizes` (cache rows) over lookups added in order, replayed in chunks of `chunk`
+    (see the module's docstring); the same lookups give the same counts whatever the chunk."""
+
+    def __init__(self, sizes: list[int], chunk: int = CHUNK_LOOKUPS):
+        self.sizes = np.asarray(sizes, np.int64)
+        self.chunk = chunk
+        self.far = np.zeros(self.sizes.size + 1, np.int64)  # repeat lookups by how many sizes their distance reaches
+        self.first = 0  # first lookups of a row: a miss at every size
+        self.replayed = 0
+        self.keys = np.zeros(0, np.int64)  # every row seen, sorted
+        self.last = np.zeros(0, np.int64)  # its last lookup's position
+        self.stack = np.zeros(0, np.int64)  # the rows' last positions, sorted: the LRU stack, oldest first
+        self.pending: list[np.ndarray] = []
+        self.pending_n = 0
+
+    def add(self, rows: np.ndarray) -> None:
+        self.pending.append(np.asarray(rows, np.int64))
+        self.pending_n += rows.size
+        if self.pending_n >= self.chunk:
+            rows = np.concatenate(self.pending)
+            cut = rows.size - rows.size % self.chunk
+            for at in range(0, cut, self.chunk):
+                self._replay(rows[at: at + self.chunk])
+            self.pending, self.pending_n = [rows[cut:]], rows.size - cut
+
+    def misses(self) -> list[int]:
+        """Misses at each size over every lookup added."""
+        if self.pending_n:
+            self._replay(np.concatenate(self.pending))
+            self.pending, self.pending_n = [], 0
+        reach = np.cumsum(self.far[::-1])[::-1]  # reach[j]: distances >= sizes[j - 1]
+        return [self.first + int(reach[j + 1]) for j in range(self.sizes.size)]
+
+    def curve(self) -> list[dict]:
+        """[{cache_rows, lru_miss_rate}] at each size, over every lookup added."""
+        n = self.replayed + self.pending_n
+        return [{"cache_rows": int(c), "lru_miss_rate": min(1.0, m / n) if n else 0.0}
+                for c, m in zip(self.sizes, self.misses())]
+
+    def _replay(self, rows: np.ndarray) -> None:
+        k, m = rows.size, self.stack.size
+        order = np.argsort(rows, kind="stable")
+        ordered = rows[order]
+        head = np.ones(k, dtype=bool)  # a row's first lookup in the chunk, in row order
+        head[1:] = ordered[1:] != ordered[:-1]
+        tail = np.append(head[1:], True)  # its last
+        rows_in, firsts, lasts = ordered[head], order[head], order[tail]
+        del ordered
+        # the virtual trace: the stack (positions 0..m-1), then the chunk (m + i); prev there of each lookup
+        prev = np.full(k, -1, np.int64)
+        again = ~head[1:]
+        prev[order[1:][again]] = m + order[:-1][again]
+        del order, again, head, tail
+        at = np.searchsorted(self.keys, rows_in)
+        seen = at < self.keys.size
+        seen[seen] = self.keys[at[seen]] == rows_in[seen]
+        old = self.last[at[seen]]
+        depth = np.searchsorted(self.stack, old)  # each seen row's place in the stack
+        prev[firsts[seen]] = depth
+        hit = np.flatnonzero(prev >= 0)
+        p = prev[hit]
+        del prev
+        distance = (m + hit) - p - 1 - _greater_before(p)
+        del hit, p
+        self.first += int((~seen).sum())
+        self.far += np.bincount(np.searchsorted(self.sizes, distance, side="right"), minlength=self.far.size)
+        del distance
+        new_last = self.replayed + lasts
+        keep = np.ones(m, dtype=bool)
+        keep[depth] = False
+        self.stack = np.concatenate((self.stack[keep], np.sort(new_last)))
+        self.last[at[seen]] = new_last[seen]
+        self.keys = np.insert(self.keys, at[~seen], rows_in[~seen])
+        self.last = np.insert(self.last, at[~seen], new_last[~seen])
+        self.replayed += k
 
 
 def cache_sizes(num_rows: int, points: int = CURVE_POINTS) -> list[int]:

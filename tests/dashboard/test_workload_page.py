@@ -11,6 +11,7 @@ import pytest
 
 import engine
 from tests.dashboard.helpers import goto, plotly_specs, shown, workspace
+from tests.waits import until
 
 
 def _example_counts(config: dict) -> dict:
@@ -20,11 +21,22 @@ def _example_counts(config: dict) -> dict:
     return {f: [len(c) for c in table.column(f).to_pylist()] for t in cfg.tables for f in t.feature_names}
 
 
+def measured(app) -> None:
+    """Click the example sample and run the page until its figures are in: the click's own run only starts the
+    measuring in a worker process (the page is not blocked by it) and shows it in the works."""
+    app.button(key="workload_example").click().run()
+    assert not app.exception, app.exception
+    assert "workload_measured" not in app.session_state or app.session_state["workload_measured"] is None
+    assert "workload_task" in app.session_state
+    until(lambda: not app.session_state["workload_task"]["task"].live, "the measuring task to end", 60)
+    app.run()
+    assert "workload_task" not in app.session_state and app.session_state["workload_measured"] is not None
+
+
 def test_example_sample_figures_and_apply_replans(app):
     goto(app, "workload")
     assert not plotly_specs(app)  # nothing measured yet
-    app.button(key="workload_example").click().run()
-    assert not app.exception, app.exception
+    measured(app)
     assert not app.error, [e.value for e in app.error]
     config = workspace(app)
     lengths = _example_counts(config)
@@ -61,7 +73,7 @@ def test_apply_is_undone_by_undo(app):
     goto(app, "workload")
     before = workspace(app)
     assert not any("workload" in c for c in (before.get("constraints") or {}).values())
-    app.button(key="workload_example").click().run()
+    measured(app)
     app.button(key="workload_apply").click().run()
     assert workspace(app) != before and all("workload" in c for c in workspace(app)["constraints"].values())
     app.sidebar.button(key="ws_undo").click().run()

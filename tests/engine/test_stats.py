@@ -16,7 +16,7 @@ from engine.planfile import parse_plan
 from engine.stats.compute import workload_stats
 from engine.stats.counts import IdCounter
 from engine.stats.generate import to_bytes
-from engine.stats.lru import cache_sizes, stack_distances
+from engine.stats.lru import ExactReplay, cache_sizes, stack_distances
 
 CONFIG = {
     "tables": [{"name": "t0", "num_embeddings": 1000, "embedding_dim": 16, "feature_names": ["a", "b"]},
@@ -160,6 +160,24 @@ def test_stack_distances_match_a_naive_lru_stack():
             stack.append(x)
         d, f = stack_distances(rows)
         assert d.tolist() == ref and f == first
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 64, 1000, 1 << 22])
+def test_the_streamed_exact_replay_is_a_brute_force_lru_whatever_the_chunks(chunk):
+    """ExactReplay replays chunk by chunk (the past kept as the LRU stack only): its misses at every size are an
+    OrderedDict LRU's, on skewed and uniform rows, however the lookups are cut when added."""
+    rng = np.random.default_rng(chunk)
+    for n, rows_max in ((0, 5), (1, 5), (40, 3), (700, 60), (3000, 400)):
+        hot = np.minimum(rng.zipf(1.3, n), rows_max) - 1
+        rows = np.where(rng.random(n) < 0.5, hot, rng.integers(0, rows_max, n)) * 2**35  # large row numbers
+        sizes = cache_sizes(rows_max)
+        replay = ExactReplay(sizes, chunk)
+        cuts = np.sort(rng.integers(0, n + 1, 6))
+        for a, b in zip(np.r_[0, cuts], np.r_[cuts, n]):
+            replay.add(rows[a:b])
+        seq = rows.tolist()
+        assert replay.misses() == [lru_misses(seq, c) for c in sizes], (n, rows_max)
+        assert [p["lru_miss_rate"] for p in replay.curve()] == [lru_misses(seq, c) / n if n else 0.0 for c in sizes]
 
 
 def test_sampled_curve_says_so_and_is_within_two_points_of_the_exact_one(tmp_path):

@@ -200,3 +200,18 @@ def test_an_unknown_format_and_a_missing_file(files, tmp_path):
     (tmp_path / "s.txt").write_text("a,b,c\n")
     fails(tmp_path, cfg, tmp_path / "s.txt", "'.txt'", ".parquet, .csv or .npz")
     fails(tmp_path, cfg, tmp_path / "none.parquet", "does not exist")
+
+
+def test_exact_lookups_sets_where_the_sampled_replay_takes_over(files):
+    """--exact-lookups N: a table with more lookups than N gets the sampled (SHARDS) curve, one with fewer the exact
+    one; the default is EXACT_MAX_LOOKUPS; out of range is one line naming the option."""
+    d, cfg = files
+    exact = stats(cfg, d / "s.parquet")["tables"]["t0"]
+    lookups = exact["lookups"]
+    assert exact["miss_ratio_method"]["method"] == "exact"
+    sampled = stats(cfg, d / "s.parquet", "--exact-lookups", lookups - 1)["tables"]["t0"]
+    assert sampled["miss_ratio_method"]["method"] == "shards"
+    again = stats(cfg, d / "s.parquet", "--exact-lookups", lookups)["tables"]["t0"]
+    assert again["miss_ratio_method"] == exact["miss_ratio_method"]
+    bad = run("stats", cfg, d / "s.parquet", "--exact-lookups", 0)
+    assert bad.returncode != 0 and "--exact-lookups" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1

@@ -303,24 +303,13 @@ class Perf:
 
     @property
     def total(self) -> float:
-        return (
-            self.fwd_compute
-            + self.fwd_comms
-            + self.bwd_compute
-            + self.bwd_comms
-            + self.input_dist_comms
-            + self.prefetch_compute
-        )
+        return (self.fwd_compute + self.fwd_comms + self.bwd_compute + self.bwd_comms + self.input_dist_comms
+                + self.prefetch_compute)
 
     def __add__(self, other: "Perf") -> "Perf":
-        return Perf(
-            self.fwd_compute + other.fwd_compute,
-            self.fwd_comms + other.fwd_comms,
-            self.bwd_compute + other.bwd_compute,
-            self.bwd_comms + other.bwd_comms,
-            self.input_dist_comms + other.input_dist_comms,
-            self.prefetch_compute + other.prefetch_compute,
-        )
+        return Perf(self.fwd_compute + other.fwd_compute, self.fwd_comms + other.fwd_comms,
+                    self.bwd_compute + other.bwd_compute, self.bwd_comms + other.bwd_comms,
+                    self.input_dist_comms + other.input_dist_comms, self.prefetch_compute + other.prefetch_compute)
 
     def as_dict(self) -> dict[str, float]:
         return {

@@ -14,6 +14,7 @@ import pytest
 
 import engine
 from db import runsink
+from dashboard.text import ms_text
 from db.store import Store
 from engine.errors import human_bytes
 from tests.e2e.conftest import click_until, need_browser, new_page, serving
@@ -92,7 +93,7 @@ def test_compare_tells_moves_from_renumbering_with_the_bytes_and_the_better_plan
             page.wait_for_function("document.documentElement.innerHTML.includes('slowest rank, measured on cuda')")
             # The grids draw on a canvas; their cells come into the page's HTML as each grid is drawn (a loaded
             # machine draws the lower ones later): wait for each.
-            for cell in ("slowest rank", "vs lower bound", "small_table_1", "renumbered ranks only", "0.03 ms"):
+            for cell in ("slowest rank", "vs lower bound", "small_table_1", "renumbered ranks only", ms_text(0.03)):
                 page.wait_for_function("(c) => document.documentElement.innerHTML.includes(c)", arg=cell)
             verdict = page.get_by_text(re.compile(r"^A is better on \d+ of \d+ headlines"))
             assert verdict.count() == 1

@@ -10,9 +10,10 @@ import pandas as pd
 import streamlit as st
 
 import engine
-from dashboard.plans import analysis, charts, measured, run_ids, workload
+from dashboard.plans import analysis, charts, measured, run_ids
 
 from dashboard.serve import runner
+from dashboard.tables import importers
 
 from dashboard.ui import services, state, views, workspace
 from dashboard.text import md
@@ -73,9 +74,9 @@ def start_form(store, plan_rec, expanded: bool) -> None:
         up = None
         if source == "sample":
             up = st.file_uploader(f"A sample of ids (.parquet, .csv, .npz; up to "
-                                  f"{engine.human_bytes(workload.MAX_UPLOAD_BYTES)}): one column per feature, a list "
+                                  f"{engine.human_bytes(importers.MAX_SAMPLE_BYTES)}): one column per feature, a list "
                                   "of ids per cell; kept in the data directory for the run",
-                                  type=list(workload.SUFFIXES), key="runs_sample")
+                                  type=list(importers.SAMPLE_SUFFIXES), key="runs_sample")
         reason = runner.unavailable_reason(kind)
         if reason:
             st.warning(f"{runner.KINDS[kind]} is not available: {md(reason)}.", icon=":material/block:")

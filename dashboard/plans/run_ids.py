@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 import engine
-from dashboard.plans import workload
+from dashboard.tables import importers
 from db.session import DATA_DIR_ENV, DEFAULT_DATA_DIR
 
 SAMPLES = "samples"  # under the data directory
@@ -50,12 +50,12 @@ def store_sample(cfg: engine.Config, data: bytes, name: str, folder: Path | None
                                                                                                    str | None]:
     """(the stored sample's path, None), or (None, one line saying why not: too big, not a sample format, a bad
     cell, fewer rows than one step of the config takes). Nothing is kept of a refused upload."""
-    if len(data) > workload.MAX_UPLOAD_BYTES:
+    if len(data) > importers.MAX_SAMPLE_BYTES:
         return None, (f"{name} is {engine.human_bytes(len(data))}: samples up to "
-                      f"{engine.human_bytes(workload.MAX_UPLOAD_BYTES)} are taken here; for more, run `python -m db "
+                      f"{engine.human_bytes(importers.MAX_SAMPLE_BYTES)} are taken here; for more, run `python -m db "
                       "dryrun|validate CONFIG --plan PLAN --ids SAMPLE` on the machine that holds it.")
     suffix = suffix_of(name)
-    if suffix not in workload.SUFFIXES:
+    if suffix not in importers.SAMPLE_SUFFIXES:
         return None, f"{name}: not a .parquet, .csv or .npz file; upload a sample in one of those formats."
     where = (folder or samples_dir()) / hashlib.sha256(data).hexdigest()[:HASH_CHARS]
     where.mkdir(parents=True, exist_ok=True)

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 
 import engine
+from dashboard.tables.importers import MAX_SAMPLE_BYTES as MAX_UPLOAD_BYTES
+from dashboard.tables.importers import SAMPLE_SUFFIXES as SUFFIXES
 
-MAX_UPLOAD_BYTES = 64 * 2**20  # an uploaded sample above this is refused before it is read
-SUFFIXES = ("parquet", "pq", "csv", "npz")
 MAX_RANK_POINTS = 200  # a rank-frequency plot draws at most this many log-spaced ranks
 
 

@@ -18,6 +18,9 @@ from dashboard.tables import snippet
 TABLE_KEYS = snippet.TABLE_KEYS
 MAX_TABLES = snippet.MAX_TABLES
 MAX_INPUT_BYTES = 20 * 2**20
+# a sample of ids uploaded on the Workload or Runs page: refused above this before it is read, and its file types
+MAX_SAMPLE_BYTES = 64 * 2**20
+SAMPLE_SUFFIXES = ("parquet", "pq", "csv", "npz")
 MAX_NUMBER_CHARS = 40
 MAX_INT = 2**63
 MAX_SHOWN_CHARS = 40  # of a user's value quoted in a message

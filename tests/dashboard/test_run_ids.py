@@ -9,8 +9,9 @@ from __future__ import annotations
 import pytest
 
 import engine
-from dashboard.plans import run_ids, workload
+from dashboard.plans import run_ids
 from dashboard.serve import runner
+from dashboard.tables import importers
 from tests.factories import tutorial
 
 HOSTILE = "$(touch pwned) `id`; rm -rf ~ 'clicks'.parquet"
@@ -50,7 +51,7 @@ def test_refused_uploads_are_one_line_naming_the_file_and_keep_nothing(cfg, tmp_
     feature = cfg.tables[0].feature_names[0]
     bad = f"{','.join(f for t in cfg.tables for f in t.feature_names)}\n" + "1,2,3,4\n" * 3 + "x,1,1,1\n"
     cases = {
-        "big.parquet": (b"0" * (workload.MAX_UPLOAD_BYTES + 1), "big.parquet is 64.00 MiB: samples up to 64.00 MiB"),
+        "big.parquet": (b"0" * (importers.MAX_SAMPLE_BYTES + 1), "big.parquet is 64.00 MiB: samples up to 64.00 MiB"),
         "ids.txt": (b"1\n", "ids.txt: not a .parquet, .csv or .npz file"),
         "bad.csv": (bad.encode(), f"sample 'bad.csv' feature '{feature}' row 3: holds 'x', not a whole number"),
         "short.parquet": (_parquet(cfg, 10), "short.parquet has 10 rows; one step of this plan takes"),

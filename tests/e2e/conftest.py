@@ -104,6 +104,20 @@ def settled(page) -> None:
                            ".every((c) => c.querySelector('.js-plotly-plot .main-svg') !== null)")
 
 
+def idle(page, pause_ms: float = 300) -> None:
+    """A short pause for a rerun to start, then Streamlit's running indicator gone."""
+    page.wait_for_timeout(pause_ms)
+    page.locator('[data-testid="stStatusWidget"]').wait_for(state="hidden")
+
+
+@pytest.fixture
+def app_url(tmp_path):
+    """The app served on a fresh SQLite store of its own (skipped where no browser runs): its URL."""
+    need_browser()
+    with serving(tmp_path, f"sqlite:///{tmp_path / 'planner.db'}") as url:
+        yield url
+
+
 def click_until(page, target, shown, what: str, budget: float = 60.0, retry_s: float = 5.0) -> None:
     """Click `target` until `shown` (a locator) is visible. A click that lands while Streamlit reruns the page (the
     working view re-plans after each edit) can be lost with the element it hit: seen under two CPU hogs, the

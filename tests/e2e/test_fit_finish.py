@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from tests.e2e.conftest import need_browser, new_page, serving, settled
+from tests.e2e.conftest import new_page, settled
 
 VIEWPORTS = ({"width": 1280, "height": 720}, {"width": 1440, "height": 900})
 UI_TIMEOUT_MS = 120_000
@@ -18,13 +18,6 @@ COST_CHART = ".st-key-plan_cost_chart"
 BAD_SNIPPET = "tables = [EmbeddingBagConfig(name='t', embedding_dim=64, num_embeddings=foo(3), feature_names=['f'])]"
 
 pytestmark = pytest.mark.timeout(420)
-
-
-@pytest.fixture
-def server(tmp_path):
-    need_browser()
-    with serving(tmp_path, f"sqlite:///{tmp_path / 'planner.db'}") as url:
-        yield url
 
 
 def _inside(inner: dict, outer: dict) -> bool:
@@ -39,9 +32,9 @@ def _apart(a: dict, b: dict) -> bool:
 
 
 @pytest.mark.parametrize("viewport", VIEWPORTS, ids=["1280x720", "1440x900"])
-def test_cost_chart_legend_clear_of_the_axis_title_and_hover_in_three_digits(server, browser, tmp_path, viewport):
+def test_cost_chart_legend_clear_of_the_axis_title_and_hover_in_three_digits(app_url, browser, tmp_path, viewport):
     page = new_page(browser, viewport, UI_TIMEOUT_MS)
-    page.goto(f"{server}/plan")
+    page.goto(f"{app_url}/plan")
     chart = page.locator(COST_CHART)
     chart.locator(".main-svg").first.wait_for()
     settled(page)
@@ -61,9 +54,9 @@ def test_cost_chart_legend_clear_of_the_axis_title_and_hover_in_three_digits(ser
 
 
 @pytest.mark.parametrize("viewport", VIEWPORTS, ids=["1280x720", "1440x900"])
-def test_a_refused_snippet_shows_its_error_and_the_import_button_whole(server, browser, tmp_path, viewport):
+def test_a_refused_snippet_shows_its_error_and_the_import_button_whole(app_url, browser, tmp_path, viewport):
     page = new_page(browser, viewport, UI_TIMEOUT_MS)
-    page.goto(server)
+    page.goto(app_url)
     page.locator('[data-testid="stDataFrameResizable"]').first.wait_for()
     settled(page)
     page.get_by_role("button", name="Import", exact=True).click()

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tests.e2e.conftest import need_browser, new_page, serving
+from tests.e2e.conftest import new_page
 
 VIEWPORT = {"width": 1440, "height": 900}
 UI_TIMEOUT_MS = 60_000
@@ -17,13 +17,6 @@ ROW_Y_PX = 35 + 17  # the header, then half a row
 ISSUE_COL = 3  # hidden cell columns: 0 row marker, 1 row number, 2 name, 3 issue (once a row has one)
 
 pytestmark = pytest.mark.timeout(300)
-
-
-@pytest.fixture
-def server(tmp_path):
-    need_browser()
-    with serving(tmp_path, f"sqlite:///{tmp_path / 'planner.db'}") as url:
-        yield url
 
 
 def _idle(page) -> None:
@@ -59,10 +52,10 @@ def _cells(page, col: int) -> list[str]:
     return [html.unescape(text) for _, text in sorted(found, key=lambda m: int(m[0]))]
 
 
-def test_every_grid_problem_at_once_and_world_size_keeps_the_hosts(server, browser, tmp_path):
+def test_every_grid_problem_at_once_and_world_size_keeps_the_hosts(app_url, browser, tmp_path):
     page = new_page(browser, VIEWPORT, UI_TIMEOUT_MS)
     try:
-        page.goto(server)
+        page.goto(app_url)
         page.wait_for_selector('[data-testid="stDataFrame"]')
         _idle(page)
         _edit_cell(page, 1, 2, "0")  # row 2, dim (name, rows, dim)

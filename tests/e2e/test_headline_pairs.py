@@ -9,9 +9,8 @@ import re
 
 import pytest
 
-from tests.e2e.conftest import need_browser, new_page, serving
-from tests.e2e.test_working_view import HEADLINE, _headline, _headline_changes, _idle, _load_synthetic, \
-    _type_into_cell
+from tests.e2e.conftest import idle, need_browser, new_page, serving
+from tests.e2e.test_working_view import HEADLINE, _headline, _headline_changes, _load_synthetic, _type_into_cell
 
 VIEWPORT = {"width": 1440, "height": 900}
 UI_TIMEOUT_MS = 120_000
@@ -63,13 +62,13 @@ def _edits(page, cells: list[tuple[int, str, str]]) -> list[str]:
         before = _headline(page)
         _type_into_cell(page, row, column, value)
         _headline_changes(page, before, "Since the last plan")
-        _idle(page)
+        idle(page)
     return page.evaluate("() => window.__headlines")
 
 
 def test_figure_and_change_line_describe_the_same_plans_on_every_frame(page):
     page.locator(HEADLINE).wait_for()
-    _idle(page)
+    idle(page)
     seen = _edits(page, [(0, "dim", "256"), (1, "dim", "128"), (0, "pooling factor", "40"), (2, "dim", "32"),
                          (0, "dim", "64")])
     changes = [t for t in seen if CHANGE.search(t)]
@@ -79,7 +78,7 @@ def test_figure_and_change_line_describe_the_same_plans_on_every_frame(page):
     _load_synthetic(page, 1000)
     page.wait_for_function("([sel]) => document.querySelector(sel)?.innerText.includes('1,000 tables on 8 ranks')",
                            arg=[HEADLINE])
-    _idle(page)
+    idle(page)
     seen = _edits(page, [(3, "pooling factor", "100"), (5, "pooling factor", "200"), (3, "dim", "32")])
     assert len([t for t in seen if CHANGE.search(t)]) >= 3, seen
     assert _disagreeing(seen) == [], "\n---\n".join(seen)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.conftest import need_browser, new_page, serving, settled
+from tests.e2e.conftest import new_page, settled
 
 VIEWPORT = {"width": 1440, "height": 900}
 UI_TIMEOUT_MS = 120_000
@@ -19,22 +19,15 @@ ACTIVE = ("() => { const e = document.activeElement; return {testid: e.getAttrib
 pytestmark = pytest.mark.timeout(420)
 
 
-@pytest.fixture
-def server(tmp_path):
-    need_browser()
-    with serving(tmp_path, f"sqlite:///{tmp_path / 'planner.db'}") as url:
-        yield url
-
-
 def _press(page, key: str) -> dict:
     page.keyboard.press(key)
     page.wait_for_timeout(300)  # the grid moves its selection on a later frame
     return page.evaluate(ACTIVE)
 
 
-def test_the_tables_grid_is_edited_with_the_keyboard_only(server, browser, tmp_path):
+def test_the_tables_grid_is_edited_with_the_keyboard_only(app_url, browser, tmp_path):
     page = new_page(browser, VIEWPORT, UI_TIMEOUT_MS)
-    page.goto(server)
+    page.goto(app_url)
     page.locator(CANVAS).first.wait_for()
     settled(page)
     page.wait_for_timeout(1500)  # the first view's plan lands in a rerun of its own, which draws the grid again
@@ -69,11 +62,11 @@ def test_the_tables_grid_is_edited_with_the_keyboard_only(server, browser, tmp_p
     assert page.locator(".st-key-ws_headline").inner_text() != headline
 
 
-def test_tab_from_an_open_popover_goes_into_it_and_escape_comes_back(server, browser):
+def test_tab_from_an_open_popover_goes_into_it_and_escape_comes_back(app_url, browser):
     """Streamlit draws a popover's body at the end of the page: Tab from the Import button went on through the page
     (17 presses on this page) before its first control. dashboard.ui.keyboard sends it in; Escape closes it."""
     page = new_page(browser, VIEWPORT, UI_TIMEOUT_MS)
-    page.goto(server)
+    page.goto(app_url)
     page.locator(CANVAS).first.wait_for()
     settled(page)
     button = page.locator('[data-testid="stPopoverButton"]').filter(has_text="Import")

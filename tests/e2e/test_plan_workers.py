@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import need_browser, new_page, serving, until
-from tests.e2e.test_working_view import HEADLINE, VIEWPORT, _goto, _idle, _load_synthetic, app_url, page  # noqa: F401
+from tests.e2e.conftest import idle, need_browser, new_page, serving, until
+from tests.e2e.test_working_view import HEADLINE, VIEWPORT, _goto, _load_synthetic, page  # noqa: F401
 
 pytestmark = pytest.mark.timeout(420)
 SLOW_EFFORT = "1000000"  # the most the page takes: 1,000 tables plan for about 20 s at it
@@ -54,12 +54,12 @@ def test_a_long_plan_runs_in_a_worker_stalls_no_one_and_a_newer_request_supersed
                            " return e !== null && e.innerText.includes('1,000 tables on 8 ranks'); }", arg=[HEADLINE])
     _goto(page, "Plan")
     page.get_by_role("heading", name="Plan").wait_for()
-    _idle(page)
+    idle(page)
     idle_workers = _workers(port)
     assert idle_workers, "no planning worker process under the server"
 
     _set_effort(page, SLOW_EFFORT)
-    _idle(page)
+    idle(page)
     page.get_by_role("button", name="Plan", exact=True).click()
     page.get_by_text(WAITING).wait_for()  # the page waits for its worker, showing the time
     first = _waiting_s(page)
@@ -81,7 +81,7 @@ def test_a_long_plan_runs_in_a_worker_stalls_no_one_and_a_newer_request_supersed
     _set_effort(page, "0")
     page.get_by_role("button", name="Plan", exact=True).click()
     page.get_by_text(re.compile(r"^Planned 1000 tables on 8 ranks in [0-9.]+ s")).wait_for()
-    _idle(page)
+    idle(page)
     assert page.locator('[data-testid="stMetric"]').count() > 0  # the plan's figures are on screen
     until(lambda: not busy <= _workers(port), "the superseded plan's worker to end", 15,
           shows=lambda: f"workers {sorted(busy)} then, {sorted(_workers(port))} now")
@@ -101,7 +101,7 @@ def test_a_closed_sessions_memory_is_given_back(tmp_path, browser):
         _load_synthetic(p, 1000)
         p.wait_for_function("([sel]) => { const e = document.querySelector(sel); return e !== null &&"
                             " e.innerText.includes('1,000 tables on 8 ranks'); }", arg=[HEADLINE])
-        _idle(p)
+        idle(p)
         log = tmp_path / "server.log"
         assert "housekeeping:" not in log.read_text()
         context.close()

@@ -8,22 +8,10 @@ import re
 
 import pytest
 
-from tests.e2e.conftest import need_browser, new_page, serving
+from tests.e2e.conftest import idle, new_page
 
 VIEWPORT = {"width": 1440, "height": 900}
 pytestmark = pytest.mark.timeout(420)
-
-
-@pytest.fixture
-def app_url(tmp_path):
-    need_browser()
-    with serving(tmp_path, f"sqlite:///{tmp_path / 'planner.db'}") as url:
-        yield url
-
-
-def _idle(page) -> None:
-    page.wait_for_timeout(300)
-    page.locator('[data-testid="stStatusWidget"]').wait_for(state="hidden")
 
 
 def test_sweep_chart_and_open_a_point(browser, app_url, tmp_path) -> None:
@@ -33,13 +21,13 @@ def test_sweep_chart_and_open_a_point(browser, app_url, tmp_path) -> None:
             and not r.url.startswith(("data:", "blob:")) else None)
     page.goto(app_url)
     page.wait_for_selector('[data-testid="stApp"]')
-    _idle(page)
+    idle(page)
     page.get_by_role("link", name="What-if").click()
     page.get_by_role("heading", name="What-if").wait_for()
-    _idle(page)
+    idle(page)
     page.get_by_role("button", name=re.compile(r"^Sweep 32 points")).click()
     page.get_by_text(re.compile(r"^32 of 32 points fit")).wait_for()
-    _idle(page)
+    idle(page)
     chart = page.locator('.st-key-whatif_chart [data-testid="stPlotlyChart"], [data-testid="stPlotlyChart"]').first
     chart.locator(".scatterlayer .point").first.wait_for()
     assert chart.locator(".scatterlayer .point").count() >= 32
@@ -47,7 +35,7 @@ def test_sweep_chart_and_open_a_point(browser, app_url, tmp_path) -> None:
     point = chart.locator(".scatterlayer .trace").nth(2).locator(".point").nth(3)  # H100, 64 GPUs
     box = point.bounding_box()  # plotly's drag layer lies over the points: click where the point is
     page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-    _idle(page)
+    idle(page)
     box_ = page.locator(".st-key-whatif_point")
     picked = box_.inner_text() + " " + " ".join(i.input_value() for i in box_.locator("input").all())
     assert "64 GPUs" in picked, picked  # (H100 and H200 points lie on each other here: either may take the click)
@@ -55,6 +43,6 @@ def test_sweep_chart_and_open_a_point(browser, app_url, tmp_path) -> None:
     page.screenshot(path=str(tmp_path / "sweep.png"))
     page.get_by_role("button", name="Open as the workspace config").click()
     page.get_by_text(re.compile(rf"The workspace config is now NVIDIA {device} SXM, 64 GPUs")).first.wait_for()
-    _idle(page)
+    idle(page)
     assert "64 ranks" in page.locator('[data-testid="stSidebar"]').inner_text()
     assert not elsewhere, elsewhere

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import need_browser, new_page, serving, until
+from tests.e2e.conftest import idle, new_page, until
 
 VIEWPORT = {"width": 1440, "height": 900}
 UI_TIMEOUT_MS = 120_000
@@ -23,24 +23,12 @@ pytestmark = pytest.mark.timeout(420)
 
 
 @pytest.fixture
-def app_url(tmp_path):
-    need_browser()
-    with serving(tmp_path, f"sqlite:///{tmp_path / 'planner.db'}") as url:
-        yield url
-
-
-@pytest.fixture
 def page(browser, app_url, tmp_path):
     p = new_page(browser, VIEWPORT, UI_TIMEOUT_MS)
     p.goto(app_url)
     p.wait_for_selector('[data-testid="stApp"]')
     yield p
     p.screenshot(path=str(tmp_path / "last.png"))
-
-
-def _idle(page) -> None:
-    page.wait_for_timeout(250)
-    page.locator('[data-testid="stStatusWidget"]').wait_for(state="hidden")
 
 
 def _headline(page) -> str:
@@ -79,7 +67,7 @@ def _goto(page, name: str) -> None:
 
 def test_first_view_then_edits_update_the_headline_and_an_error_shows_no_stale_plan(page):
     page.locator(HEADLINE).wait_for()
-    _idle(page)
+    idle(page, 250)
     first = _headline(page)
     assert re.search(r"Fits\s*Slowest rank [0-9.e-]+ ms \(rank \d\)", first), first
     assert "4 tables on 2 ranks, from scratch: the first plan of this session" in first
@@ -89,7 +77,7 @@ def test_first_view_then_edits_update_the_headline_and_an_error_shows_no_stale_p
     _type_into_cell(page, 0, "dim", "256")
     edited = _headline_changes(page, first, "Since the last plan")
     assert re.search(r"Since the last plan: slowest rank [0-9.e-]+ → [0-9.e-]+ ms", edited), edited
-    _idle(page)
+    idle(page, 250)
     assert guide.count() == 0  # the newcomer acted: the guide is gone
     shown = re.search(r"Slowest rank ([0-9.e-]+ ms)", edited).group(1)
     assert f"Plan: slowest rank {shown}" in page.locator(SIDEBAR).inner_text()
@@ -97,12 +85,12 @@ def test_first_view_then_edits_update_the_headline_and_an_error_shows_no_stale_p
     _type_into_cell(page, 1, "dim", "0")
     broken = _headline_changes(page, edited, "Not planned")
     assert "Fix 1 row to plan" in broken and "Slowest rank" not in broken
-    _idle(page)
+    idle(page, 250)
     assert "slowest rank" not in page.locator(SIDEBAR).inner_text().lower()
 
     _goto(page, "Plan")
     page.get_by_text(re.compile(r"^The config has a problem: tables\[1\]\.embedding_dim")).wait_for()
-    _idle(page)
+    idle(page, 250)
     assert page.locator('[data-testid="stDataFrame"]').count() == 0  # no per-table sharding of another config
     assert page.locator('[data-testid="stPlotlyChart"]').count() == 0
     assert page.locator('[data-testid="stExpander"]').filter(has_text="made for an earlier config").count() == 1
@@ -117,7 +105,7 @@ def _load_synthetic(page, count: int) -> None:
     box = page.locator(".st-key-tables_syn_count input")
     box.fill(str(count))
     box.press("Enter")
-    _idle(page)
+    idle(page, 250)
     page.get_by_role("button", name="Load preset").click()
     page.get_by_text(re.compile(r"^Loaded preset")).first.wait_for()
     page.keyboard.press("Escape")
@@ -151,12 +139,12 @@ def test_torchrec_on_a_thousand_tables_runs_in_the_background_and_cancel_ends_it
     _load_synthetic(page, 1000)
     page.wait_for_function("([sel]) => { const e = document.querySelector(sel);"
                            " return e !== null && e.innerText.includes('1,000 tables on 8 ranks'); }", arg=[HEADLINE])
-    _idle(page)
+    idle(page, 250)
     _goto(page, "Plan")
     page.get_by_role("heading", name="Plan").wait_for()
-    _idle(page)
+    idle(page, 250)
     page.get_by_text("TorchRec's EmbeddingShardingPlanner (baseline)").click()
-    _idle(page)
+    idle(page, 250)
     page.get_by_role("button", name="Plan", exact=True).click()
     page.wait_for_function("([sel]) => document.querySelector(sel)?.innerText"
                            ".includes('planning 1,000 tables in the background')", arg=[JOB])  # the box, then its text
@@ -168,13 +156,13 @@ def test_torchrec_on_a_thousand_tables_runs_in_the_background_and_cancel_ends_it
 
     _goto(page, "Tables & constraints")  # the app stays usable while it runs
     page.locator(HEADLINE).wait_for()
-    _idle(page)
+    idle(page, 250)
     assert "Slowest rank" in _headline(page) and "in the background" in page.locator(SIDEBAR).inner_text()
     _goto(page, "Plan")
     page.locator(JOB).wait_for()
     page.get_by_role("button", name="Cancel").click()
     page.get_by_text(re.compile(r"^Cancelled TorchRec's EmbeddingShardingPlanner \(baseline\) after \d+ s")).wait_for()
-    _idle(page)
+    idle(page, 250)
     assert page.locator(JOB).count() == 0
     until(lambda: _torchrec_processes(port) == [], "the cancelled job's TorchRec process to end", 10,
           shows=lambda: f"still running: {_torchrec_processes(port)}")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import engine
-from tests.e2e.conftest import need_browser, new_page, serving, settled
+from tests.e2e.conftest import idle, new_page, settled
 from tests.e2e.test_working_view import _load_synthetic
 
 SHOTS = Path("/tmp/workload-shots")
@@ -20,28 +20,16 @@ BIG_ROWS = 1_100_000  # about 50 MiB of Parquet for the tutorial's four features
 pytestmark = pytest.mark.timeout(900)
 
 
-@pytest.fixture
-def app_url(tmp_path):
-    need_browser()
-    with serving(tmp_path, f"sqlite:///{tmp_path / 'planner.db'}") as url:
-        yield url
-
-
-def _idle(page) -> None:
-    page.wait_for_timeout(300)
-    page.locator('[data-testid="stStatusWidget"]').wait_for(state="hidden")
-
-
 def _open_workload(page, url: str) -> None:
     page.goto(url)
     page.wait_for_selector('[data-testid="stApp"]')
-    _idle(page)
+    idle(page)
 
 
 def _to_workload(page) -> None:
     page.get_by_role("link", name="Workload").click()
     page.get_by_role("heading", name="Workload").wait_for()
-    _idle(page)
+    idle(page)
 
 
 def _no_wider_than_the_window(page) -> None:
@@ -61,7 +49,7 @@ def test_a_large_sample_is_measured_in_the_background_and_another_file_stops_it(
     _to_workload(page)
     upload = page.locator('[data-testid="stFileUploaderDropzoneInput"]')
     upload.set_input_files(str(big))
-    _idle(page)
+    idle(page)
     page.get_by_role("button", name="Measure the uploaded sample").click()
     box = page.locator(".st-key-workload_progress")
     box.wait_for()
@@ -73,7 +61,7 @@ def test_a_large_sample_is_measured_in_the_background_and_another_file_stops_it(
     box.wait_for()
     upload.set_input_files(str(small))
     page.get_by_text(re.compile(r"^Stopped measuring big\.parquet after \d+ s: another file was chosen")).wait_for()
-    _idle(page)
+    idle(page)
     assert box.count() == 0
     page.get_by_role("button", name="Measure the uploaded sample").click()
     page.get_by_text(re.compile(r"^Measured: small\.parquet, 500 rows")).wait_for()
@@ -88,13 +76,13 @@ def test_a_thousand_tables_and_bad_files_at_two_window_sizes(browser, app_url, t
     page.get_by_role("button", name=re.compile(r"^Use a generated example sample")).click()
     page.get_by_text(re.compile(r"^Measured: generated\.parquet")).wait_for()
     page.locator('[data-testid="stPlotlyChart"]').nth(2).wait_for()  # drawn after the caption, in the same run
-    _idle(page)
+    idle(page)
     settled(page)
     assert page.locator('[data-testid="stPlotlyChart"]').count() == 3  # one table's miss curve, one feature's two
     assert page.get_by_text(re.compile(r"^Table to draw \(1,000, most lookups first")).count() == 1
     for size in ({"width": 1440, "height": 900}, {"width": 1280, "height": 720}):
         page.set_viewport_size(size)
-        _idle(page)
+        idle(page)
         settled(page)
         _no_wider_than_the_window(page)
         page.screenshot(path=str(SHOTS / f"6-thousand-{size['width']}.png"))
@@ -111,7 +99,7 @@ def test_a_thousand_tables_and_bad_files_at_two_window_sizes(browser, app_url, t
         path = tmp_path / name
         path.write_bytes(data)
         upload.set_input_files(str(path))
-        _idle(page)
+        idle(page)
         page.get_by_role("button", name="Measure the uploaded sample").click()
         alert = page.locator('[data-testid="stAlertContentError"]').filter(has_text=name).first
         alert.wait_for()

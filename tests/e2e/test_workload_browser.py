@@ -10,24 +10,12 @@ from pathlib import Path
 import pytest
 
 import engine
-from tests.e2e.conftest import need_browser, new_page, serving
+from tests.e2e.conftest import idle, new_page
 
 VIEWPORT = {"width": 1440, "height": 900}
 SHOTS = Path("/tmp/workload-shots")
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tutorial.json"
 pytestmark = pytest.mark.timeout(420)
-
-
-@pytest.fixture
-def app_url(tmp_path):
-    need_browser()
-    with serving(tmp_path, f"sqlite:///{tmp_path / 'planner.db'}") as url:
-        yield url
-
-
-def _idle(page) -> None:
-    page.wait_for_timeout(300)
-    page.locator('[data-testid="stStatusWidget"]').wait_for(state="hidden")
 
 
 def test_upload_draws_miss_curves_and_refuses_a_bad_file(browser, app_url, tmp_path) -> None:
@@ -38,16 +26,16 @@ def test_upload_draws_miss_curves_and_refuses_a_bad_file(browser, app_url, tmp_p
     page = new_page(browser, VIEWPORT, 120_000)
     page.goto(app_url)
     page.wait_for_selector('[data-testid="stApp"]')
-    _idle(page)
+    idle(page)
     page.get_by_role("link", name="Workload").click()
     page.get_by_role("heading", name="Workload").wait_for()
-    _idle(page)
+    idle(page)
     page.screenshot(path=str(SHOTS / "1-empty.png"))
     page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(good))
-    _idle(page)
+    idle(page)
     page.get_by_role("button", name="Measure the uploaded sample").click()
     page.get_by_text(re.compile(r"^Measured: ids\.parquet")).wait_for()
-    _idle(page)
+    idle(page)
     charts = page.locator('[data-testid="stPlotlyChart"]')
     charts.first.locator(".scatterlayer .trace").first.wait_for()
     text = page.locator('[data-testid="stMain"]').inner_text()
@@ -57,14 +45,14 @@ def test_upload_draws_miss_curves_and_refuses_a_bad_file(browser, app_url, tmp_p
     page.screenshot(path=str(SHOTS / "2-measured.png"))
     page.get_by_role("button", name="Apply to tables").click()
     page.get_by_text(re.compile(r"^Applied:")).wait_for()
-    _idle(page)
+    idle(page)
     page.screenshot(path=str(SHOTS / "3-applied.png"), full_page=True)
 
     bad = tmp_path / "bad.csv"
     feature = cfg.tables[0].feature_names[0]
     bad.write_text(f"{feature}\n1 2\nx\n")
     page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(bad))
-    _idle(page)
+    idle(page)
     page.get_by_role("button", name="Measure the uploaded sample").click()
     alert = page.locator('[data-testid="stAlertContentError"]').first
     alert.wait_for()

@@ -216,14 +216,26 @@ def _errors(pred: np.ndarray, run: TermRun) -> np.ndarray:
     return np.abs(pred - run.measured_ms) / run.measured_ms
 
 
+def held_out_predictions(runs: Sequence[TermRun], by_group: bool = False) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per run, (its ranks priced with the defaults, priced with the terms fitted on the other runs): with by_group,
+    on the runs of the other groups (configs), so that no run of the same config, another plan of it, is fitted on."""
+    defaults = [TermResult(n, TERM_DEFAULTS[n], None, TERM_DEFAULTS[n]) for n in TERMS]
+    keys = [r.group if by_group else i for i, r in enumerate(runs)]
+    fits: dict = {}
+    out = []
+    for run, key in zip(runs, keys):
+        if key not in fits:
+            fits[key] = solve([r for r, k in zip(runs, keys) if k != key])
+        out.append((predict(defaults, run), predict(fits[key], run)))
+    return out
+
+
 def leave_one_run_out(runs: Sequence[TermRun]) -> dict:
     """Each run's ranks predicted by the terms fitted on the other runs ("after") and by the defaults ("before",
     the estimate as it is): per run and over every rank, the median |predicted - measured| / measured."""
-    defaults = [TermResult(n, TERM_DEFAULTS[n], None, TERM_DEFAULTS[n]) for n in TERMS]
     per_run, before, after = [], [], []
-    for i, run in enumerate(runs):
-        fitted = solve([r for j, r in enumerate(runs) if j != i])
-        b, a = _errors(predict(defaults, run), run), _errors(predict(fitted, run), run)
+    for run, (pb, pa) in zip(runs, held_out_predictions(runs)):
+        b, a = _errors(pb, run), _errors(pa, run)
         before.append(b)
         after.append(a)
         per_run.append({"run_id": run.run_id, "config": run.group, "median_error_before": float(np.median(b)),
@@ -323,4 +335,5 @@ def fit_terms(runs: Sequence[TermRun], ddr_mem_bw: float, notes: Sequence[str] =
 
 
 __all__ = ["BOOTSTRAP_SEED", "COND_MAX", "INTERCEPT", "LEVEL", "RESAMPLES", "TERMS", "TermFit", "TermResult", "TermRun",
-           "bootstrap", "fit_terms", "identify", "leave_one_run_out", "predict", "solve", "term_features", "term_run"]
+           "bootstrap", "fit_terms", "held_out_predictions", "identify", "leave_one_run_out", "predict", "solve",
+           "term_features", "term_run"]

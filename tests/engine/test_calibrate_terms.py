@@ -16,7 +16,8 @@ import engine
 from bench.calibrate_terms import config, random_configs
 from engine.calibrate_apply import apply_terms
 from engine.calibrate_terms import (
-    BOOTSTRAP_SEED, COND_MAX, INTERCEPT, RESAMPLES, TERMS, fit_terms, identify, predict, term_run,
+    BOOTSTRAP_SEED, COND_MAX, INTERCEPT, RESAMPLES, TERMS, fit_terms, held_out_predictions, identify, predict, solve,
+    term_run,
 )
 from engine.errors import ConfigError, EngineError
 from engine.terms import DEFAULTS, terms_of
@@ -65,6 +66,21 @@ def test_known_terms_come_back_within_their_uncertainty(synthetic):
         assert t.se <= 0.3 * TRUE[t.name] or t.name == INTERCEPT  # the intercept is kept whatever its error
     loro = fit.held_out
     assert loro["median_error_after"] < 2 * NOISE < loro["median_error_before"]
+
+
+def test_held_out_by_config_never_fits_on_a_run_of_the_same_config(synthetic):
+    """Two plans of one config are one group: a run's held-out prediction is the fit on the other configs' runs only,
+    so a config whose runs are all off by 2x stays off held out, where leaving one run out would fit it."""
+    runs = [replace(r, group=f"g{i // 2}") for i, r in enumerate(synthetic)]
+    runs[0] = replace(runs[0], measured_ms=2.0 * runs[0].measured_ms)
+    runs[1] = replace(runs[1], measured_ms=2.0 * runs[1].measured_ms)
+    grouped = held_out_predictions(runs, by_group=True)
+    np.testing.assert_allclose(grouped[0][1], predict(solve(runs[2:]), runs[0]), rtol=1e-12)
+    np.testing.assert_allclose(grouped[1][1], predict(solve(runs[2:]), runs[1]), rtol=1e-12)
+    np.testing.assert_allclose(grouped[0][0], runs[0].offset + runs[0].features @ np.array(list(DEFAULTS.values())))
+    by_run = held_out_predictions(runs)
+    np.testing.assert_allclose(by_run[0][1], predict(solve(runs[1:]), runs[0]), rtol=1e-12)
+    assert np.median(grouped[0][1] / runs[0].measured_ms) < 0.6  # the truth is half what was measured
 
 
 def test_the_same_runs_give_the_same_fit_byte_for_byte(synthetic):

@@ -1,0 +1,234 @@
+"""The per-rank estimate against stored measurements (issue 24): every rank of a measured-quality run (`python -m
+bench.measured`'s JSON: each config, both plans, each rank's measured ms in every round) re-estimated with the
+current engine, offline. Reports the per-rank error, whether the estimate names the measured slowest rank, the
+Spearman correlation of each plan's ranks, and a leave-one-config-out fit of the named CPU terms (the fit `python -m
+db calibrate --terms` makes: engine.held_out_predictions, each config's ranks priced with the terms fitted on the
+other configs' runs). No timing is taken here, so the machine's load does not enter.
+
+  python -m bench.rank_error [--json bench/results/measured.json] [--out FILE.md]
+
+A rank's measured time is its median over the plan's runs (ours: the "ours" and "ours again" series); its
+estimate is the estimate's forward + backward compute (what the dry-run times: the rank's kernels alone, no
+collectives). Noise: the standard error of a rank's median over n runs, 1.2533 x (IQR / 1.349) / sqrt(n)
+relative to the median (normal errors), times sqrt(2) for the ratio of two ranks; a plan's noise is the median of
+its ranks'. A plan's ranks are "resolved" where the measured spread (slowest / fastest - 1) exceeds twice that.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Optional
+
+if __package__ in (None, ""):  # run as a script: python bench/rank_error.py
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+
+from bench.suite import ROOT  # noqa: E402
+import engine  # noqa: E402
+
+DEFAULT_JSON = ROOT / "bench" / "results" / "measured.json"
+FIT_BACKEND = "fbgemm"  # the kernels the CPU terms describe; other backends' ranks are reported, not fitted
+SE_OF_MEDIAN = 1.2533  # the standard error of a median over that of a mean, normal errors
+IQR_PER_SD = 1.349
+
+
+@dataclass(frozen=True)
+class PlanRanks:
+    """One stored plan of one config: its runs' per-rank measured ms and the current engine's estimate."""
+
+    config: str
+    who: str  # "ours" or "torchrec"
+    later: bool  # a config added after the model was last changed ("held_out" in measured.json)
+    backend: str
+    cfg: engine.Config
+    tables: dict
+    measured: np.ndarray  # (runs, ranks) ms
+    estimate: np.ndarray  # (ranks,) forward + backward compute ms, the current engine
+    stored_estimate: np.ndarray  # (ranks,) the same as the run recorded it
+
+    @property
+    def median(self) -> np.ndarray:
+        return np.median(self.measured, axis=0)
+
+    @property
+    def noise(self) -> float:
+        """Relative standard error of the ratio of two ranks' medians (the module's docstring)."""
+        q1, q3 = np.percentile(self.measured, [25, 75], axis=0)
+        se = SE_OF_MEDIAN * (q3 - q1) / IQR_PER_SD / math.sqrt(len(self.measured)) / self.median
+        return float(np.median(se)) * math.sqrt(2.0)
+
+    @property
+    def spread(self) -> float:
+        m = self.median
+        return float(m.max() / m.min() - 1.0)
+
+    @property
+    def resolved(self) -> bool:
+        return self.spread > 2.0 * self.noise
+
+
+def _cpu(cfg: engine.Config) -> engine.Config:
+    """Priced for the CPU the dry-run measured on (engine.pricing's rule; these configs already say cpu)."""
+    return replace(cfg, topology=replace(cfg.topology, compute_device=engine.Device.CPU))
+
+
+def plans_of(data: dict) -> list[PlanRanks]:
+    """Every measured plan of the stored run (configs that failed are left out)."""
+    out = []
+    for c in data["configs"]:
+        if c.get("error") or "series" not in c:
+            continue
+        cfg = _cpu(engine.parse_config(c["config"]))
+        for who in ("ours", "torchrec"):
+            runs = c["series"].get(who, []) + (c["series"].get("ours_again", []) if who == "ours" else [])
+            if not runs or f"{who}_plan" not in c:
+                continue
+            tables = engine.parse_plan(c[f"{who}_plan"], cfg)
+            ranks = engine.evaluate(cfg, tables, planner="file").ranks
+            out.append(PlanRanks(
+                c["name"], who, bool(c.get("held_out")), runs[0]["backend"], cfg, tables,
+                np.array([[r["measured_ms"] for r in run["ranks"]] for run in runs], dtype=np.float64),
+                np.array([r.perf.fwd_compute + r.perf.bwd_compute for r in ranks]),
+                np.array([r["estimated_compute_ms"] for r in runs[0]["ranks"]], dtype=np.float64)))
+    return out
+
+
+def rank_checks(p: PlanRanks, estimate: np.ndarray) -> dict:
+    """One plan's ranks under an estimate: errors, the slowest rank named or not, Spearman."""
+    meas = p.median
+    return {"errors": np.abs(estimate - meas) / meas, "names_slowest": int(np.argmax(estimate)) == int(np.argmax(meas)),
+            "spearman": engine.spearman(list(estimate), list(meas))}
+
+
+def held_out(plans: list[PlanRanks]) -> dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]:
+    """{(config, who): (the defaults' per-rank ms, the ms with the terms fitted on the other configs)} for the plans
+    measured with FIT_BACKEND, as `db calibrate --terms` fits (engine.held_out_predictions, grouped by config)."""
+    fit = [p for p in plans if p.backend == FIT_BACKEND]
+    runs = [engine.term_run(p.cfg, p.tables, p.median, i, p.config, "stored", p.backend) for i, p in enumerate(fit)]
+    preds = engine.held_out_predictions(runs, by_group=True) if len({p.config for p in fit}) > 1 else []
+    return {(p.config, p.who): pr for p, pr in zip(fit, preds)}
+
+
+def _q(values: list[float] | np.ndarray) -> str:
+    """median (IQR) in percent."""
+    if len(values) == 0:
+        return "n/a"
+    q1, med, q3 = np.percentile(np.asarray(values, dtype=np.float64), [25, 50, 75])
+    return f"{100 * med:.1f}% ({100 * q1:.1f}-{100 * q3:.1f}%)"
+
+
+def _share(flags: list[bool]) -> str:
+    return f"{sum(flags)} of {len(flags)}" if flags else "n/a"
+
+
+def _spearmen(checks: list[dict]) -> str:
+    vals = [c["spearman"] for c in checks if c["spearman"] is not None]
+    if not vals:
+        return "n/a"
+    return f"median {np.median(vals):.2f}, >= 0.9 in {sum(v >= 0.9 for v in vals)} of {len(vals)}"
+
+
+def summary_rows(plans: list[PlanRanks], estimates: dict[tuple[str, str], np.ndarray]) -> list[list[str]]:
+    """Per subset (bench, later, all), the estimate's error, naming and Spearman (plans with an estimate only)."""
+    rows = []
+    for label, keep in (("bench configs", lambda p: not p.later), ("added later", lambda p: p.later),
+                        ("all", lambda p: True)):
+        sel = [p for p in plans if keep(p) and (p.config, p.who) in estimates]
+        checks = [rank_checks(p, estimates[(p.config, p.who)]) for p in sel]
+        res = [c for p, c in zip(sel, checks) if p.resolved]
+        errs = np.concatenate([c["errors"] for c in checks]) if checks else []
+        rows.append([label, str(len(sel)), str(len(errs)), _q(errs), _share([c["names_slowest"] for c in checks]),
+                     _share([c["names_slowest"] for c in res]), _spearmen(checks), _spearmen(res)])
+    return rows
+
+
+SUMMARY_HEAD = ["configs", "plans", "ranks", "per-rank error, median (IQR)", "names slowest rank",
+                "names it where resolved", "Spearman", "Spearman where resolved"]
+
+
+def _table(head: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in rows]
+
+
+def _ms(values: np.ndarray) -> str:
+    return " / ".join(f"{v:.2f}" for v in values)
+
+
+def plan_rows(plans: list[PlanRanks], loco: dict) -> list[list[str]]:
+    rows = []
+    for p in plans:
+        now = rank_checks(p, p.estimate)
+        after = rank_checks(p, loco[(p.config, p.who)][1]) if (p.config, p.who) in loco else None
+        sp = now["spearman"]
+        rows.append([p.config + (" (later)" if p.later else ""), p.who, p.backend, _ms(p.median), _ms(p.estimate),
+                     f"{100 * np.median(now['errors']):.1f}%",
+                     f"{100 * p.spread:.1f}% / {100 * 2 * p.noise:.1f}%" + (" resolved" if p.resolved else ""),
+                     "yes" if now["names_slowest"] else "no", "n/a" if sp is None else f"{sp:.2f}",
+                     "n/a" if after is None else f"{100 * np.median(after['errors']):.1f}%",
+                     "n/a" if after is None else ("yes" if after["names_slowest"] else "no")])
+    return rows
+
+
+PLAN_HEAD = ["config", "plan", "backend", "measured ms per rank (median of runs)", "estimated compute ms",
+             "median error", "measured spread / 2 x noise", "names slowest", "Spearman", "held-out fit: median error",
+             "held-out fit: names slowest"]
+
+
+def report(data: dict, source: str, command: str) -> str:
+    plans = plans_of(data)
+    if not plans:
+        raise SystemExit(f"error: {source} holds no measured plan (every config failed or has no series)")
+    loco = held_out(plans)
+    now = {(p.config, p.who): p.estimate for p in plans}
+    fbgemm = {k: v for k, v in now.items() if k in loco}
+    changed = sum(not np.allclose(p.estimate, p.stored_estimate, rtol=1e-9, atol=1e-12) for p in plans)
+    meta = data.get("meta", {})
+    text = [f"Made by `{command}` from {source} (measured by `{meta.get('command', '?')}` on "
+            f"{meta.get('started', '?')} UTC at commit {meta.get('commit', '?')}, 1-min load average "
+            f"{meta.get('load_before', '?')} before, {meta.get('load_after', '?')} after). Nothing is timed here.",
+            f"{len(plans)} plans of {len({p.config for p in plans})} configs; the current engine's estimate differs "
+            f"from the one the run recorded on {changed} of them.", "",
+            "**The estimate as it is** (every plan; ranks measured with the torch fallback included):", "",
+            *_table(SUMMARY_HEAD, summary_rows(plans, now)), "",
+            f"**The estimate as it is, {FIT_BACKEND} ranks only** (the kernels the CPU terms describe):", "",
+            *_table(SUMMARY_HEAD, summary_rows(plans, fbgemm)), "",
+            f"**Leave one config out** ({FIT_BACKEND} plans: each config's ranks priced with the terms `db calibrate "
+            "--terms` fits on the other configs' runs, engine.held_out_predictions):", "",
+            *_table(SUMMARY_HEAD, summary_rows(plans, {k: v[1] for k, v in loco.items()})), "",
+            "Per plan:", "", *_table(PLAN_HEAD, plan_rows(plans, loco)), ""]
+    return "\n".join(text)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.rank_error", description=__doc__.splitlines()[0])
+    p.add_argument("--json", type=Path, default=DEFAULT_JSON, help="a `python -m bench.measured` JSON "
+                   "(default bench/results/measured.json)")
+    p.add_argument("--out", type=Path, help="also write the Markdown report to this file")
+    args = p.parse_args(argv)
+    try:
+        data = json.loads(args.json.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        print(f"error: --json {args.json}: {engine.one_line(str(e))}; give a file `python -m bench.measured` wrote",
+              file=sys.stderr)
+        return 2
+    if not isinstance(data, dict) or not isinstance(data.get("configs"), list):
+        print(f"error: --json {args.json} has no 'configs' list; give a file `python -m bench.measured` wrote",
+              file=sys.stderr)
+        return 2
+    command = ("python -m bench.rank_error " + " ".join(argv if argv is not None else sys.argv[1:])).strip()
+    text = report(data, str(args.json.resolve().relative_to(ROOT)) if args.json.resolve().is_relative_to(ROOT)
+                  else str(args.json), command)
+    if args.out:
+        engine.write_text_file(args.out, text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

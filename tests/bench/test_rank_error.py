@@ -1,0 +1,92 @@
+"""bench.rank_error on measured-quality records made from real seeded configs and plans, with per-rank times set from
+the engine's own estimate (so the right answers are known), and on the stored bench/results/measured.json."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import engine
+from bench import rank_error
+from bench.measured_cases import generate
+
+RUNS = 9
+
+
+def record(name: str, seed: int, world: int, factors=None, later: bool = False, backend: str = "fbgemm") -> dict:
+    """A config planned by us, measured as its estimate x factors per rank, with 1% seeded run-to-run jitter."""
+    raw = generate(seed, world, 5, ("sgd", "adagrad", "rowwise_adagrad")[seed % 3], None)
+    cfg = engine.parse_config(raw)
+    plan = engine.plan(cfg)
+    est = np.array([r.perf.fwd_compute + r.perf.bwd_compute for r in engine.evaluate(cfg, plan.tables).ranks])
+    true = est * (np.ones(world) if factors is None else np.asarray(factors))
+    rng = np.random.default_rng(seed)
+    runs = [{"backend": backend, "ranks": [{"measured_ms": float(t * (1 + rng.normal(0, 0.01))),
+                                            "estimated_compute_ms": float(e)} for t, e in zip(true, est)]}
+            for _ in range(RUNS)]
+    return {"name": name, "held_out": later, "config": raw, "ours_plan": engine.plan_to_dict(plan),
+            "series": {"ours": runs[: RUNS // 2], "ours_again": runs[RUNS // 2:], "torchrec": []}}
+
+
+@pytest.fixture(scope="module")
+def exact():
+    return {"meta": {"command": "test"}, "configs": [record(f"c{i}", 10 + i, 2 + i % 3, later=i == 3)
+                                                     for i in range(4)]}
+
+
+def test_an_estimate_that_is_the_measurement_has_no_error_and_names_every_slowest_rank(exact):
+    plans = rank_error.plans_of(exact)
+    assert [(p.config, p.who, len(p.measured)) for p in plans] == [(f"c{i}", "ours", RUNS) for i in range(4)]
+    for p in plans:
+        np.testing.assert_allclose(p.estimate, p.stored_estimate, rtol=1e-12)
+        checks = rank_error.rank_checks(p, p.estimate)
+        assert checks["errors"].max() < 0.03
+    held = rank_error.held_out(plans)
+    assert set(held) == {(f"c{i}", "ours") for i in range(4)}
+    for p in plans:  # "before" is the estimate itself; "after" a fit on the 3 other configs' 1%-jittered ranks
+        before, after = held[(p.config, p.who)]
+        np.testing.assert_allclose(before, p.estimate, rtol=1e-9)
+        assert after.shape == before.shape and np.all(after > 0)
+
+
+def test_a_rank_slower_than_estimated_is_named_missed_and_counted(tmp_path):
+    data = {"meta": {}, "configs": [record("slow", 21, 3, factors=[1.0, 1.0, 1.0]),
+                                    record("skew", 22, 3, factors=[1.0, 1.4, 1.0])]}
+    plans = {p.config: p for p in rank_error.plans_of(data)}
+    skew = plans["skew"]
+    assert skew.resolved and skew.spread > 0.2  # 1% jitter: the 40% is far beyond the noise
+    checks = rank_error.rank_checks(skew, skew.estimate)
+    assert checks["errors"][1] == pytest.approx(0.4 / 1.4, abs=0.02)
+    assert checks["names_slowest"] is (int(np.argmax(skew.estimate)) == 1)
+    out = tmp_path / "r.md"
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(data))
+    assert rank_error.main(["--json", str(path), "--out", str(out)]) == 0
+    text = out.read_text()
+    assert text.startswith(f"Made by `python -m bench.rank_error --json {path} --out {out}`")
+    assert "| skew | ours | fbgemm |" in text and "2 plans of 2 configs" in text
+
+
+def test_other_backends_are_reported_not_fitted():
+    data = {"meta": {}, "configs": [record("a", 31, 2), record("b", 32, 2), record("t", 33, 2, backend="torch")]}
+    plans = rank_error.plans_of(data)
+    assert {k[0] for k in rank_error.held_out(plans)} == {"a", "b"}
+    assert "| t | ours | torch |" in rank_error.report(data, "x.json", "cmd")
+
+
+@pytest.mark.parametrize("content, why", [("{", "give a file"), ('{"configs": 3}', "no 'configs' list")])
+def test_bad_input_is_one_line(tmp_path, capsys, content, why):
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    assert rank_error.main(["--json", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert why in err and err.count("\n") == 1
+
+
+def test_the_stored_quiet_run_is_read_whole():
+    data = json.loads(rank_error.DEFAULT_JSON.read_text())
+    plans = rank_error.plans_of(data)
+    assert len(plans) == 22 and sum(p.backend == "fbgemm" for p in plans) == 18
+    assert len(rank_error.held_out(plans)) == 18

@@ -24,17 +24,17 @@ KNEES_MIB = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32)
 STATE_PER_WEIGHT = {"sgd": 0.0, "adagrad": 1.0, "rowwise_adagrad": None, "adam": 2.0}  # None: one per row
 
 
-def load_rows(path: Path) -> list[dict]:
-    """One row per case: the median over repetitions of each repetition's 25th-percentile step time."""
+def load_rows(path: Path, stat: str = "p25_ms") -> list[dict]:
+    """One row per case: the median over repetitions of each repetition's 25th-percentile step time (`stat`: another
+    of a repetition's figures, e.g. median_ms, the dry-run's)."""
     by = defaultdict(list)
     for line in path.read_text().splitlines():
         r = json.loads(line)
         by[r["case"]].append(r)
     out = []
     for case, rs in sorted(by.items()):
-        out.append({**rs[0], "measured_ms": float(np.median([r["p25_ms"] for r in rs])),
-                    "spread": float(np.ptp([r["p25_ms"] for r in rs]) / max(np.median([r["p25_ms"] for r in rs]),
-                                                                           1e-9)),
+        out.append({**rs[0], "measured_ms": float(np.median([r[stat] for r in rs])),
+                    "spread": float(np.ptp([r[stat] for r in rs]) / max(np.median([r[stat] for r in rs]), 1e-9)),
                     "reps": len(rs)})
     return out
 

@@ -5,7 +5,10 @@ Spearman correlation of each plan's ranks, and a leave-one-config-out fit of the
 db calibrate --terms` makes: engine.held_out_predictions, each config's ranks priced with the terms fitted on the
 other configs' runs). No timing is taken here, so the machine's load does not enter.
 
-  python -m bench.rank_error [--json bench/results/measured.json] [--out FILE.md]
+  python -m bench.rank_error [--json bench/results/measured.json] [--candidates] [--out FILE.md]
+
+--candidates adds candidate changes to the estimate judged held out on these plans and on the one-rank cost-term
+cases (bench.rank_error_candidates).
 
 A rank's measured time is its median over the plan's runs (ours: the "ours" and "ours again" series); its
 estimate is the estimate's forward + backward compute (what the dry-run times: the rank's kernels alone, no
@@ -180,7 +183,7 @@ PLAN_HEAD = ["config", "plan", "backend", "measured ms per rank (median of runs)
              "held-out fit: names slowest"]
 
 
-def report(data: dict, source: str, command: str) -> str:
+def report(data: dict, source: str, command: str, candidates: bool = False) -> str:
     plans = plans_of(data)
     if not plans:
         raise SystemExit(f"error: {source} holds no measured plan (every config failed or has no series)")
@@ -202,6 +205,10 @@ def report(data: dict, source: str, command: str) -> str:
             "--terms` fits on the other configs' runs, engine.held_out_predictions):", "",
             *_table(SUMMARY_HEAD, summary_rows(plans, {k: v[1] for k, v in loco.items()})), "",
             "Per plan:", "", *_table(PLAN_HEAD, plan_rows(plans, loco)), ""]
+    if candidates:
+        from bench.rank_error_candidates import candidates_markdown
+
+        text += [candidates_markdown(plans), ""]
     return "\n".join(text)
 
 
@@ -209,6 +216,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.rank_error", description=__doc__.splitlines()[0])
     p.add_argument("--json", type=Path, default=DEFAULT_JSON, help="a `python -m bench.measured` JSON "
                    "(default bench/results/measured.json)")
+    p.add_argument("--candidates", action="store_true", help="also judge candidate changes to the estimate held out "
+                   "(bench.rank_error_candidates)")
     p.add_argument("--out", type=Path, help="also write the Markdown report to this file")
     args = p.parse_args(argv)
     try:
@@ -223,7 +232,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 2
     command = ("python -m bench.rank_error " + " ".join(argv if argv is not None else sys.argv[1:])).strip()
     text = report(data, str(args.json.resolve().relative_to(ROOT)) if args.json.resolve().is_relative_to(ROOT)
-                  else str(args.json), command)
+                  else str(args.json), command, args.candidates)
     if args.out:
         engine.write_text_file(args.out, text)
     print(text)

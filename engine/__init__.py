@@ -80,6 +80,7 @@ from engine.calibrate import leave_one_out as calibration_leave_one_out
 from engine.calibrate import observation as step_observation
 from engine.calibrate_apply import apply_terms
 from engine.calibrate_terms import TermFit, TermRun, fit_terms, held_out_predictions, term_run
+from engine.calibrate_terms import TERM_DEFAULTS as CPU_TERM_DEFAULTS  # a TermRun's design columns, in order
 
 # ---- what bench/ uses besides: the engine's parts it measures (kernels, cost terms, the re-planner's moves) -------
 from engine.constants import BWD_COMPUTE_MULTIPLIER, DDR_MEM_BW, MIN_CW_DIM, OPTIMIZER_STATE_BYTES
@@ -155,7 +156,7 @@ __all__ = [
     "ValidationResult", "add_dryrun_arguments", "add_validate_arguments", "dryrun_result", "run_validate",
     "say_progress", "stop_on_sigterm", "write_text_file", "cpu_name",
     "HeldOut", "StepObservation", "TermFit", "TermRun", "apply_terms", "calibration_leave_one_out", "fit_terms",
-    "held_out_predictions", "median_error", "step_observation", "term_run",
+    "held_out_predictions", "median_error", "step_observation", "term_run", "CPU_TERM_DEFAULTS",
     # for bench
     "BWD_COMPUTE_MULTIPLIER", "DDR_MEM_BW", "DryrunBackend", "DryrunSettings", "EXACT_MAX_LOOKUPS", "MAX_CAP_BYTES",
     "MAX_TABLES", "MIN_CW_DIM", "OPTIMIZER_STATE_BYTES", "OldTable", "Replan", "cost_decades", "distinct_rows",

@@ -90,3 +90,37 @@ def test_the_stored_quiet_run_is_read_whole():
     plans = rank_error.plans_of(data)
     assert len(plans) == 22 and sum(p.backend == "fbgemm" for p in plans) == 18
     assert len(rank_error.held_out(plans)) == 18
+
+
+def test_a_known_extra_cost_is_found_by_its_candidate_and_lowers_its_held_out_error():
+    """Times made from the estimate plus 0.05 ms per piece: the per-piece candidate gets that value back (bytes of
+    work at ddr_mem_bw) and predicts every held-out group exactly, where the estimate as it is misses."""
+    from bench import rank_error_candidates as rc
+
+    data = []
+    for i in range(4):
+        raw = generate(40 + i, 2 + i % 3, 6, ("sgd", "adagrad")[i % 2], None)
+        cfg = engine.parse_config(raw)
+        tables = engine.plan(cfg).tables
+        r = rc.ranks_of("measured", f"g{i}", cfg, tables, np.ones(cfg.topology.world_size))
+        pieces = r.design[:, rc.COLUMNS.index("piece_work")] * cfg.topology.ddr_mem_bw
+        base = r.offset + r.design @ rc._base(rc.CANDIDATES[0])
+        data.append(rc.Ranks("measured", f"g{i}", r.design, r.offset, base + 0.05 * pieces))
+    piece = next(c for c in rc.CANDIDATES if c.refit == ("piece_work",))
+    value = rc.fitted_values(data, piece)["piece_work"]
+    assert value == pytest.approx(0.05 * engine.DDR_MEM_BW, rel=1e-6)
+    errors = {c: np.concatenate([np.abs(p - d.measured) / d.measured for d, p in zip(data, rc.held_out(data, c))])
+              for c in (rc.CANDIDATES[0], piece)}
+    assert errors[piece].max() < 1e-6 < errors[rc.CANDIDATES[0]].min()
+
+
+def test_the_candidates_table_agrees_with_the_report_on_the_estimate_as_it_is():
+    """Two paths to the same figure: the candidates' design (engine.term_run) and the report's engine.evaluate."""
+    data = json.loads(rank_error.DEFAULT_JSON.read_text())
+    text = rank_error.report(data, "measured.json", "cmd", candidates=True)
+    fbgemm_all = text.split("fbgemm ranks only")[1].split("| all | 18 | 54 | ")[1].split(" |")[0]
+    as_is = text.split("| the estimate as it is | - | ")[1].split(" |")[0]
+    assert as_is == fbgemm_all
+    from bench.rank_error_candidates import CANDIDATES
+
+    assert all(f"| {c.label} | " in text for c in CANDIDATES)

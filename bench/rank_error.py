@@ -206,9 +206,9 @@ def report(data: dict, source: str, command: str, candidates: bool = False) -> s
             *_table(SUMMARY_HEAD, summary_rows(plans, {k: v[1] for k, v in loco.items()})), "",
             "Per plan:", "", *_table(PLAN_HEAD, plan_rows(plans, loco)), ""]
     if candidates:
-        from bench.rank_error_candidates import candidates_markdown
+        from bench.rank_error_candidates import candidates_markdown, residual_markdown
 
-        text += [candidates_markdown(plans), ""]
+        text += [residual_markdown(plans), "", candidates_markdown(plans), ""]
     return "\n".join(text)
 
 

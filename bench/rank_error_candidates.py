@@ -204,3 +204,61 @@ def candidates_markdown(plans: list, path: Path = COST_TERMS_DATA) -> str:
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     lines += ["", "Extra terms: " + "; ".join(f"`{k}`: {v}" for k, v in EXTRA.items()) + "."]
     return "\n".join(lines)
+
+
+SHARES = {"per id": ("cpu_id_work",), "row reads": ("cpu_row_first_decade", "cpu_row_later_decades"),
+          "output": ("cpu_output_work",), "optimizer": tuple(n for n in NAMED if n.startswith("cpu_optimizer")),
+          "working set": ("cpu_workset_row_work",)}
+
+
+def rank_features(p) -> dict[str, np.ndarray]:
+    """Per rank of a plan (bench.rank_error.PlanRanks): what the residual is set against. Shares are of the
+    estimate's compute, from its terms (engine.term_run: the design times the defaults)."""
+    cfg, topo = p.cfg, p.cfg.topology
+    run = engine.term_run(cfg, p.tables, p.median)
+    part = run.design * np.array([engine.CPU_TERM_DEFAULTS[n] for n in NAMED])
+    total = run.offset + part.sum(axis=1)
+    stats = engine.evaluate(cfg, p.tables, planner="file").ranks
+    ids, dim_ids, outputs, pieces = (np.zeros(topo.world_size) for _ in range(4))
+    for r, rank in enumerate(engine.rank_pieces(cfg, p.tables)):
+        for piece in rank:
+            t, c = cfg.table(piece.table), cfg.constraint(piece.table)
+            share = piece.rows / t.num_embeddings if piece.sharding_type.splits_rows else 1.0
+            n = sum(c.pooling_factors or (1.0,)) * topo.batch_size * topo.world_size * share
+            ids[r] += n
+            dim_ids[r] += n * piece.cols
+            outputs[r] += topo.batch_size * topo.world_size * len(t.feature_names) * share
+            pieces[r] += 1
+    out = {"log touched working set": np.log([max(s.workset_bytes, 1.0) for s in stats]),
+           "log ids": np.log(np.maximum(ids, 1.0)), "log mean dim (per id)": np.log(dim_ids / np.maximum(ids, 1.0)),
+           "log mean pooling (ids per output)": np.log(ids / np.maximum(outputs, 1.0)),
+           "log pieces": np.log(np.maximum(pieces, 1.0))}
+    for name, cols in SHARES.items():
+        out[f"{name} share of the estimate"] = part[:, [NAMED.index(n) for n in cols]].sum(axis=1) / total
+    return out
+
+
+def residual_markdown(plans: list) -> str:
+    """Within each plan, the log error log(measured / estimated) less the plan's mean against each feature less
+    its plan mean: what sets a plan's ranks apart that the estimate does not see (the level of a plan drops out)."""
+    fb = [p for p in plans if p.backend == "fbgemm" and len(p.median) > 1]
+    res, feats = [], {}
+    for p in fb:
+        r = np.log(p.median / p.estimate)
+        res.append(r - r.mean())
+        for k, v in rank_features(p).items():
+            feats.setdefault(k, []).append(v - v.mean())
+    y = np.concatenate(res)
+    dof = len(y) - len(fb)
+    noise = float(np.median([p.noise / np.sqrt(2.0) for p in fb]))
+    lines = [f"What sets a plan's ranks apart (fbgemm plans, {len(y)} ranks of {len(fb)} plans): the within-plan "
+             f"log error has RMS {np.sqrt(np.mean(y ** 2)):.3f}; a rank's median alone has standard error "
+             f"{noise:.3f} (median over plans), so about {np.sqrt(max(np.mean(y ** 2) - noise ** 2, 0.0)):.3f} is "
+             f"the estimate's. Correlation with each feature within plans ({dof} degrees of freedom: |r| over "
+             f"{1.96 / np.sqrt(dof):.2f} is unlikely by chance at 5%); slope: change of the log error per unit:", "",
+             "| feature | r | slope |", "|---|---|---|"]
+    for k, parts in feats.items():
+        x = np.concatenate(parts)
+        r = float(np.corrcoef(x, y)[0, 1]) if np.ptp(x) > 0 else float("nan")
+        lines.append(f"| {k} | {r:+.2f} | {float(x @ y / (x @ x)) if x @ x > 0 else float('nan'):+.3g} |")
+    return "\n".join(lines)

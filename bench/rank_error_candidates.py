@@ -71,7 +71,9 @@ class Ranks:
 
 
 def extra_features(cfg: engine.Config, tables: dict) -> np.ndarray:
-    """(W, len(EXTRA)): per rank, each extra term's ms per byte of work, from the pieces the dry-run builds."""
+    """(W, len(EXTRA)): per rank, each extra term's ms per byte of work, from the pieces the dry-run builds (a table's
+    ids: its features' pooling factors x the global batch; per-feature batch sizes and num_poolings, which none of
+    these configs set, are not read)."""
     topo = cfg.topology
     bw, world, batch = topo.ddr_mem_bw, topo.world_size, topo.batch_size
     out = []

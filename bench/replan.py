@@ -24,9 +24,14 @@ from bench.suite import criteo_1tb, synthetic
 ROOT = Path(__file__).resolve().parents[1]
 CASES = {"synthetic-100x16": lambda: synthetic(100, 16, seed=0), "synthetic-200x8": lambda: synthetic(200, 8, seed=0),
          "criteo-1tb-8": lambda: criteo_1tb(8), "criteo-1tb-16": lambda: criteo_1tb(16)}
+# seeded cases grown only by their largest tables; rows up to 1e8: tables that need host-DDR kernels
+GROWN_CASES = {"synthetic-200x8 seed 1": lambda: synthetic(200, 8, seed=1),
+               "synthetic-200x8 seed 2": lambda: synthetic(200, 8, seed=2),
+               "synthetic-100x8 seed 3 rows 1e8": lambda: synthetic(100, 8, seed=3, max_rows=1e8),
+               "synthetic-100x16 seed 4 rows 1e8": lambda: synthetic(100, 16, seed=4, max_rows=1e8)}
 LARGEST = 3  # the growth cases grow this many of the largest tables
-# (case, growth): every tenth table of each case, then the largest tables of Criteo on 8 ranks and of a seeded one
-RUNS = [*((name, "tenth") for name in CASES), ("criteo-1tb-8", "largest"), ("synthetic-200x8", "largest")]
+# (case, growth): every tenth table of each case, then the largest tables of every case
+RUNS = [*((name, "tenth") for name in CASES), *((name, "largest") for name in (*CASES, *GROWN_CASES))]
 MOVE_TARGET, STEP_TARGET = 0.20, 1.05
 
 
@@ -52,28 +57,40 @@ def grow_largest(raw: dict, k: int = LARGEST) -> dict:
 GROWTH = {"tenth": ("every tenth table", grow), "largest": (f"the {LARGEST} largest tables", grow_largest)}
 
 
-def keep_floor(cfg: engine.Config, old: dict[str, engine.OldTable], first: engine.Plan) -> int:
-    """Bytes any plan of the grown config `cfg` must move off the earlier plan `first` (`old`), with HBM kernels.
-    A piece of a table grown g x that keeps b bytes of its rows on a rank takes at least g x b bytes there (every
-    sharding type splits the grown rows as it split the old ones, so its new rows come with it); so a rank holding
-    O bytes of grown tables, whose other pieces take the rest of its HBM in the earlier plan, keeps at most
-    (usable HBM - the rest) / g of them, and sends the others away. Moving other tables off it to make room moves
-    at least as many bytes as it frees."""
+def keep_floor(cfg: engine.Config, old: dict[str, engine.OldTable], first: engine.Plan, step_ms: float) -> int:
+    """Bytes any plan of the grown config `cfg` whose slowest rank is at most `step_ms` must move off the earlier
+    plan `first` (`old`), between ranks. Every layout DMP 1.8 runs gives a grown table's piece either all its rows
+    (table_wise, column_wise, table_column_wise) or an even block ceil(rows / ranks) of them (row_wise,
+    table_row_wise and grid_shard's row cuts), so a piece keeping b bytes of the earlier rows on its rank takes at
+    least g x b bytes of HBM there (g: the growth), up to a row per piece: the new rows come with the old ones.
+    So a rank holding O bytes of grown tables, whose other pieces take R of its HBM in the earlier plan, keeps at
+    most (usable HBM - R) / g of them and sends the rest away; moving other tables off it to make room moves at
+    least as many bytes as it frees. Left out, as keepable: a table with a host-DDR kernel whose costliest piece
+    fits under `step_ms` (`engine.replan_ddr_piece_ms`: its weights may stay on their rank in host memory, which
+    moves nothing between ranks), and with more than one host a grown table the earlier plan cut by rows (its even
+    block over the ranks of one host may become the same block over twice the ranks). Such a table's HBM in the
+    earlier plan is taken off R as well (it may leave HBM)."""
     cap = float(cfg.topology.usable_hbm_bytes)
+    ddr_ms = engine.replan_ddr_piece_ms(cfg)
+    hosts = cfg.topology.world_size // cfg.topology.local_world_size
     held = np.zeros(cfg.topology.world_size)  # bytes of grown tables' earlier pieces per rank
     taken = np.zeros(cfg.topology.world_size)  # the HBM those take, at g x
+    free = np.zeros(cfg.topology.world_size)  # HBM other tables' earlier pieces could give up without moving
     for t in cfg.tables:
         o = old.get(t.name)
         if o is None or o.shards is None:
             continue
+        per = engine.replan_bytes_per_element(cfg, t.name)
         rows = max(r0 + nr for r0, _, nr, _, _ in o.shards)
-        if t.num_embeddings <= rows:
-            continue
-        per, g = engine.replan_bytes_per_element(cfg, t.name), t.num_embeddings / rows
+        keepable = ddr_ms[t.name] <= step_ms or (hosts > 1 and (o.sharding_type.splits_rows
+                                                                   or o.sharding_type.rows_in_host))
         for _, _, nr, nc, rank in o.shards:
-            held[rank] += nr * nc * per
-            taken[rank] += nr * nc * per * g
-    rest = np.array([r.hbm_bytes for r in first.ranks], dtype=np.float64) - held
+            if keepable:
+                free[rank] += nr * nc * per
+            elif t.num_embeddings > rows:
+                held[rank] += nr * nc * per
+                taken[rank] += nr * nc * per * t.num_embeddings / rows
+    rest = np.array([r.hbm_bytes for r in first.ranks], dtype=np.float64) - held - free
     g = np.divide(taken, held, out=np.ones_like(held), where=held > 0)
     return int(np.maximum(held - np.maximum(cap - rest, 0.0) / g, 0.0).sum())
 
@@ -91,8 +108,9 @@ def run_case(name: str, raw: dict, growth: str = "tenth") -> dict:
             "cpu_s": time.process_time() - start, **{k: s[k] for k in (
                 "moved_bytes", "scratch_moved_bytes", "kept_moved_bytes", "step_ms", "scratch_step_ms",
                 "kept_step_ms")},
-            "floor_bytes": keep_floor(cfg, old, first),
+            "floor_bytes": keep_floor(cfg, old, first, STEP_TARGET * s["scratch_step_ms"]),
             "moved_tables": len(s["moved_tables"]), "checkpoint_breaks": len(s["checkpoint_breaks"]),
+            "from_scratch": not r.plan.notes[0].startswith("re-planned from the earlier plan"),
             "move_ratio": s["moved_bytes"] / s["scratch_moved_bytes"] if s["scratch_moved_bytes"] else 0.0,
             "step_ratio": s["step_ms"] / s["scratch_step_ms"]}
 
@@ -130,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     command = "python -m bench.replan" + "".join(f" {a}" for a in (sys.argv[1:] if argv is None else argv))
     results = {"command": command, "date": time.strftime("%Y-%m-%d %H:%M"), "cases": []}
     for name, growth in RUNS:
-        results["cases"].append(run_case(name, CASES[name](), growth))
+        results["cases"].append(run_case(name, {**CASES, **GROWN_CASES}[name](), growth))
         print(f"{name}, {GROWTH[growth][0]} grown: {results['cases'][-1]['move_ratio']:.1%} of the bytes, step x"
               f"{results['cases'][-1]['step_ratio']:.3f}", file=sys.stderr)
     args.out_dir.mkdir(parents=True, exist_ok=True)

@@ -105,26 +105,29 @@ class _Attempt:
     work: Optional[Work] = None
     note: Optional[str] = None  # how it was made, where not by keeping and placing around (`_pulled_home`)
     placed: tuple = ()  # (table, option, ranks) of the tables placed around the kept ones
+    budgeted: bool = False  # placed within the byte limit (how it is placed depends on the limit)
 
 
 def _attempt(cfg: Config, old: dict[str, OldTable], options: list[list[Option]], settings: PlannerSettings,
              start: float, deadline: float, skip: frozenset[int], target: _Target, budget: float,
              max_move_bytes: Optional[int], compare: bool = True, home: frozenset[int] = frozenset(),
-             twin: Optional[_Attempt] = None) -> _Attempt:
+             twin: Optional[_Attempt] = None, home_budget: float = float("inf")) -> _Attempt:
     """One re-plan: keep what can stay (but the tables in `skip`), place the rest (the tables in `home` near
     their earlier shards, whatever the slowest rank: engine.replan.place.place_rest), then improve within the
     budget (after a `home` placing, cheap moves first: `_improve_cheap_first`). compare: evaluate the placement
     before the improving moves too (`kept`). twin: the attempt that placed the same tables without `home`; where
-    the placing came out the same, this one stops there (no `tables`: a repeat)."""
+    the placing came out the same, this one stops there (no `tables`: a repeat). home_budget: the bytes the
+    `home` tables may move as they are placed (then each takes the fastest candidate within what is left)."""
     work = Work(budget=float(settings.effort), world_size=cfg.topology.world_size, deadline=deadline,
                 start=start)
     pl = Placement(cfg.topology, rules=rules_of(cfg))
     kept_idx, rest = keep(cfg, old, options, pl, skip)
-    unplaced = place_rest(cfg, old, pl, options, rest, work, target.value() if rest else 0.0, home)
+    unplaced = place_rest(cfg, old, pl, options, rest, work, target.value() if rest else 0.0, home, home_budget)
     kept = None if unplaced else _table_plans(cfg, pl)
     if kept is not None and placement_problem(cfg, kept) is not None:
         unplaced = [t for t in range(len(cfg.tables)) if t in (pl.rules.fixed if pl.rules else ())]
-    a = _Attempt(kept_idx, rest, unplaced, work=work, placed=_placed(pl, rest))
+    a = _Attempt(kept_idx, rest, unplaced, work=work, placed=_placed(pl, rest),
+                 budgeted=home_budget < float("inf"))
     if unplaced or (twin is not None and twin.placed == a.placed):
         return a
     a.kept = evaluate(cfg, kept, planner="engine") if compare else None
@@ -276,6 +279,9 @@ def replan(cfg: Config, old: dict[str, OldTable], max_move_bytes: Optional[int] 
                                  max_move_bytes, compare))
         attempts.append(_attempt(cfg, old, options, settings, start, deadline, changed, target, budget,
                                  max_move_bytes, compare, home=changed, twin=attempts[-1]))
+        if max_move_bytes is not None:  # the fastest within the limit, where it must be slower (kernels in DDR)
+            attempts.append(_attempt(cfg, old, options, settings, start, deadline, changed, target, budget,
+                                     max_move_bytes, compare, home=changed, home_budget=budget))
     if scratch is not None and max_move_bytes is None:
         pulled = _pulled_home(cfg, old, options, settings, start, deadline, scratch, target)
         if pulled is not None:
@@ -298,8 +304,8 @@ def replan(cfg: Config, old: dict[str, OldTable], max_move_bytes: Optional[int] 
                     f"scratch's slowest rank (the best: {slow:.4g} ms against {scratch.max_rank_cost_ms:.4g} ms): "
                     "the plan from scratch")
     else:
-        refusals = [a for a in attempts if a.refusal is not None]
-        if refusals:  # the one that asks for the fewest bytes
+        refusals = [a for a in attempts if a.refusal is not None and not a.budgeted]
+        if refusals:  # the one that asks for the fewest bytes (placed whatever the limit: that many always do)
             raise min(refusals, key=lambda a: a.kept_moves.total_bytes).refusal
         names = ", ".join(cfg.tables[t].name for t in first.unplaced[:3])
         note = f"the earlier placement leaves no room for {names}: re-planned from scratch"

@@ -101,15 +101,17 @@ def _claim(claims: np.ndarray, cfg: Config, old: dict[str, OldTable], t: int, by
 
 
 def place_rest(cfg: Config, old: dict[str, OldTable], pl: Placement, options: list[list[Option]],
-                tables: list[int], work: Work, target_peak: float, home: frozenset[int] = frozenset()) -> list[int]:
+                tables: list[int], work: Work, target_peak: float, home: frozenset[int] = frozenset(),
+                budget: float = float("inf")) -> list[int]:
     """Place each table around what is there (heaviest first). Its candidates: its cheapest options on the ranks
     the search would pick, and, for a table the earlier plan had, its options of the earlier sharding type kept
     as near the earlier ranks as they fit. Of the candidates that keep the slowest rank within `target_peak` (or
     the lowest peak, when none does), the one that moves the fewest bytes, then the lowest peak. A table in `home`
     takes the candidate that moves the fewest bytes of those that could still meet `target_peak` once other
     shards make way (`_repairable`), then the one putting the fewest bytes on ranks that other `home` tables still
-    to place held (so that they find room there), leaving the slowest rank to the moves that follow. Returns the
-    tables that found no room."""
+    to place held (so that they find room there), leaving the slowest rank to the moves that follow; under a byte
+    `budget`, the fastest of those that keep the bytes placed so far within it (a kernel with its weights in host
+    DDR on the same rank moves nothing between ranks). Returns the tables that found no room."""
     unplaced = []
     order = sorted(tables, key=lambda t: (-min(o.total_cost_ms for o in options[t]), t))
     claims = np.zeros(cfg.topology.world_size, dtype=np.int64)  # earlier pieces of `home` tables still to place
@@ -143,9 +145,12 @@ def place_rest(cfg: Config, old: dict[str, OldTable], pl: Placement, options: li
             continue
         limit = max(target_peak, min(f[0] for f in found))
         best = min(found, key=lambda f: (f[0] > limit * (1 + 1e-9), f[1], f[0], f[2]))
-        if t in home:
+        if t in home and budget < float("inf"):
+            best = min(found, key=lambda f: (f[1] > budget, f[0], f[1], f[2]))
+        elif t in home:
             best = min(found, key=lambda f: (not _repairable(pl, f[3], f[4], target_peak), f[1],
                                              float(f[3].est.hbm_bytes[claims[f[4]] > 0].sum()), f[0], f[2]))
+        budget -= best[1]
         pl.add(best[3], best[4])
     return unplaced
 

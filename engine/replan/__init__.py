@@ -4,7 +4,7 @@ and optimizer state) stay within a limit. Beside the re-plan come the earlier pl
 new config) and a plan from scratch, with what each would move, so a user sees what the limit costs.
 
 The bytes moved and the checkpoint breaks are worked out in engine.replan.moves; the placing in
-engine.replan.place.
+engine.replan.place; relabelling a plan's ranks to match the earlier plan in engine.replan.align.
 """
 
 from __future__ import annotations
@@ -244,10 +244,15 @@ def _bound_peak(cfg: Config, options: list[list[Option]]) -> float:
 def replan(cfg: Config, old: dict[str, OldTable], max_move_bytes: Optional[int] = None,
            settings: PlannerSettings = PlannerSettings(), scratch: Optional[Plan] = None,
            compare: bool = True, earlier_step_ms: Optional[float] = None) -> Replan:
-    """The re-plan of `cfg` from the earlier plan `old` (see the module's docstring). Two attempts: every table
-    that fits stays where it was; and the same with grown or re-shaped tables placed last, near their earlier
-    ranks, so a grown table re-splits around its old shards instead of pushing others off theirs. The attempt
-    that moves fewer bytes at a slowest rank within 5% of a plan from scratch wins (else the faster one).
+    """The re-plan of `cfg` from the earlier plan `old` (see the module's docstring). Attempts: every table that
+    fits stays where it was; the same with grown or re-shaped tables placed last, near their earlier ranks, so a
+    grown table re-splits around its old shards instead of pushing others off theirs; the same with those tables
+    taking the fewest bytes the ranks can still carry, the slowest rank then bought back by cheap moves first
+    (and, under a byte limit, once more with them placed as fast as the limit allows, host-DDR kernels on their
+    own ranks included); and, with a plan from scratch and no byte limit, that plan relabelled rank for rank within
+    each host to match the earlier one, with tables pulled back home (engine.replan.align, place.pull_home). The
+    attempt that moves fewest bytes at a slowest rank within 5% of a plan from scratch wins (else the faster one;
+    without a byte limit, the plan from scratch itself when no attempt comes within 5% of it).
 
     scratch: the plan from scratch of `cfg` with `settings`, where the caller has it (the same result as without
     it). compare=False with no `scratch`: none is made (an interactive re-plan after an edit, the plan from

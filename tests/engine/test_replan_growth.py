@@ -102,6 +102,7 @@ def test_criteo_16_grown_table_keeps_half_its_columns_on_its_rank_and_meets_the_
                         home) == 40_000_000 * 64 * BYTES  # its old rows of half the columns stay
     assert r.moves.by_table.get("cat_0", 0) == r.moves.by_table.get("cat_19", 0) == 0  # they fit where they were
     assert r.moves.by_table["cat_9"] == 40_000_000 * 64 * BYTES  # only the other half moves
+    assert replan(cfg, old).plan.tables == r.plan.tables  # deterministic
 
 
 def test_a_byte_limit_below_what_hbm_allows_keeps_tables_on_their_ranks_in_host_memory():

@@ -54,10 +54,11 @@ last, (a) a grown table goes to the candidate that moves the fewest bytes of tho
 small tables make way (`place._repairable`), avoiding ranks that other grown tables held, and the slowest rank is
 then bought back with cheap moves first (byte budgets growing 4x at a time); (b) the plan from scratch, relabelled
 rank for rank within each host so that most bytes stay where they were (an exact assignment, `align.py`: ranks of
-a host are interchangeable for freely placed shards), with tables then pulled back towards their earlier ranks while
-the slowest rank stays within the target. Without a byte limit the attempt that moves fewest bytes within 1.05x of
+a host are interchangeable for freely placed shards), with tables then pulled back towards their earlier ranks,
+alone or in exchange for a one-shard table on their home rank, while the slowest rank stays within the target
+(`place.pull_home`). Without a byte limit the attempt that moves fewest bytes within 1.05x of
 the plan from scratch wins, and when none comes within 1.05x the plan from scratch itself does (it moved 24.9% at
-4.59x before on the 1e8-row 8-rank case; now 56.1% at 1.029x). Under `--max-move-bytes`, grown tables may also take
+4.59x before on the 1e8-row 8-rank case; now 51.6% at 1.029x). Under `--max-move-bytes`, grown tables may also take
 a host-DDR kernel on their rank, the fastest plan within the limit (the trade-off table), and a refusal names the
 least limit that works.
 

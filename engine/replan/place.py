@@ -287,7 +287,59 @@ def pull_home(cfg: Config, old: dict[str, OldTable], options: list[list[Option]]
         pl.add(best[1], best[2])
         if best[0] < moved[i]:
             back.append(i)
+            moved[i] = best[0]
+    if pl.rules is None:
+        back += [t for t in _swap_home(cfg, old, pl, moved, work, target_peak) if t not in back]
     return back
+
+
+def _swap_home(cfg: Config, old: dict[str, OldTable], pl: Placement, moved: list[float], work: Work,
+               target_peak: float) -> list[int]:
+    """After pull_home: a one-shard table still away from the rank that held it goes home in exchange for a
+    one-shard table there, where the two move fewer bytes together, both fit and the slowest rank stays within
+    `target_peak` (or where it was). Returns the tables moved. Placement rules are left to the caller (none here)."""
+    def one(t: int) -> bool:
+        return pl.choice[t].num_shards == 1 and pl.choice[t].sharding_type in FREE_PLACEMENT
+
+    def at(t: int, r: int) -> float:
+        return piece_moved(cfg, old, pl.choice[t], np.array([r]))
+
+    swapped: list[int] = []
+    for t in sorted((t for t in pl.choice if moved[t] > 0 and one(t)), key=lambda t: (-moved[t], t)):
+        if work.done():
+            break
+        work.spend()
+        o = old[cfg.tables[t].name]
+        held = sorted({int(r) for r in old_pieces(o, cfg.tables[t].num_embeddings, cfg.tables[t].embedding_dim)[:, 0]
+                       if r < pl.topo.world_size})
+        a = int(pl.ranks[t][0])
+        b = min(held, key=lambda r: (at(t, r), r), default=a)
+        if b == a or at(t, b) >= moved[t]:
+            continue
+        limit = max(target_peak, float(pl.load.max())) * (1 + 1e-9)
+        best: tuple[float, int] | None = None
+        for u in sorted(u for u in pl.choice if u != t and one(u) and int(pl.ranks[u][0]) == b):
+            gain = moved[t] + at(u, b) - at(t, b) - at(u, a)
+            if gain <= 0 or (best is not None and gain <= best[0]):
+                continue
+            ot, ou = pl.remove(t)[0], pl.remove(u)[0]
+            ok = pl.fits(ot, np.array([b]))
+            if ok:
+                pl.add(ot, np.array([b]))
+                ok = pl.fits(ou, np.array([a])) and float(pl.loads_with(ou, np.array([a])).max()) <= limit
+                pl.remove(t)
+            pl.add(ot, np.array([a]))
+            pl.add(ou, np.array([b]))
+            if ok:
+                best = (gain, u)
+        if best is not None:
+            u = best[1]
+            ot, ou = pl.remove(t)[0], pl.remove(u)[0]
+            pl.add(ot, np.array([b]))
+            pl.add(ou, np.array([a]))
+            moved[t], moved[u] = at(t, b), at(u, a)
+            swapped += [t, u]
+    return swapped
 
 
 def piece_moved(cfg: Config, old: dict[str, OldTable], opt: Option, ranks: np.ndarray) -> float:

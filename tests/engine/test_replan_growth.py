@@ -115,3 +115,28 @@ def test_a_byte_limit_below_what_hbm_allows_keeps_tables_on_their_ranks_in_host_
     assert in_ddr and all({s.rank for s in r.plan.tables[n].shards} <= set(old[n].ranks) for n in in_ddr)
     assert r.plan.max_rank_cost_ms > 1.05 * scratch.max_rank_cost_ms  # the price: a slower step, shown
     assert all(rk.hbm_bytes <= rk.hbm_cap_bytes and rk.ddr_bytes <= rk.ddr_cap_bytes for rk in r.plan.ranks)
+
+
+def test_pulling_home_swaps_two_tables_that_traded_ranks():
+    """Two like tables on two ranks, each where the other was: moving one home alone would load one rank with
+    both; exchanged, both are home and nothing moves."""
+    from engine.enumerate import all_table_options
+    from engine.placement import Placement
+    from engine.replan.place import pull_home
+    from engine.work import Work
+
+    cfg = engine.parse_config({"tables": [{"name": n, "num_embeddings": 100_000, "embedding_dim": 64}
+                                          for n in ("a", "b")], "topology": {"world_size": 2}})
+
+    def tw(rank: int) -> TablePlan:
+        return TablePlan(ShardingType.TABLE_WISE, engine.ComputeKernel.FUSED, (rank,),
+                         (Shard((0, 0), (100_000, 64), rank),))
+
+    old = read_old_plan(engine.evaluate(cfg, {"a": tw(0), "b": tw(1)}, planner="engine"))
+    swapped = {"a": tw(1), "b": tw(0)}
+    assert engine.replan_moved_bytes(cfg, old, swapped).total_bytes == 2 * 100_000 * 64 * BYTES
+    options = all_table_options(cfg)
+    pl = Placement(cfg.topology)
+    peak = engine.evaluate(cfg, swapped, planner="engine").max_rank_cost_ms
+    back = pull_home(cfg, old, options, swapped, pl, Work(budget=1e6, world_size=2), peak * 0.5)
+    assert sorted(back) == [0, 1] and {t: int(r[0]) for t, r in pl.ranks.items()} == {0: 0, 1: 1}

@@ -92,6 +92,7 @@ from engine.estimate import decades as cost_decades
 from engine.fitting import nnls
 from engine.limits import MAX_CAP_BYTES, MAX_TABLES
 from engine.replan import OldTable, Replan
+from engine.replan import ddr_piece_ms as replan_ddr_piece_ms
 from engine.replan.moves import bytes_per_element as replan_bytes_per_element
 from engine.stats.lru import EXACT_MAX_LOOKUPS
 from engine.workset import distinct_rows
@@ -160,6 +161,7 @@ __all__ = [
     # for bench
     "BWD_COMPUTE_MULTIPLIER", "DDR_MEM_BW", "DryrunBackend", "DryrunSettings", "EXACT_MAX_LOOKUPS", "MAX_CAP_BYTES",
     "MAX_TABLES", "MIN_CW_DIM", "OPTIMIZER_STATE_BYTES", "OldTable", "Replan", "cost_decades", "distinct_rows",
-    "fbgemm_rank", "nnls", "rank_pieces", "rank_steps", "replan_bytes_per_element", "run_dryrun", "spearman",
+    "fbgemm_rank", "nnls", "rank_pieces", "rank_steps", "replan_bytes_per_element", "replan_ddr_piece_ms",
+    "run_dryrun", "spearman",
     "torchrec_rank_costs",
 ]

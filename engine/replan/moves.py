@@ -128,6 +128,18 @@ def moved_bytes(cfg: Config, old: dict[str, OldTable], new: dict[str, TablePlan]
     return Moves(sum(by_pair.values()), by_pair, tables)
 
 
+def old_bytes(cfg: Config, old: dict[str, OldTable], name: str) -> float:
+    """Bytes (weights and optimizer state) of the pieces the earlier plan held of table `name`, within its
+    present size; data-parallel: one copy."""
+    o, t = old.get(name), cfg.table(name)
+    if o is None:
+        return 0.0
+    p = old_pieces(o, t.num_embeddings, t.embedding_dim)[: 1 if o.shards is None else None]
+    rows = np.clip(np.minimum(p[:, 2], t.num_embeddings) - p[:, 1], 0, None)
+    cols = np.clip(np.minimum(p[:, 4], t.embedding_dim) - p[:, 3], 0, None)
+    return float((rows * cols).sum()) * bytes_per_element(cfg, name)
+
+
 def piece_bytes_moved(cfg: Config, old: dict[str, OldTable], opt: Option, j: int, rank: int) -> float:
     """Bytes of shard j of `opt` that rank `rank` would have to receive."""
     name = cfg.tables[opt.table].name

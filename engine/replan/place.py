@@ -38,10 +38,12 @@ def _peak_with(pl: Placement, opt: Option, ranks: np.ndarray) -> float:
     return float(pl.loads_with(opt, ranks).max())
 
 
-def _affine_ranks(pl: Placement, opt: Option, old_pieces: np.ndarray) -> np.ndarray | None:
+def _affine_ranks(pl: Placement, opt: Option, old_pieces: np.ndarray,
+                  claimed: np.ndarray | None = None) -> np.ndarray | None:
     """Ranks for a freely placed option that keep each shard where the earlier plan held most of its region (when
     it fits there and the rules allow it; the shards holding the most earlier elements choose first), the least
-    loaded fitting rank otherwise; None when a shard fits nowhere."""
+    loaded fitting rank otherwise (one not `claimed`, by tables still to go home, where one fits); None when a
+    shard fits nowhere."""
     w, n = pl.topo.world_size, opt.num_shards
     allowed = pl.rules.allowed(pl, opt.table) if pl.rules is not None else None
     load, hbm, ddr = pl.load.copy(), pl.hbm.copy(), pl.ddr.copy()
@@ -78,21 +80,46 @@ def _affine_ranks(pl: Placement, opt: Option, old_pieces: np.ndarray) -> np.ndar
         ok = fitting(int(j))
         if not ok.any():
             return None
-        pick = np.flatnonzero(ok & ~used if (ok & ~used).any() else ok)
+        free = ok & ~claimed if claimed is not None and (ok & ~claimed).any() else ok
+        pick = np.flatnonzero(free & ~used if (free & ~used).any() else free)
         take(int(j), int(pick[np.argmin(load[pick])]))
     return out
 
 
+def _repairable(pl: Placement, opt: Option, ranks: np.ndarray, target_peak: float) -> bool:
+    """Whether the option on `ranks` leaves a plan that moves of other shards could bring to `target_peak`: the
+    load it adds to each rank is within the target, and so is the average load of the ranks with it."""
+    added = pl.loads_with(opt, ranks) - pl.load
+    return float(added.max()) <= target_peak and float(pl.load.sum() + added.sum()) <= target_peak * len(pl.load)
+
+
+def _claim(claims: np.ndarray, cfg: Config, old: dict[str, OldTable], t: int, by: int) -> None:
+    o = old.get(cfg.tables[t].name)
+    if o is not None:
+        ranks = old_pieces(o, cfg.tables[t].num_embeddings, cfg.tables[t].embedding_dim)[:, 0]
+        np.add.at(claims, np.unique(ranks[ranks < len(claims)]), by)
+
+
 def place_rest(cfg: Config, old: dict[str, OldTable], pl: Placement, options: list[list[Option]],
-                tables: list[int], work: Work, target_peak: float) -> list[int]:
+                tables: list[int], work: Work, target_peak: float, home: frozenset[int] = frozenset(),
+                budget: float = float("inf")) -> list[int]:
     """Place each table around what is there (heaviest first). Its candidates: its cheapest options on the ranks
     the search would pick, and, for a table the earlier plan had, its options of the earlier sharding type kept
     as near the earlier ranks as they fit. Of the candidates that keep the slowest rank within `target_peak` (or
-    the lowest peak, when none does), the one that moves the fewest bytes, then the lowest peak. Returns the
-    tables that found no room."""
+    the lowest peak, when none does), the one that moves the fewest bytes, then the lowest peak. A table in `home`
+    takes the candidate that moves the fewest bytes of those that could still meet `target_peak` once other
+    shards make way (`_repairable`), then the one putting the fewest bytes on ranks that other `home` tables still
+    to place held (so that they find room there), leaving the slowest rank to the moves that follow; under a byte
+    `budget`, the fastest of those that keep the bytes placed so far within it (a kernel with its weights in host
+    DDR on the same rank moves nothing between ranks). Returns the tables that found no room."""
     unplaced = []
     order = sorted(tables, key=lambda t: (-min(o.total_cost_ms for o in options[t]), t))
+    claims = np.zeros(cfg.topology.world_size, dtype=np.int64)  # earlier pieces of `home` tables still to place
+    for t in home & set(order):
+        _claim(claims, cfg, old, t, 1)
     for t in order:
+        if t in home:
+            _claim(claims, cfg, old, t, -1)
         name = cfg.tables[t].name
         o = old.get(name)
         pieces = None if o is None else old_pieces(o, cfg.tables[t].num_embeddings, cfg.tables[t].embedding_dim)
@@ -106,7 +133,7 @@ def place_rest(cfg: Config, old: dict[str, OldTable], pl: Placement, options: li
             choices = [pl.find_ranks(opt)]
             if pieces is not None and opt.sharding_type in FREE_PLACEMENT and not (
                     pl.rules is not None and t in pl.rules.fixed):
-                choices.append(_affine_ranks(pl, opt, pieces))
+                choices.append(_affine_ranks(pl, opt, pieces, claims > 0 if t in home else None))
             for ranks in choices:
                 if ranks is None or not pl.fits(opt, ranks):
                     continue
@@ -118,6 +145,12 @@ def place_rest(cfg: Config, old: dict[str, OldTable], pl: Placement, options: li
             continue
         limit = max(target_peak, min(f[0] for f in found))
         best = min(found, key=lambda f: (f[0] > limit * (1 + 1e-9), f[1], f[0], f[2]))
+        if t in home and budget < float("inf"):
+            best = min(found, key=lambda f: (f[1] > budget, f[0], f[1], f[2]))
+        elif t in home:
+            best = min(found, key=lambda f: (not _repairable(pl, f[3], f[4], target_peak), f[1],
+                                             float(f[3].est.hbm_bytes[claims[f[4]] > 0].sum()), f[0], f[2]))
+        budget -= best[1]
         pl.add(best[3], best[4])
     return unplaced
 
@@ -185,6 +218,17 @@ def search_peak(cfg: Config, options: list[list[Option]], tables: dict[str, Tabl
     return float(load.max())
 
 
+def fits(cfg: Config, options: list[list[Option]], tables: dict[str, TablePlan]) -> bool:
+    """Whether a plan's options, matched on their ranks, fit every rank's memory (False: one cannot be matched)."""
+    pl = Placement(cfg.topology)
+    for i, t in enumerate(cfg.tables):
+        found = old_option(options[i], as_old(tables[t.name]), cfg.topology.world_size)
+        if found is None or not pl.fits(*found):
+            return False
+        pl.add(*found)
+    return True
+
+
 def changed_tables(cfg: Config, old: dict[str, OldTable]) -> frozenset[int]:
     """Tables whose rows or columns differ from the earlier plan's shards (grown, shrunk or widened)."""
     out = set()
@@ -195,3 +239,109 @@ def changed_tables(cfg: Config, old: dict[str, OldTable]) -> frozenset[int]:
                                                            t.num_embeddings, t.embedding_dim):
             out.add(i)
     return frozenset(out)
+
+
+def cheapest_ddr_piece_ms(cfg: Config, options: list[list[Option]]) -> dict[str, float]:
+    """Per table, the lowest cost of the costliest piece among its options whose weights live in host DDR
+    (fused_uvm, fused_uvm_caching; inf when it has none): a plan whose slowest rank is below it has no such piece of
+    the table (a rank's load is at least its pieces' costs)."""
+    return {t.name: min((float(o.max_shard_cost_ms) for o in options[i] if o.kernel.weights_in_ddr),
+                        default=float("inf")) for i, t in enumerate(cfg.tables)}
+
+
+def pull_home(cfg: Config, old: dict[str, OldTable], options: list[list[Option]], tables: dict[str, TablePlan],
+              pl: Placement, work: Work, target_peak: float) -> list[int] | None:
+    """Start from a plan (the plan from scratch) and bring tables back towards the earlier plan: the tables that
+    plan moves most bytes of first, each given the fewest-bytes of its earlier option on its earlier ranks and its
+    present option with its shards sent where their regions were (`_affine_ranks`), where it fits and keeps the
+    slowest rank within `target_peak` (or at most where it was), on the empty placement `pl`. Returns the tables
+    brought back; None when an option of `tables` cannot be matched."""
+    w = cfg.topology.world_size
+    for i, t in enumerate(cfg.tables):
+        found = old_option(options[i], as_old(tables[t.name]), w)
+        if found is None:
+            return None
+        pl.add(*found)
+    moved = [piece_moved(cfg, old, pl.choice[i], pl.ranks[i]) for i in range(len(cfg.tables))]
+    back = []
+    for i in sorted(range(len(cfg.tables)), key=lambda i: (-moved[i], i)):
+        if moved[i] <= 0 or work.done():
+            continue
+        work.spend()
+        o = old.get(cfg.tables[i].name)
+        limit = max(target_peak, float(pl.load.max()))
+        opt, ranks = pl.remove(i)
+        pieces = old_pieces(o, cfg.tables[i].num_embeddings, cfg.tables[i].embedding_dim)
+        tried = [old_option(options[i], o, w)]
+        if opt.sharding_type in FREE_PLACEMENT and not (pl.rules is not None and i in pl.rules.fixed):
+            tried.append((opt, _affine_ranks(pl, opt, pieces)))
+        best = (moved[i], opt, ranks)
+        for cand in tried:
+            if cand is None or cand[1] is None or not pl.fits(*cand) or _peak_with(pl, *cand) > limit * (1 + 1e-9):
+                continue
+            if pl.rules is not None and not pl.rules.allowed(pl, i)[cand[1]].all():
+                continue
+            b = piece_moved(cfg, old, *cand)
+            if b < best[0]:
+                best = (b, *cand)
+        pl.add(best[1], best[2])
+        if best[0] < moved[i]:
+            back.append(i)
+            moved[i] = best[0]
+    if pl.rules is None:
+        back += [t for t in _swap_home(cfg, old, pl, moved, work, target_peak) if t not in back]
+    return back
+
+
+def _swap_home(cfg: Config, old: dict[str, OldTable], pl: Placement, moved: list[float], work: Work,
+               target_peak: float) -> list[int]:
+    """After pull_home: a one-shard table still away from the rank that held it goes home in exchange for a
+    one-shard table there, where the two move fewer bytes together, both fit and the slowest rank stays within
+    `target_peak` (or where it was). Returns the tables moved. Placement rules are left to the caller (none here)."""
+    def one(t: int) -> bool:
+        return pl.choice[t].num_shards == 1 and pl.choice[t].sharding_type in FREE_PLACEMENT
+
+    def at(t: int, r: int) -> float:
+        return piece_moved(cfg, old, pl.choice[t], np.array([r]))
+
+    swapped: list[int] = []
+    for t in sorted((t for t in pl.choice if moved[t] > 0 and one(t)), key=lambda t: (-moved[t], t)):
+        if work.done():
+            break
+        work.spend()
+        o = old[cfg.tables[t].name]
+        held = sorted({int(r) for r in old_pieces(o, cfg.tables[t].num_embeddings, cfg.tables[t].embedding_dim)[:, 0]
+                       if r < pl.topo.world_size})
+        a = int(pl.ranks[t][0])
+        b = min(held, key=lambda r: (at(t, r), r), default=a)
+        if b == a or at(t, b) >= moved[t]:
+            continue
+        limit = max(target_peak, float(pl.load.max())) * (1 + 1e-9)
+        best: tuple[float, int] | None = None
+        for u in sorted(u for u in pl.choice if u != t and one(u) and int(pl.ranks[u][0]) == b):
+            gain = moved[t] + at(u, b) - at(t, b) - at(u, a)
+            if gain <= 0 or (best is not None and gain <= best[0]):
+                continue
+            ot, ou = pl.remove(t)[0], pl.remove(u)[0]
+            ok = pl.fits(ot, np.array([b]))
+            if ok:
+                pl.add(ot, np.array([b]))
+                ok = pl.fits(ou, np.array([a])) and float(pl.loads_with(ou, np.array([a])).max()) <= limit
+                pl.remove(t)
+            pl.add(ot, np.array([a]))
+            pl.add(ou, np.array([b]))
+            if ok:
+                best = (gain, u)
+        if best is not None:
+            u = best[1]
+            ot, ou = pl.remove(t)[0], pl.remove(u)[0]
+            pl.add(ot, np.array([b]))
+            pl.add(ou, np.array([a]))
+            moved[t], moved[u] = at(t, b), at(u, a)
+            swapped += [t, u]
+    return swapped
+
+
+def piece_moved(cfg: Config, old: dict[str, OldTable], opt: Option, ranks: np.ndarray) -> float:
+    """Bytes the option on `ranks` takes from other ranks of the earlier plan."""
+    return sum(piece_bytes_moved(cfg, old, opt, j, int(r)) for j, r in enumerate(ranks))

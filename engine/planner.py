@@ -18,6 +18,7 @@ from engine import constants as C
 from engine.enumerate import Option, all_table_options
 from engine.clf import with_notes
 from engine.errors import PlanningError
+from engine.fleet import per_rank
 from engine.evaluate import evaluate
 from engine.planfile import placement_problem
 from engine.refuse import no_room, refuse_too_big
@@ -73,7 +74,7 @@ def _largest_ranks(pl: Placement) -> list[tuple[float, float]]:
 
 def _totals(pl: Placement) -> tuple[float, float] | None:
     """All ranks' usable memory where ranks differ (engine.strategy.choose's budgets); None where they are alike."""
-    return (pl.hbm_total, pl.ddr_total) if pl.topo.custom_topology_data is not None else None
+    return (pl.hbm_total, pl.ddr_total) if per_rank(pl.topo) else None
 
 
 def _refuse_early(cfg: Config) -> None:

@@ -148,3 +148,39 @@ def test_mixed_fleet_plans_are_deterministic_and_kept_within_each_ranks_memory()
     a, b = engine.plan(parse_config(raw)), engine.plan(parse_config(copy.deepcopy(raw)))
     assert a.tables == b.tables and a.ranks == b.ranks
     assert within_memory(parse_config(raw), a)
+
+
+# ---- the sweep mixes accelerators --------------------------------------------------------------------------------
+
+
+def test_a_sweep_candidate_mixes_accelerators_and_its_point_is_the_plan_of_its_config(tmp_path):
+    from engine.planner import PlannerSettings
+    from engine.sweep import point_config, sweep, table
+
+    cfg = parse_config(fleet(num_tables=40))
+    mix = "8x h100_80gb+8 a100_40gb"
+    settings = PlannerSettings(effort=2000)
+    points = sweep(cfg, ["h100_80gb", mix], [8, 16], [512], settings)
+    assert [(p.device, p.world_size) for p in points] == [("h100_80gb", 8), ("h100_80gb", 16),
+                                                           ("8 h100_80gb + 8 a100_40gb", 16)]
+    mixed = points[-1]
+    assert mixed.planned and mixed.as_dict()["device_label"] == "8 x NVIDIA H100 80GB SXM + 8 x NVIDIA A100 40GB SXM"
+    raw = point_config(cfg, mixed.device, 16, 512)
+    assert raw["topology"]["rank_devices"] == [{"ranks": 8, "device": FAST}, {"ranks": 8, "device": SLOW}]
+    alone = engine.plan(parse_config(raw), settings)
+    assert alone.max_rank_cost_ms == mixed.step_ms
+    assert [r.hbm_cap_bytes for r in alone.ranks] == [int(80 * GIB * 0.85)] * 8 + [int(40 * GIB * 0.85)] * 8
+    assert "8 h100_80gb + 8 a100_40gb     16" in table(points)
+
+
+@pytest.mark.parametrize("mix, words", [
+    ("8 h100_80gb + 8 a10", "unknown accelerator 'a10' in '8 h100_80gb + 8 a10'; choose from a100_40gb"),
+    ("4 h100_80gb + 8 a100_80gb", "each group must fill whole hosts of 8 GPUs"),
+    ("h100_80gb + a100_80gb", "write a mixed fleet as GPUs and an accelerator per group"),
+])
+def test_a_bad_mixed_candidate_is_one_line_naming_the_flag(mix, words):
+    from engine.sweep import sweep
+
+    with pytest.raises(ConfigError) as e:
+        sweep(parse_config(tutorial()), [mix], [8], [512])
+    assert e.value.field == "--devices" and words in str(e.value) and "\n" not in str(e.value)

@@ -39,6 +39,7 @@ MIB = 1024**2
 MARGIN = dict(l=10, r=10, t=40, b=10)
 HEATMAP_ROW_PX = 18
 TRACE_TYPES = ("bar", "heatmap", "scatter")  # the only trace types these figures draw
+DEVICE_TICKS_MAX = 8  # ranks whose device is written under each tick (at 1440 px wide, 16 overlap)
 
 
 def _white_template() -> go.layout.Template:
@@ -83,13 +84,13 @@ def _rank_axis(fig: go.Figure, n: int, **kw) -> None:
 
 
 def _rank_axis_spec(n: int, devices: Optional[list[str]] = None) -> dict:
-    """_rank_axis as the axis' spec; on a fleet of named devices (topology.rank_devices) each rank's device under its
-    number where there are few ranks, and the groups of ranks in the title."""
+    """_rank_axis as the axis' spec; on a fleet of named devices (topology.rank_devices) the groups of ranks in the
+    title, and each rank's device under its number where there are few ranks."""
     spec = {"title": {"text": "rank"}, "type": "category", "tickmode": "auto" if n > 32 else "linear"}
     if not devices:
         return spec
     spec["title"] = {"text": plotly_text(f"rank ({device_groups_text(devices)})")}
-    if n <= 32:
+    if n <= DEVICE_TICKS_MAX:  # more ranks' devices under the ticks overlap: the title says them
         spec.update(tickmode="array", tickvals=list(range(n)),
                     ticktext=[f"{r}<br>{plotly_text(d.split('_')[0])}" for r, d in enumerate(devices)])
     return spec

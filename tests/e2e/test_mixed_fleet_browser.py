@@ -6,30 +6,19 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.conftest import idle, new_page, settled
+from tests.e2e.conftest import edit_grid_cell, idle, new_page, settled
 
 VIEWPORT = {"width": 1440, "height": 900}
 EDITOR = '.st-key-topology_host_groups [data-testid="stDataFrameResizable"]'
-FIRST_CELL_X_PX, ROW_Y_PX, ROW_H_PX = 60, 35 + 17, 35  # the hosts column of the first row; a row's height
+FIRST_CELL_X_PX = 60  # the hosts column, from the editor's left edge
 HOSTS, HBM, DDR, DEVICE = 0, 1, 2, 3  # columns right of the hosts column
 
 pytestmark = pytest.mark.timeout(300)
 
 
 def _edit(page, row: int, col: int, value: str) -> None:
-    """Type into the host-group editor's cell: click the first row's hosts, arrows to the cell, Enter, fill the
-    overlay, Enter; then wait for the rerun. The editor's empty last row takes a new group."""
-    page.locator(EDITOR).scroll_into_view_if_needed()
-    box = page.locator(EDITOR).bounding_box()
-    page.mouse.click(box["x"] + FIRST_CELL_X_PX, box["y"] + ROW_Y_PX)
-    page.wait_for_timeout(150)  # an arrow pressed at once after the click can be lost
-    for key, times in (("ArrowDown", row), ("ArrowRight", col)):
-        for _ in range(times):
-            page.keyboard.press(key)
-            page.wait_for_timeout(50)
-    page.keyboard.press("Enter")
-    page.locator("#portal .gdg-input").fill(value)
-    page.keyboard.press("Enter")
+    """Type into the host-group editor's cell (its empty last row takes a new group), then wait for the rerun."""
+    edit_grid_cell(page, page.locator(EDITOR), FIRST_CELL_X_PX, row, col, value)
     idle(page)
 
 

@@ -184,3 +184,14 @@ def test_a_bad_mixed_candidate_is_one_line_naming_the_flag(mix, words):
     with pytest.raises(ConfigError) as e:
         sweep(parse_config(tutorial()), [mix], [8], [512])
     assert e.value.field == "--devices" and words in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_cpu_measurement_of_a_mixed_fleet_prices_every_rank_on_the_cpu():
+    from engine.pricing import priced_for
+
+    cfg = parse_config(fleet(num_tables=8))
+    on_cpu = priced_for(cfg, engine.Device.CPU, "dry-run").config
+    assert on_cpu.topology.rank_devices is None and on_cpu.topology.compute_device is engine.Device.CPU
+    engine.evaluate(on_cpu, engine.plan(cfg).tables)  # priced as CPU ranks, not as the GPUs the config names
+    assert priced_for(cfg, engine.Device.CUDA, "validation run").config.topology.rank_devices == \
+        cfg.topology.rank_devices

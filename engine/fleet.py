@@ -14,6 +14,7 @@ import numpy as np
 from engine import fields as F
 from engine.accelerators import ACCELERATORS
 from engine.errors import ConfigError
+from engine.readers import type_name
 from engine.types import Device, Topology
 
 PATH = f"topology.{F.RANK_DEVICES_FIELD.name}"
@@ -23,7 +24,7 @@ def read_rank_devices(v: Any, world_size: int, device: Device) -> Optional[tuple
     """rank_devices as (ranks, accelerator) groups; None for an empty list. Raises ConfigError naming the entry."""
     if not isinstance(v, list):
         raise ConfigError(PATH, f'must be a list of groups such as {{"ranks": 8, "device": "h100_80gb"}}, got '
-                          f"{type(v).__name__}")
+                          f"{type_name(v)}")
     if not v:
         return None
     if device is not Device.CUDA:

@@ -53,6 +53,8 @@ from engine.replan import read_old_plan
 from engine.replan import replan as replan_plan  # (not `replan`: that name is the submodule engine.replan)
 from engine.report import has_moved, parameter_sharding_text, placement_text, ranks_list_text
 from engine.sweep import ACCELERATORS, WORLD_SIZES, point_config
+from engine.fleet import rank_device_names
+from engine.sweep import mix_text as sweep_mix_text, parse_mix as parse_sweep_mix
 from engine.validate.types import RunStatus
 from engine.widths import dim_note
 from engine.workloads import CRITEO_1TB_EMBEDDING_DIM, CRITEO_1TB_MULTI_HOT, CRITEO_1TB_ROWS
@@ -147,7 +149,9 @@ __all__ = [
     "Field", "FieldKind", "JsonError", "OUT_OF_MEMORY", "PROFILE_FIELD", "RunStatus", "TABLE_FIELDS",
     "TABLE_FIELD_DECLS",
     "TOPOLOGY_FIELDS", "WORLD_SIZES", "apply_calibration", "dim_note", "fit_calibration", "human_bytes", "json_loads",
-    "one_line", "parameter_sharding_text", "parse_profile", "point_config", "pricing_cache_info", "read_old_plan",
+    "one_line", "parameter_sharding_text", "parse_profile", "point_config", "pricing_cache_info", "rank_device_names",
+    "parse_sweep_mix", "sweep_mix_text",
+    "read_old_plan",
     "replan_moved_bytes", "replan_plan", "sharding_options",
     "torchrec_planner", "write_json_file",
     # where a table is, and whether it moved (the dashboard's comparisons and the store's)

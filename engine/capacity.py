@@ -1,5 +1,6 @@
 """Each rank's memory: its own capacity where the topology's custom_topology_data gives one (a mixed fleet, as
-TorchRec's CustomTopologyData), else the topology's hbm_cap / ddr_cap; and the bytes the planner may fill on it
+TorchRec's CustomTopologyData), else its device's HBM where rank_devices names one (engine.fleet), else the
+topology's hbm_cap / ddr_cap; and the bytes the planner may fill on it
 (usable: HBM less storage_reservation, as TorchRec's HeuristicalStorageReservation keeps on every device).
 """
 
@@ -9,13 +10,15 @@ from functools import lru_cache
 
 import numpy as np
 
+from engine.fleet import device_hbm_cap, per_rank
 from engine.types import Device, Topology
 
 
 def hbm_cap_of(topo: Topology, rank: int) -> int:
-    """The rank's HBM bytes (its own where custom_topology_data gives them)."""
+    """The rank's HBM bytes: its own where custom_topology_data gives them, else its device's where rank_devices
+    names one (engine.fleet), else the topology's."""
     custom = topo.custom_topology_data
-    return topo.hbm_cap if custom is None or custom.hbm_cap is None else custom.hbm_cap[rank]
+    return device_hbm_cap(topo, rank) if custom is None or custom.hbm_cap is None else custom.hbm_cap[rank]
 
 
 def ddr_cap_of(topo: Topology, rank: int) -> int:
@@ -25,7 +28,7 @@ def ddr_cap_of(topo: Topology, rank: int) -> int:
 
 def usable_hbm_of(topo: Topology, rank: int) -> int:
     """The HBM the planner may fill on the rank: Topology.usable_hbm_bytes from the rank's own capacity."""
-    if topo.custom_topology_data is None:
+    if not per_rank(topo):
         return topo.usable_hbm_bytes
     if topo.compute_device is Device.CPU:
         return 0
@@ -33,7 +36,7 @@ def usable_hbm_of(topo: Topology, rank: int) -> int:
 
 
 def usable_ddr_of(topo: Topology, rank: int) -> int:
-    if topo.custom_topology_data is None:
+    if not per_rank(topo):
         return topo.usable_ddr_bytes
     if topo.compute_device is Device.CPU:
         return int(ddr_cap_of(topo, rank) * (1.0 - topo.storage_reservation))
@@ -53,7 +56,7 @@ def usable_caps(topo: Topology) -> tuple[np.ndarray, np.ndarray]:
 
 def total_usable(topo: Topology) -> tuple[int, int]:
     """All ranks' usable HBM and DDR bytes together."""
-    if topo.custom_topology_data is None:
+    if not per_rank(topo):
         return topo.usable_hbm_bytes * topo.world_size, topo.usable_ddr_bytes * topo.world_size
     w = range(topo.world_size)
     return sum(usable_hbm_of(topo, r) for r in w), sum(usable_ddr_of(topo, r) for r in w)

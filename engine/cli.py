@@ -246,7 +246,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--world-sizes", type=_int_list(1, 16_384), metavar="N,N,...",
                    help="world sizes to plan (default 8,16,...,1024); 8 GPUs per host")
     p.add_argument("--devices", type=_names, metavar="NAME,...",
-                   help="accelerators: a100_40gb, a100_80gb, h100_80gb, h200_141gb, b200_192gb (default: all)")
+                   help="accelerators: a100_40gb, a100_80gb, h100_80gb, h200_141gb, b200_192gb (default: all); "
+                        "a mixed fleet as GPUs per accelerator, e.g. \"8 h100_80gb + 8 a100_80gb\" (its own world "
+                        "size; each group whole hosts)")
     p.add_argument("--batch-sizes", type=_int_list(1, 2**24), metavar="N,N,...",
                    help="per-rank batch sizes (default: the config's)")
     p.add_argument("--effort", type=_effort, default=10_000, metavar="UNITS",

@@ -19,6 +19,8 @@ from engine import limits as L
 from engine.errors import ConfigError, human_bytes
 from engine.estimate import table_load
 from engine.profile import parse_profile
+from engine.fleet import read_rank_devices
+from engine.fleet import to_json as fleet_json
 from engine.config_fast import constraint_fast, table_fast
 from engine.readers import (
     read_bool, read_caps, read_enum, read_ids, read_int, read_json, read_list, read_name, read_object,
@@ -39,6 +41,7 @@ CONSTRAINT_FIELDS = F.CONSTRAINT_FIELDS
 TOPOLOGY_FIELDS = F.TOPOLOGY_FIELDS
 PROFILE_FIELD = F.PROFILE_FIELD.name  # a device profile (engine.profile): written only when there is one
 CUSTOM_FIELD = F.CUSTOM_TOPOLOGY_FIELD.name  # per-rank capacities: written only when there are some
+DEVICES_FIELD = F.RANK_DEVICES_FIELD.name  # per-rank device kinds (engine.fleet): written only when there are some
 TOP_FIELDS = ("tables", "constraints", "topology")
 
 # Names older TorchRec releases (and its tutorials) print for today's kernels.
@@ -136,7 +139,7 @@ _TOPOLOGY_REST = tuple((f.name, _READERS[f.name], f.json_default, f"topology.{f.
 
 
 def _topology(raw: Any) -> Topology:
-    d = read_object(raw, "topology", (*TOPOLOGY_FIELDS, PROFILE_FIELD, CUSTOM_FIELD))
+    d = read_object(raw, "topology", (*TOPOLOGY_FIELDS, PROFILE_FIELD, CUSTOM_FIELD, DEVICES_FIELD))
     if "world_size" not in d:
         raise ConfigError("topology.world_size", "is required (the number of ranks, e.g. 2)")
     ws = _read(_WORLD_SIZE, d["world_size"], "topology.world_size")
@@ -149,6 +152,8 @@ def _topology(raw: Any) -> Topology:
         hbm, ddr = read_caps(d[CUSTOM_FIELD], f"topology.{CUSTOM_FIELD}", ws)
         if hbm is not None or ddr is not None:  # {} is every rank alike, as no field
             topo = replace(topo, custom_topology_data=CustomTopologyData(hbm, ddr))
+    if d.get(DEVICES_FIELD) is not None:
+        topo = replace(topo, rank_devices=read_rank_devices(d[DEVICES_FIELD], ws, topo.compute_device))
     if d.get(PROFILE_FIELD) is None:
         return topo
     return replace(topo, profile=parse_profile(d[PROFILE_FIELD], f"topology.{PROFILE_FIELD}", topo))
@@ -289,6 +294,8 @@ def topology_to_dict(topology: Topology) -> dict:
     custom = topology.custom_topology_data
     if custom is not None:
         topo[CUSTOM_FIELD] = {k: list(v) for k in F.CUSTOM_CAPS if (v := getattr(custom, k)) is not None}
+    if topology.rank_devices is not None:
+        topo[DEVICES_FIELD] = fleet_json(topology.rank_devices)
     return topo
 
 

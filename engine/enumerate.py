@@ -12,6 +12,7 @@ import numpy as np
 from engine import widths
 from engine.errors import PlanningError
 from engine.estimate import ShardEstimates, estimate_pieces, pieces_for, table_load
+from engine.fleet import kind_topologies
 from engine.geometry import Geometry, distinct_shapes, geometry, table_geometries
 from engine.types import (
     ComputeKernel,
@@ -34,7 +35,8 @@ class Option:
     it takes the per-shard arrays directly.
     """
 
-    __slots__ = ("table", "sharding_type", "kernel", "_summary", "_priced", "_k", "_offsets", "_sizes", "_est", "_cost")
+    __slots__ = ("table", "sharding_type", "kernel", "_summary", "_priced", "_k", "_offsets", "_sizes", "_est", "_cost",
+                 "mult")
 
     def __init__(self, table: int, sharding_type: ShardingType, kernel: ComputeKernel,
                  offsets: np.ndarray | None = None, sizes: np.ndarray | None = None,
@@ -44,6 +46,7 @@ class Option:
         self._priced, self._k = priced, k
         self._cost: np.ndarray | None = None
         self._summary: tuple[float, ...] | None = None
+        self.mult: np.ndarray | None = None  # per rank, its cost over the reference (engine.placement.Placement.mult)
         if priced is None:
             cost = est.cost_ms
             self._summary = (float(cost.sum()), float(cost.max()), float(est.hbm_bytes.sum()),
@@ -80,6 +83,13 @@ class Option:
     @property
     def piece_ddr_bytes(self) -> float:
         return self.summary[5]
+
+    @property
+    def kind_factor(self) -> np.ndarray | None:
+        """On a fleet of several device kinds (topology.rank_devices): per kind, the option's cost on that kind over
+        its cost on the first (which cost_ms is priced on); None where every rank is alike."""
+        p = self._priced
+        return None if p is None or p.factors is None else p.factors[p.item, self._k]
 
     @property
     def num_shards(self) -> int:
@@ -137,12 +147,13 @@ class Priced:
     slice [lo, hi) of arrays priced for many tables at once (estimate_pieces), shared: never mutate them."""
 
     __slots__ = ("table", "topo", "sharding_type", "width", "num_shards", "counts", "summary", "item", "_group",
-                 "_lo", "_hi", "_ests", "_geometry", "clf")
+                 "_lo", "_hi", "_ests", "_geometry", "clf", "factors")
 
     def __init__(self, table: TableConfig, topo: Topology, st: ShardingType, width: int, num_shards: int,
                  counts: np.ndarray, summary: np.ndarray, item: int, group: list[ShardEstimates], lo: int, hi: int,
-                 clf: float | None = None):
+                 clf: float | None = None, factors: np.ndarray | None = None):
         self.table, self.topo, self.sharding_type, self.width, self.clf = table, topo, st, width, clf
+        self.factors = factors  # [item, kernel, kind]: Option.kind_factor (shared by the group); None: ranks alike
         self.num_shards = num_shards
         self.counts = counts  # shards of each distinct shape, in shard order (full blocks, remainder, empty)
         # summary[item, kernel]: total and largest-piece cost, HBM and DDR totals and pieces (shared by the group)
@@ -223,8 +234,12 @@ def pricing_cache_info() -> _CacheInfo:
 
 
 def _price(cfg: Config, todo: list[tuple[int, Geometry]]) -> dict[tuple[int, Geometry], Priced]:
-    """Price many tables' geometries in one vectorised pass per (sharding type, kernels)."""
+    """Price many tables' geometries in one vectorised pass per (sharding type, kernels). On a fleet of several
+    device kinds the costs are the first kind's, and each option's cost on every other kind is priced too, as a
+    factor (Option.kind_factor)."""
     topo = cfg.topology
+    kinds = kind_topologies(topo)
+    ref = kinds[0] if kinds else topo
     loads = {(i, clf): table_load(cfg.tables[i], cfg.constraint(cfg.tables[i].name), topo, clf)
              for i, clf in {(i, x[3]) for i, x in todo}}
     groups: dict[tuple[ShardingType, tuple[ComputeKernel, ...]], list] = {}  # (table, width, shapes, counts, n, clf)
@@ -245,10 +260,10 @@ def _price(cfg: Config, todo: list[tuple[int, Geometry]]) -> dict[tuple[int, Geo
         counts = np.array(counts_l, dtype=np.float64)
         tables = list(dict.fromkeys(owner_l))  # (table, clf) in first-seen order
         col = {key: k for k, key in enumerate(tables)}
-        pieces = pieces_for([cfg.tables[i] for i, _ in tables], [loads[key] for key in tables], topo,
+        pieces = pieces_for([cfg.tables[i] for i, _ in tables], [loads[key] for key in tables], ref,
                             np.array([col[key] for key in owner_l], dtype=np.int64), shapes[:, 0], shapes[:, 1],
                             np.array(n_l, dtype=np.int64))
-        ests = estimate_pieces(pieces, topo, st, list(kernels))
+        ests = estimate_pieces(pieces, ref, st, list(kernels))
         starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
         summary = np.empty((len(items), len(ests), 6))
         for k, e in enumerate(ests):
@@ -257,9 +272,10 @@ def _price(cfg: Config, todo: list[tuple[int, Geometry]]) -> dict[tuple[int, Geo
             summary[:, k] = np.stack([np.add.reduceat(cost * counts, starts), np.maximum.reduceat(cost, starts),
                                       np.add.reduceat(hbm * counts, starts), np.add.reduceat(ddr * counts, starts),
                                       np.maximum.reduceat(hbm, starts), np.maximum.reduceat(ddr, starts)], axis=1)
+        factors = _kind_factors(pieces, kinds, st, kernels, counts, starts, summary)
         for j, ((i, w, _, c, n, clf), lo, size) in enumerate(zip(items, starts.tolist(), sizes.tolist())):
             out[(i, (st, kernels, w, clf))] = Priced(cfg.tables[i], topo, st, w, n, c, summary, j, ests, lo,
-                                                     lo + size, clf)
+                                                     lo + size, clf, factors)
     return out
 
 
@@ -321,6 +337,21 @@ def all_table_options(cfg: Config, deadline: float = float("inf"), budget_s: flo
         at = which == a
         out.summary[at] = arr[items[at], kernel[at]]
     out.table = np.array(owner, dtype=np.int64)
+    return out
+
+
+def _kind_factors(pieces, kinds: tuple[Topology, ...], st: ShardingType, kernels: tuple[ComputeKernel, ...],
+                  counts: np.ndarray, starts: np.ndarray, summary: np.ndarray) -> np.ndarray | None:
+    """[item, kernel, kind]: each geometry's summed cost priced on each device kind over its cost on the first
+    (summary[:, kernel, 0]); None with fewer than two kinds."""
+    if len(kinds) < 2:
+        return None
+    out = np.ones((summary.shape[0], summary.shape[1], len(kinds)))
+    for d, td in enumerate(kinds[1:], start=1):
+        for k, e in enumerate(estimate_pieces(pieces, td, st, list(kernels))):
+            ref = summary[:, k, 0]
+            out[:, k, d] = np.divide(np.add.reduceat(e.cost_ms * counts, starts), ref, out=np.ones(len(ref)),
+                                     where=ref > 0)
     return out
 
 

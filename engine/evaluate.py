@@ -13,7 +13,8 @@ from engine.estimate import estimate_pieces, perf_from_row, pieces_for, table_lo
 from engine.workset import rank_workset_ms
 from engine.memory import StepMemory, over_memory
 from engine.profile import step_perf
-from engine.types import Config, Plan, PoolingType, RankStats, ShardingType, TablePlan
+from engine.fleet import kind_topologies, kinds
+from engine.types import ComputeKernel, Config, Plan, PoolingType, RankStats, ShardingType, TablePlan, Topology
 from engine.widths import plan_notes
 
 
@@ -54,15 +55,13 @@ def evaluate(cfg: Config, tables: dict[str, TablePlan], planner: str = "engine",
         owners = [i for i, *_ in items]
         sizes = np.array([len(r) for _, r, _, _ in items], dtype=np.int64)
         ranks = np.concatenate([r for _, r, _, _ in items]).astype(np.int64)
-        est = estimate_pieces(pieces_for([cfg.tables[i] for i in owners],
-                                         [table_load(cfg.tables[i], cfg.constraint(cfg.tables[i].name), topo,
-                                                     tables[cfg.tables[i].name].cache_load_factor)
-                                          for i in owners], topo,
-                                         np.repeat(np.arange(len(owners)), sizes),
-                                         np.concatenate([r for *_, r, _ in items]),
-                                         np.concatenate([c for *_, c in items]), np.repeat(sizes, sizes)),
-                              topo, st, [kernel])[0]
-        np.add.at(perf, ranks, est.perf_ms)
+        pieces = pieces_for([cfg.tables[i] for i in owners],
+                            [table_load(cfg.tables[i], cfg.constraint(cfg.tables[i].name), topo,
+                                        tables[cfg.tables[i].name].cache_load_factor) for i in owners], topo,
+                            np.repeat(np.arange(len(owners)), sizes), np.concatenate([r for *_, r, _ in items]),
+                            np.concatenate([c for *_, c in items]), np.repeat(sizes, sizes))
+        est = estimate_pieces(pieces, topo, st, [kernel])[0]
+        np.add.at(perf, ranks, est.perf_ms if kinds(topo) is None else _perf_by_kind(pieces, topo, st, kernel, ranks))
         np.add.at(hbm, ranks, est.hbm_bytes)
         np.add.at(ddr, ranks, est.ddr_bytes)
         np.add.at(inp, ranks, est.input_bytes)
@@ -87,6 +86,17 @@ def evaluate(cfg: Config, tables: dict[str, TablePlan], planner: str = "engine",
     # passes on earlier notes
     return Plan(tables=dict(tables), ranks=stats, planner=planner, planning_seconds=planning_seconds,
                 lower_bound_ms=lower_bound_ms, notes=notes + tuple(over_memory(stats, topo)))
+
+
+def _perf_by_kind(pieces, topo: Topology, st: ShardingType, kernel: ComputeKernel, ranks: np.ndarray) -> np.ndarray:
+    """(pieces, 6) times where each piece is priced with the device of its rank (topology.rank_devices)."""
+    kind = kinds(topo)[1][ranks]
+    out = np.zeros((len(ranks), 6))
+    for d, td in enumerate(kind_topologies(topo)):
+        at = kind == d
+        if at.any():
+            out[at] = estimate_pieces(pieces, td, st, [kernel])[0].perf_ms[at]
+    return out
 
 
 def add_workset(perf: np.ndarray, ms: np.ndarray) -> None:

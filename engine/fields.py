@@ -39,6 +39,7 @@ class Kind:
     PROFILE = "profile"  # a device profile (engine.profile)
     WORKLOAD = "workload"  # a table's measured workload block (engine.workload_block)
     CAPS = "caps"  # per-rank capacities: lists of bytes, one entry per rank (custom_topology_data)
+    DEVICES = "devices"  # groups of ranks in rank order, each with its accelerator (rank_devices)
     # the grid tabs of the dashboard's Tables page a column sits on
     TABLES_TAB = "tables"
     CONSTRAINTS_TAB = "constraints"
@@ -47,6 +48,7 @@ class Kind:
 NAME, NAMES, INT, FLOAT, BOOL, ENUM = Kind.NAME, Kind.NAMES, Kind.INT, Kind.FLOAT, Kind.BOOL, Kind.ENUM
 ENUMS, FLOATS, INTS, IDS = Kind.ENUMS, Kind.FLOATS, Kind.INTS, Kind.IDS
 TABLE_NAMES, PROFILE, WORKLOAD, CAPS = Kind.TABLE_NAMES, Kind.PROFILE, Kind.WORKLOAD, Kind.CAPS
+DEVICES = Kind.DEVICES
 TABLES_TAB, CONSTRAINTS_TAB = Kind.TABLES_TAB, Kind.CONSTRAINTS_TAB
 
 
@@ -261,6 +263,16 @@ CUSTOM_TOPOLOGY_FIELD = Field(
     "none (every rank has `hbm_cap`, `ddr_cap`)", unit="bytes", lo=0, hi=L.MAX_CAP_BYTES,
     range_text="`world_size` entries, each 0 to 2^50", torchrec="custom_topology_data")
 CUSTOM_CAPS = ("hbm_cap", "ddr_cap")  # the lists custom_topology_data may hold (TorchRec's ssd_cap: no SSD tier yet)
+# the device kind of each rank of a mixed fleet (8 H100 + 8 A100): written only when there is one; read by engine.fleet,
+# which prices each rank with its accelerator's published figures (engine.accelerators)
+RANK_DEVICES_FIELD = Field(
+    "rank_devices", DEVICES, '`[{"ranks": 8, "device": "h100_80gb"}, {"ranks": 8, "device": "a100_80gb"}]`: groups of '
+    "consecutive ranks, in rank order, each with its accelerator (a100_40gb, a100_80gb, h100_80gb, h200_141gb, "
+    "b200_192gb). Ours: each rank's lookups and links are priced with its own device's published bandwidths and the "
+    "planner gives a slower rank less work; a rank's HBM is its device's unless `custom_topology_data` gives it",
+    "none (every rank is priced with the topology's bandwidths)",
+    range_text="groups' `ranks` add up to `world_size`; `compute_device` cuda")
+RANK_DEVICE_KEYS = ("ranks", "device")
 
 # Inside profile: the CPU estimate's cost terms (engine.estimate.cpu_terms), each in bytes of work at the topology's
 # ddr_mem_bw, its default the constant engine.constants holds. A profile carries the ones `python -m db calibrate
@@ -301,7 +313,7 @@ WORKLOAD_FIELD = Field(
     range_text="cache_rows increasing, 1 to num_embeddings; miss rates 0 to 1, non-increasing")
 
 BY_NAME: dict[str, Field] = {f.name: f for f in (*TABLE, *CONSTRAINT, *TOPOLOGY, PROFILE_FIELD, CUSTOM_TOPOLOGY_FIELD,
-                                                    WORKLOAD_FIELD)}
+                                                    RANK_DEVICES_FIELD, WORKLOAD_FIELD)}
 TABLE_FIELDS = tuple(f.name for f in TABLE)
 CONSTRAINT_FIELDS = tuple(f.name for f in CONSTRAINT)
 TOPOLOGY_FIELDS = tuple(f.name for f in TOPOLOGY)

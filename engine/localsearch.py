@@ -23,6 +23,7 @@ class FreeShards:
         fixed = pl.rules.fixed if pl.rules is not None else frozenset()
         parts = [(table, opt, pl.ranks[table]) for table, opt in pl.choice.items()
                  if opt.sharding_type in FREE_PLACEMENT and table not in fixed]
+        self.f = None  # several device kinds: per shard, its cost on each kind over c (Option.kind_factor)
         if not parts:
             self.t = self.j = self.r = np.empty(0, dtype=np.int64)
             self.c = self.h = self.d = self.w = self.wr = np.empty(0)
@@ -35,6 +36,10 @@ class FreeShards:
         self.d = np.concatenate([o.est.ddr_bytes for _, o, _ in parts]).astype(np.float64)
         self.w = np.concatenate([o.est.workset_bytes for _, o, _ in parts]).astype(np.float64)
         self.wr = np.concatenate([o.est.workset_rows for _, o, _ in parts]).astype(np.float64)
+        if pl.kind is not None:
+            kinds = int(pl.kind.max()) + 1
+            self.f = np.concatenate([np.broadcast_to(np.ones(kinds) if o.kind_factor is None else o.kind_factor,
+                                                     (o.num_shards, kinds)) for _, o, _ in parts])
 
     def move(self, pl: Placement, i: int, dst: int) -> None:
         _move_shard(pl, int(self.t[i]), int(self.j[i]), dst)
@@ -54,6 +59,11 @@ def _best_move(pl: Placement, fs: FreeShards, a: int, b: int, peak: float) -> tu
     ok[b] = False
     if not ok.any():
         return np.inf, -1
+    if fs.f is not None:  # ranks differ in speed: the shard costs its kind's time on each
+        cand = np.flatnonzero(ok)
+        on = fs.c[a] * fs.f[a, pl.kind[cand]]
+        i = int(np.argmin(pl.load[cand] + on))
+        return max(peak - fs.c[a] * fs.f[a, pl.kind[b]], pl.load[cand[i]] + on[i]), int(cand[i])
     if not pl.priced_ws:
         dst = int(np.flatnonzero(ok)[np.argmin(pl.load[ok])])
         return max(peak - fs.c[a], pl.load[dst] + fs.c[a]), dst
@@ -65,12 +75,16 @@ def _best_move(pl: Placement, fs: FreeShards, a: int, b: int, peak: float) -> tu
 
 def _best_swap(pl: Placement, fs: FreeShards, a: int, b: int, peak: float) -> tuple[float, int]:
     """Shard a on rank b against a cheaper shard x elsewhere: (new peak of the two ranks, x)."""
-    x = np.flatnonzero((fs.r != b) & (fs.c < fs.c[a]))
+    on_b = fs.c if fs.f is None else fs.c * fs.f[:, pl.kind[b]]  # every shard's cost were it on rank b
+    x = np.flatnonzero((fs.r != b) & (on_b < on_b[a]))
     if not len(x):
         return np.inf, -1
     delta = fs.c[a] - fs.c[x]
     rx = fs.r[x]
-    if pl.priced_ws:  # pl.after, inlined for both ranks of every candidate swap
+    if fs.f is not None:
+        kx = pl.kind[rx]
+        val = np.maximum(peak - on_b[a] + on_b[x], pl.load[rx] - fs.c[x] * fs.f[x, kx] + fs.c[a] * fs.f[a, kx])
+    elif pl.priced_ws:  # pl.after, inlined for both ranks of every candidate swap
         dw, dr = fs.w[a] - fs.w[x], fs.wr[a] - fs.wr[x]
         k = pl.ws_per_row
         at_b = pl.base[b] - delta + ws_term(k, pl.ws[b] - dw, pl.wsr[b] - dr)

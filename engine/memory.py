@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.capacity import ddr_cap_of, hbm_cap_of, usable_ddr_of, usable_hbm_of
+from engine.fleet import per_rank
 from engine.errors import human_bytes
 from engine.memory_parts import (
     A2A, CACHE, GRAD, ID_BYTES, INPUT, OPTIMIZER, OUTPUT, OUTPUT_BYTES, OUTPUT_GRAD, PARTS, STEP_BYTES, WEIGHTS, Group,
@@ -339,7 +340,7 @@ def over_memory(stats: tuple[RankStats, ...], topo: Topology) -> list[str]:
             continue
         r = max(rows, key=lambda x: (peak_of(x.memory) - cap_of(topo, x.rank), peak_of(x.memory)))
         peak, limit = peak_of(r.memory), cap_of(topo, r.rank)
-        device = "the device" if topo.custom_topology_data is None else f"rank {r.rank}'s own device"
+        device = "the device" if not per_rank(topo) else f"rank {r.rank}'s own device"
         notes.append(
             OUT_OF_MEMORY + f" on {len(rows)} of {topo.world_size} ranks: rank {r.rank} peaks at "
             f"{human_bytes(peak)} of {what} where {device} has {human_bytes(limit)} (all-to-all buffers "

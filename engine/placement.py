@@ -1,102 +1,28 @@
 """Where shards sit while a plan is made: the per-rank load and memory of a partial placement (`Placement`), the
-config's placement rules by table (`PlacementRules`), and the objective the search compares plans by (`better`).
+config's placement rules by table (`PlacementRules`, engine.placerules), and the objective the search compares plans
+by (`better`).
 
 A rank's cost is its shards' summed cost plus, on CPU, the price of its touched working set beyond the cache
 (engine.workset.rank_workset_ms), which does not add up shard by shard: crowding large tables on one rank costs
-more than the sum of their costs alone. No rank ever exceeds its usable HBM or DDR.
+more than the sum of their costs alone. On a fleet of several device kinds (topology.rank_devices) a shard costs
+its option's cost times the rank's kind's factor (Option.kind_factor). No rank ever exceeds its usable HBM or DDR.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 
 from engine import constants as C
 from engine.capacity import usable_caps
-from engine.rules import allowed_ranks
+from engine.fleet import kinds, per_rank
+from engine.placerules import PlacementRules
 from engine.enumerate import Option
 from engine.workset import rank_workset_ms
-from engine.types import Config, ShardingType, Topology
+from engine.types import ShardingType, Topology
 from engine.terms import terms_of
 
 EPS = 1e-9
 FREE_PLACEMENT = (ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE, ShardingType.TABLE_COLUMN_WISE)
-
-
-@dataclass(frozen=True)
-class PlacementRules:
-    """The config's placement rules by table index: the ranks a pin allows, the co-located groups (symmetric and
-    transitive: every member holds exactly the same ranks), the tables kept apart (symmetric). Tables with a rule
-    are `fixed`: placed by the greedy pass within their rules and left where they are by the local search."""
-
-    mask: dict[int, np.ndarray]  # table -> allowed ranks (bool per rank; a group's members share one array)
-    group: dict[int, int]  # table -> its co-located group (the group's smallest table index)
-    members: dict[int, tuple[int, ...]]  # group -> its tables, ascending
-    apart: dict[int, tuple[int, ...]]
-    fixed: frozenset[int]
-
-    @staticmethod
-    def of(cfg: Config) -> PlacementRules | None:
-        if not any(c.places for c in cfg.constraints.values()):
-            return None
-        index = {t.name: i for i, t in enumerate(cfg.tables)}
-        w = cfg.topology.world_size
-        mask, parent, apart = {}, {}, {}
-        for name, c in cfg.constraints.items():
-            if not c.places:
-                continue
-            i = index[name]
-            ranks = allowed_ranks(c, cfg.topology)
-            if ranks is not None:
-                m = np.zeros(w, dtype=bool)
-                m[sorted(ranks)] = True
-                mask[i] = m
-            for other in c.colocate or ():
-                a, b = _root(parent, i), _root(parent, index[other])
-                parent[max(a, b)] = parent[a] = parent[b] = min(a, b)
-            for other in c.apart or ():
-                j = index[other]
-                apart.setdefault(i, set()).add(j)
-                apart.setdefault(j, set()).add(i)
-        group = {t: _root(parent, t) for t in sorted(parent)}
-        members: dict[int, list[int]] = {}
-        for t, g in group.items():
-            members.setdefault(g, []).append(t)
-        for g, ts in members.items():  # a group's pins bind every member
-            pins = [mask[t] for t in ts if t in mask]
-            if pins:
-                both = np.logical_and.reduce(pins)
-                mask.update((t, both) for t in ts)
-        fixed = frozenset(mask) | frozenset(group) | frozenset(apart)
-        return PlacementRules(mask, group, {g: tuple(ts) for g, ts in members.items()},
-                              {i: tuple(sorted(v)) for i, v in apart.items()}, fixed)
-
-    def allowed(self, pl: Placement, table: int) -> np.ndarray | None:
-        """The ranks `table` may use now: its pins, within the ranks its placed co-located tables hold, none of
-        the ranks of its placed apart tables. None: any rank."""
-        if table not in self.fixed:
-            return None
-        out = self.mask.get(table)
-        out = np.ones(pl.topo.world_size, dtype=bool) if out is None else out.copy()
-        need = pl.group_ranks(table)
-        if need is not None:
-            out &= need
-        for k in self.apart.get(table, ()):
-            if k in pl.ranks:
-                out[pl.ranks[k]] = False
-        return out
-
-
-def _root(parent: dict[int, int], x: int) -> int:
-    """x's co-located group in the union-find `parent`, shortening the path it walked (near-constant time)."""
-    root = x
-    while parent.get(root, root) != root:
-        root = parent[root]
-    while x != root:
-        parent[x], x = root, parent[x]
-    return root
-
 
 
 class Placement:
@@ -119,12 +45,14 @@ class Placement:
         self.ddr = np.zeros(w)
         # each rank's usable bytes (its own on a mixed fleet); the largest rank's, which bounds one piece; all ranks'
         self.hbm_caps, self.ddr_caps = usable_caps(topo)
-        if topo.custom_topology_data is None:
+        if not per_rank(topo):
             self.hbm_cap, self.ddr_cap = float(topo.usable_hbm_bytes), float(topo.usable_ddr_bytes)
             self.hbm_total, self.ddr_total = self.hbm_cap * w, self.ddr_cap * w
         else:
             self.hbm_cap, self.ddr_cap = float(self.hbm_caps.max()), float(self.ddr_caps.max())
             self.hbm_total, self.ddr_total = float(self.hbm_caps.sum()), float(self.ddr_caps.sum())
+        k = kinds(topo)  # on a fleet of several device kinds, each rank's kind: a shard costs its kind's time there
+        self.kind = k[1] if k is not None and len(k[0]) > 1 else None
         self.choice: dict[int, Option] = {}
         self.ranks: dict[int, np.ndarray] = {}
         self.held: dict[int, tuple[int, np.ndarray]] = {}  # co-located group -> (members placed, their ranks)
@@ -137,10 +65,25 @@ class Placement:
         return out
 
     # -- bookkeeping --------------------------------------------------------------------------
+    def mult(self, opt: Option) -> np.ndarray | None:
+        """Per rank, what the option costs there over its cost_ms (its kind's factor); None where ranks are alike."""
+        if self.kind is None:
+            return None
+        if opt.mult is None:
+            f = opt.kind_factor
+            opt.mult = np.ones(len(self.kind)) if f is None else f[self.kind]
+        return opt.mult
+
+    def cost_on(self, opt: Option, ranks: np.ndarray) -> np.ndarray:
+        """The option's shards' costs, shard j on ranks[j]."""
+        m = self.mult(opt)
+        return opt.cost_ms if m is None else opt.cost_ms * m[ranks]
+
     def _apply(self, opt: Option, ranks: np.ndarray, sign: float) -> None:
         if len(ranks) == 1 and not self.priced_ws:  # one shard (table-wise): what np.add.at does, without its cost
             r = ranks[0]  # (and from the option's totals: its per-shard arrays need not be made)
-            self.load[r] += sign * opt.total_cost_ms
+            m = self.mult(opt)
+            self.load[r] += sign * (opt.total_cost_ms if m is None else opt.total_cost_ms * m[r])
             self.hbm[r] += sign * opt.total_hbm_bytes
             self.ddr[r] += sign * opt.total_ddr_bytes
             return
@@ -150,7 +93,7 @@ class Placement:
             np.add.at(self.wsr, ranks, sign * opt.est.workset_rows)
             self.load[ranks] = self.base[ranks] + self.ws_ms(self.ws[ranks], self.wsr[ranks])
         else:
-            np.add.at(self.load, ranks, sign * opt.cost_ms)
+            np.add.at(self.load, ranks, sign * self.cost_on(opt, ranks))
         np.add.at(self.hbm, ranks, sign * opt.est.hbm_bytes)
         np.add.at(self.ddr, ranks, sign * opt.est.ddr_bytes)
 
@@ -163,7 +106,7 @@ class Placement:
         """Every rank's load if the option were added on `ranks`."""
         if not self.priced_ws:
             load = self.load.copy()
-            np.add.at(load, ranks, opt.cost_ms)
+            np.add.at(load, ranks, self.cost_on(opt, ranks))
             return load
         base, ws, wsr = self.base.copy(), self.ws.copy(), self.wsr.copy()
         np.add.at(base, ranks, opt.cost_ms)
@@ -241,8 +184,11 @@ class Placement:
         if st is ShardingType.TABLE_ROW_WISE:  # one host's ranks: the fitting host with the lowest peak
             hosts = self.topo.num_hosts
             host_ranks = np.arange(hosts * lw)
-            peaks = self.after(host_ranks, np.tile(opt.cost_ms, hosts), np.tile(opt.est.workset_bytes, hosts),
-                               np.tile(opt.est.workset_rows, hosts)).reshape(hosts, lw).max(axis=1)
+            cost = np.tile(opt.cost_ms, hosts)
+            m = self.mult(opt)
+            peaks = self.after(host_ranks, cost if m is None else cost * m[host_ranks],
+                               np.tile(opt.est.workset_bytes, hosts), np.tile(opt.est.workset_rows, hosts))
+            peaks = peaks.reshape(hosts, lw).max(axis=1)
             by_host = (hosts, lw)
             ok = ((self.hbm[:hosts * lw].reshape(by_host) + opt.est.hbm_bytes
                    <= self.hbm_caps[:hosts * lw].reshape(by_host)).all(axis=1)
@@ -270,10 +216,13 @@ class Placement:
         hbm, ddr = self.hbm[:n].reshape(hosts, lw).copy(), self.ddr[:n].reshape(hosts, lw).copy()
         hcap, dcap = self.hbm_caps[:n].reshape(hosts, lw), self.ddr_caps[:n].reshape(hosts, lw)  # each rank's own
         e = opt.est
+        m = self.mult(opt)
+        scale = 1.0 if m is None else m[:n].reshape(hosts, lw)  # a piece's cost on each rank of each host
         used, out = np.zeros(hosts, dtype=bool), []  # the host of each piece
         for j in range(opt.num_shards // lw):
             s = slice(j * lw, (j + 1) * lw)
-            then = base + opt.cost_ms[s]
+            cost = opt.cost_ms[s] * scale
+            then = base + cost
             if self.priced_ws:
                 then = then + self.ws_ms(ws + e.workset_bytes[s], wsr + e.workset_rows[s])
             ok = (hbm + e.hbm_bytes[s] <= hcap).all(axis=1) & (ddr + e.ddr_bytes[s] <= dcap).all(axis=1)
@@ -286,7 +235,7 @@ class Placement:
                     best, best_peak = host, peak
             if best is None:
                 return None
-            base[best] += opt.cost_ms[s]
+            base[best] += cost if m is None else cost[best]
             ws[best] += e.workset_bytes[s]
             wsr[best] += e.workset_rows[s]
             hbm[best] += e.hbm_bytes[s]
@@ -302,18 +251,21 @@ class Placement:
         used = np.zeros(len(load), dtype=bool)
         out = np.empty(opt.num_shards, dtype=np.int64)
         cost, h, d = opt.cost_ms, opt.est.hbm_bytes, opt.est.ddr_bytes
+        m = self.mult(opt)
         for j in range(opt.num_shards):
             pick = self._fitting(hbm, ddr, h[j], d[j], allowed, used)
             if pick is None:
                 return None
+            # where ranks differ in speed, the rank whose load after the shard is lowest (a slower rank takes less)
+            key = load[pick] if m is None else load[pick] + cost[j] * m[pick]
             if self.balance_memory:
                 fill = self._fill_after(hbm[pick] + h[j], ddr[pick] + d[j], pick)
-                r = int(pick[np.lexsort((load[pick], fill))[0]])
+                r = int(pick[np.lexsort((key, fill))[0]])
             else:
-                r = int(pick[np.argmin(load[pick])])
+                r = int(pick[np.argmin(key)])
             out[j] = r
             used[r] = True
-            load[r] += cost[j]
+            load[r] += cost[j] if m is None else cost[j] * m[r]
             hbm[r] += h[j]
             ddr[r] += d[j]
         return out

@@ -18,6 +18,7 @@ from engine import constants as C
 from engine.enumerate import Option, all_table_options
 from engine.clf import with_notes
 from engine.errors import PlanningError
+from engine.fleet import per_rank
 from engine.evaluate import evaluate
 from engine.planfile import placement_problem
 from engine.refuse import no_room, refuse_too_big
@@ -73,7 +74,7 @@ def _largest_ranks(pl: Placement) -> list[tuple[float, float]]:
 
 def _totals(pl: Placement) -> tuple[float, float] | None:
     """All ranks' usable memory where ranks differ (engine.strategy.choose's budgets); None where they are alike."""
-    return (pl.hbm_total, pl.ddr_total) if pl.topo.custom_topology_data is not None else None
+    return (pl.hbm_total, pl.ddr_total) if per_rank(pl.topo) else None
 
 
 def _refuse_early(cfg: Config) -> None:
@@ -314,6 +315,17 @@ def _workset_bound_ms(options: list[list[Option]], arr: OptionArrays, probe: Pla
     return (least_cost + w * probe.ws_per_row * past) / w
 
 
+def _fleet_worth(options: list[list[Option]], probe: Placement) -> tuple[float, float]:
+    """(the ranks as so many ranks of the first device kind, a scale <= 1) for the lower bound: a rank of a kind whose
+    cheapest factor over the first kind is f does at most 1/f of a first-kind rank's work in the same time, and no
+    piece costs less than the smallest factor times its cost. (world_size, 1) where ranks are alike."""
+    if probe.kind is None:
+        return float(probe.topo.world_size), 1.0
+    f = np.array([o.kind_factor for opts in options for o in opts if o.kind_factor is not None])
+    least = f.min(axis=0) if len(f) else np.ones(int(probe.kind.max()) + 1)
+    return float((1.0 / least[probe.kind]).sum()), min(1.0, float(least.min()))
+
+
 def _plan(cfg: Config, settings: PlannerSettings) -> Plan:
     start = time.perf_counter()
     deadline = start + settings.time_budget_s
@@ -321,7 +333,8 @@ def _plan(cfg: Config, settings: PlannerSettings) -> Plan:
     placeable, arr = _placeable(cfg, all_table_options(cfg, deadline, settings.time_budget_s))
     w = cfg.topology.world_size
     probe = Placement(cfg.topology)
-    bound = max(relaxed_bound_ms(arr, w, probe.hbm_total, probe.ddr_total),
+    ranks_worth, scale = _fleet_worth(placeable, probe)
+    bound = max(relaxed_bound_ms(arr, ranks_worth, probe.hbm_total, probe.ddr_total) * scale,
                 _workset_bound_ms(placeable, arr, probe))
     work = Work(budget=float(settings.effort), world_size=w, deadline=deadline, start=start)
     found = _search(cfg, placeable, arr, bound, work, settings)

@@ -33,7 +33,8 @@ def priced_for(cfg: Config, device: Device, what: str, local_world_size: int | N
     when given, is the ranks per host the measurement runs (the comms estimate follows it)."""
     topo = cfg.topology
     said = topo.compute_device
-    priced = replace(topo, compute_device=device, local_world_size=local_world_size or topo.local_world_size)
+    priced = replace(topo, compute_device=device, local_world_size=local_world_size or topo.local_world_size,
+                     rank_devices=topo.rank_devices if device is Device.CUDA else None)  # GPU kinds: not on a CPU
     note = None
     if said is not device:
         note = (f"the config says {said.value}; this {what} measures on {device.value}, so the plan is priced "

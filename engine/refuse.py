@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from engine.capacity import total_usable
+from engine.fleet import per_rank
 from engine.errors import PlanningError, human_bytes
 from engine.types import ComputeKernel, Config, ShardingType, TableConfig, Topology
 
@@ -75,7 +76,7 @@ def no_room(cfg: Config, options: list[list[Option]], t: int, pl: Placement) -> 
     free_h = int(max(pl.hbm_caps[emptiest] - pl.hbm[emptiest], 0))
     free_d = int(max(pl.ddr_caps[emptiest] - pl.ddr[emptiest], 0))
     usable = f"usable per rank: {human_bytes(pl.hbm_cap)} HBM, {human_bytes(pl.ddr_cap)} DDR"
-    if pl.topo.custom_topology_data is not None:
+    if per_rank(pl.topo):
         usable, rank = _short_ranks(pl, smallest)
         if rank is not None:
             fixes[fixes.index("raise topology.hbm_cap / topology.ddr_cap")] = \

@@ -16,66 +16,23 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from engine import constants as C
+from engine.accelerators import ACCELERATORS, GPUS_PER_HOST, Accelerator  # noqa: F401 (Accelerator: re-exported)
 from engine import limits as L
 from engine.config import check_load, check_pairs
 from engine.rules import check_placement_rules
 from engine.errors import ConfigError, PlanningError, one_line
 from engine.memory import OUT_OF_MEMORY
 from engine.planner import PlannerSettings, plan
-from engine.profile import published_cuda
-from engine.types import Config, Device, Plan, Topology
+from engine.types import Config, Plan, Topology
 
-GIB = C.GIB
-GBPS = GIB / 1000  # a bandwidth in GB/s as the engine's bytes per ms (TorchRec's convention: GB/s = GiB/s)
-GPUS_PER_HOST = 8
 MAX_POINTS = 4096  # a sweep is interactive: more points than this is a mistake, not a question
 DEFAULT_EFFORT = 10_000  # per point; 8 world sizes x 4 accelerators of 1,000 tables plan in about 30 s on 2 cores
 WORLD_SIZES = (8, 16, 32, 64, 128, 256, 512, 1024)
-
-
-@dataclass(frozen=True)
-class Accelerator:
-    """One GPU's memory and bandwidths as its vendor publishes them, and the network its hosts usually have."""
-
-    key: str
-    label: str
-    hbm_gib: float  # as the driver reports it (nvidia-smi), below the marketing figure
-    hbm_gbps: float
-    nvlink_gbps: float  # to the other GPUs of its host, per GPU
-    network_gbps: float  # to other hosts, per GPU (one NIC per GPU)
-    pcie_gbps: float  # to host memory (UVM)
-    source: str
-
-    def topology(self, base: Topology, world_size: int, batch_size: int) -> Topology:
-        """`base` (its DDR, optimizer and reservation kept) on `world_size` of these GPUs, `batch_size` per rank,
-        priced with the published fixed costs for its host count; every rank this GPU (no per-rank capacities)."""
-        local = min(GPUS_PER_HOST, world_size)
-        topo = dataclasses.replace(
-            base, world_size=world_size, local_world_size=local, compute_device=Device.CUDA,
-            hbm_cap=int(self.hbm_gib * GIB), hbm_mem_bw=self.hbm_gbps * GBPS, intra_host_bw=self.nvlink_gbps * GBPS,
-            inter_host_bw=self.network_gbps * GBPS, hbm_to_ddr_mem_bw=self.pcie_gbps * GBPS, batch_size=batch_size,
-            profile=None, custom_topology_data=None)
-        return dataclasses.replace(topo, profile=published_cuda(topo.num_hosts))
-
-
-ACCELERATORS = {a.key: a for a in (
-    Accelerator("a100_40gb", "NVIDIA A100 40GB SXM", 40, 1555, 600, 25, 32,
-                "published: A100 datasheet (HBM2 1,555 GB/s, NVLink 600 GB/s); DGX A100 HDR 200 Gb/s per GPU"),
-    Accelerator("a100_80gb", "NVIDIA A100 80GB SXM", 80, 2039, 600, 25, 32,
-                "published: A100 datasheet (HBM2e 2,039 GB/s, NVLink 600 GB/s); DGX A100 HDR 200 Gb/s per GPU"),
-    Accelerator("h100_80gb", "NVIDIA H100 80GB SXM", 80, 3350, 900, 50, 64,
-                "published: H100 datasheet (HBM3 3.35 TB/s, NVLink 900 GB/s); DGX H100 NDR 400 Gb/s per GPU"),
-    Accelerator("h200_141gb", "NVIDIA H200 141GB SXM", 140, 4800, 900, 50, 64,
-                "published: H200 datasheet (141 GB HBM3e, 4.8 TB/s, NVLink 900 GB/s); NDR 400 Gb/s per GPU"),
-    Accelerator("b200_192gb", "NVIDIA B200 192GB", 179, 8000, 1800, 50, 64,
-                "published: B200 datasheet (192 GB HBM3e, 179 GiB visible; 8 TB/s; NVLink 1.8 TB/s); "
-                "DGX B200 400 Gb/s per GPU"),
-)}
 
 
 @dataclass(frozen=True)
@@ -100,8 +57,59 @@ class SweepPoint:
     def as_dict(self) -> dict:
         d = dataclasses.asdict(self)
         d["hosts"] = self.hosts
-        d["device_label"] = ACCELERATORS[self.device].label
+        d["device_label"] = device_label(self.device)
         return d
+
+
+# ---- mixed candidates: "8 h100_80gb + 8 a100_80gb" (hosts of several SKUs), one point per batch size ------------
+
+
+_GROUP = re.compile(r"^\s*(\d+)\s*(?:x\s*|\s)\s*(\S+)\s*$")  # "8 h100_80gb" or "8x h100_80gb"
+
+
+def parse_mix(text: str) -> tuple[tuple[int, str], ...] | None:
+    """A mixed candidate as (ranks, accelerator) groups in rank order; None where `text` is one accelerator's key.
+    Raises ConfigError (--devices) naming what is wrong."""
+    if "+" not in text:
+        return None
+    groups = []
+    for part in text.split("+"):
+        m = _GROUP.match(part)
+        if m is None or int(m.group(1)) < 1:
+            raise ConfigError("--devices", f"{part.strip()!r} in {text!r}: write a mixed fleet as GPUs and an "
+                              "accelerator per group, e.g. \"8 h100_80gb + 8 a100_80gb\"")
+        if m.group(2) not in ACCELERATORS:
+            raise ConfigError("--devices", f"unknown accelerator {m.group(2)!r} in {text!r}; choose from "
+                              f"{', '.join(ACCELERATORS)}")
+        groups.append((int(m.group(1)), m.group(2)))
+    total = sum(n for n, _ in groups)
+    if total > GPUS_PER_HOST and any(n % GPUS_PER_HOST for n, _ in groups):
+        raise ConfigError("--devices", f"{text!r}: each group must fill whole hosts of {GPUS_PER_HOST} GPUs (a host "
+                          "has one kind of GPU)")
+    return tuple(groups)
+
+
+def mix_text(groups: tuple[tuple[int, str], ...]) -> str:
+    return " + ".join(f"{n} {d}" for n, d in groups)
+
+
+def device_label(device: str) -> str:
+    """A candidate's label: the accelerator's, or each group's GPUs and label for a mixed fleet."""
+    groups = parse_mix(device)
+    if groups is None:
+        return ACCELERATORS[device].label
+    return " + ".join(f"{n} x {ACCELERATORS[d].label}" for n, d in groups)
+
+
+def candidate_topology(base: Topology, device: str, world_size: int, batch_size: int) -> Topology:
+    """A point's topology: every rank the accelerator, or a mixed fleet (its own world size) whose ranks are each
+    priced with their group's accelerator and hold its HBM (topology.rank_devices), the first group's figures for
+    the topology's own fields."""
+    groups = parse_mix(device)
+    if groups is None:
+        return ACCELERATORS[device].topology(base, world_size, batch_size)
+    topo = ACCELERATORS[groups[0][1]].topology(base, sum(n for n, _ in groups), batch_size)
+    return dataclasses.replace(topo, rank_devices=groups)
 
 
 def _peak_hbm_fraction(p: Plan) -> float:
@@ -116,7 +124,7 @@ def _peak_hbm_fraction(p: Plan) -> float:
 def plan_point(cfg: Config, device: str, world_size: int, batch_size: int,
                settings: PlannerSettings) -> SweepPoint:
     """One point of the sweep: planned, or refused with the planner's reason."""
-    topo = ACCELERATORS[device].topology(cfg.topology, world_size, batch_size)
+    topo = candidate_topology(cfg.topology, device, world_size, batch_size)
     point = dict(device=device, world_size=world_size, batch_size=batch_size)
     try:
         check_placement_rules(cfg.tables, cfg.constraints, topo)  # pins to ranks or hosts this world lacks
@@ -152,7 +160,7 @@ def _check_grid(devices: list[str], world_sizes: list[int], batch_sizes: list[in
     if not devices or not world_sizes or not batch_sizes:
         raise ConfigError("--devices", "a sweep needs at least one device, world size and batch size")
     for d in devices:
-        if d not in ACCELERATORS:
+        if parse_mix(d) is None and d not in ACCELERATORS:
             raise ConfigError("--devices", f"unknown accelerator {d!r}; choose from {', '.join(ACCELERATORS)}")
     n = len(devices) * len(world_sizes) * len(batch_sizes)
     if n > MAX_POINTS:
@@ -186,7 +194,10 @@ def sweep(cfg: Config, devices: Iterable[str], world_sizes: Iterable[int], batch
     devices, world_sizes = list(dict.fromkeys(devices)), sorted(set(world_sizes))
     batch_sizes = sorted(set(batch_sizes or [cfg.topology.batch_size]))
     _check_grid(devices, world_sizes, batch_sizes, cfg)
-    grid = [(cfg, d, w, b, settings) for d in devices for w in world_sizes for b in batch_sizes]
+    devices = [d if parse_mix(d) is None else mix_text(parse_mix(d)) for d in devices]
+    grid = [(cfg, d, w, b, settings) for d in devices
+            for w in (world_sizes if parse_mix(d) is None else [sum(n for n, _ in parse_mix(d))])
+            for b in batch_sizes]
     if jobs > 1 and len(grid) > 1:
         with ProcessPoolExecutor(max_workers=min(jobs, len(grid))) as pool:
             points = list(pool.map(_run, grid, chunksize=1))
@@ -207,10 +218,12 @@ PUBLISHED_NOTE = ("every accelerator's bandwidths and fixed costs are published 
 
 def table(points: list[SweepPoint]) -> str:
     """The sweep as a text table, one point a line, the Pareto front starred."""
-    head = f"{'device':<12} {'GPUs':>6} {'hosts':>5} {'batch':>7} {'step ms':>10} {'peak HBM':>9} {'samples/s':>12}  "
+    width = max([12] + [len(p.device) for p in points])
+    head = (f"{'device':<{width}} {'GPUs':>6} {'hosts':>5} {'batch':>7} {'step ms':>10} {'peak HBM':>9} "
+            f"{'samples/s':>12}  ")
     lines = [head + "why not", "-" * (len(head) + 8)]
     for p in points:
-        left = f"{p.device:<12} {p.world_size:>6} {p.hosts:>5} {p.batch_size:>7} "
+        left = f"{p.device:<{width}} {p.world_size:>6} {p.hosts:>5} {p.batch_size:>7} "
         if p.fits:
             rate = f"{p.samples_per_s:,.0f}" if p.samples_per_s else "-"
             lines.append(left + f"{p.step_ms:>10.4g} {p.peak_hbm_fraction:>9.1%} {rate:>12} "
@@ -230,7 +243,7 @@ def point_config(cfg: Config, device: str, world_size: int, batch_size: int) -> 
     costs as `"profile": "published"` (so they follow the host count if the world size is edited)."""
     from engine.config import config_to_dict
 
-    topo = ACCELERATORS[device].topology(cfg.topology, world_size, batch_size)
+    topo = candidate_topology(cfg.topology, device, world_size, batch_size)
     out = config_to_dict(dataclasses.replace(cfg, topology=dataclasses.replace(topo, profile=None)))
     out["topology"]["profile"] = "published"
     return out

@@ -33,6 +33,8 @@ from torchrec.optim import RowWiseAdagrad
 from engine import fields as F
 from engine.errors import EngineError, PlanningError
 from engine.evaluate import evaluate
+from engine.capacity import hbm_cap_of
+from engine.fleet import kind_topologies
 from engine.types import (
     ComputeKernel,
     Config,
@@ -154,18 +156,27 @@ def sharders(cfg: Config, runtime_device: DeviceLike = None) -> list[ModuleShard
 
 
 def torchrec_topology(cfg: Config) -> TorchRecTopology:
+    """TorchRec's Topology of the config. TorchRec has one speed for every rank: on a fleet of several device kinds
+    (topology.rank_devices) it gets the first kind's bandwidths and each rank's own HBM (docs/estimator.md)."""
     t = cfg.topology
+    kinds = kind_topologies(t)
+    t = kinds[0] if kinds else t
     return TorchRecTopology(
         world_size=t.world_size, compute_device=t.compute_device.value, hbm_cap=t.hbm_cap, ddr_cap=t.ddr_cap,
         local_world_size=t.local_world_size, hbm_mem_bw=t.hbm_mem_bw, ddr_mem_bw=t.ddr_mem_bw,
         hbm_to_ddr_mem_bw=t.hbm_to_ddr_mem_bw, intra_host_bw=t.intra_host_bw, inter_host_bw=t.inter_host_bw,
-        custom_topology_data=_custom_topology_data(t),
+        custom_topology_data=_custom_topology_data(cfg.topology),
     )
 
 
 def _custom_topology_data(t: Topology) -> Optional[CustomTopologyData]:
     """TorchRec's per-rank capacities: the lists the config gives (engine.fields.CUSTOM_CAPS), None without."""
     custom = t.custom_topology_data
+    if t.rank_devices is not None:  # each rank's HBM: its own, or its device's
+        data = {"hbm_cap": [hbm_cap_of(t, r) for r in range(t.world_size)]}
+        if custom is not None and custom.ddr_cap is not None:
+            data["ddr_cap"] = list(custom.ddr_cap)
+        return CustomTopologyData(data=data, world_size=t.world_size)
     if custom is None:
         return None
     data = {k: list(v) for k in F.CUSTOM_CAPS if (v := getattr(custom, k)) is not None}

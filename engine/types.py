@@ -232,6 +232,7 @@ class Topology:
     optimizer: Optimizer = Optimizer.SGD
     profile: Optional[DeviceProfile] = None  # fixed costs of a step (engine.profile); None: bandwidth terms only
     custom_topology_data: Optional[CustomTopologyData] = None  # per-rank capacities; None: every rank alike
+    rank_devices: Optional[tuple[tuple[int, str], ...]] = None  # (ranks, accelerator) groups, rank order: engine.fleet
 
     @property
     def num_hosts(self) -> int:

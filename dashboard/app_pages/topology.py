@@ -113,7 +113,8 @@ def _group_rows(topology: dict) -> list[dict]:
     """The rows the host-group editor starts from: kept while the topology's lists are the ones they were made
     from (the editor holds the user's edits on top of them); made again, and the editor's edits dropped, when the
     lists changed elsewhere (a preset, an import, an undo) or an edit was taken into the topology."""
-    lists = (topology.get(host_groups.FIELD), topology.get("world_size"), topology.get("local_world_size"))
+    lists = (topology.get(host_groups.FIELD), topology.get(host_groups.DEVICES_FIELD), topology.get("world_size"),
+             topology.get("local_world_size"))
     base = state.kept(GROUPS_BASE)
     if base is None or base[0] != lists:
         base = (lists, host_groups.groups(topology))
@@ -135,12 +136,15 @@ def _toggle_mixed() -> None:
 
 
 def mixed_fleet(topology: dict) -> dict:
-    """Per-host memory for a mixed fleet (topology.custom_topology_data): groups of hosts, each with its HBM and
-    DDR; hosts in no group keep the memory above. Returns the topology with them, or without when turned off."""
-    state.set_widget(MIXED_KEY, host_groups.FIELD in topology)
-    on = st.toggle("Hosts differ in memory (a mixed fleet)", key=MIXED_KEY, on_change=_toggle_mixed,
+    """Per-host memory and device for a mixed fleet (topology.custom_topology_data, topology.rank_devices): groups of
+    hosts, each with its HBM, DDR and (optionally) accelerator; hosts in no group keep the memory above. Returns the
+    topology with them, or without when turned off."""
+    state.set_widget(MIXED_KEY, host_groups.FIELD in topology or host_groups.DEVICES_FIELD in topology)
+    on = st.toggle("Hosts differ in memory or device (a mixed fleet)", key=MIXED_KEY, on_change=_toggle_mixed,
                    help="give groups of hosts their own HBM and DDR, e.g. hosts 0-1 with 80 GiB and hosts 2-3 with "
-                        "40 GiB (TorchRec's CustomTopologyData); the planner keeps every rank within its own")
+                        "40 GiB (TorchRec's CustomTopologyData), and their own GPU: each rank is then priced with "
+                        "its device's published bandwidths and a slower rank gets less work; the planner keeps "
+                        "every rank within its own memory")
     if not on:
         return host_groups.without_groups(topology)
     rows = _group_rows(topology)
@@ -150,10 +154,14 @@ def mixed_fleet(topology: dict) -> dict:
         return topology
     number = st.column_config.NumberColumn(min_value=0.0, format="%.2f")
     edited = st.data_editor(
-        pd.DataFrame(rows, columns=list(host_groups.COLUMNS)), key=GROUPS_KEY, num_rows="dynamic",
+        pd.DataFrame([{host_groups.DEVICE: "", **r} for r in rows], columns=list(host_groups.COLUMNS)),
+        key=GROUPS_KEY, num_rows="dynamic",
         hide_index=True, width="stretch", column_config={
             host_groups.HOSTS: st.column_config.TextColumn(help="hosts, e.g. 0-1 or 2, 3"),
-            host_groups.HBM: number, host_groups.DDR: number})
+            host_groups.HBM: number, host_groups.DDR: number,
+            host_groups.DEVICE: st.column_config.TextColumn(
+                help=f"the hosts' GPU, one of {', '.join(engine.ACCELERATORS)} (published figures); blank: the "
+                     "bandwidths above. Once one group names a device, every host needs one")})
     new, problem = host_groups.with_groups(topology, edited.to_dict("records"))
     if problem:
         st.error(md(problem), icon=":material/error:")
@@ -170,8 +178,9 @@ def check(topo: dict) -> None:
         st.error(md(row_checks.outside_text(e)), icon=":material/error:")
         return
     usable = (f"usable per rank: {engine.human_bytes(t.usable_hbm_bytes)} HBM, "
-              f"{engine.human_bytes(t.usable_ddr_bytes)} DDR" if t.custom_topology_data is None else
-              f"memory by host group, {100 * t.storage_reservation:g}% of HBM reserved")
+              f"{engine.human_bytes(t.usable_ddr_bytes)} DDR" if t.custom_topology_data is None
+              and t.rank_devices is None else f"memory by host group, {100 * t.storage_reservation:g}% of HBM reserved"
+              + ("; each rank priced with its device's published figures" if t.rank_devices is not None else ""))
     st.success(f"{_count(t.num_hosts, 'host')} x {_count(t.local_world_size, 'rank')} = {_count(t.world_size, 'rank')}"
                f", {t.compute_device.value}; {usable}.", icon=":material/check_circle:")
 

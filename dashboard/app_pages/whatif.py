@@ -102,22 +102,29 @@ def sweep_tab(config: dict) -> None:
                                key="whatif_batches", help="per-rank batch sizes, separated by spaces or commas")
     effort = c4.number_input("Effort", 0, 1_000_000, 10_000, 5_000, key="whatif_effort",
                              help="search effort per point (the CLI's --effort)")
+    mixes, mix_problem = whatif.parse_mixes(st.text_input(
+        "Mixed fleets (optional)", key="whatif_mixes",
+        placeholder="8 h100_80gb + 8 a100_80gb; 16 h100_80gb + 16 a100_40gb",
+        help="hosts of several GPUs, each planned at its own world size: GPUs and accelerator per group, groups joined "
+             "by +, fleets separated by ;. Each rank is priced with its own GPU's published figures"))
+    if mix_problem:
+        st.error(md(mix_problem), icon=":material/error:")
     batches = parse_batches(batch_text)
     if batches is None:
         st.error("Batch per rank: give whole numbers from 1 to 16,777,216 separated by spaces (e.g. `512 2048`).",
                  icon=":material/error:")
-    points = len(devices) * len(sizes) * len(batches or [])
+    points = (len(devices) * len(sizes) + len(mixes)) * len(batches or [])
     collect_sweep()  # a sweep that finished since the last run: its points, and the button enabled again
     running = state.page_value(state.SWEEP_JOB) is not None
     if st.button(f"Sweep {points} points", type="primary", key="whatif_sweep_run", icon=":material/scatter_plot:",
-                 disabled=running or not points):
+                 disabled=running or not points or mix_problem is not None):
         try:
             engine.parse_config(config)
         except engine.ConfigError as e:
             st.error(f"The config has a problem: {md(e)}. Fix it on Tables & constraints or Topology.",
                      icon=":material/error:")
         else:
-            job = start_sweep(config, devices, sorted(sizes), batches, int(effort))
+            job = start_sweep(config, devices + mixes, sorted(sizes) or [8], batches, int(effort))
             state.set_page_value(state.SWEEP_JOB, {"job": job, "points": points, "key": state.config_key(config)})
             state.set_page_value(state.SWEEP_RESULT, None)
             st.rerun()

@@ -39,6 +39,7 @@ MIB = 1024**2
 MARGIN = dict(l=10, r=10, t=40, b=10)
 HEATMAP_ROW_PX = 18
 TRACE_TYPES = ("bar", "heatmap", "scatter")  # the only trace types these figures draw
+DEVICE_TICKS_MAX = 8  # ranks whose device is written under each tick (at 1440 px wide, 16 overlap)
 
 
 def _white_template() -> go.layout.Template:
@@ -82,9 +83,28 @@ def _rank_axis(fig: go.Figure, n: int, **kw) -> None:
     fig.update_xaxes(title_text="rank", type="category", tickmode="auto" if n > 32 else "linear", **kw)
 
 
-def _rank_axis_spec(n: int) -> dict:
-    """_rank_axis as the axis' spec."""
-    return {"title": {"text": "rank"}, "type": "category", "tickmode": "auto" if n > 32 else "linear"}
+def _rank_axis_spec(n: int, devices: Optional[list[str]] = None) -> dict:
+    """_rank_axis as the axis' spec; on a fleet of named devices (topology.rank_devices) the groups of ranks in the
+    title, and each rank's device under its number where there are few ranks."""
+    spec = {"title": {"text": "rank"}, "type": "category", "tickmode": "auto" if n > 32 else "linear"}
+    if not devices:
+        return spec
+    spec["title"] = {"text": plotly_text(f"rank ({device_groups_text(devices)})")}
+    if n <= DEVICE_TICKS_MAX:  # more ranks' devices under the ticks overlap: the title says them
+        spec.update(tickmode="array", tickvals=list(range(n)),
+                    ticktext=[f"{r}<br>{plotly_text(d.split('_')[0])}" for r, d in enumerate(devices)])
+    return spec
+
+
+def device_groups_text(devices: list[str]) -> str:
+    """Each rank's device as runs of ranks: "0-7 h100_80gb, 8-15 a100_40gb"."""
+    runs: list[tuple[int, int, str]] = []
+    for r, d in enumerate(devices):
+        if runs and runs[-1][2] == d:
+            runs[-1] = (runs[-1][0], r, d)
+        else:
+            runs.append((r, r, d))
+    return ", ".join(f"{a}-{b} {d}" if a != b else f"{a} {d}" for a, b, d in runs)
 
 
 def _spec_figure(data: list[dict], layout: dict, title: Optional[str], height: int = 360) -> go.Figure:
@@ -98,7 +118,7 @@ def _spec_figure(data: list[dict], layout: dict, title: Optional[str], height: i
     return go.Figure({"data": data, "layout": layout}, _validate=False)
 
 
-def memory_bars(plan: engine.Plan) -> go.Figure:
+def memory_bars(plan: engine.Plan, devices: Optional[list[str]] = None) -> go.Figure:
     """Per-rank HBM and DDR peak estimates (GiB; the step's peak where the plan has engine.memory's parts, else
     the stored bytes) in front of each rank's usable capacity (grey), each panel titled with its least
     headroom; the first panel (the device's memory) stacked by part when the plan carries the parts. Panels side
@@ -112,7 +132,7 @@ def memory_bars(plan: engine.Plan) -> go.Figure:
         ax = "" if col == 1 else str(col)
         axes = {"xaxis": f"x{ax}", "yaxis": f"y{ax}"}
         layout[f"xaxis{ax}"] = {"anchor": f"y{ax}", "domain": _PANELS[len(kinds)][col - 1],
-                                **_rank_axis_spec(len(ranks))}
+                                **_rank_axis_spec(len(ranks), devices)}
         layout[f"yaxis{ax}"] = {"anchor": f"x{ax}", "domain": [0.0, 1.0]}
         layout["annotations"].append({"font": {"size": 14 if col == 1 else 16}, "showarrow": False,
                                       "text": _memory_title(plan, kind), "x": 0.0 if col == 1 else 0.56,
@@ -161,8 +181,9 @@ def _memory_title(plan: engine.Plan, kind: str) -> str:
     return f"{head}<br><sup>least headroom {engine.human_bytes(h.free_bytes)} (rank {h.rank})</sup>"
 
 
-def cost_stacked(plan: engine.Plan) -> go.Figure:
-    """Per-rank estimated cost stacked by component, with the lower bound as a dashed line."""
+def cost_stacked(plan: engine.Plan, devices: Optional[list[str]] = None) -> go.Figure:
+    """Per-rank estimated cost stacked by component, with the lower bound as a dashed line; `devices`: each rank's
+    device, labelled on the rank axis."""
     ranks = [r.rank for r in plan.ranks]
     per_rank = [components(r) for r in plan.ranks]
     data: list[dict] = []
@@ -173,7 +194,7 @@ def cost_stacked(plan: engine.Plan) -> go.Figure:
         data.append({"type": "bar", "x": ranks, "y": values, "name": COMPONENT_LABELS[comp],
                      "marker": {"color": COMPONENT_COLORS[comp]},
                      "hovertemplate": f"rank %{{x}}: %{{y:{D3_SIG}}} ms {COMPONENT_LABELS[comp]}<extra></extra>"})
-    layout: dict = {"barmode": "stack", "bargap": 0.25, "xaxis": _rank_axis_spec(len(ranks)),
+    layout: dict = {"barmode": "stack", "bargap": 0.25, "xaxis": _rank_axis_spec(len(ranks), devices),
                     "yaxis": {"title": {"text": "ms per step"}}}
     imb = imbalance(plan)
     if imb.lower_bound_ms:

@@ -59,14 +59,16 @@ def _ranks_key(plan: engine.Plan) -> tuple:
     return plan.ranks, plan.lower_bound_ms
 
 
-def memory_bars(plan: engine.Plan) -> go.Figure:
-    """charts.memory_bars, built once per plan content (its ranks)."""
-    return _CACHE.get(("memory_bars", _ranks_key(plan)), lambda: charts.memory_bars(plan))
+def memory_bars(plan: engine.Plan, devices: list[str] | None = None) -> go.Figure:
+    """charts.memory_bars, built once per plan content (its ranks, and their devices where named)."""
+    key = ("memory_bars", _ranks_key(plan), tuple(devices or ()))
+    return _CACHE.get(key, lambda: charts.memory_bars(plan, devices))
 
 
-def cost_stacked(plan: engine.Plan) -> go.Figure:
-    """charts.cost_stacked, built once per plan content (its ranks and lower bound)."""
-    return _CACHE.get(("cost_stacked", _ranks_key(plan)), lambda: charts.cost_stacked(plan))
+def cost_stacked(plan: engine.Plan, devices: list[str] | None = None) -> go.Figure:
+    """charts.cost_stacked, built once per plan content (its ranks and lower bound, their devices where named)."""
+    key = ("cost_stacked", _ranks_key(plan), tuple(devices or ()))
+    return _CACHE.get(key, lambda: charts.cost_stacked(plan, devices))
 
 
 def heatmap(m: table_matrix.TableRankMatrix, metric: str, rows: list[int]) -> go.Figure:

@@ -17,6 +17,24 @@ from dashboard.text import ms_text, pct_text, plotly_text, rate_text
 DEVICE_COLORS = ("#4C78A8", "#F58518", "#54A24B", "#B279A2", "#9D755D")
 
 
+def parse_mixes(text: str) -> tuple[list[str], str | None]:
+    """The What-if sweep's mixed fleets, "8 h100_80gb + 8 a100_80gb; 16 h100_80gb + 16 a100_40gb" (candidates
+    separated by semicolons), as the sweep's device names; or none and the first problem in one line."""
+    out = []
+    for part in (t.strip() for t in text.split(";")):
+        if not part:
+            continue
+        try:
+            groups = engine.parse_sweep_mix(part)
+        except engine.ConfigError as e:
+            return [], f"Mixed fleets: {e.message}"
+        if groups is None:
+            return [], (f"Mixed fleets: {part[:60]!r} is one accelerator: join two groups or more with +, e.g. "
+                        "8 h100_80gb + 8 a100_80gb (a single GPU is picked under Accelerators)")
+        out.append(engine.sweep_mix_text(groups))
+    return list(dict.fromkeys(out)), None
+
+
 def point_label(p: dict) -> str:
     return f"{p['device_label']}, {p['world_size']} GPUs ({p['hosts']} hosts), batch {p['batch_size']} per rank"
 

@@ -1,6 +1,7 @@
-"""A mixed fleet's memory (topology.custom_topology_data: one HBM and one DDR capacity per rank) as the Topology page
-edits it: groups of hosts, "hosts 0-1: 80 GiB HBM, hosts 2-3: 40 GiB", not one row per rank. Plain Python: the page
-shows the rows these functions make and hands back what the user typed.
+"""A mixed fleet (topology.custom_topology_data: one HBM and one DDR capacity per rank; topology.rank_devices: each
+rank's accelerator) as the Topology page edits it: groups of hosts, "hosts 0-1: 80 GiB HBM, h100_80gb; hosts 2-3:
+40 GiB, a100_40gb", not one row per rank. Plain Python: the page shows the rows these functions make and hands back
+what the user typed.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ import engine
 
 GIB = 2**30
 FIELD = "custom_topology_data"
-HOSTS, HBM, DDR = "hosts", "HBM (GiB)", "DDR (GiB)"
-COLUMNS = (HOSTS, HBM, DDR)
+DEVICES_FIELD = "rank_devices"
+HOSTS, HBM, DDR, DEVICE = "hosts", "HBM (GiB)", "DDR (GiB)", "device"
+COLUMNS = (HOSTS, HBM, DDR, DEVICE)
 _RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
 
 
@@ -30,6 +32,15 @@ def per_rank(topo: dict) -> tuple[list[int], list[int]]:
     return list(hbm), list(ddr)
 
 
+def per_rank_devices(topo: dict) -> list[str | None]:
+    """Every rank's accelerator where topology.rank_devices names them, else None for each."""
+    ws, _ = _sizes(topo)
+    out: list[str | None] = []
+    for g in topo.get(DEVICES_FIELD) or []:
+        out += [g["device"]] * int(g["ranks"])
+    return out if len(out) == ws else [None] * ws
+
+
 def hosts_text(hosts: list[int]) -> str:
     """Host numbers as ranges: [0, 1, 2, 5] -> "0-2, 5"."""
     out, start = [], None
@@ -43,24 +54,28 @@ def hosts_text(hosts: list[int]) -> str:
 
 
 def groups(topo: dict) -> list[dict] | None:
-    """The topology's memory as rows of consecutive hosts whose ranks all have the same HBM and DDR: {hosts, HBM
-    (GiB), DDR (GiB)}. None where some host's ranks differ among themselves (a host's group cannot say it)."""
+    """The topology's memory as rows of consecutive hosts whose ranks all have the same HBM, DDR and device: {hosts,
+    HBM (GiB), DDR (GiB)}, and the device where the topology names devices. None where some host's ranks differ
+    among themselves (a host's group cannot say it)."""
     ws, lws = _sizes(topo)
     hbm, ddr = per_rank(topo)
-    rows: list[dict] = []
+    dev = per_rank_devices(topo)
+    rows: list[tuple] = []
     last = None
     for host in range(ws // lws):
         ranks = range(host * lws, (host + 1) * lws)
-        caps = {(hbm[r], ddr[r]) for r in ranks}
+        caps = {(hbm[r], ddr[r], dev[r]) for r in ranks}
         if len(caps) > 1:
             return None
-        (h, d), = caps
-        if last is not None and (h, d) == last[0]:
+        (h, d, kind), = caps
+        if last is not None and (h, d, kind) == last[0]:
             last[1].append(host)
         else:
-            last = ((h, d), [host])
+            last = ((h, d, kind), [host])
             rows.append(last)
-    return [{HOSTS: hosts_text(hs), HBM: h / GIB, DDR: d / GIB} for (h, d), hs in rows]
+    named = DEVICES_FIELD in topo
+    return [{HOSTS: hosts_text(hs), HBM: h / GIB, DDR: d / GIB, **({DEVICE: kind} if named else {})}
+            for (h, d, kind), hs in rows]
 
 
 def parse_hosts(text: object, num_hosts: int) -> list[int] | str:
@@ -87,16 +102,34 @@ def _gib(v: object, what: str) -> float | str:
     return float(v)
 
 
+def _device(v: object) -> str | None:
+    """A group's device cell: None where blank; an accelerator's key; or what is wrong with it (starting "!")."""
+    if v is None or (isinstance(v, float) and v != v) or (isinstance(v, str) and not v.strip()):
+        return None
+    name = str(v).strip()
+    if name not in engine.ACCELERATORS:
+        return f"!unknown device {name[:40]!r}; known devices: {', '.join(engine.ACCELERATORS)}"
+    return name
+
+
 def with_groups(topo: dict, rows: list[dict]) -> tuple[dict, str | None]:
     """The topology with each group's hosts given its HBM and DDR (hosts in no group keep the topology's hbm_cap and
-    ddr_cap), as custom_topology_data; or the topology unchanged and the first problem, naming its row."""
+    ddr_cap), as custom_topology_data, and its device where any group names one, as rank_devices (a group with a
+    device and no HBM takes the device's); or the topology unchanged and the first problem, naming its row."""
     ws, lws = _sizes(topo)
     num_hosts = ws // lws
     hbm, ddr = [int(topo["hbm_cap"])] * ws, [int(topo["ddr_cap"])] * ws
+    devices: list[str | None] = [None] * ws
     owner: dict[int, int] = {}
     for i, row in enumerate(rows, start=1):
         hosts = parse_hosts(row.get(HOSTS), num_hosts)
-        h, d = _gib(row.get(HBM), HBM), _gib(row.get(DDR), DDR)
+        kind = _device(row.get(DEVICE))
+        if kind is not None and kind.startswith("!"):
+            return topo, f"Group {i}: {kind[1:]}."
+        given = row.get(HBM)
+        if kind is not None and (given is None or (isinstance(given, float) and given != given)):
+            given = engine.ACCELERATORS[kind].hbm_gib
+        h, d = _gib(given, HBM), _gib(row.get(DDR), DDR)
         problem = next((p for p in (hosts, h, d) if isinstance(p, str)), None)
         if problem is None:
             again = next((x for x in hosts if x in owner), None)
@@ -107,24 +140,42 @@ def with_groups(topo: dict, rows: list[dict]) -> tuple[dict, str | None]:
         for host in hosts:
             owner[host] = i
             for r in range(host * lws, (host + 1) * lws):
-                hbm[r], ddr[r] = int(round(h * GIB)), int(round(d * GIB))
-    out = {k: v for k, v in topo.items() if k != FIELD}
+                hbm[r], ddr[r], devices[r] = int(round(h * GIB)), int(round(d * GIB)), kind
+    out = without_groups(topo)
     if owner:
         out[FIELD] = {"hbm_cap": hbm, "ddr_cap": ddr}
+    if any(devices):
+        missing = next((r // lws for r, k in enumerate(devices) if k is None), None)
+        if missing is not None:
+            where = f"group {owner[missing]}" if missing in owner else "no group"
+            return topo, (f"Host {missing} ({where}) has no device: once one group names a device, every host "
+                          "needs one (or clear the device column).")
+        out[DEVICES_FIELD] = _runs(devices)
     return out, None
 
 
+def _runs(devices: list) -> list[dict]:
+    """Per-rank devices as rank_devices' groups of consecutive ranks."""
+    out: list[dict] = []
+    for k in devices:
+        if out and out[-1]["device"] == k:
+            out[-1]["ranks"] += 1
+        else:
+            out.append({"ranks": 1, "device": k})
+    return out
+
+
 def without_groups(topo: dict) -> dict:
-    return {k: v for k, v in topo.items() if k != FIELD}
+    return {k: v for k, v in topo.items() if k not in (FIELD, DEVICES_FIELD)}
 
 
 def keep_groups(before: dict, after: dict) -> dict:
     """`after` (the Topology form's values, which have no per-rank lists) with `before`'s lists while the ranks are
     the same: the form's other inputs do not drop a mixed fleet's capacities."""
-    custom = before.get(FIELD)
-    if custom is None or FIELD in after or _sizes(before)[0] != _sizes(after)[0]:
+    kept = {k: before[k] for k in (FIELD, DEVICES_FIELD) if k in before and k not in after}
+    if not kept or _sizes(before)[0] != _sizes(after)[0]:
         return after
-    return {**after, FIELD: custom}
+    return {**after, **kept}
 
 
 def summary(topo: dict) -> str:
@@ -133,4 +184,5 @@ def summary(topo: dict) -> str:
     if rows is None:
         return "the ranks of a host differ in memory (set per rank in the config file)"
     return "; ".join(f"hosts {r[HOSTS]}: {engine.human_bytes(round(r[HBM] * GIB))} HBM, "
-                     f"{engine.human_bytes(round(r[DDR] * GIB))} DDR" for r in rows)
+                     f"{engine.human_bytes(round(r[DDR] * GIB))} DDR" + (f", {r[DEVICE]}" if r.get(DEVICE) else "")
+                     for r in rows)

@@ -139,13 +139,14 @@ CLUSTERS = {
 }
 
 
-PER_RANK = "custom_topology_data"  # a mixed fleet's per-rank memory: a preset gives every rank the same
+PER_RANK = ("custom_topology_data", "rank_devices")  # a mixed fleet's per-rank memory and devices: a preset gives
+# every rank the same
 
 
 def gpu_topology(key: str, base: dict) -> dict:
     """`base` topology with one GPU's memory and bandwidths on every rank."""
     g = GPUS[key]
-    base = {k: v for k, v in base.items() if k != PER_RANK}
+    base = {k: v for k, v in base.items() if k not in PER_RANK}
     return {**base, "compute_device": g.device, "hbm_cap": int(g.hbm_gib * GIB),
             "hbm_mem_bw": g.hbm_gbps * GBPS_TO_BYTES_PER_MS, "intra_host_bw": g.intra_host_gbps * GBPS_TO_BYTES_PER_MS,
             "hbm_to_ddr_mem_bw": g.hbm_to_ddr_gbps * GBPS_TO_BYTES_PER_MS}
@@ -188,7 +189,7 @@ def gpu_in_use(topo: dict) -> str | None:
 def cluster_topology(key: str, base: dict) -> dict:
     """`base` topology (batch size, optimizer, reservation kept) sized as one of CLUSTERS."""
     c = CLUSTERS[key]
-    base = {k: v for k, v in base.items() if k != PER_RANK}
+    base = {k: v for k, v in base.items() if k not in PER_RANK}
     topo = {**base, "world_size": c.world_size, "local_world_size": c.local_world_size,
             "ddr_cap": int(c.ddr_gib * GIB), "ddr_mem_bw": c.ddr_gbps * GBPS_TO_BYTES_PER_MS,
             "inter_host_bw": c.inter_host_gbps * GBPS_TO_BYTES_PER_MS}

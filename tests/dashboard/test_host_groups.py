@@ -3,6 +3,9 @@ the page's editor writes topology.custom_topology_data; a plan's memory bars dra
 
 from __future__ import annotations
 
+import json
+
+import plotly.graph_objects as go
 import pytest
 
 import engine
@@ -100,3 +103,71 @@ def test_topology_page_edits_memory_by_host_group(app):
     assert workspace(app)["topology"]["custom_topology_data"] == custom  # kept until the groups are right
     app.toggle(key="topology_mixed").set_value(False).run()
     assert "custom_topology_data" not in workspace(app)["topology"]
+
+
+# ---- each group's device (topology.rank_devices) -----------------------------------------------------------------
+
+
+def test_a_groups_device_becomes_rank_devices_with_its_hbm_and_comes_back_the_same():
+    rows = [{hg.HOSTS: "0-1", hg.HBM: None, hg.DDR: 512.0, hg.DEVICE: "h100_80gb"},
+            {hg.HOSTS: "2-3", hg.HBM: 40.0, hg.DDR: 512.0, hg.DEVICE: "a100_40gb"}]
+    t, problem = hg.with_groups(topo(), rows)
+    assert problem is None
+    assert t["rank_devices"] == [{"ranks": 4, "device": "h100_80gb"}, {"ranks": 4, "device": "a100_40gb"}]
+    assert t["custom_topology_data"]["hbm_cap"] == [80 * GIB] * 4 + [40 * GIB] * 4  # blank HBM: the device's
+    cfg = engine.parse_config({"tables": [presets.PROBE_TABLE], "topology": t})
+    assert cfg.topology.rank_devices == ((4, "h100_80gb"), (4, "a100_40gb"))
+    back = hg.groups(engine.complete_topology(t))
+    assert back == [{hg.HOSTS: "0-1", hg.HBM: 80.0, hg.DDR: 512.0, hg.DEVICE: "h100_80gb"},
+                    {hg.HOSTS: "2-3", hg.HBM: 40.0, hg.DDR: 512.0, hg.DEVICE: "a100_40gb"}]
+    assert hg.summary(t).endswith("hosts 2-3: 40.00 GiB HBM, 512.00 GiB DDR, a100_40gb")
+    assert "rank_devices" not in hg.without_groups(t) and "rank_devices" not in presets.gpu_topology("h100_80gb", t)
+    form = {k: v for k, v in t.items() if k not in ("custom_topology_data", "rank_devices")}
+    assert hg.keep_groups(t, form)["rank_devices"] == t["rank_devices"]
+
+
+def test_a_bad_device_or_a_host_without_one_is_one_line_and_leaves_the_topology_as_it_was():
+    t = topo()
+    bad = [{hg.HOSTS: "0-3", hg.HBM: 80.0, hg.DDR: 512.0, hg.DEVICE: "a10"}]
+    assert hg.with_groups(t, bad) == (t, "Group 1: unknown device 'a10'; known devices: a100_40gb, a100_80gb, "
+                                         "h100_80gb, h200_141gb, b200_192gb.")
+    half = [{hg.HOSTS: "0-1", hg.HBM: 80.0, hg.DDR: 512.0, hg.DEVICE: "h100_80gb"},
+            {hg.HOSTS: "2-3", hg.HBM: 40.0, hg.DDR: 512.0, hg.DEVICE: float("nan")}]
+    assert hg.with_groups(t, half) == (t, "Host 2 (group 2) has no device: once one group names a device, every "
+                                          "host needs one (or clear the device column).")
+
+
+def test_plan_charts_label_each_rank_with_its_device():
+    raw = tutorial()
+    raw["topology"]["rank_devices"] = [{"ranks": 1, "device": "h100_80gb"}, {"ranks": 1, "device": "a100_40gb"}]
+    cfg = engine.parse_config(raw)
+    plan = engine.plan(cfg)
+    devices = engine.rank_device_names(cfg.topology)
+    for fig in (charts.memory_bars(plan, devices), charts.cost_stacked(plan, devices)):
+        spec = json.loads(fig.to_json())
+        assert json.loads(go.Figure(spec).to_json()) == spec  # plotly's validation changes nothing (test_charts)
+        axis = fig.layout.xaxis
+        assert axis.title.text == "rank (0 h100_80gb, 1 a100_40gb)"
+        assert list(axis.ticktext) == ["0<br>h100", "1<br>a100"]
+    assert charts.cost_stacked(plan).layout.xaxis.title.text == "rank"
+    many = ["h100_80gb"] * 512 + ["a100_80gb"] * 512
+    assert charts.device_groups_text(many) == "0-511 h100_80gb, 512-1023 a100_80gb"
+
+
+def test_topology_page_gives_host_groups_a_device(app):
+    goto(app, "topology")
+    app.number_input(key="topology_world_size").set_value(8)
+    app.number_input(key="topology_hosts").set_value(4)
+    app.run()
+    app.toggle(key="topology_mixed").set_value(True).run()
+    edit(app, "topology_host_groups", edited={0: {hg.HOSTS: "0-1", hg.DEVICE: "h100_80gb"}},
+         added=[{hg.HOSTS: "2-3", hg.HBM: 40.0, hg.DDR: 64.0, hg.DEVICE: "a10"}])
+    assert shown(app, "error") == ["Group 2: unknown device 'a10'; known devices: a100_40gb, a100_80gb, h100_80gb, "
+                                   "h200_141gb, b200_192gb."]
+    assert "rank_devices" not in workspace(app)["topology"]  # kept as it was until the groups are right
+    edit(app, "topology_host_groups", edited={0: {hg.HOSTS: "0-1", hg.DEVICE: "h100_80gb"}},
+         added=[{hg.HOSTS: "2-3", hg.HBM: 40.0, hg.DDR: 64.0, hg.DEVICE: "a100_40gb"}])
+    assert not shown(app, "error")
+    assert workspace(app)["topology"]["rank_devices"] == [{"ranks": 4, "device": "h100_80gb"},
+                                                          {"ranks": 4, "device": "a100_40gb"}]
+    assert shown(app, "success")[0].endswith("each rank priced with its device's published figures.")

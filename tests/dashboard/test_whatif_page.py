@@ -110,3 +110,27 @@ def test_a_replan_as_fast_as_from_scratch_reads_the_same_not_plus_zero() -> None
     assert whatif.vs_scratch_text(1.9, 2.0) == "-5.0% vs from scratch"
     assert whatif.vs_scratch_text(2.0008, 2.0) == "same as from scratch"  # both read 2.00 ms (3 significant digits)
     assert whatif.vs_scratch_text(9.9951, 9.9949) == "+0.002% vs from scratch"  # shown apart (10.0 / 9.99), not 0.0%
+
+
+def test_mixed_fleets_parse_to_sweep_candidates_and_a_bad_one_is_named() -> None:
+    assert whatif.parse_mixes("8 h100_80gb + 8 a100_80gb; 16x h100_80gb+16 a100_40gb;") == (
+        ["8 h100_80gb + 8 a100_80gb", "16 h100_80gb + 16 a100_40gb"], None)
+    assert whatif.parse_mixes("") == ([], None)
+    assert whatif.parse_mixes("8 h100_80gb + 8 a10") == ([], "Mixed fleets: unknown accelerator 'a10' in "
+                                                            "'8 h100_80gb + 8 a10'; choose from a100_40gb, a100_80gb, "
+                                                            "h100_80gb, h200_141gb, b200_192gb")
+    assert "is one accelerator" in whatif.parse_mixes("16 h100_80gb")[1]
+
+
+def test_a_sweep_mixes_accelerators_in_the_background(app) -> None:
+    at = goto(app, "whatif")
+    at.text_input(key="whatif_mixes").set_value("8 h100_80gb + 8 a100_40gb")
+    result = run_sweep(at, ["h100_80gb"], [8])
+    points = result["points"]
+    assert [(p["device"], p["world_size"]) for p in points] == [("h100_80gb", 8), ("8 h100_80gb + 8 a100_40gb", 16)]
+    assert points[1]["planned"] and points[1]["device_label"] == "8 x NVIDIA H100 80GB SXM + 8 x NVIDIA A100 40GB SXM"
+    assert any("8 x NVIDIA H100 80GB SXM + 8 x NVIDIA A100 40GB SXM" in tr.get("name", "")
+               for s in plotly_specs(at) for tr in s["data"])
+    at.text_input(key="whatif_mixes").set_value("8 h100_80gb + 4 a10").run()
+    assert any(e.startswith("Mixed fleets: unknown accelerator 'a10'") for e in shown(at, "error"))
+    assert at.button(key="whatif_sweep_run").disabled

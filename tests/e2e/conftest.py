@@ -104,6 +104,26 @@ def settled(page) -> None:
                            ".every((c) => c.querySelector('.js-plotly-plot .main-svg') !== null)")
 
 
+GRID_ROW_Y_PX = 35 + 17  # a data grid's first row, from its top: the header, then half a row
+
+
+def edit_grid_cell(page, grid, x_px: float, down: int, right: int, value: str) -> None:
+    """Type into a data grid's cell: click the first row `x_px` from the grid's left edge, arrows to the cell,
+    Enter, fill the overlay, Enter (typing straight onto a selected cell loses the first keystroke). The caller
+    waits for the rerun."""
+    grid.scroll_into_view_if_needed()
+    box = grid.bounding_box()
+    page.mouse.click(box["x"] + x_px, box["y"] + GRID_ROW_Y_PX)
+    page.wait_for_timeout(150)  # an arrow pressed at once after the click can be lost
+    for key, times in (("ArrowDown", down), ("ArrowRight", right)):
+        for _ in range(times):
+            page.keyboard.press(key)
+            page.wait_for_timeout(50)
+    page.keyboard.press("Enter")
+    page.locator("#portal .gdg-input").fill(value)
+    page.keyboard.press("Enter")
+
+
 def idle(page, pause_ms: float = 300) -> None:
     """A short pause for a rerun to start, then Streamlit's running indicator gone."""
     page.wait_for_timeout(pause_ms)

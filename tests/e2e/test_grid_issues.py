@@ -8,12 +8,11 @@ import re
 
 import pytest
 
-from tests.e2e.conftest import new_page
+from tests.e2e.conftest import edit_grid_cell, new_page
 
 VIEWPORT = {"width": 1440, "height": 900}
 UI_TIMEOUT_MS = 60_000
 NAME_X_PX = 130  # from the grid's left edge: past the row marker and the row number, into the name column
-ROW_Y_PX = 35 + 17  # the header, then half a row
 ISSUE_COL = 3  # hidden cell columns: 0 row marker, 1 row number, 2 name, 3 issue (once a row has one)
 
 pytestmark = pytest.mark.timeout(300)
@@ -27,16 +26,7 @@ def _idle(page) -> None:
 
 def _edit_cell(page, down: int, right: int, value: str) -> None:
     """Type into a grid cell: click the first row's name, arrows to the cell, Enter, fill the overlay, Enter."""
-    box = page.locator('[data-testid="stDataFrameResizable"]').first.bounding_box()
-    page.mouse.click(box["x"] + NAME_X_PX, box["y"] + ROW_Y_PX)
-    page.wait_for_timeout(150)  # an arrow pressed at once after the click can be lost
-    for key, times in (("ArrowDown", down), ("ArrowRight", right)):
-        for _ in range(times):
-            page.keyboard.press(key)
-            page.wait_for_timeout(50)
-    page.keyboard.press("Enter")
-    page.locator("#portal .gdg-input").fill(value)
-    page.keyboard.press("Enter")
+    edit_grid_cell(page, page.locator('[data-testid="stDataFrameResizable"]').first, NAME_X_PX, down, right, value)
     _idle(page)
 
 

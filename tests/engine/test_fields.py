@@ -19,7 +19,7 @@ from tests.factories import ROOT, tutorial
 def test_declarations_match_the_types():
     assert F.TABLE_FIELDS == tuple(f.name for f in dataclasses.fields(TableConfig))
     assert set(F.CONSTRAINT_FIELDS) | {F.WORKLOAD_FIELD.name} == {f.name for f in dataclasses.fields(Constraints)}
-    blocks = (F.PROFILE_FIELD.name, F.CUSTOM_TOPOLOGY_FIELD.name)  # written only when given
+    blocks = (F.PROFILE_FIELD.name, F.CUSTOM_TOPOLOGY_FIELD.name, F.RANK_DEVICES_FIELD.name)  # written when given
     assert F.TOPOLOGY_FIELDS + blocks == tuple(f.name for f in dataclasses.fields(Topology))
 
 

@@ -46,6 +46,11 @@ def configs(draw, sharding_types: tuple[str, ...] = SHARDING_TYPES):
         topology["custom_topology_data"] = {
             "hbm_cap": draw(st.lists(st.sampled_from([64 * 2**20, 2**30, 32 * 2**30]), min_size=world, max_size=world)),
             "ddr_cap": draw(st.lists(st.sampled_from([2**30, 128 * 2**30]), min_size=world, max_size=world))}
+    if topology["compute_device"] == "cuda" and draw(st.booleans()):  # device kinds: two groups of ranks, each its GPU
+        first = draw(st.integers(1, world))
+        devices = st.sampled_from(["a100_40gb", "h100_80gb", "b200_192gb"])
+        topology["rank_devices"] = [{"ranks": first, "device": draw(devices)}] + (
+            [{"ranks": world - first, "device": draw(devices)}] if first < world else [])
     return {"tables": tables, "constraints": constraints, "topology": topology}
 
 

@@ -15,8 +15,9 @@ import numpy as np
 
 from engine.workset import zipf_matching
 from engine.stats.counts import Batcher, IdCounter, histogram_quantile, nearest_rank, top_share, zipf_fit
-from engine.stats.lru import (EXACT_MAX_LOOKUPS, SAMPLED_MAX_LOOKUPS, ExactReplay, LookupSampler, cache_sizes,
-                              error_bound, miss_curve)
+from engine.stats.lru import (EXACT_MAX_LOOKUPS, SAMPLED_MAX_LOOKUPS, LookupSampler, cache_sizes, error_bound,
+                              miss_curve)
+from engine.stats.replay import Background, ExactReplay
 from engine.stats.sample import SampleError, check_size, read_sample, sample_format
 from engine.types import Config, TablePlan, TableConfig
 
@@ -54,13 +55,15 @@ class _Feature:
 
 
 class _Table:
-    def __init__(self, table: TableConfig, batch_size: int, budget: int) -> None:
+    def __init__(self, table: TableConfig, batch_size: int, budget: int, background: Background) -> None:
         self.table = table
         self.lookups = 0
         self.folded = 0
         self.rows = IdCounter()
         self.budget = budget  # lookups replayed exactly; past them, the sampled replay's curve
-        self.exact: Optional[ExactReplay] = ExactReplay(cache_sizes(table.num_embeddings))
+        self.exact: Optional[ExactReplay] = ExactReplay(cache_sizes(table.num_embeddings),
+                                                                num_rows=table.num_embeddings,
+                                                                background=background)
         self.sampler = LookupSampler(min(budget, SAMPLED_MAX_LOOKUPS))
         self.batch_counts: list[np.ndarray] = []
         self.batcher = Batcher(batch_size, lambda first, pb, pr, n: self.batch_counts.append(
@@ -73,12 +76,18 @@ class _Table:
         self.sampler.add(rows)
         if self.exact is not None:
             if self.lookups > self.budget:
-                self.exact = None  # its state goes: the sampled replay takes over
+                self.close()  # its state goes: the sampled replay takes over
             else:
                 self.exact.add(rows)
         self.batcher.add(rows, sample, end_sample)
         if self.step is not None:
             self.step.batcher.add(rows, sample, end_sample)
+
+    def close(self) -> None:
+        """Stop the exact replay's thread, if it runs (no exact curve after this)."""
+        if self.exact is not None:
+            self.exact.close()
+            self.exact = None
 
     def result(self, total_samples: int) -> dict:
         self.batcher.finish(total_samples)
@@ -159,11 +168,35 @@ def workload_stats(cfg: Config, sample: str | Path, batch_size: Optional[int] = 
     batch = batch_size or cfg.topology.batch_size
     features = tuple(f for t in cfg.tables for f in t.feature_names)
     fstats = {f: _Feature() for f in features}
-    tstats = {t.name: _Table(t, batch, budget) for t in cfg.tables}
+    background = Background()  # the exact replays run there, while the next chunks are read and counted
+    tstats = {t.name: _Table(t, batch, budget, background) for t in cfg.tables}
     world = cfg.topology.world_size
     if plan is not None:
         for t in cfg.tables:
             tstats[t.name].step = _StepBytes(t, plan[t.name], world, batch)
+    try:
+        rows = _read(cfg, sample, features, fstats, tstats)
+        background.wait()
+    except BaseException:  # a bad sample: the replays still queued are dropped, the thread ends
+        for st in tstats.values():
+            st.close()
+        background.wait(raise_error=False)
+        raise
+    if rows == 0:
+        raise SampleError(sample, "has no rows; write at least one sample")
+    out = {"sample": _sample_info(sample, size, rows), "batch_size": batch,
+           "features": {f: s.result() for f, s in fstats.items()},
+           "tables": {name: s.result(rows) for name, s in tstats.items()}}
+    for t in out["tables"].values():
+        t["batch_zipf_exponent"] = batch_skew(t, out["features"])
+    if plan is not None:
+        out["working_set"] = _working_set(cfg, tstats, batch, rows)
+    return out
+
+
+def _read(cfg: Config, sample: str | Path, features: tuple[str, ...], fstats: dict[str, _Feature],
+          tstats: dict[str, _Table]) -> int:
+    """One pass over the sample into the features' and tables' counts; the rows read."""
     rows = 0
     for row0, chunk in read_sample(sample, features):
         n = next(iter(chunk.values()))[0].size
@@ -178,16 +211,7 @@ def workload_stats(cfg: Config, sample: str | Path, batch_size: Optional[int] = 
                 rows_t = rows_t % t.num_embeddings
             st.add(rows_t, sample_t, row0 + n)
         rows = row0 + n
-    if rows == 0:
-        raise SampleError(sample, "has no rows; write at least one sample")
-    out = {"sample": _sample_info(sample, size, rows), "batch_size": batch,
-           "features": {f: s.result() for f, s in fstats.items()},
-           "tables": {name: s.result(rows) for name, s in tstats.items()}}
-    for t in out["tables"].values():
-        t["batch_zipf_exponent"] = batch_skew(t, out["features"])
-    if plan is not None:
-        out["working_set"] = _working_set(cfg, tstats, batch, rows)
-    return out
+    return rows
 
 
 def merged(parts: list[tuple[np.ndarray, np.ndarray]], row0: int) -> tuple[np.ndarray, np.ndarray]:

@@ -16,7 +16,8 @@ from engine.planfile import parse_plan
 from engine.stats.compute import workload_stats
 from engine.stats.counts import IdCounter
 from engine.stats.generate import to_bytes
-from engine.stats.lru import ExactReplay, cache_sizes, stack_distances
+from engine.stats.lru import cache_sizes
+from engine.stats.replay import ExactReplay, bucket_counts, bucket_table
 
 CONFIG = {
     "tables": [{"name": "t0", "num_embeddings": 1000, "embedding_dim": 16, "feature_names": ["a", "b"]},
@@ -145,33 +146,51 @@ def test_working_set_per_rank_is_the_direct_count(sample):
         assert r["p99_bytes"] == nearest(v, 0.99) and r["max_bytes"] == max(v)
 
 
-def test_stack_distances_match_a_naive_lru_stack():
-    rng = np.random.default_rng(3)
-    for n in (0, 1, 2, 7, 500, 4000):
-        rows = rng.integers(0, 60, n) * 2**37  # large row numbers: nothing relies on small ids
-        stack: list[int] = []
-        ref, first = [], 0
-        for x in rows.tolist():
-            if x in stack:
-                ref.append(len(stack) - 1 - stack.index(x))
-                stack.remove(x)
-            else:
-                first += 1
-            stack.append(x)
-        d, f = stack_distances(rows)
-        assert d.tolist() == ref and f == first
+def naive_distances(rows: list[int]) -> list[int]:
+    """The LRU stack distance of every lookup that repeats a row, by a list kept as the LRU stack."""
+    stack: list[int] = []
+    out = []
+    for x in rows:
+        if x in stack:
+            out.append(len(stack) - 1 - stack.index(x))
+            stack.remove(x)
+        stack.append(x)
+    return out
 
 
+@pytest.mark.parametrize("sizes", [[1, 2, 3, 5, 8, 13, 21, 34, 55, 89], list(range(1, 120)), [40], [7, 7, 9]])
+def test_bucket_counts_are_the_histogram_of_naive_distances(sizes):
+    """bucket_counts settles most lookups after a few bits (the pruning): whatever the sizes (log-spaced, every
+    size, one, repeated), its counts per bucket are those of the distances counted one by one."""
+    rng = np.random.default_rng(len(sizes))
+    for n in (1, 2, 9, 600, 5000):
+        rows = np.where(rng.random(n) < 0.5, np.minimum(rng.zipf(1.2, n), 150), rng.integers(0, 150, n))
+        order = np.argsort(rows, kind="stable")
+        prev = np.full(n, -1)
+        same = rows[order][1:] == rows[order][:-1]
+        prev[order[1:][same]] = order[:-1][same]
+        hit = np.flatnonzero(prev >= 0)
+        sz = np.asarray(sizes)
+        window = hit - prev[hit] - 1
+        for limit in (10**9, int(window.max(initial=0))):  # every size, or only those a window reaches
+            got = bucket_counts(prev[hit], window, bucket_table(sz, limit))
+            want = np.bincount(np.searchsorted(sz, naive_distances(rows.tolist()), side="right"),
+                               minlength=sz.size + 1)
+            assert got.tolist() == want[: got.size].tolist() and want[got.size:].sum() == 0, (n, limit)
+
+
+@pytest.mark.parametrize("dense", [False, True])
 @pytest.mark.parametrize("chunk", [1, 3, 64, 1000, 1 << 22])
-def test_the_streamed_exact_replay_is_a_brute_force_lru_whatever_the_chunks(chunk):
+def test_the_streamed_exact_replay_is_a_brute_force_lru_whatever_the_chunks(chunk, dense):
     """ExactReplay replays chunk by chunk (the past kept as the LRU stack only): its misses at every size are an
-    OrderedDict LRU's, on skewed and uniform rows, however the lookups are cut when added."""
+    OrderedDict LRU's, on skewed and uniform rows, however the lookups are cut when added; rows kept by row
+    (dense: below num_rows) or by a number given at first sight (large row numbers)."""
     rng = np.random.default_rng(chunk)
     for n, rows_max in ((0, 5), (1, 5), (40, 3), (700, 60), (3000, 400)):
         hot = np.minimum(rng.zipf(1.3, n), rows_max) - 1
-        rows = np.where(rng.random(n) < 0.5, hot, rng.integers(0, rows_max, n)) * 2**35  # large row numbers
+        rows = np.where(rng.random(n) < 0.5, hot, rng.integers(0, rows_max, n)) * (1 if dense else 2**35)
         sizes = cache_sizes(rows_max)
-        replay = ExactReplay(sizes, chunk)
+        replay = ExactReplay(sizes, chunk, num_rows=rows_max if dense else None)
         cuts = np.sort(rng.integers(0, n + 1, 6))
         for a, b in zip(np.r_[0, cuts], np.r_[cuts, n]):
             replay.add(rows[a:b])

@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -18,8 +18,12 @@ from engine.stats.counts import Batcher, IdCounter, histogram_quantile, nearest_
 from engine.stats.lru import (EXACT_MAX_LOOKUPS, SAMPLED_MAX_LOOKUPS, LookupSampler, cache_sizes, error_bound,
                               miss_curve)
 from engine.stats.replay import Background, ExactReplay
-from engine.stats.sample import SampleError, check_size, read_sample, sample_format
+from engine.stats.sample import (SampleError, check_size, ids_bound, read_sample, sample_format,
+                                 sample_rows)
 from engine.types import Config, TablePlan, TableConfig
+
+
+Progress = Callable[[int, Optional[int], int], None]
 
 
 class _Feature:
@@ -55,7 +59,8 @@ class _Feature:
 
 
 class _Table:
-    def __init__(self, table: TableConfig, batch_size: int, budget: int, background: Background) -> None:
+    def __init__(self, table: TableConfig, batch_size: int, budget: int, background: Background,
+                 bound: Optional[int] = None) -> None:
         self.table = table
         self.lookups = 0
         self.folded = 0
@@ -64,7 +69,9 @@ class _Table:
         self.exact: Optional[ExactReplay] = ExactReplay(cache_sizes(table.num_embeddings),
                                                                 num_rows=table.num_embeddings,
                                                                 background=background)
-        self.sampler = LookupSampler(min(budget, SAMPLED_MAX_LOOKUPS))
+        # the sampled replay, unless the file tells that the exact one will see every lookup (`bound`: at most)
+        self.sampler = (LookupSampler(min(budget, SAMPLED_MAX_LOOKUPS), table.num_embeddings)
+                        if bound is None or bound > budget else None)
         self.batch_counts: list[np.ndarray] = []
         self.batcher = Batcher(batch_size, lambda first, pb, pr, n: self.batch_counts.append(
             np.bincount(pb, minlength=n)))
@@ -73,7 +80,8 @@ class _Table:
     def add(self, rows: np.ndarray, sample: np.ndarray, end_sample: int) -> None:
         self.lookups += rows.size
         self.rows.add(rows)
-        self.sampler.add(rows)
+        if self.sampler is not None:
+            self.sampler.add(rows)
         if self.exact is not None:
             if self.lookups > self.budget:
                 self.close()  # its state goes: the sampled replay takes over
@@ -97,6 +105,7 @@ class _Table:
         if self.exact is not None:
             method, curve = {"method": "exact"}, self.exact.curve()
         else:
+            assert self.sampler is not None  # lookups past the budget: the file's bound was above it
             replay, rate = self.sampler.lookups(), self.sampler.rate
             method = {"method": "exact"} if rate >= 1.0 else {
                 "method": "shards", "sampling_rate": rate,
@@ -162,20 +171,24 @@ def _sample_info(path: str | Path, size: int, rows: int) -> dict:
 
 
 def workload_stats(cfg: Config, sample: str | Path, batch_size: Optional[int] = None,
-                   plan: Optional[dict[str, TablePlan]] = None, budget: int = EXACT_MAX_LOOKUPS) -> dict:
-    """The statistics of every feature and table of `cfg` on the sample file (SampleError when it is bad)."""
+                   plan: Optional[dict[str, TablePlan]] = None, budget: int = EXACT_MAX_LOOKUPS,
+                   progress: Optional[Progress] = None) -> dict:
+    """The statistics of every feature and table of `cfg` on the sample file (SampleError when it is bad).
+    `progress(rows read, the sample's rows or None, ids read)` is called after each chunk read (sample_rows)."""
     size = check_size(sample)
     batch = batch_size or cfg.topology.batch_size
     features = tuple(f for t in cfg.tables for f in t.feature_names)
     fstats = {f: _Feature() for f in features}
     background = Background()  # the exact replays run there, while the next chunks are read and counted
-    tstats = {t.name: _Table(t, batch, budget, background) for t in cfg.tables}
+    bound = ids_bound(sample, features)
+    tstats = {t.name: _Table(t, batch, budget, background,
+                             None if bound is None else sum(bound[f] for f in t.feature_names)) for t in cfg.tables}
     world = cfg.topology.world_size
     if plan is not None:
         for t in cfg.tables:
             tstats[t.name].step = _StepBytes(t, plan[t.name], world, batch)
     try:
-        rows = _read(cfg, sample, features, fstats, tstats)
+        rows = _read(cfg, sample, features, fstats, tstats, progress)
         background.wait()
     except BaseException:  # a bad sample: the replays still queued are dropped, the thread ends
         for st in tstats.values():
@@ -195,9 +208,10 @@ def workload_stats(cfg: Config, sample: str | Path, batch_size: Optional[int] = 
 
 
 def _read(cfg: Config, sample: str | Path, features: tuple[str, ...], fstats: dict[str, _Feature],
-          tstats: dict[str, _Table]) -> int:
+          tstats: dict[str, _Table], progress: Optional[Progress]) -> int:
     """One pass over the sample into the features' and tables' counts; the rows read."""
-    rows = 0
+    rows = ids = 0
+    total = sample_rows(sample) if progress is not None else None
     for row0, chunk in read_sample(sample, features):
         n = next(iter(chunk.values()))[0].size
         for f, (lengths, values) in chunk.items():
@@ -211,6 +225,9 @@ def _read(cfg: Config, sample: str | Path, features: tuple[str, ...], fstats: di
                 rows_t = rows_t % t.num_embeddings
             st.add(rows_t, sample_t, row0 + n)
         rows = row0 + n
+        if progress is not None:
+            ids += sum(values.size for _, values in chunk.values())
+            progress(rows, total, ids)
     return rows
 
 

@@ -27,11 +27,11 @@ import numpy as np
 
 from engine.stats.replay import ExactReplay
 
-# Lookups of one table replayed exactly by default (ExactReplay, streamed; `engine stats --exact-lookups N` takes more,
-# up to EXACT_LIMIT_LOOKUPS), and the most a sampled replay keeps beyond that. Measured by bench/stats.py on 2 cores
-# (bench/results/stats.md): at 10^8 lookups the exact replay costs about 5x the sampled one (which meets the 60 s
-# target there and stays within 2 points of it), so the default stays sampled past 10^7.
-EXACT_MAX_LOOKUPS = 10_000_000
+# Lookups of one table replayed exactly by default (engine.stats.replay.ExactReplay, streamed; `engine stats
+# --exact-lookups N` takes more, up to EXACT_LIMIT_LOOKUPS), and the most a sampled replay keeps beyond that. Measured
+# by bench/stats.py on 2 cores (bench/results/stats.md): the whole pass over 10^8 lookups, exact, takes under 60 CPU
+# seconds and under 1 GB.
+EXACT_MAX_LOOKUPS = 100_000_000
 EXACT_LIMIT_LOOKUPS = 1_000_000_000
 SAMPLED_MAX_LOOKUPS = 10_000_000
 HASH_BITS = 24
@@ -51,10 +51,12 @@ def row_hash(rows: np.ndarray) -> np.ndarray:
 
 class LookupSampler:
     """A table's lookups in order, kept whole while they fit the budget, else the rows hashing under a threshold
-    that halves as needed (a consistent subset: a row is either always kept or never)."""
+    that halves as needed (a consistent subset: a row is either always kept or never). Kept as int32 when the rows
+    are below `num_rows` <= 2**31 (half the memory)."""
 
-    def __init__(self, budget: int = EXACT_MAX_LOOKUPS):
+    def __init__(self, budget: int = EXACT_MAX_LOOKUPS, num_rows: int | None = None):
         self.budget = budget
+        self.dtype = np.int32 if num_rows is not None and num_rows <= 2**31 else np.int64
         self.threshold = 1 << HASH_BITS  # rate = threshold / 2**HASH_BITS
         self.parts: list[np.ndarray] = []
         self.kept = 0
@@ -68,15 +70,16 @@ class LookupSampler:
         self.seen += rows.size
         if self.threshold < 1 << HASH_BITS:
             rows = rows[row_hash(rows) < self.threshold]
-        self.parts.append(rows)
+        self.parts.append(rows.astype(self.dtype))
         self.kept += rows.size
         while self.kept > self.budget and self.threshold > 1:
             self.threshold //= 2
-            self.parts = [p[row_hash(p) < self.threshold] for p in self.parts]
+            for i, p in enumerate(self.parts):  # one part at a time: memory never holds two copies
+                self.parts[i] = p[row_hash(p) < self.threshold]
             self.kept = sum(p.size for p in self.parts)
 
     def lookups(self) -> np.ndarray:
-        rows = np.concatenate(self.parts) if self.parts else np.zeros(0, np.int64)
+        rows = np.concatenate(self.parts) if self.parts else np.zeros(0, self.dtype)
         self.parts = [rows]
         return rows
 

@@ -29,7 +29,7 @@ from typing import Callable
 
 import numpy as np
 
-CHUNK_LOOKUPS = 1 << 21  # lookups replayed at once
+CHUNK_LOOKUPS = 1 << 20  # lookups replayed at once (2^21 took more memory and more time: bench/results/stats.md)
 DENSE_ROWS = 1 << 25  # tables up to this many rows keep each row's place in an array indexed by row (4 bytes a row)
 COMPACT_SHARE = 8  # the values are cut to the unsettled lookups' groups once those are under 1/8 of them
 

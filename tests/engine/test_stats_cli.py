@@ -215,3 +215,25 @@ def test_exact_lookups_sets_where_the_sampled_replay_takes_over(files):
     assert again["miss_ratio_method"] == exact["miss_ratio_method"]
     bad = run("stats", cfg, d / "s.parquet", "--exact-lookups", 0)
     assert bad.returncode != 0 and "--exact-lookups" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv", "npz"])
+def test_progress_counts_the_rows_read(tmp_path, fmt):
+    """--progress (stderr not a terminal): one line per whole percent of the sample's rows read, counted from the
+    chunks read (65,536 rows each for Parquet and NPZ, 4 MiB blocks of CSV), ending at 100% with the ids the
+    statistics count; stdout is unchanged, and without --progress stderr says nothing."""
+    cfg = write(tmp_path, {"tables": [{"name": "t", "num_embeddings": 500, "embedding_dim": 8,
+                                       "feature_names": ["a", "b"]}], "topology": {"world_size": 1, "batch_size": 8}})
+    sample = tmp_path / f"s.{fmt}"
+    proc = run(cfg, "--rows", 150_000, "--seed", 3, "--out", sample, "--format", fmt, module="engine.stats.generate")
+    assert proc.returncode == 0, proc.stderr
+    plain, shown = run("stats", cfg, sample, "--json"), run("stats", cfg, sample, "--json", "--progress")
+    assert plain.returncode == shown.returncode == 0, shown.stderr
+    assert plain.stderr == "" and shown.stdout == plain.stdout
+    ids = sum(f["ids"] for f in json.loads(plain.stdout)["features"].values())
+    lines = shown.stderr.splitlines()
+    shares = [int(line.split(" ", 2)[1].rstrip("%")) for line in lines]
+    assert shares == sorted(set(shares))
+    if fmt != "csv":
+        assert shares == [100 * r // 150_000 for r in (65_536, 131_072, 150_000)]
+    assert lines[-1] == f"stats: 100% of 150,000 rows read ({ids:,} ids so far)"

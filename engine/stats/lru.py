@@ -1,22 +1,10 @@
-"""LRU miss-ratio curves from one pass over a table's lookups: exact stack distances, or SHARDS sampling.
+"""LRU miss-ratio curves from one pass over a table's lookups: exact, or SHARDS sampling.
 
-A lookup of row x at position i whose previous lookup of x was at p has LRU stack distance
-d = (distinct rows looked up strictly between p and i) = (i - p - 1) - #{j < i : prev[j] > p}, because a lookup j
-between p and i repeats a row of that window exactly when its own previous lookup lies after p. An LRU cache of
-C rows hits the lookup exactly when d < C, so the histogram of d gives the whole curve at once. The counts
-#{j < i : prev[j] > prev[i]} are computed level by level over the bits of prev (a wavelet matrix: one stable
-partition per bit, all numpy), O(n log n) with no per-lookup Python.
-
-The exact replay (ExactReplay) streams: lookups are replayed in chunks of CHUNK_LOOKUPS as they are read, and all
-it keeps between chunks is the LRU stack itself (each distinct row seen, by its last lookup) and a histogram of
-distances by cache size. A chunk is replayed as the trace "the stack, oldest row first, then the chunk": that trace
-leaves an LRU cache in the same state as the whole past did, so the chunk's distances are those of the full replay,
-and its memory is the chunk's plus 24 bytes per distinct row, whatever the number of lookups.
-
-Above EXACT_MAX_LOOKUPS lookups of one table (or the budget asked for) the replay is SHARDS-style spatial sampling
-(Waldspurger et al., FAST '15): only rows whose hash falls under a threshold are kept, their distances are scaled by
-1/rate. The rate starts at 1 and halves whenever the kept lookups pass SAMPLED_MAX_LOOKUPS, so the work and memory
-stay bounded whatever the sample's size.
+The exact replay is engine.stats.replay.ExactReplay (misses at each cache size, streamed in chunks; its docstring
+says how). Above EXACT_MAX_LOOKUPS lookups of one table (or the budget asked for) the curve is SHARDS-style spatial
+sampling (Waldspurger et al., FAST '15): only rows whose hash falls under a threshold are kept (LookupSampler), and
+their lookups are replayed exactly with each cache size scaled by the rate. The rate starts at 1 and halves whenever
+the kept lookups pass SAMPLED_MAX_LOOKUPS, so the work and memory stay bounded whatever the sample's size.
 """
 
 from __future__ import annotations

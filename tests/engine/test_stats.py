@@ -14,10 +14,11 @@ from engine import atomicfile
 from engine.config import parse_config
 from engine.planfile import parse_plan
 from engine.stats.compute import workload_stats
+from engine.stats.sample import SampleError
 from engine.stats.counts import IdCounter
 from engine.stats.generate import to_bytes
 from engine.stats.lru import cache_sizes
-from engine.stats.replay import ExactReplay, bucket_counts, bucket_table
+from engine.stats.replay import Background, ExactReplay, bucket_counts, bucket_table
 
 CONFIG = {
     "tables": [{"name": "t0", "num_embeddings": 1000, "embedding_dim": 16, "feature_names": ["a", "b"]},
@@ -179,24 +180,56 @@ def test_bucket_counts_are_the_histogram_of_naive_distances(sizes):
             assert got.tolist() == want[: got.size].tolist() and want[got.size:].sum() == 0, (n, limit)
 
 
+@pytest.mark.parametrize("background", [False, True])
 @pytest.mark.parametrize("dense", [False, True])
 @pytest.mark.parametrize("chunk", [1, 3, 64, 1000, 1 << 22])
-def test_the_streamed_exact_replay_is_a_brute_force_lru_whatever_the_chunks(chunk, dense):
+def test_the_streamed_exact_replay_is_a_brute_force_lru_whatever_the_chunks(chunk, dense, background):
     """ExactReplay replays chunk by chunk (the past kept as the LRU stack only): its misses at every size are an
     OrderedDict LRU's, on skewed and uniform rows, however the lookups are cut when added; rows kept by row
-    (dense: below num_rows) or by a number given at first sight (large row numbers)."""
+    (dense: below num_rows) or by a number given at first sight (large row numbers); replayed in the caller's
+    thread or in a Background one."""
     rng = np.random.default_rng(chunk)
     for n, rows_max in ((0, 5), (1, 5), (40, 3), (700, 60), (3000, 400)):
         hot = np.minimum(rng.zipf(1.3, n), rows_max) - 1
         rows = np.where(rng.random(n) < 0.5, hot, rng.integers(0, rows_max, n)) * (1 if dense else 2**35)
         sizes = cache_sizes(rows_max)
-        replay = ExactReplay(sizes, chunk, num_rows=rows_max if dense else None)
+        replay = ExactReplay(sizes, chunk, num_rows=rows_max if dense else None,
+                             background=Background() if background else None)
         cuts = np.sort(rng.integers(0, n + 1, 6))
         for a, b in zip(np.r_[0, cuts], np.r_[cuts, n]):
             replay.add(rows[a:b])
         seq = rows.tolist()
         assert replay.misses() == [lru_misses(seq, c) for c in sizes], (n, rows_max)
         assert [p["lru_miss_rate"] for p in replay.curve()] == [lru_misses(seq, c) / n if n else 0.0 for c in sizes]
+
+
+def test_a_bad_row_past_the_first_chunks_stops_the_replay_thread(tmp_path):
+    """The exact replay runs in a thread behind the reading: a sample refused at row 140,000 (a negative id, in
+    the third chunk read, after millions of lookups were handed to the thread) raises its one line, and no replay
+    thread is left running."""
+    import threading
+
+    import pyarrow as pa
+
+    cfg = parse_config(CONFIG)
+    rows, per = 150_000, 16
+    offsets = pa.array(np.arange(0, rows * per + 1, per, dtype=np.int32))
+    columns = {}
+    for k, f in enumerate(["a", "b", "c", "d"]):
+        values = (np.arange(rows * per, dtype=np.int64) * 7 + k) % 900
+        if f == "b":
+            values[140_000 * per] = -3
+        columns[f] = pa.ListArray.from_arrays(offsets, pa.array(values))
+    path = tmp_path / "bad.parquet"
+    pq.write_table(pa.table(columns), path)
+    with pytest.raises(SampleError, match=r"feature 'b' row 140,000: id -3 is negative"):
+        workload_stats(cfg, path)
+    assert not [t for t in threading.enumerate() if t.name == "lru-replay"]
+    bg = Background()
+    bg.submit(lambda: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        bg.wait()
+    bg.wait()  # the error is raised once
 
 
 def test_sampled_curve_says_so_and_is_within_two_points_of_the_exact_one(tmp_path):

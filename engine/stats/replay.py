@@ -9,9 +9,10 @@ sizes its distance reaches (its bucket), never d itself.
 Lookups are replayed in chunks of CHUNK_LOOKUPS as they are read; all that is kept between chunks is the LRU stack
 (each distinct row seen, oldest last lookup first), each row's place in it, and the lookups per bucket. A chunk is
 replayed as the trace "the stack, oldest row first, then the chunk": that trace leaves an LRU cache in the same
-state as the whole past did, so its distances are the full replay's. Memory: the chunk's arrays (about 60 bytes
-per lookup at the peak) plus 12 bytes per distinct row (4 per row of the table when it has at most DENSE_ROWS rows:
-a row's place is then read from an array indexed by row, without a search), whatever the number of lookups.
+state as the whole past did, so its distances are the full replay's. Memory: the chunk's arrays (about 100 bytes
+per lookup at the peak), a byte per distance up to the largest cache size (the bucket table), and 20 bytes per
+distinct row, or 4 per distinct row and 4 per row of the table when a row's place is kept in an array indexed by
+row (read without a search; see ExactReplay), whatever the number of lookups.
 
 The counts #{j < i : prev[j] > p} are taken over the bits of prev, highest first (a wavelet matrix: one stable
 partition of the values per bit). After the top bits, a lookup's count is known up to the earlier lookups whose
@@ -31,6 +32,7 @@ import numpy as np
 
 CHUNK_LOOKUPS = 1 << 20  # lookups replayed at once (2^21 took more memory and more time: bench/results/stats.md)
 DENSE_ROWS = 1 << 25  # tables up to this many rows keep each row's place in an array indexed by row (4 bytes a row)
+DENSE_PER_LOOKUP = 16  # ... when the table has at most this many rows per lookup of the first chunk (or 2^16 rows)
 COMPACT_SHARE = 8  # the values are cut to the unsettled lookups' groups once those are under 1/8 of them
 
 
@@ -137,7 +139,9 @@ class Background:
 class ExactReplay:
     """Exact LRU misses at each of `sizes` (cache rows, sorted) over lookups added in order, replayed in chunks of
     `chunk` (see the module's docstring); the same lookups give the same counts whatever the chunk. `num_rows`:
-    the rows are below it (a table's num_embeddings), so up to DENSE_ROWS a row's place is kept by row.
+    the rows are below it (a table's num_embeddings), so a row's place may be kept by row: up to DENSE_ROWS rows,
+    and at most DENSE_PER_LOOKUP per lookup of the first chunk replayed (a small sample of a large table is not
+    charged the table's size).
     `background`: the chunks are replayed there (Background), behind `add`; `misses` waits for them, and after
     `close` the ones still queued are dropped. Distinct rows: fewer than 2**31."""
 
@@ -150,8 +154,9 @@ class ExactReplay:
         self.first = 0  # first lookups of a row: a miss at every size
         self.replayed = 0
         self.stack = np.zeros(0, np.int32)  # the rows' ids, oldest last lookup first: the LRU stack
-        self.dense = num_rows is not None and num_rows <= DENSE_ROWS
-        self.place = np.full(num_rows if self.dense else 0, -1, np.int32)  # by id: its place in the stack, or -1
+        self.num_rows = num_rows
+        self.dense: bool | None = None  # decided by the first chunk replayed
+        self.place = np.zeros(0, np.int32)  # by id: its place in the stack, or -1
         self.keys = np.zeros(0, np.int64)  # not dense: every row seen, sorted, and its id (ids 0, 1, ...)
         self.key_ids = np.zeros(0, np.int32)
         self.pending: list[np.ndarray] = []
@@ -216,6 +221,11 @@ class ExactReplay:
         k, m = rows.size, self.stack.size
         if k == 0:
             return
+        if self.dense is None:
+            n = self.num_rows
+            self.dense = n is not None and n <= DENSE_ROWS and (n <= DENSE_PER_LOOKUP * k or n <= 1 << 16)
+            if self.dense:
+                self.place = np.full(n, -1, np.int32)
         it = np.int32 if m + k < 2**31 else np.int64  # places in the virtual trace below
         order, ordered = _sorted_positions(rows)
         order = order.astype(it)
@@ -235,7 +245,7 @@ class ExactReplay:
         hit = np.flatnonzero(prev >= 0).astype(it)
         p = prev[hit]
         del prev
-        if self.table.size - 1 < min(int(self.sizes[-1]), m + k):
+        if self.sizes.size and self.table.size - 1 < min(int(self.sizes[-1]), m + k):
             self.table = bucket_table(self.sizes, 2 * (m + k))
         hit += m - 1
         hit -= p  # the window: lookups strictly between the previous lookup and this one

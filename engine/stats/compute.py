@@ -67,8 +67,7 @@ class _Table:
         self.rows = IdCounter()
         self.budget = budget  # lookups replayed exactly; past them, the sampled replay's curve
         self.exact: Optional[ExactReplay] = ExactReplay(cache_sizes(table.num_embeddings),
-                                                                num_rows=table.num_embeddings,
-                                                                background=background)
+                                                        num_rows=table.num_embeddings, background=background)
         # the sampled replay, unless the file tells that the exact one will see every lookup (`bound`: at most)
         self.sampler = (LookupSampler(min(budget, SAMPLED_MAX_LOOKUPS), table.num_embeddings)
                         if bound is None or bound > budget else None)

@@ -98,13 +98,15 @@ def ids_bound(path: str | Path, features: tuple[str, ...]) -> dict[str, int] | N
 
             meta = pq.ParquetFile(path).metadata
             out = dict.fromkeys(features, 0)
-            for g in range(meta.num_row_groups):
-                for c in range(meta.num_columns):
-                    col = meta.row_group(g).column(c)
-                    name = col.path_in_schema.split(".", 1)[0]
-                    if name in out:
-                        out[name] += int(col.num_values)
-            return out
+            for c in range(meta.num_columns):
+                leaf = meta.row_group(0).column(c).path_in_schema if meta.num_row_groups else ""
+                # a list column's one leaf is "<name>.list.element": its name is all but the last two parts
+                names = [f for f in features if leaf.startswith(f + ".") and leaf[len(f) + 1:].count(".") == 1]
+                if len(names) > 1:
+                    return None
+                for f in names:
+                    out[f] = sum(int(meta.row_group(g).column(c).num_values) for g in range(meta.num_row_groups))
+            return out if meta.num_row_groups and all(out.values()) else None
         if fmt == "npz":
             with zipfile.ZipFile(path) as z:
                 return {f: int(_NpyStream(path, f, z.open(f"{f}.values.npy")).count) for f in features}

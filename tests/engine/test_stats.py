@@ -273,3 +273,25 @@ def test_id_counter_counts_small_and_huge_ids_over_chunks(sizes, dense):
     assert counter.dense is None or counter.dense.nbytes <= 64 * counter.total  # at most 64 bytes per id read
     ids, counts = counter.result()
     assert dict(zip(ids.tolist(), counts.tolist())) == ref and ids.tolist() == sorted(ref)
+
+
+def test_the_files_bound_on_ids_is_read_before_the_file(sample, tmp_path):
+    """ids_bound: a Parquet footer counts each feature's ids plus one slot per empty list; an NPZ its values; a CSV
+    does not tell. A dotted feature name is matched whole. The sampled replay is skipped only under this bound."""
+    import pyarrow as pa
+
+    from engine.stats.sample import ids_bound
+
+    cfg, path, columns = sample
+    features = ("a", "b", "c", "d")
+    bound = ids_bound(path, features)
+    assert bound == {f: sum(len(c) or 1 for c in columns[f]) for f in features}
+    for fmt in ("npz", "csv"):
+        other = tmp_path / f"s.{fmt}"
+        atomicfile.write_bytes(other, to_bytes(cfg, 2000, seed=7, fmt=fmt))
+        got = ids_bound(other, features)
+        assert got == ({f: sum(len(c) for c in columns[f]) for f in features} if fmt == "npz" else None)
+    dotted = tmp_path / "dotted.parquet"
+    pq.write_table(pa.table({"user.id": pa.array([[1, 2], [], [3]], pa.list_(pa.int64())),
+                             "user": pa.array([[4], [5], [6]], pa.list_(pa.int64()))}), dotted)
+    assert ids_bound(dotted, ("user.id", "user")) == {"user.id": 4, "user": 3}

@@ -237,3 +237,22 @@ def test_progress_counts_the_rows_read(tmp_path, fmt):
     if fmt != "csv":
         assert shares == [100 * r // 150_000 for r in (65_536, 131_072, 150_000)]
     assert lines[-1] == f"stats: 100% of 150,000 rows read ({ids:,} ids so far)"
+
+
+def test_on_a_terminal_the_progress_line_is_redrawn_in_place():
+    """On a terminal the line is rewritten in place (carriage return, then erase to the end of line) and ended with
+    one newline; a file that does not tell its rows gets the rows so far."""
+    import io
+
+    from engine.stats.command import ProgressLine
+
+    out = io.StringIO()
+    line = ProgressLine(out, tty=True)
+    line.update(65_536, 150_000, 1_000)
+    line.update(150_000, 150_000, 2_500)
+    line.end()
+    assert out.getvalue() == ("\rstats: 43% of 150,000 rows read (1,000 ids so far)\x1b[K"
+                              "\rstats: 100% of 150,000 rows read (2,500 ids so far)\x1b[K\n")
+    out = io.StringIO()
+    ProgressLine(out, tty=False).update(70_000, None, 9)
+    assert out.getvalue() == "stats: 70,000 rows read (9 ids so far)\n"

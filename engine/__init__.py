@@ -59,8 +59,9 @@ from engine.validate.types import RunStatus
 from engine.widths import dim_note
 from engine.workloads import CRITEO_1TB_EMBEDDING_DIM, CRITEO_1TB_MULTI_HOT, CRITEO_1TB_ROWS
 from engine.stats.command import applied as apply_workload  # the config with the sample's figures written in
+from engine.stats.command import progress_text as stats_progress_text  # "42% of N rows read (M ids so far)"
 from engine.stats.compute import workload_stats
-from engine.stats.sample import SampleError, read_sample
+from engine.stats.sample import SampleError, read_sample, sample_rows
 
 
 # ---- what the store (db) uses besides the core: files, limits, and the measuring commands it records -----------
@@ -143,7 +144,8 @@ __all__ = [
     "load_config", "load_plan", "parse_config", "parse_plan", "plan", "plan_to_dict", "read_plan_file",
     "read_rank_stats", "summary", "torchrec_format",
     # for the dashboard
-    "apply_workload", "generated_sample_bytes", "read_sample", "SampleError", "workload_stats",
+    "apply_workload", "generated_sample_bytes", "read_sample", "SampleError", "sample_rows", "stats_progress_text",
+    "workload_stats",
     "ACCELERATORS", "BANDWIDTH_FIELDS", "CONSTRAINT_FIELDS", "Calibration", "CRITEO_1TB_EMBEDDING_DIM",
     "CRITEO_1TB_MULTI_HOT", "CRITEO_1TB_ROWS", "CONSTRAINT_FIELD_DECLS", "DATA_TYPE_BYTES", "FIELDS", "FIXED_COSTS",
     "Field", "FieldKind", "JsonError", "OUT_OF_MEMORY", "PROFILE_FIELD", "RunStatus", "TABLE_FIELDS",

@@ -74,9 +74,9 @@ def progress() -> None:
     if not task.live:
         st.rerun()
     doing = ("waiting for a free worker" if task.state is planpool.TaskState.QUEUED
-             else "computing its statistics in the background")
+             else workloadwork.progress_text(task.progress) or "computing its statistics in the background")
     if workspace.job_box("workload_progress", "workload_cancel",
-                         f"{md(job['name'])} ({engine.human_bytes(job['bytes'])}): {doing}, "
+                         f"{md(job['name'])} ({engine.human_bytes(job['bytes'])}): {md(doing)}, "
                          f"{task.elapsed_s:.0f} s so far. The rest of the app stays usable."):
         cancel(job, "cancelled")
         st.rerun()

@@ -65,6 +65,7 @@ class Task:
         self.on_done = on_done
         self.state = TaskState.QUEUED
         self.value: Any = None
+        self.progress: Any = None  # the last progress its task reported from the worker (report), if any
         self.error = ""
         self.asked = time.monotonic()
         self.started: Optional[float] = None
@@ -114,15 +115,21 @@ class _Worker:
         self.tasks = 0
         self.rss_bytes = 0
 
-    def call(self, name: str, args: tuple) -> tuple[bool, Any]:
-        """(True, value) or (False, one line of what it raised); EOFError when the process ended under it."""
+    def call(self, name: str, args: tuple, on_progress: Callable[[Any], None]) -> tuple[bool, Any]:
+        """(True, value) or (False, one line of what it raised); EOFError when the process ended under it. What the
+        task reports meanwhile (report) goes to on_progress."""
         _write_frame(self.proc.stdin, pickle.dumps((name, args), protocol=pickle.HIGHEST_PROTOCOL))
-        frame = _read_frame(self.proc.stdout)
-        if frame is None:
-            raise EOFError("the worker process ended")
-        ok, value, self.rss_bytes = pickle.loads(frame)  # noqa: S301 - our own worker's answer, on our own pipe
-        self.tasks += 1
-        return ok, value
+        while True:
+            frame = _read_frame(self.proc.stdout)
+            if frame is None:
+                raise EOFError("the worker process ended")
+            kind, *rest = pickle.loads(frame)  # noqa: S301 - our own worker's answer, on our own pipe
+            if kind == "progress":
+                on_progress(rest[0])
+                continue
+            ok, value, self.rss_bytes = rest
+            self.tasks += 1
+            return ok, value
 
     def kill(self) -> None:
         try:
@@ -280,7 +287,7 @@ class Pool:
                     return
                 task.worker, task.worker_pid = worker, worker.pid
             try:
-                ok, value = worker.call(task.name, task.args)
+                ok, value = worker.call(task.name, task.args, lambda v: setattr(task, "progress", v))
             except (EOFError, OSError, pickle.UnpicklingError) as e:
                 worker.kill()
                 worker.retire()  # collects the process
@@ -349,13 +356,25 @@ class Pool:
             w.retire()
 
 
+_out = None  # in a worker process: the pipe its answers go back on
+
+
+def report(value: Any) -> None:
+    """Called by a task running in a worker: `value` (small, picklable) becomes its Task.progress on the server, at
+    once. Does nothing outside a worker."""
+    if _out is not None:
+        _write_frame(_out, pickle.dumps(("progress", value), protocol=pickle.HIGHEST_PROTOCOL))
+
+
 def worker_main() -> int:
     """A worker: answer (name, args) frames on stdin with (ok, value or error line, rss) frames on stdout, until
     stdin closes. What the tasks print goes to stderr (stdout is the pipe)."""
+    from dashboard.serve import planpool  # run as __main__, this module is another copy than the tasks import
     from dashboard.serve.planwork import TASKS
 
     priority.lower_priority(0, priority.worker_nice())  # the pool passes its own in the environment
     inp, out = sys.stdin.buffer, sys.stdout.buffer
+    planpool._out = out
     sys.stdout = sys.stderr
     while True:
         frame = _read_frame(inp)
@@ -367,9 +386,10 @@ def worker_main() -> int:
         except Exception as e:  # noqa: BLE001 - one line back to the page, never a dead worker
             reply = (False, f"{type(e).__name__}: {e}".splitlines()[0])
         try:
-            data = pickle.dumps((*reply, housekeeping.rss_bytes()), protocol=pickle.HIGHEST_PROTOCOL)
+            data = pickle.dumps(("reply", *reply, housekeeping.rss_bytes()), protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as e:  # noqa: BLE001 - a value that does not pickle is the task's error
-            data = pickle.dumps((False, f"the {name} task's result does not pickle ({e})", housekeeping.rss_bytes()))
+            data = pickle.dumps(("reply", False, f"the {name} task's result does not pickle ({e})",
+                                 housekeeping.rss_bytes()))
         _write_frame(out, data)
 
 

@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
+from typing import Callable, Optional
 
 import numpy as np
 
 import engine
+from dashboard.serve import planpool
 from dashboard.tables.importers import MAX_SAMPLE_BYTES as MAX_UPLOAD_BYTES
 from dashboard.tables.importers import SAMPLE_SUFFIXES as SUFFIXES
 
@@ -27,13 +29,19 @@ def rank_points(counts: np.ndarray, limit: int = MAX_RANK_POINTS) -> tuple[np.nd
     return ranks, counts[ranks - 1]
 
 
-def feature_shapes(cfg: engine.Config, path: str | Path) -> dict[str, dict]:
+Progress = Callable[[int, Optional[int], int], None]  # rows read, the sample's rows (None: unknown), ids read
+
+
+def feature_shapes(cfg: engine.Config, path: str | Path, progress: Optional[Progress] = None) -> dict[str, dict]:
     """Per feature: `pooling` (samples with 0, 1, 2, ... ids), `counts` (each distinct id's lookups, most frequent
-    first) and its rank-frequency points `ranks`, `lookups` (rank_points); engine.SampleError for a bad sample."""
+    first) and its rank-frequency points `ranks`, `lookups` (rank_points); engine.SampleError for a bad sample.
+    `progress` as engine.workload_stats calls it, after each chunk read."""
     features = tuple(f for t in cfg.tables for f in t.feature_names)
     hist = {f: np.zeros(1, np.int64) for f in features}
     ids: dict[str, list[np.ndarray]] = {f: [] for f in features}
-    for _row0, chunk in engine.read_sample(path, features):
+    total = engine.sample_rows(path) if progress is not None else None
+    read = 0
+    for row0, chunk in engine.read_sample(path, features):
         for f, (lengths, values) in chunk.items():
             h = np.bincount(lengths)
             if h.size < hist[f].size:
@@ -41,6 +49,9 @@ def feature_shapes(cfg: engine.Config, path: str | Path) -> dict[str, dict]:
             h[: hist[f].size] += hist[f]
             hist[f] = h
             ids[f].append(np.asarray(values, np.int64))
+        if progress is not None:
+            read += sum(values.size for _, values in chunk.values())
+            progress(row0 + next(iter(chunk.values()))[0].size, total, read)
     out = {}
     for f in features:
         values = np.concatenate(ids[f]) if ids[f] else np.zeros(0, np.int64)
@@ -51,12 +62,27 @@ def feature_shapes(cfg: engine.Config, path: str | Path) -> dict[str, dict]:
     return out
 
 
-def measure(cfg: engine.Config, path: str | Path) -> dict:
-    """The sample's statistics and its per-feature shapes (engine.SampleError for a bad sample)."""
-    return {"stats": engine.workload_stats(cfg, path), "shapes": feature_shapes(cfg, path)}
+def measure(cfg: engine.Config, path: str | Path, report: Optional[Callable[[dict], None]] = None) -> dict:
+    """The sample's statistics and its per-feature shapes (engine.SampleError for a bad sample): two passes over
+    the file. `report({"pass": 1 or 2, "rows", "total_rows", "ids"})` after each chunk read (counted, never timed)."""
+    def on(n: int) -> Optional[Progress]:
+        if report is None:
+            return None
+        return lambda rows, total, ids: report({"pass": n, "rows": rows, "total_rows": total, "ids": ids})
+    return {"stats": engine.workload_stats(cfg, path, progress=on(1)), "shapes": feature_shapes(cfg, path, on(2))}
 
 
-def measure_upload(cfg: engine.Config, data: bytes, suffix: str, name: str) -> tuple[dict | None, str | None]:
+def progress_text(p: dict | None) -> str:
+    """What the page says of a measuring's progress: "reading the sample (pass 1 of 2): 42% of 400,000 rows read
+    (12,000,000 ids so far)"; "" before the first chunk is read."""
+    if not p:
+        return ""
+    what = "measuring" if p["pass"] == 1 else "drawing its features"
+    return f"{what} (pass {p['pass']} of 2): {engine.stats_progress_text(p['rows'], p['total_rows'], p['ids'])}"
+
+
+def measure_upload(cfg: engine.Config, data: bytes, suffix: str, name: str,
+                   report: Optional[Callable[[dict], None]] = None) -> tuple[dict | None, str | None]:
     """(figures, None) for an uploaded sample's bytes, or (None, one line saying why not): too big, an unknown
     suffix, a bad sample (the line names the feature and row). The bytes go to a temp file named by us."""
     refused = refusal(data, suffix, name)
@@ -66,7 +92,7 @@ def measure_upload(cfg: engine.Config, data: bytes, suffix: str, name: str) -> t
         path = Path(tmp) / f"sample.{suffix}"
         path.write_bytes(data)
         try:
-            measured = measure(cfg, path)
+            measured = measure(cfg, path, report)
         except engine.SampleError as exc:
             return None, engine.one_line(str(exc).replace(str(path), name).replace(path.name, name))
     measured["stats"]["sample"]["file"] = name  # the workload block says which file, as the person named it
@@ -92,7 +118,7 @@ def measure_task(config_json: str, data: bytes, suffix: str, name: str) -> tuple
         cfg = engine.parse_config(json.loads(config_json))
     except engine.EngineError as exc:
         return None, f"The workspace config does not read: {engine.one_line(str(exc))}"
-    measured, error = measure_upload(cfg, data, suffix, name)
+    measured, error = measure_upload(cfg, data, suffix, name, planpool.report)  # the page shows the progress
     if measured is not None:
         for shape in measured["shapes"].values():
             del shape["counts"]

@@ -9,16 +9,21 @@ from __future__ import annotations
 import datetime as dt
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 
 from engine.workset import zipf_matching
 from engine.stats.counts import Batcher, IdCounter, histogram_quantile, nearest_rank, top_share, zipf_fit
-from engine.stats.lru import (EXACT_MAX_LOOKUPS, SAMPLED_MAX_LOOKUPS, ExactReplay, LookupSampler, cache_sizes,
-                              error_bound, miss_curve)
-from engine.stats.sample import SampleError, check_size, read_sample, sample_format
+from engine.stats.lru import (EXACT_MAX_LOOKUPS, SAMPLED_MAX_LOOKUPS, LookupSampler, cache_sizes, error_bound,
+                              miss_curve)
+from engine.stats.replay import Background, ExactReplay
+from engine.stats.sample import (SampleError, check_size, ids_bound, read_sample, sample_format,
+                                 sample_rows)
 from engine.types import Config, TablePlan, TableConfig
+
+
+Progress = Callable[[int, Optional[int], int], None]
 
 
 class _Feature:
@@ -54,14 +59,18 @@ class _Feature:
 
 
 class _Table:
-    def __init__(self, table: TableConfig, batch_size: int, budget: int) -> None:
+    def __init__(self, table: TableConfig, batch_size: int, budget: int, background: Background,
+                 bound: Optional[int] = None) -> None:
         self.table = table
         self.lookups = 0
         self.folded = 0
         self.rows = IdCounter()
         self.budget = budget  # lookups replayed exactly; past them, the sampled replay's curve
-        self.exact: Optional[ExactReplay] = ExactReplay(cache_sizes(table.num_embeddings))
-        self.sampler = LookupSampler(min(budget, SAMPLED_MAX_LOOKUPS))
+        self.exact: Optional[ExactReplay] = ExactReplay(cache_sizes(table.num_embeddings),
+                                                        num_rows=table.num_embeddings, background=background)
+        # the sampled replay, unless the file tells that the exact one will see every lookup (`bound`: at most)
+        self.sampler = (LookupSampler(min(budget, SAMPLED_MAX_LOOKUPS), table.num_embeddings)
+                        if bound is None or bound > budget else None)
         self.batch_counts: list[np.ndarray] = []
         self.batcher = Batcher(batch_size, lambda first, pb, pr, n: self.batch_counts.append(
             np.bincount(pb, minlength=n)))
@@ -70,15 +79,22 @@ class _Table:
     def add(self, rows: np.ndarray, sample: np.ndarray, end_sample: int) -> None:
         self.lookups += rows.size
         self.rows.add(rows)
-        self.sampler.add(rows)
+        if self.sampler is not None:
+            self.sampler.add(rows)
         if self.exact is not None:
             if self.lookups > self.budget:
-                self.exact = None  # its state goes: the sampled replay takes over
+                self.close()  # its state goes: the sampled replay takes over
             else:
                 self.exact.add(rows)
         self.batcher.add(rows, sample, end_sample)
         if self.step is not None:
             self.step.batcher.add(rows, sample, end_sample)
+
+    def close(self) -> None:
+        """Stop the exact replay's thread, if it runs (no exact curve after this)."""
+        if self.exact is not None:
+            self.exact.close()
+            self.exact = None
 
     def result(self, total_samples: int) -> dict:
         self.batcher.finish(total_samples)
@@ -88,6 +104,7 @@ class _Table:
         if self.exact is not None:
             method, curve = {"method": "exact"}, self.exact.curve()
         else:
+            assert self.sampler is not None  # lookups past the budget: the file's bound was above it
             replay, rate = self.sampler.lookups(), self.sampler.rate
             method = {"method": "exact"} if rate >= 1.0 else {
                 "method": "shards", "sampling_rate": rate,
@@ -153,18 +170,47 @@ def _sample_info(path: str | Path, size: int, rows: int) -> dict:
 
 
 def workload_stats(cfg: Config, sample: str | Path, batch_size: Optional[int] = None,
-                   plan: Optional[dict[str, TablePlan]] = None, budget: int = EXACT_MAX_LOOKUPS) -> dict:
-    """The statistics of every feature and table of `cfg` on the sample file (SampleError when it is bad)."""
+                   plan: Optional[dict[str, TablePlan]] = None, budget: int = EXACT_MAX_LOOKUPS,
+                   progress: Optional[Progress] = None) -> dict:
+    """The statistics of every feature and table of `cfg` on the sample file (SampleError when it is bad).
+    `progress(rows read, the sample's rows or None, ids read)` is called after each chunk read (sample_rows)."""
     size = check_size(sample)
     batch = batch_size or cfg.topology.batch_size
     features = tuple(f for t in cfg.tables for f in t.feature_names)
     fstats = {f: _Feature() for f in features}
-    tstats = {t.name: _Table(t, batch, budget) for t in cfg.tables}
+    background = Background()  # the exact replays run there, while the next chunks are read and counted
+    bound = ids_bound(sample, features)
+    tstats = {t.name: _Table(t, batch, budget, background,
+                             None if bound is None else sum(bound[f] for f in t.feature_names)) for t in cfg.tables}
     world = cfg.topology.world_size
     if plan is not None:
         for t in cfg.tables:
             tstats[t.name].step = _StepBytes(t, plan[t.name], world, batch)
-    rows = 0
+    try:
+        rows = _read(cfg, sample, features, fstats, tstats, progress)
+        background.wait()
+    except BaseException:  # a bad sample: the replays still queued are dropped, the thread ends
+        for st in tstats.values():
+            st.close()
+        background.wait(raise_error=False)
+        raise
+    if rows == 0:
+        raise SampleError(sample, "has no rows; write at least one sample")
+    out = {"sample": _sample_info(sample, size, rows), "batch_size": batch,
+           "features": {f: s.result() for f, s in fstats.items()},
+           "tables": {name: s.result(rows) for name, s in tstats.items()}}
+    for t in out["tables"].values():
+        t["batch_zipf_exponent"] = batch_skew(t, out["features"])
+    if plan is not None:
+        out["working_set"] = _working_set(cfg, tstats, batch, rows)
+    return out
+
+
+def _read(cfg: Config, sample: str | Path, features: tuple[str, ...], fstats: dict[str, _Feature],
+          tstats: dict[str, _Table], progress: Optional[Progress]) -> int:
+    """One pass over the sample into the features' and tables' counts; the rows read."""
+    rows = ids = 0
+    total = sample_rows(sample) if progress is not None else None
     for row0, chunk in read_sample(sample, features):
         n = next(iter(chunk.values()))[0].size
         for f, (lengths, values) in chunk.items():
@@ -178,16 +224,10 @@ def workload_stats(cfg: Config, sample: str | Path, batch_size: Optional[int] = 
                 rows_t = rows_t % t.num_embeddings
             st.add(rows_t, sample_t, row0 + n)
         rows = row0 + n
-    if rows == 0:
-        raise SampleError(sample, "has no rows; write at least one sample")
-    out = {"sample": _sample_info(sample, size, rows), "batch_size": batch,
-           "features": {f: s.result() for f, s in fstats.items()},
-           "tables": {name: s.result(rows) for name, s in tstats.items()}}
-    for t in out["tables"].values():
-        t["batch_zipf_exponent"] = batch_skew(t, out["features"])
-    if plan is not None:
-        out["working_set"] = _working_set(cfg, tstats, batch, rows)
-    return out
+        if progress is not None:
+            ids += sum(values.size for _, values in chunk.values())
+            progress(rows, total, ids)
+    return rows
 
 
 def merged(parts: list[tuple[np.ndarray, np.ndarray]], row0: int) -> tuple[np.ndarray, np.ndarray]:

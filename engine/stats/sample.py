@@ -63,6 +63,58 @@ def read_sample(path: str | Path, features: tuple[str, ...]) -> Iterator[tuple[i
         yield row0, chunk
 
 
+def sample_rows(path: str | Path) -> int | None:
+    """The sample's rows as the file tells before it is read: Parquet from its footer, NPZ from the first .lengths
+    array's header, CSV by its line breaks less the header (more than the rows if a quoted cell holds a line
+    break); None when the file does not tell (reading it then says what is wrong). For progress only."""
+    try:
+        fmt = sample_format(path)
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            return int(pq.ParquetFile(path).metadata.num_rows)
+        if fmt == "npz":
+            with zipfile.ZipFile(path) as z:
+                name = next((n for n in z.namelist() if n.endswith(".lengths.npy")), None)
+                return None if name is None else int(_NpyStream(path, "", z.open(name)).count)
+        lines, last = 0, b"\n"
+        with open(path, "rb") as f:
+            while block := f.read(1 << 24):
+                lines += block.count(b"\n")
+                last = block[-1:]
+        return max(0, lines + (last != b"\n") - 1)
+    except Exception:  # noqa: BLE001 - an unreadable file is refused by the reader, with its line
+        return None
+
+
+def ids_bound(path: str | Path, features: tuple[str, ...]) -> dict[str, int] | None:
+    """Per feature, the most ids the file can hold, as it tells before it is read: Parquet, the values its footer
+    counts per column (ids, and a slot per empty or null list); NPZ, the .values arrays' lengths. None when the file
+    does not tell (CSV, or a file that does not read). Lets a replay that the budget covers skip the sampled one."""
+    try:
+        fmt = sample_format(path)
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            meta = pq.ParquetFile(path).metadata
+            out = dict.fromkeys(features, 0)
+            for c in range(meta.num_columns):
+                leaf = meta.row_group(0).column(c).path_in_schema if meta.num_row_groups else ""
+                # a list column's one leaf is "<name>.list.element": its name is all but the last two parts
+                names = [f for f in features if leaf.startswith(f + ".") and leaf[len(f) + 1:].count(".") == 1]
+                if len(names) > 1:
+                    return None
+                for f in names:
+                    out[f] = sum(int(meta.row_group(g).column(c).num_values) for g in range(meta.num_row_groups))
+            return out if meta.num_row_groups and all(out.values()) else None
+        if fmt == "npz":
+            with zipfile.ZipFile(path) as z:
+                return {f: int(_NpyStream(path, f, z.open(f"{f}.values.npy")).count) for f in features}
+    except Exception:  # noqa: BLE001 - an unreadable file is refused by the reader, with its line
+        return None
+    return None
+
+
 def fold_ids(values: np.ndarray, num_embeddings: int) -> np.ndarray:
     """Ids as the table's rows, folded as TorchRec folds ids beyond a table: id % num_embeddings (a copy only when
     some id is beyond it)."""

@@ -14,9 +14,11 @@ from engine import atomicfile
 from engine.config import parse_config
 from engine.planfile import parse_plan
 from engine.stats.compute import workload_stats
+from engine.stats.sample import SampleError
 from engine.stats.counts import IdCounter
 from engine.stats.generate import to_bytes
-from engine.stats.lru import ExactReplay, cache_sizes, stack_distances
+from engine.stats.lru import cache_sizes
+from engine.stats.replay import Background, ExactReplay, bucket_counts, bucket_table
 
 CONFIG = {
     "tables": [{"name": "t0", "num_embeddings": 1000, "embedding_dim": 16, "feature_names": ["a", "b"]},
@@ -145,39 +147,89 @@ def test_working_set_per_rank_is_the_direct_count(sample):
         assert r["p99_bytes"] == nearest(v, 0.99) and r["max_bytes"] == max(v)
 
 
-def test_stack_distances_match_a_naive_lru_stack():
-    rng = np.random.default_rng(3)
-    for n in (0, 1, 2, 7, 500, 4000):
-        rows = rng.integers(0, 60, n) * 2**37  # large row numbers: nothing relies on small ids
-        stack: list[int] = []
-        ref, first = [], 0
-        for x in rows.tolist():
-            if x in stack:
-                ref.append(len(stack) - 1 - stack.index(x))
-                stack.remove(x)
-            else:
-                first += 1
-            stack.append(x)
-        d, f = stack_distances(rows)
-        assert d.tolist() == ref and f == first
+def naive_distances(rows: list[int]) -> list[int]:
+    """The LRU stack distance of every lookup that repeats a row, by a list kept as the LRU stack."""
+    stack: list[int] = []
+    out = []
+    for x in rows:
+        if x in stack:
+            out.append(len(stack) - 1 - stack.index(x))
+            stack.remove(x)
+        stack.append(x)
+    return out
 
 
+@pytest.mark.parametrize("sizes", [[1, 2, 3, 5, 8, 13, 21, 34, 55, 89], list(range(1, 120)), [40], [7, 7, 9]])
+def test_bucket_counts_are_the_histogram_of_naive_distances(sizes):
+    """bucket_counts settles most lookups after a few bits (the pruning): whatever the sizes (log-spaced, every
+    size, one, repeated), its counts per bucket are those of the distances counted one by one."""
+    rng = np.random.default_rng(len(sizes))
+    for n in (1, 2, 9, 600, 5000):
+        rows = np.where(rng.random(n) < 0.5, np.minimum(rng.zipf(1.2, n), 150), rng.integers(0, 150, n))
+        order = np.argsort(rows, kind="stable")
+        prev = np.full(n, -1)
+        same = rows[order][1:] == rows[order][:-1]
+        prev[order[1:][same]] = order[:-1][same]
+        hit = np.flatnonzero(prev >= 0)
+        sz = np.asarray(sizes)
+        window = hit - prev[hit] - 1
+        for limit in (10**9, int(window.max(initial=0))):  # every size, or only those a window reaches
+            got = bucket_counts(prev[hit], window, bucket_table(sz, limit))
+            want = np.bincount(np.searchsorted(sz, naive_distances(rows.tolist()), side="right"),
+                               minlength=sz.size + 1)
+            assert got.tolist() == want[: got.size].tolist() and want[got.size:].sum() == 0, (n, limit)
+
+
+@pytest.mark.parametrize("background", [False, True])
+@pytest.mark.parametrize("dense", [False, True])
 @pytest.mark.parametrize("chunk", [1, 3, 64, 1000, 1 << 22])
-def test_the_streamed_exact_replay_is_a_brute_force_lru_whatever_the_chunks(chunk):
+def test_the_streamed_exact_replay_is_a_brute_force_lru_whatever_the_chunks(chunk, dense, background):
     """ExactReplay replays chunk by chunk (the past kept as the LRU stack only): its misses at every size are an
-    OrderedDict LRU's, on skewed and uniform rows, however the lookups are cut when added."""
+    OrderedDict LRU's, on skewed and uniform rows, however the lookups are cut when added; rows kept by row
+    (dense: below num_rows) or by a number given at first sight (large row numbers); replayed in the caller's
+    thread or in a Background one."""
     rng = np.random.default_rng(chunk)
     for n, rows_max in ((0, 5), (1, 5), (40, 3), (700, 60), (3000, 400)):
         hot = np.minimum(rng.zipf(1.3, n), rows_max) - 1
-        rows = np.where(rng.random(n) < 0.5, hot, rng.integers(0, rows_max, n)) * 2**35  # large row numbers
+        rows = np.where(rng.random(n) < 0.5, hot, rng.integers(0, rows_max, n)) * (1 if dense else 2**35)
         sizes = cache_sizes(rows_max)
-        replay = ExactReplay(sizes, chunk)
+        replay = ExactReplay(sizes, chunk, num_rows=rows_max if dense else None,
+                             background=Background() if background else None)
         cuts = np.sort(rng.integers(0, n + 1, 6))
         for a, b in zip(np.r_[0, cuts], np.r_[cuts, n]):
             replay.add(rows[a:b])
         seq = rows.tolist()
         assert replay.misses() == [lru_misses(seq, c) for c in sizes], (n, rows_max)
         assert [p["lru_miss_rate"] for p in replay.curve()] == [lru_misses(seq, c) / n if n else 0.0 for c in sizes]
+
+
+def test_a_bad_row_past_the_first_chunks_stops_the_replay_thread(tmp_path):
+    """The exact replay runs in a thread behind the reading: a sample refused at row 140,000 (a negative id, in
+    the third chunk read, after millions of lookups were handed to the thread) raises its one line, and no replay
+    thread is left running."""
+    import threading
+
+    import pyarrow as pa
+
+    cfg = parse_config(CONFIG)
+    rows, per = 150_000, 16
+    offsets = pa.array(np.arange(0, rows * per + 1, per, dtype=np.int32))
+    columns = {}
+    for k, f in enumerate(["a", "b", "c", "d"]):
+        values = (np.arange(rows * per, dtype=np.int64) * 7 + k) % 900
+        if f == "b":
+            values[140_000 * per] = -3
+        columns[f] = pa.ListArray.from_arrays(offsets, pa.array(values))
+    path = tmp_path / "bad.parquet"
+    pq.write_table(pa.table(columns), path)
+    with pytest.raises(SampleError, match=r"feature 'b' row 140,000: id -3 is negative"):
+        workload_stats(cfg, path)
+    assert not [t for t in threading.enumerate() if t.name == "lru-replay"]
+    bg = Background()
+    bg.submit(lambda: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        bg.wait()
+    bg.wait()  # the error is raised once
 
 
 def test_sampled_curve_says_so_and_is_within_two_points_of_the_exact_one(tmp_path):
@@ -221,3 +273,25 @@ def test_id_counter_counts_small_and_huge_ids_over_chunks(sizes, dense):
     assert counter.dense is None or counter.dense.nbytes <= 64 * counter.total  # at most 64 bytes per id read
     ids, counts = counter.result()
     assert dict(zip(ids.tolist(), counts.tolist())) == ref and ids.tolist() == sorted(ref)
+
+
+def test_the_files_bound_on_ids_is_read_before_the_file(sample, tmp_path):
+    """ids_bound: a Parquet footer counts each feature's ids plus one slot per empty list; an NPZ its values; a CSV
+    does not tell. A dotted feature name is matched whole. The sampled replay is skipped only under this bound."""
+    import pyarrow as pa
+
+    from engine.stats.sample import ids_bound
+
+    cfg, path, columns = sample
+    features = ("a", "b", "c", "d")
+    bound = ids_bound(path, features)
+    assert bound == {f: sum(len(c) or 1 for c in columns[f]) for f in features}
+    for fmt in ("npz", "csv"):
+        other = tmp_path / f"s.{fmt}"
+        atomicfile.write_bytes(other, to_bytes(cfg, 2000, seed=7, fmt=fmt))
+        got = ids_bound(other, features)
+        assert got == ({f: sum(len(c) for c in columns[f]) for f in features} if fmt == "npz" else None)
+    dotted = tmp_path / "dotted.parquet"
+    pq.write_table(pa.table({"user.id": pa.array([[1, 2], [], [3]], pa.list_(pa.int64())),
+                             "user": pa.array([[4], [5], [6]], pa.list_(pa.int64()))}), dotted)
+    assert ids_bound(dotted, ("user.id", "user")) == {"user.id": 4, "user": 3}

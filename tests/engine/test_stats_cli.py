@@ -215,3 +215,44 @@ def test_exact_lookups_sets_where_the_sampled_replay_takes_over(files):
     assert again["miss_ratio_method"] == exact["miss_ratio_method"]
     bad = run("stats", cfg, d / "s.parquet", "--exact-lookups", 0)
     assert bad.returncode != 0 and "--exact-lookups" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv", "npz"])
+def test_progress_counts_the_rows_read(tmp_path, fmt):
+    """--progress (stderr not a terminal): one line per whole percent of the sample's rows read, counted from the
+    chunks read (65,536 rows each for Parquet and NPZ, 4 MiB blocks of CSV), ending at 100% with the ids the
+    statistics count; stdout is unchanged, and without --progress stderr says nothing."""
+    cfg = write(tmp_path, {"tables": [{"name": "t", "num_embeddings": 500, "embedding_dim": 8,
+                                       "feature_names": ["a", "b"]}], "topology": {"world_size": 1, "batch_size": 8}})
+    sample = tmp_path / f"s.{fmt}"
+    proc = run(cfg, "--rows", 150_000, "--seed", 3, "--out", sample, "--format", fmt, module="engine.stats.generate")
+    assert proc.returncode == 0, proc.stderr
+    plain, shown = run("stats", cfg, sample, "--json"), run("stats", cfg, sample, "--json", "--progress")
+    assert plain.returncode == shown.returncode == 0, shown.stderr
+    assert plain.stderr == "" and shown.stdout == plain.stdout
+    ids = sum(f["ids"] for f in json.loads(plain.stdout)["features"].values())
+    lines = shown.stderr.splitlines()
+    shares = [int(line.split(" ", 2)[1].rstrip("%")) for line in lines]
+    assert shares == sorted(set(shares))
+    if fmt != "csv":
+        assert shares == [100 * r // 150_000 for r in (65_536, 131_072, 150_000)]
+    assert lines[-1] == f"stats: 100% of 150,000 rows read ({ids:,} ids so far)"
+
+
+def test_on_a_terminal_the_progress_line_is_redrawn_in_place():
+    """On a terminal the line is rewritten in place (carriage return, then erase to the end of line) and ended with
+    one newline; a file that does not tell its rows gets the rows so far."""
+    import io
+
+    from engine.stats.command import ProgressLine
+
+    out = io.StringIO()
+    line = ProgressLine(out, tty=True)
+    line.update(65_536, 150_000, 1_000)
+    line.update(150_000, 150_000, 2_500)
+    line.end()
+    assert out.getvalue() == ("\rstats: 43% of 150,000 rows read (1,000 ids so far)\x1b[K"
+                              "\rstats: 100% of 150,000 rows read (2,500 ids so far)\x1b[K\n")
+    out = io.StringIO()
+    ProgressLine(out, tty=False).update(70_000, None, 9)
+    assert out.getvalue() == "stats: 70,000 rows read (9 ids so far)\n"

@@ -39,6 +39,7 @@ CONSTRAINT_FIELDS = F.CONSTRAINT_FIELDS
 TOPOLOGY_FIELDS = F.TOPOLOGY_FIELDS
 PROFILE_FIELD = F.PROFILE_FIELD.name  # a device profile (engine.profile): written only when there is one
 CUSTOM_FIELD = F.CUSTOM_TOPOLOGY_FIELD.name  # per-rank capacities: written only when there are some
+GROUP_FIELD = F.GROUP_FIELD.name  # 2D sharding's group size: written only when given
 TOP_FIELDS = ("tables", "constraints", "topology")
 
 # Names older TorchRec releases (and its tutorials) print for today's kernels.
@@ -128,7 +129,7 @@ def _constraint(raw: Any, path: str, table: TableConfig) -> Constraints:
 
 
 # every field's reader (made here, below the readers of every kind)
-_READERS = {f.name: _reader(f) for f in (*F.TABLE, *F.CONSTRAINT, *F.TOPOLOGY, F.WORKLOAD_FIELD)}
+_READERS = {f.name: _reader(f) for f in (*F.TABLE, *F.CONSTRAINT, *F.TOPOLOGY, F.GROUP_FIELD, F.WORKLOAD_FIELD)}
 _WORLD_SIZE, _LOCAL_WORLD_SIZE = F.BY_NAME["world_size"], F.BY_NAME["local_world_size"]
 # (name, reader, default as a file writes it, path) of every topology field past the two sizes
 _TOPOLOGY_REST = tuple((f.name, _READERS[f.name], f.json_default, f"topology.{f.name}") for f in F.TOPOLOGY
@@ -136,7 +137,7 @@ _TOPOLOGY_REST = tuple((f.name, _READERS[f.name], f.json_default, f"topology.{f.
 
 
 def _topology(raw: Any) -> Topology:
-    d = read_object(raw, "topology", (*TOPOLOGY_FIELDS, PROFILE_FIELD, CUSTOM_FIELD))
+    d = read_object(raw, "topology", (*TOPOLOGY_FIELDS, PROFILE_FIELD, CUSTOM_FIELD, GROUP_FIELD))
     if "world_size" not in d:
         raise ConfigError("topology.world_size", "is required (the number of ranks, e.g. 2)")
     ws = _read(_WORLD_SIZE, d["world_size"], "topology.world_size")
@@ -149,9 +150,19 @@ def _topology(raw: Any) -> Topology:
         hbm, ddr = read_caps(d[CUSTOM_FIELD], f"topology.{CUSTOM_FIELD}", ws)
         if hbm is not None or ddr is not None:  # {} is every rank alike, as no field
             topo = replace(topo, custom_topology_data=CustomTopologyData(hbm, ddr))
+    if d.get(GROUP_FIELD) is not None:
+        topo = replace(topo, sharding_group_size=_group_size(d[GROUP_FIELD], ws))
     if d.get(PROFILE_FIELD) is None:
         return topo
     return replace(topo, profile=parse_profile(d[PROFILE_FIELD], f"topology.{PROFILE_FIELD}", topo))
+
+
+def _group_size(v: Any, ws: int) -> int:
+    size = _read(F.GROUP_FIELD, v, f"topology.{GROUP_FIELD}")
+    if size > ws or ws % size:
+        raise ConfigError(f"topology.{GROUP_FIELD}", f"must divide world_size ({ws}) evenly, got {size}: use a "
+                          f"divisor such as {ws // 2 if ws % 2 == 0 and ws > 1 else ws}, or leave it out for one group")
+    return size
 
 
 def check_load(tables: tuple[TableConfig, ...], constraints: dict[str, Constraints], topology: Topology) -> None:
@@ -289,6 +300,8 @@ def topology_to_dict(topology: Topology) -> dict:
     custom = topology.custom_topology_data
     if custom is not None:
         topo[CUSTOM_FIELD] = {k: list(v) for k in F.CUSTOM_CAPS if (v := getattr(custom, k)) is not None}
+    if topology.sharding_group_size is not None:
+        topo[GROUP_FIELD] = topology.sharding_group_size
     return topo
 
 

@@ -13,6 +13,7 @@ from engine.estimate import estimate_pieces, perf_from_row, pieces_for, table_lo
 from engine.workset import rank_workset_ms
 from engine.memory import StepMemory, over_memory
 from engine.profile import step_perf
+from engine.replicas import group_config, with_group_note
 from engine.types import Config, Plan, PoolingType, RankStats, ShardingType, TablePlan
 from engine.widths import plan_notes
 
@@ -32,6 +33,7 @@ def shard_arrays(cfg: Config, name: str, tp: TablePlan) -> tuple[np.ndarray, np.
 def evaluate(cfg: Config, tables: dict[str, TablePlan], planner: str = "engine",
              planning_seconds: float | None = None, lower_bound_ms: float | None = None,
              notes: tuple[str, ...] = ()) -> Plan:
+    world, cfg = cfg.topology, group_config(cfg)  # 2D: the plan is one sharding group's (engine.replicas)
     topo = cfg.topology
     w = topo.world_size
     perf = np.zeros((w, 6))
@@ -85,8 +87,9 @@ def evaluate(cfg: Config, tables: dict[str, TablePlan], planner: str = "engine",
     notes = tuple(notes)
     notes += tuple(n for n in plan_notes(cfg, tables) + grid_mean_notes(cfg, tables) if n not in notes)  # a re-plan
     # passes on earlier notes
-    return Plan(tables=dict(tables), ranks=stats, planner=planner, planning_seconds=planning_seconds,
-                lower_bound_ms=lower_bound_ms, notes=notes + tuple(over_memory(stats, topo)))
+    return with_group_note(world, Plan(tables=dict(tables), ranks=stats, planner=planner,
+                                       planning_seconds=planning_seconds, lower_bound_ms=lower_bound_ms,
+                                       notes=notes + tuple(over_memory(stats, topo))))
 
 
 def add_workset(perf: np.ndarray, ms: np.ndarray) -> None:

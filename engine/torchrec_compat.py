@@ -33,6 +33,7 @@ from torchrec.optim import RowWiseAdagrad
 from engine import fields as F
 from engine.errors import EngineError, PlanningError
 from engine.evaluate import evaluate
+from engine.replicas import group_topology
 from engine.types import (
     ComputeKernel,
     Config,
@@ -87,7 +88,7 @@ def parameter_sharding(cfg: Config, name: str, tp: TablePlan, device: DeviceLike
     if tp.sharding_type is not ShardingType.DATA_PARALLEL and tp.shards is not None:
         spec = EnumerableShardingSpec([
             ShardMetadata(shard_offsets=list(s.offsets), shard_sizes=list(s.sizes),
-                          placement=placement(s.rank, dev, cfg.topology.local_world_size))
+                          placement=placement(s.rank, dev, group_topology(cfg.topology).local_world_size))
             for s in tp.shards
         ])
     load_factor = cfg.constraint(name).cache_load_factor if tp.cache_load_factor is None else tp.cache_load_factor
@@ -154,7 +155,9 @@ def sharders(cfg: Config, runtime_device: DeviceLike = None) -> list[ModuleShard
 
 
 def torchrec_topology(cfg: Config) -> TorchRecTopology:
-    t = cfg.topology
+    """TorchRec's Topology for the config; with 2D sharding the group's (sharding_group_size ranks), as
+    DMPCollection's plan must be made for the group's world (torchrec#3295), never the whole world."""
+    t = group_topology(cfg.topology)
     return TorchRecTopology(
         world_size=t.world_size, compute_device=t.compute_device.value, hbm_cap=t.hbm_cap, ddr_cap=t.ddr_cap,
         local_world_size=t.local_world_size, hbm_mem_bw=t.hbm_mem_bw, ddr_mem_bw=t.ddr_mem_bw,

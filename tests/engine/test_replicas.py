@@ -1,0 +1,144 @@
+"""2D sharding (topology.sharding_group_size, TorchRec 1.8's DMPCollection): read and written once, planned on one
+group's ranks, priced with the cross-group sync, reported, swept (engine/replicas.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import engine
+from engine import replicas
+from engine.errors import ConfigError
+from engine.sweep import sweep
+from tests.factories import ROOT, tutorial, with_changes, write
+
+
+def config(world: int = 8, local: int = 4, group: int | None = 4, optimizer: str = "sgd", **topo) -> engine.Config:
+    extra = {} if group is None else {"sharding_group_size": group}
+    return engine.parse_config(with_changes(tutorial(), world_size=world, local_world_size=local,
+                                            optimizer=optimizer, **extra, **topo))
+
+
+@pytest.mark.parametrize("bad, message", [
+    (3, "topology.sharding_group_size: must divide world_size (8) evenly, got 3"),
+    (16, "topology.sharding_group_size: must divide world_size (8) evenly, got 16"),
+    (0, "topology.sharding_group_size: must be from 1 to"),
+    ("two", "topology.sharding_group_size: must be an integer"),
+])
+def test_a_bad_group_size_is_one_line_naming_the_field(bad, message):
+    with pytest.raises(ConfigError) as e:
+        config(group=bad)
+    assert str(e.value).startswith(message) and "\n" not in str(e.value)
+
+
+def test_the_cli_says_a_bad_group_size_in_one_line(tmp_path):
+    path = write(tmp_path, with_changes(tutorial(), world_size=8, local_world_size=4, sharding_group_size=3))
+    out = subprocess.run([sys.executable, "-m", "engine", "plan", str(path)], cwd=ROOT, capture_output=True,
+                         text=True, env={"PYTHONPATH": str(ROOT)})
+    assert out.returncode != 0 and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and "topology.sharding_group_size" in out.stderr
+
+
+def test_the_field_is_written_only_when_given_and_reads_back():
+    flat, grouped = config(group=None), config(group=4)
+    assert "sharding_group_size" not in engine.config_to_dict(flat)["topology"]
+    assert engine.config_to_dict(grouped)["topology"]["sharding_group_size"] == 4
+    assert engine.parse_config(engine.config_to_dict(grouped)) == grouped
+
+
+def test_a_group_of_the_whole_world_plans_as_without_the_field():
+    flat = engine.plan(config(group=None))
+    whole = engine.plan(config(group=8))
+    assert engine.plan_to_dict(dataclasses.replace(whole, planning_seconds=None)) == \
+        engine.plan_to_dict(dataclasses.replace(flat, planning_seconds=None))
+
+
+def test_the_plan_is_one_groups_and_says_group_and_replicas():
+    cfg = config(world=8, local=4, group=4)
+    p = engine.plan(cfg)
+    assert len(p.ranks) == 4
+    assert all(r < 4 for tp in p.tables.values() for r in tp.ranks)
+    assert p.notes[0].startswith("2D sharding: the plan is one group of 4 ranks; 2 replicas over 8 ranks")
+    text = engine.summary(p, cfg)
+    assert "2D sharding: the plan is one group of 4 ranks; 2 replicas" in text
+    assert "Memory per replica" in text and "replica_sync_ms" in text
+    # the plan file carries it, and reads back against the config
+    data = json.loads(json.dumps(engine.plan_to_dict(p)))
+    assert any("2 replicas" in n for n in data["notes"])
+    assert engine.read_plan_file(data, cfg).tables == p.tables
+
+
+def test_a_plan_file_past_the_group_is_refused_by_rank():
+    cfg = config(world=8, local=4, group=2)
+    p = engine.plan(cfg)
+    data = engine.plan_to_dict(p)
+    name = next(iter(data["plan"]))
+    data["plan"][name] = {"sharding_type": "table_wise", "compute_kernel": "fused", "ranks": [3],
+                          "shards": [{"offsets": [0, 0], "sizes": [cfg.table(name).num_embeddings,
+                                                                   cfg.table(name).embedding_dim], "rank": 3}]}
+    with pytest.raises(ConfigError, match="rank 3"):
+        engine.read_plan_file(data, cfg)
+
+
+def _sync_free(cfg: engine.Config, tables) -> engine.Plan:
+    """The same tables scored on the group's topology without the sync term."""
+    topo = dataclasses.replace(replicas.group_topology(cfg.topology), sync_ms_per_byte=0.0)
+    return engine.evaluate(dataclasses.replace(cfg, topology=topo), tables)
+
+
+@pytest.mark.parametrize("optimizer, state_bytes_per_row", [("sgd", 0), ("rowwise_adagrad", 4), ("adagrad", 4 * 64),
+                                                            ("adam", 0)])
+def test_the_sync_is_the_whole_shard_all_reduced_across_replicas(optimizer, state_bytes_per_row):
+    """replica_sync_ms = (weights + Adagrad's "sum" state) x 2 (R - 1) / R / bandwidth, within a host here (4
+    replicas of consecutive ranks on hosts of 4), by hand for a table placed whole on plan rank 1."""
+    cfg = config(world=8, local=4, group=2, optimizer=optimizer)
+    tables = {t.name: engine.TablePlan(engine.ShardingType.TABLE_WISE, engine.ComputeKernel.FUSED, (i % 2,),
+                                       (engine.Shard((0, 0), (t.num_embeddings, t.embedding_dim), i % 2),))
+              for i, t in enumerate(cfg.tables)}
+    with_sync, without = engine.evaluate(cfg, tables), _sync_free(cfg, tables)
+    r = 4
+    expect = np.zeros(2)
+    for i, t in enumerate(cfg.tables):
+        expect[i % 2] += (t.num_embeddings * t.embedding_dim * 4 + t.num_embeddings * state_bytes_per_row) \
+            * 2 * (r - 1) / r / cfg.topology.intra_host_bw
+    got = [a.perf.bwd_comms - b.perf.bwd_comms for a, b in zip(with_sync.ranks, without.ranks)]
+    assert got == pytest.approx(expect, rel=1e-9)
+    assert replicas.rank_sync_ms(cfg, tables) == pytest.approx(expect, rel=1e-9)
+    assert [a.hbm_bytes for a in with_sync.ranks] == [b.hbm_bytes for b in without.ranks]  # no memory added
+
+
+def test_replica_groups_across_hosts_pay_the_network():
+    """8 replicas on hosts of 4 ranks: each replica group (8 consecutive ranks) spans two hosts."""
+    inside, across = config(world=16, local=8, group=2), config(world=16, local=4, group=2)
+    assert replicas.sync_in_host(inside.topology) and not replicas.sync_in_host(across.topology)
+    tables = engine.plan(inside).tables
+    ratio = replicas.rank_sync_ms(across, tables) / replicas.rank_sync_ms(inside, tables)
+    assert ratio == pytest.approx([inside.topology.intra_host_bw / inside.topology.inter_host_bw] * 2)
+
+
+def test_the_group_is_planned_with_the_mesh_s_hosts_and_each_rank_s_least_capacity():
+    """DMPCollection's default mesh puts plan rank r of group g on world rank r * R + g: with 2 replicas on hosts of
+    4, a group has 2 ranks per host, and plan rank 1 is world ranks 2 and 3 (the smaller of their HBM)."""
+    hbm = [80, 80, 40, 80, 80, 80, 80, 80]
+    cfg = config(world=8, local=4, group=4, custom_topology_data={"hbm_cap": [h << 30 for h in hbm]})
+    g = replicas.group_topology(cfg.topology)
+    assert (g.world_size, g.local_world_size, g.sharding_group_size) == (4, 2, None)
+    assert [c >> 30 for c in g.custom_topology_data.hbm_cap] == [80, 40, 80, 80]
+    assert [replicas.global_rank(cfg.topology, 1, grp) for grp in (0, 1)] == [2, 3]
+
+
+def test_the_sweep_explores_group_sizes_and_says_which_do_not_divide():
+    cfg = config(group=None)
+    points = sweep(cfg, ["h100_80gb"], [8], group_sizes=[None, 2, 3, 4],
+                   settings=engine.PlannerSettings(effort=500))
+    assert [(p.group_size, p.replicas, p.planned) for p in points] == \
+        [(None, 1, True), (2, 4, True), (3, 2, False), (4, 2, True)]
+    assert points[2].reason == "sharding_group_size 3 does not divide 8 ranks"
+    assert len({p.step_ms for p in points if p.planned}) == 3  # each group size planned on its own
+    from engine.sweep import table
+    assert "2x4" in table(points) and "4x2" in table(points)

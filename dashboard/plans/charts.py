@@ -98,7 +98,7 @@ def _spec_figure(data: list[dict], layout: dict, title: Optional[str], height: i
     return go.Figure({"data": data, "layout": layout}, _validate=False)
 
 
-def memory_bars(plan: engine.Plan) -> go.Figure:
+def memory_bars(plan: engine.Plan, group: Optional[str] = None) -> go.Figure:
     """Per-rank HBM and DDR peak estimates (GiB; the step's peak where the plan has engine.memory's parts, else
     the stored bytes) in front of each rank's usable capacity (grey), each panel titled with its least
     headroom; the first panel (the device's memory) stacked by part when the plan carries the parts. Panels side
@@ -133,6 +133,11 @@ def memory_bars(plan: engine.Plan) -> go.Figure:
                                     for u, c, r in zip(used, cap, plan.ranks)],
                      "hovertemplate": "rank %{x}: %{customdata[1]} used (%{customdata[0]:.1f}%)<extra></extra>",
                      **axes})
+    if group:  # 2D: the ranks drawn are one group's (headline.group_text), over the panels' own titles
+        layout["margin"] = {**MARGIN, "t": MARGIN["t"] + 24}
+        layout["annotations"].append({"font": {"size": 13}, "showarrow": False, "text": plotly_text(group), "x": 0.0,
+                                      "xanchor": "left", "xref": "paper", "y": 1.16, "yanchor": "bottom",
+                                      "yref": "paper"})
     return _spec_figure(data, layout, None)
 
 
@@ -161,7 +166,7 @@ def _memory_title(plan: engine.Plan, kind: str) -> str:
     return f"{head}<br><sup>least headroom {engine.human_bytes(h.free_bytes)} (rank {h.rank})</sup>"
 
 
-def cost_stacked(plan: engine.Plan) -> go.Figure:
+def cost_stacked(plan: engine.Plan, group: Optional[str] = None) -> go.Figure:
     """Per-rank estimated cost stacked by component, with the lower bound as a dashed line."""
     ranks = [r.rank for r in plan.ranks]
     per_rank = [components(r) for r in plan.ranks]
@@ -184,7 +189,8 @@ def cost_stacked(plan: engine.Plan) -> go.Figure:
     if len(ranks) > 1:
         layout["annotations"] = [{"x": imb.bottleneck_rank, "y": imb.max_ms, "text": "slowest", "showarrow": True,
                                   "arrowhead": 2, "ay": -28}]
-    return _spec_figure(data, layout, "Estimated cost per rank by component")
+    title = "Estimated cost per rank by component"
+    return _spec_figure(data, layout, f"{title}<br><sup>{plotly_text(group)}</sup>" if group else title)
 
 
 def heatmap(m: TableRankMatrix, metric: str = "cost_ms", rows: Optional[list[int]] = None) -> go.Figure:

@@ -59,14 +59,14 @@ def _ranks_key(plan: engine.Plan) -> tuple:
     return plan.ranks, plan.lower_bound_ms
 
 
-def memory_bars(plan: engine.Plan) -> go.Figure:
-    """charts.memory_bars, built once per plan content (its ranks)."""
-    return _CACHE.get(("memory_bars", _ranks_key(plan)), lambda: charts.memory_bars(plan))
+def memory_bars(plan: engine.Plan, group: str | None = None) -> go.Figure:
+    """charts.memory_bars, built once per plan content (its ranks, and the 2D group line)."""
+    return _CACHE.get(("memory_bars", _ranks_key(plan), group), lambda: charts.memory_bars(plan, group))
 
 
-def cost_stacked(plan: engine.Plan) -> go.Figure:
-    """charts.cost_stacked, built once per plan content (its ranks and lower bound)."""
-    return _CACHE.get(("cost_stacked", _ranks_key(plan)), lambda: charts.cost_stacked(plan))
+def cost_stacked(plan: engine.Plan, group: str | None = None) -> go.Figure:
+    """charts.cost_stacked, built once per plan content (its ranks and lower bound, and the 2D group line)."""
+    return _CACHE.get(("cost_stacked", _ranks_key(plan), group), lambda: charts.cost_stacked(plan, group))
 
 
 def heatmap(m: table_matrix.TableRankMatrix, metric: str, rows: list[int]) -> go.Figure:

@@ -87,10 +87,14 @@ def plan_metrics(plan: engine.Plan) -> None:
 
 def plan_view(plan: engine.Plan, config: engine.Config, prefix: str) -> None:
     """Everything about one plan; `prefix` keeps widget keys unique per page."""
+    group = headline.group_text(config)  # 2D: the ranks drawn are one group's
+    if group:
+        st.markdown(f":blue-badge[:material/grid_view: 2D] The plan is {group}: every group holds all the tables, "
+                    "and their weights are all-reduced across groups after each step (in the backward comms).")
     plan_metrics(plan)  # the headline first: the browser shows it while the rest is computed
     left, right = st.columns(2)  # figures and frames built once per plan (dashboard.plans.figure_cache), not per rerun
-    left.plotly_chart(figure_cache.memory_bars(plan), key=f"{prefix}_memory_chart")
-    right.plotly_chart(figure_cache.cost_stacked(plan), key=f"{prefix}_cost_chart")
+    left.plotly_chart(figure_cache.memory_bars(plan, group), key=f"{prefix}_memory_chart")
+    right.plotly_chart(figure_cache.cost_stacked(plan, group), key=f"{prefix}_cost_chart")
     matrix = services.table_rank_matrix(plan, config)
     with st.container(border=True):
         imb = analysis.imbalance(plan)

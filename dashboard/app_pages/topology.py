@@ -94,9 +94,10 @@ def group_size(col, world_size: int, form: dict) -> int | str | None:
         col.caption("one group: every table sharded over all ranks (DMP)")
         return None if size == GROUP_OFF else size
     if size > world_size or world_size % size:
-        divisors = [d for d in range(1, world_size) if world_size % d == 0][:8]
+        divisors = [str(d) for d in range(1, world_size) if world_size % d == 0]
+        some = ", ".join(divisors[:8]) + ("..." if len(divisors) > 8 else "")
         col.error(f"sharding_group_size {size} does not divide world_size {world_size}: give a divisor of "
-                  f"{world_size} ({', '.join(map(str, divisors))}...) or 0 for one group. Until then the topology "
+                  f"{world_size} ({some}) or 0 for one group. Until then the topology "
                   f"keeps {form['world_size']} ranks in {_groups_text(form)}.", icon=":material/error:")
         return KEEP
     col.caption(f"{_count(world_size // size, 'replica')} of {_count(size, 'rank')}, synced across groups")

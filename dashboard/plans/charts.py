@@ -92,7 +92,8 @@ def _spec_figure(data: list[dict], layout: dict, title: Optional[str], height: i
     plan pages' figures are written out here from numbers and escaped text (plotly_text), in plotly's own
     property names, and validating them was nine tenths of their cost (10-20 ms a figure, for every plan shown,
     in the server's one interpreter). tests/dashboard/test_charts.py checks each against plotly's validation."""
-    layout = {**layout, "height": height, "margin": dict(MARGIN), "legend": dict(LEGEND), "template": _TEMPLATE_SPEC}
+    layout = {**layout, "height": height, "margin": dict(layout.get("margin", MARGIN)), "legend": dict(LEGEND),
+              "template": _TEMPLATE_SPEC}
     if title:
         layout["title"] = {"text": title, "x": 0, "font": {"size": 15}}
     return go.Figure({"data": data, "layout": layout}, _validate=False)
@@ -134,10 +135,10 @@ def memory_bars(plan: engine.Plan, group: Optional[str] = None) -> go.Figure:
                      "hovertemplate": "rank %{x}: %{customdata[1]} used (%{customdata[0]:.1f}%)<extra></extra>",
                      **axes})
     if group:  # 2D: the ranks drawn are one group's (headline.group_text), over the panels' own titles
-        layout["margin"] = {**MARGIN, "t": MARGIN["t"] + 24}
-        layout["annotations"].append({"font": {"size": 13}, "showarrow": False, "text": plotly_text(group), "x": 0.0,
-                                      "xanchor": "left", "xref": "paper", "y": 1.16, "yanchor": "bottom",
-                                      "yref": "paper"})
+        layout["margin"] = {**MARGIN, "t": MARGIN["t"] + 24}  # a line above the panels' two-line titles
+        layout["annotations"].append({"font": {"size": 12}, "showarrow": False, "text": plotly_text(group), "x": 0.0,
+                                      "xanchor": "left", "xref": "paper", "y": 1.0, "yanchor": "bottom",
+                                      "yshift": 38, "yref": "paper"})
     return _spec_figure(data, layout, None)
 
 

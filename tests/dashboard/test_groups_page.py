@@ -28,7 +28,7 @@ def test_the_topology_page_sets_the_group_size_and_says_the_replicas(app):
 def test_a_group_size_that_does_not_divide_says_the_fix_and_keeps_the_topology(app):
     _grouped(app)
     app.number_input(key="topology_sharding_group_size").set_value(3).run()
-    assert shown(app, "error") == ["sharding_group_size 3 does not divide world_size 4: give a divisor of 4 (1, 2...) "
+    assert shown(app, "error") == ["sharding_group_size 3 does not divide world_size 4: give a divisor of 4 (1, 2) "
                                    "or 0 for one group. Until then the topology keeps 4 ranks in groups of 2."]
     assert workspace(app)["topology"]["sharding_group_size"] == 2  # the last one that fits
     assert app.number_input(key="topology_sharding_group_size").value == 3  # what the user typed stays

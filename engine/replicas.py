@@ -55,8 +55,13 @@ def group_topology(topo: Topology) -> Topology:
             return None if caps is None else tuple(min(caps[global_rank(topo, k, g)] for g in range(r))
                                                    for k in range(size))
         custom = CustomTopologyData(least(custom.hbm_cap), least(custom.ddr_cap))
-    return replace(topo, world_size=size, local_world_size=per_host, sharding_group_size=None,
-                   custom_topology_data=custom, sync_ms_per_byte=2.0 * (r - 1) / r / sync_bw(topo))
+    group = replace(topo, world_size=size, local_world_size=per_host, sharding_group_size=None,
+                    custom_topology_data=custom, sync_ms_per_byte=2.0 * (r - 1) / r / sync_bw(topo))
+    if topo.profile is not None and topo.profile.applies(topo) and not topo.profile.applies(group):
+        # the world's profile prices its group too: where replicas do not divide a host, each plan rank of a group
+        # is on a host of its own (more hosts than the world's count), and the fixed costs still hold
+        group = replace(group, profile=replace(topo.profile, hosts=group.num_hosts))
+    return group
 
 
 def group_config(cfg: Config) -> Config:

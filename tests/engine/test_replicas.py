@@ -142,3 +142,22 @@ def test_the_sweep_explores_group_sizes_and_says_which_do_not_divide():
     assert len({p.step_ms for p in points if p.planned}) == 3  # each group size planned on its own
     from engine.sweep import table
     assert "2x4" in table(points) and "4x2" in table(points)
+
+
+def test_a_groups_spanning_more_hosts_keeps_the_worlds_device_profile():
+    """16 replicas on hosts of 8: each group's 2 ranks sit on 2 hosts while the world has 4; the published fixed
+    costs of the world still price the group's plan (engine.profile applies a profile to its host count only)."""
+    cfg = engine.parse_config(with_changes(tutorial(), world_size=32, local_world_size=8, sharding_group_size=2,
+                                           profile="published"))
+    g = replicas.group_topology(cfg.topology)
+    assert (g.num_hosts, cfg.topology.num_hosts) == (2, 4)
+    assert g.profile.applies(g) and g.profile.step_ms == cfg.topology.profile.step_ms
+
+
+def test_on_a_2d_config_ours_is_no_slower_than_torchrecs_by_our_estimator():
+    """TorchRec 1.8's planner on the group's topology (what DMPCollection wants), scored by our estimator with the
+    same sync term: our plan's slowest rank is no slower."""
+    cfg = config(world=8, local=4, group=4, optimizer="rowwise_adagrad")
+    theirs = engine.torchrec_planner()(cfg)
+    assert len(theirs.ranks) == 4
+    assert engine.plan(cfg).max_rank_cost_ms <= theirs.max_rank_cost_ms * (1 + 1e-9)

@@ -160,4 +160,7 @@ def test_on_a_2d_config_ours_is_no_slower_than_torchrecs_by_our_estimator():
     cfg = config(world=8, local=4, group=4, optimizer="rowwise_adagrad")
     theirs = engine.torchrec_planner()(cfg)
     assert len(theirs.ranks) == 4
-    assert engine.plan(cfg).max_rank_cost_ms <= theirs.max_rank_cost_ms * (1 + 1e-9)
+    ours = engine.plan(cfg)
+    assert ours.max_rank_cost_ms <= theirs.max_rank_cost_ms * (1 + 1e-9)
+    # and TorchRec's estimator (no sync term: it prices one DMP) scores the group's 4 ranks of either plan
+    assert len(engine.torchrec_rank_costs(cfg, ours)) == len(engine.torchrec_rank_costs(cfg, theirs)) == 4

@@ -24,6 +24,7 @@ from engine.readers import (
     read_bool, read_caps, read_enum, read_ids, read_int, read_json, read_list, read_name, read_object,
     read_per_feature, read_float, read_table_names, type_name,
 )
+from engine.replicas import group_topology
 from engine.rules import check_placement_rules
 from engine.types import (
     Config,
@@ -246,7 +247,7 @@ def parse_config(data: Any, refuse_too_big: bool = False) -> Config:
             raise ConfigError(f"constraints.{name}", f"no table named {name!r} (tables: {known})")
         constraints[name] = constraint_fast(c, by_name[name]) or _constraint(c, f"constraints.{name}", by_name[name])
     topology = _topology(d["topology"])
-    check_placement_rules(tables, constraints, topology)
+    check_placement_rules(tables, constraints, group_topology(topology))  # 2D: pins name a group's ranks
     check_load(tables, constraints, topology)
     check_pairs(len(tables), topology.world_size)
     return Config(tables=tables, constraints=constraints, topology=topology)

@@ -23,6 +23,7 @@ from typing import Iterable, Optional
 from engine import constants as C
 from engine import limits as L
 from engine.config import check_load, check_pairs
+from engine.replicas import group_topology
 from engine.rules import check_placement_rules
 from engine.errors import ConfigError, PlanningError, one_line
 from engine.memory import OUT_OF_MEMORY
@@ -130,7 +131,7 @@ def plan_point(cfg: Config, device: str, world_size: int, batch_size: int,
         return SweepPoint(**point, planned=False, reason=f"sharding_group_size {group_size:,} does not divide "
                           f"{world_size:,} ranks")
     try:
-        check_placement_rules(cfg.tables, cfg.constraints, topo)  # pins to ranks or hosts this world lacks
+        check_placement_rules(cfg.tables, cfg.constraints, group_topology(topo))  # pins to ranks or hosts it lacks
         check_load(cfg.tables, cfg.constraints, topo)  # a larger world or batch may look up too many ids
         p = plan(dataclasses.replace(cfg, topology=topo), settings)
     except (PlanningError, ConfigError) as e:

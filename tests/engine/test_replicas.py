@@ -73,6 +73,21 @@ def test_the_plan_is_one_groups_and_says_group_and_replicas():
     assert engine.read_plan_file(data, cfg).tables == p.tables
 
 
+@pytest.mark.parametrize("pin, message", [
+    ({"ranks": [5]}, "constraints.large_table_0.ranks: rank 5 is outside the sharding group of 4 (2D: a pin names a "
+                     "group's ranks 0-3)"),
+    ({"hosts": [2]}, "constraints.large_table_0.hosts: host 2 does not exist: 2 host(s) of 2 ranks"),
+])
+def test_pins_name_a_groups_ranks_and_hosts(pin, message):
+    raw = with_changes(tutorial(), world_size=8, local_world_size=4, sharding_group_size=4)
+    raw["constraints"] = {"large_table_0": pin}
+    with pytest.raises(ConfigError) as e:
+        engine.parse_config(raw)
+    assert str(e.value) == message
+    raw["constraints"] = {"large_table_0": {"ranks": [3]}}
+    assert engine.plan(engine.parse_config(raw)).tables["large_table_0"].ranks == (3,)
+
+
 def test_a_plan_file_past_the_group_is_refused_by_rank():
     cfg = config(world=8, local=4, group=2)
     p = engine.plan(cfg)

@@ -179,3 +179,20 @@ def test_on_a_2d_config_ours_is_no_slower_than_torchrecs_by_our_estimator():
     assert ours.max_rank_cost_ms <= theirs.max_rank_cost_ms * (1 + 1e-9)
     # and TorchRec's estimator (no sync term: it prices one DMP) scores the group's 4 ranks of either plan
     assert len(engine.torchrec_rank_costs(cfg, ours)) == len(engine.torchrec_rank_costs(cfg, theirs)) == 4
+
+
+def test_validate_refuses_a_2d_plan_in_one_line_and_the_dry_run_measures_one_group(tmp_path):
+    cfg = config(world=4, local=4, group=2, compute_device="cpu")
+    config_path = write(tmp_path, engine.config_to_dict(cfg))
+    plan_path = write(tmp_path, engine.plan_to_dict(engine.plan(cfg)), "plan.json")
+    env = {"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, "-m", "engine", "validate", str(config_path), "--plan", str(plan_path),
+                          "--device", "cpu", "--out-dir", str(tmp_path / "run")], cwd=ROOT, capture_output=True,
+                         text=True, env=env)
+    assert out.returncode != 0 and "Traceback" not in out.stderr, out.stderr
+    assert "topology.sharding_group_size: validation runs DistributedModelParallel" in out.stderr
+    dry = subprocess.run([sys.executable, "-m", "engine", "dryrun", str(config_path), "--plan", str(plan_path),
+                          "--json", "--iters", "1", "--warmup", "0"], cwd=ROOT, capture_output=True, text=True,
+                         env=env)
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    assert len(json.loads(dry.stdout)["ranks"]) == 2

@@ -246,12 +246,15 @@ def table(points: list[SweepPoint]) -> str:
     return "\n".join(lines)
 
 
-def point_config(cfg: Config, device: str, world_size: int, batch_size: int) -> dict:
+def point_config(cfg: Config, device: str, world_size: int, batch_size: int,
+                 group_size: Optional[int] = None) -> dict:
     """The config of one sweep point as config JSON, ready to plan or edit: the accelerator's topology, its fixed
-    costs as `"profile": "published"` (so they follow the host count if the world size is edited)."""
+    costs as `"profile": "published"` (so they follow the host count if the world size is edited), the point's 2D
+    group size (None: one group)."""
     from engine.config import config_to_dict
 
-    topo = ACCELERATORS[device].topology(cfg.topology, world_size, batch_size)
+    topo = dataclasses.replace(ACCELERATORS[device].topology(cfg.topology, world_size, batch_size),
+                               sharding_group_size=group_size)
     out = config_to_dict(dataclasses.replace(cfg, topology=dataclasses.replace(topo, profile=None)))
     out["topology"]["profile"] = "published"
     return out

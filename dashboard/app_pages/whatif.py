@@ -153,7 +153,8 @@ def sweep_tab(config: dict) -> None:
                      width="stretch"):
             p = pts[choice]
             state.set_config(engine.point_config(engine.parse_config(config), p["device"], p["world_size"],
-                                                 p["batch_size"]), edit=f"open the sweep point {whatif.point_label(p)}")
+                                                 p["batch_size"], p.get("group_size")),
+                             edit=f"open the sweep point {whatif.point_label(p)}")
             state.flash(f"The workspace config is now {md(whatif.point_label(p))}.")
             st.rerun()
     st.dataframe(whatif.points_frame(pts), hide_index=True, height=320, key="whatif_points",

@@ -3,7 +3,11 @@ the topology in use kept), and the Plan page says the plan is one group's and ho
 
 from __future__ import annotations
 
+import engine
+from dashboard.plans import whatif
+from engine.sweep import sweep as engine_sweep
 from tests.dashboard.helpers import goto, plotly_specs, shown, workspace
+from tests.factories import tutorial
 
 GROUP = "one sharding group: ranks 0-1 of 4, 2 replicas (2D, DMPCollection)"
 
@@ -53,3 +57,14 @@ def test_the_plan_page_shows_group_and_replicas_in_the_headline_and_the_charts(a
     assert GROUP in [a["text"] for a in memory["layout"]["annotations"]]
     goto(app, "tables")  # an editing page's headline strip
     assert any(GROUP in m for m in shown(app, "markdown"))
+
+
+def test_a_sweep_point_opens_with_its_group_and_its_row_says_it():
+    cfg = engine.parse_config(tutorial())
+    points = [p.as_dict() for p in engine_sweep(cfg, ["h100_80gb"], [8], group_sizes=[None, 2],
+                                         settings=engine.PlannerSettings(effort=200))]
+    assert engine.parse_config(engine.point_config(cfg, "h100_80gb", 8, 512, 2)).topology.sharding_group_size == 2
+    assert "sharding_group_size" not in engine.point_config(cfg, "h100_80gb", 8, 512)["topology"]
+    assert whatif.points_frame(points)["group (2D)"].tolist() == ["one group", "2 x 4 replicas"]
+    assert whatif.point_label(points[1]).endswith("8 GPUs (1 hosts), groups of 2 (2D), batch 512 per rank")
+    assert "group (2D)" not in whatif.points_frame(points[:1])

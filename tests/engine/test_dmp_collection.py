@@ -54,25 +54,6 @@ def test_the_groups_plan_equals_torchrecs_planner_on_the_group_topology(case):
     assert max(r for ps in mine.values() for r in ps.ranks) < cfg.topology.sharding_group_size
 
 
-def test_the_torchrec_text_and_snippet_say_what_dmp_collection_needs():
-    from dashboard.plans import exports
-
-    cfg = config(*CASES["row_wise, 2 replicas of 4"])
-    plan = engine.plan(cfg)
-    text = engine.torchrec_format(plan, cfg)
-    assert text.startswith("# DMPCollection(plan=..., world_size=8, sharding_group_size=4): ranks are one group's "
-                           "0-3; group g runs plan rank r on world rank r * 2 + g\n")
-    assert exports.torchrec_text(plan, cfg).startswith(text.splitlines()[0])
-    snippet = exports.python_snippet(plan, cfg)
-    assert "model = DMPCollection(" in snippet and "DistributedModelParallel(model" not in snippet
-    namespace: dict = {}
-    exec(snippet, namespace)  # the snippet builds the group's ShardingPlan with TorchRec's classes
-    assert (namespace["WORLD_SIZE"], namespace["SHARDING_GROUP_SIZE"]) == (8, 4)
-    assert namespace["plan"].plan[""] == to_sharding_plan(cfg, plan.tables).plan[""]
-    flat = engine.parse_config({**engine.config_to_dict(cfg), "topology": {"world_size": 8, "local_world_size": 4}})
-    assert "DistributedModelParallel(model" in exports.python_snippet(engine.plan(flat), flat)
-
-
 # TorchRec 1.8's DMPCollection.__init__ asserts a CUDA or MTIA device before it builds its mesh: 2D sharding does not
 # run on CPU/gloo, so its memory cannot be measured here (docs/estimator.md says so). When TorchRec lifts it, this
 # fails: compare the run's shards and memory with the estimate instead.

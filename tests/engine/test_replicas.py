@@ -196,3 +196,4 @@ def test_validate_refuses_a_2d_plan_in_one_line_and_the_dry_run_measures_one_gro
                          env=env)
     assert dry.returncode == 0, dry.stderr[-2000:]
     assert len(json.loads(dry.stdout)["ranks"]) == 2
+

@@ -68,3 +68,20 @@ def test_a_sweep_point_opens_with_its_group_and_its_row_says_it():
     assert whatif.points_frame(points)["group (2D)"].tolist() == ["one group", "2 x 4 replicas"]
     assert whatif.point_label(points[1]).endswith("8 GPUs (1 hosts), groups of 2 (2D), batch 512 per rank")
     assert "group (2D)" not in whatif.points_frame(points[:1])
+
+
+def test_the_what_if_sweep_plans_group_sizes_and_opens_a_grouped_point(app) -> None:
+    at = goto(app, "whatif")
+    at.text_input(key="whatif_groups").set_value("x").run()
+    assert any(e.startswith("2D groups: give ranks per group") for e in shown(at, "error"))
+    assert at.button(key="whatif_sweep_run").disabled
+    at.text_input(key="whatif_groups").set_value("2 3")
+    from tests.dashboard.test_whatif_page import run_sweep
+
+    points = run_sweep(at, ["h100_80gb"], [8])["points"]
+    assert [(p["group_size"], p["planned"]) for p in points] == [(None, True), (2, True), (3, False)]
+    assert points[2]["reason"] == "sharding_group_size 3 does not divide 8 ranks"
+    at.selectbox(key="whatif_point").set_value(1).run()
+    at.button(key="whatif_open").click().run()
+    assert not at.exception, at.exception
+    assert workspace(at)["topology"]["sharding_group_size"] == 2

@@ -10,6 +10,8 @@ import sys
 
 import numpy as np
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 import engine
 from engine import replicas
@@ -197,3 +199,25 @@ def test_validate_refuses_a_2d_plan_in_one_line_and_the_dry_run_measures_one_gro
     assert dry.returncode == 0, dry.stderr[-2000:]
     assert len(json.loads(dry.stdout)["ranks"]) == 2
 
+
+
+@settings(max_examples=20, deadline=None)
+@given(hosts=st.sampled_from([1, 2, 4]), local=st.sampled_from([1, 2, 4]), copies=st.sampled_from([1, 2, 4, 8]),
+       optimizer=st.sampled_from(["sgd", "rowwise_adagrad", "adagrad"]), seed=st.integers(0, 2**16))
+def test_any_grouped_plan_stays_in_its_group_and_prices_its_sync(hosts, local, copies, optimizer, seed):
+    """Over random worlds and group sizes: the plan has the group's ranks, every piece within them, evaluate gives
+    the planner's figures, and the bwd_comms the sync adds are rank_sync_ms."""
+    world = hosts * local
+    assume(world % copies == 0)
+    rng = np.random.default_rng(seed)
+    raw = {"tables": [{"name": f"t{i}", "num_embeddings": int(rng.integers(1, 5000)),
+                       "embedding_dim": int(rng.choice([4, 16, 64, 128]))} for i in range(int(rng.integers(1, 6)))],
+           "constraints": {}, "topology": {"world_size": world, "local_world_size": local, "optimizer": optimizer,
+                                           "sharding_group_size": world // copies}}
+    cfg = engine.parse_config(raw)
+    p = engine.plan(cfg, engine.PlannerSettings(effort=300))
+    size = world // copies
+    assert len(p.ranks) == size and all(r < size for tp in p.tables.values() for r in tp.ranks)
+    assert [r.cost_ms for r in engine.evaluate(cfg, p.tables).ranks] == [r.cost_ms for r in p.ranks]
+    added = [a.perf.bwd_comms - b.perf.bwd_comms for a, b in zip(p.ranks, _sync_free(cfg, p.tables).ranks)]
+    assert added == pytest.approx(replicas.rank_sync_ms(cfg, p.tables), rel=1e-9, abs=1e-12)

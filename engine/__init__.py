@@ -50,6 +50,8 @@ from engine.memory import OUT_OF_MEMORY
 from engine.profile import FIXED_COSTS, parse_profile
 from engine.replan import moved_bytes as replan_moved_bytes
 from engine.replan import read_old_plan
+from engine.replicas import describe as group_line  # 2D: group size and replicas in one line (None without)
+from engine.replicas import dmp_collection_comment, group_topology, replica_count
 from engine.replan import replan as replan_plan  # (not `replan`: that name is the submodule engine.replan)
 from engine.report import has_moved, parameter_sharding_text, placement_text, ranks_list_text
 from engine.sweep import ACCELERATORS, WORLD_SIZES, point_config
@@ -154,7 +156,8 @@ __all__ = [
     "one_line", "parameter_sharding_text", "parse_profile", "point_config", "pricing_cache_info", "rank_device_names",
     "parse_sweep_mix", "sweep_mix_text",
     "read_old_plan",
-    "replan_moved_bytes", "replan_plan", "sharding_options",
+    "replan_moved_bytes", "replan_plan", "sharding_options", "dmp_collection_comment", "group_line",
+    "group_topology", "replica_count",
     "torchrec_planner", "write_json_file",
     # where a table is, and whether it moved (the dashboard's comparisons and the store's)
     "has_moved", "placement_text", "placement_words", "ranks_list_text",

@@ -124,7 +124,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     with without_cyclic_gc():
         cfg = load_config(args.config)
         points = sweep.sweep(cfg, args.devices or list(sweep.ACCELERATORS), args.world_sizes or sweep.WORLD_SIZES,
-                             args.batch_sizes, settings, jobs=args.jobs or sweep.default_jobs())
+                             args.batch_sizes, settings, jobs=args.jobs or sweep.default_jobs(),
+                             group_sizes=[None, *args.group_sizes] if args.group_sizes else None)
     if args.json:
         print(json.dumps({"effort": args.effort, "seed": args.seed, "note": sweep.PUBLISHED_NOTE,
                           "accelerators": {k: {"label": a.label, "source": a.source}
@@ -251,6 +252,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "size; each group whole hosts)")
     p.add_argument("--batch-sizes", type=_int_list(1, 2**24), metavar="N,N,...",
                    help="per-rank batch sizes (default: the config's)")
+    p.add_argument("--group-sizes", type=_int_list(1, 16_384), metavar="N,N,...",
+                   help="2D sharding: ranks per group to try besides one group (DMPCollection's "
+                        "sharding_group_size; default: the config's alone)")
     p.add_argument("--effort", type=_effort, default=10_000, metavar="UNITS",
                    help="search effort per point (default %(default)s; `plan` uses 50,000)")
     p.add_argument("--seed", type=_seed, default=PlannerSettings.seed, metavar="N")

@@ -26,6 +26,7 @@ from engine.readers import (
     read_bool, read_caps, read_enum, read_ids, read_int, read_json, read_list, read_name, read_object,
     read_per_feature, read_float, read_table_names, type_name,
 )
+from engine.replicas import group_topology
 from engine.rules import check_placement_rules
 from engine.types import (
     Config,
@@ -42,6 +43,7 @@ TOPOLOGY_FIELDS = F.TOPOLOGY_FIELDS
 PROFILE_FIELD = F.PROFILE_FIELD.name  # a device profile (engine.profile): written only when there is one
 CUSTOM_FIELD = F.CUSTOM_TOPOLOGY_FIELD.name  # per-rank capacities: written only when there are some
 DEVICES_FIELD = F.RANK_DEVICES_FIELD.name  # per-rank device kinds (engine.fleet): written only when there are some
+GROUP_FIELD = F.GROUP_FIELD.name  # 2D sharding's group size: written only when given
 TOP_FIELDS = ("tables", "constraints", "topology")
 
 # Names older TorchRec releases (and its tutorials) print for today's kernels.
@@ -131,7 +133,7 @@ def _constraint(raw: Any, path: str, table: TableConfig) -> Constraints:
 
 
 # every field's reader (made here, below the readers of every kind)
-_READERS = {f.name: _reader(f) for f in (*F.TABLE, *F.CONSTRAINT, *F.TOPOLOGY, F.WORKLOAD_FIELD)}
+_READERS = {f.name: _reader(f) for f in (*F.TABLE, *F.CONSTRAINT, *F.TOPOLOGY, F.GROUP_FIELD, F.WORKLOAD_FIELD)}
 _WORLD_SIZE, _LOCAL_WORLD_SIZE = F.BY_NAME["world_size"], F.BY_NAME["local_world_size"]
 # (name, reader, default as a file writes it, path) of every topology field past the two sizes
 _TOPOLOGY_REST = tuple((f.name, _READERS[f.name], f.json_default, f"topology.{f.name}") for f in F.TOPOLOGY
@@ -139,7 +141,7 @@ _TOPOLOGY_REST = tuple((f.name, _READERS[f.name], f.json_default, f"topology.{f.
 
 
 def _topology(raw: Any) -> Topology:
-    d = read_object(raw, "topology", (*TOPOLOGY_FIELDS, PROFILE_FIELD, CUSTOM_FIELD, DEVICES_FIELD))
+    d = read_object(raw, "topology", (*TOPOLOGY_FIELDS, PROFILE_FIELD, CUSTOM_FIELD, DEVICES_FIELD, GROUP_FIELD))
     if "world_size" not in d:
         raise ConfigError("topology.world_size", "is required (the number of ranks, e.g. 2)")
     ws = _read(_WORLD_SIZE, d["world_size"], "topology.world_size")
@@ -154,9 +156,22 @@ def _topology(raw: Any) -> Topology:
             topo = replace(topo, custom_topology_data=CustomTopologyData(hbm, ddr))
     if d.get(DEVICES_FIELD) is not None:
         topo = replace(topo, rank_devices=read_rank_devices(d[DEVICES_FIELD], ws, topo.compute_device))
+    if d.get(GROUP_FIELD) is not None:
+        topo = replace(topo, sharding_group_size=_group_size(d[GROUP_FIELD], ws))
+        if topo.rank_devices is not None and topo.sharding_group_size != ws:
+            raise ConfigError(f"topology.{GROUP_FIELD}", f"2D groups on a mixed fleet ({DEVICES_FIELD}) are not "
+                              f"planned yet: leave out {GROUP_FIELD} or {DEVICES_FIELD}")
     if d.get(PROFILE_FIELD) is None:
         return topo
     return replace(topo, profile=parse_profile(d[PROFILE_FIELD], f"topology.{PROFILE_FIELD}", topo))
+
+
+def _group_size(v: Any, ws: int) -> int:
+    size = _read(F.GROUP_FIELD, v, f"topology.{GROUP_FIELD}")
+    if size > ws or ws % size:
+        raise ConfigError(f"topology.{GROUP_FIELD}", f"must divide world_size ({ws}) evenly, got {size}: use a "
+                          f"divisor such as {ws // 2 if ws % 2 == 0 and ws > 1 else ws}, or leave it out for one group")
+    return size
 
 
 def check_load(tables: tuple[TableConfig, ...], constraints: dict[str, Constraints], topology: Topology) -> None:
@@ -240,7 +255,7 @@ def parse_config(data: Any, refuse_too_big: bool = False) -> Config:
             raise ConfigError(f"constraints.{name}", f"no table named {name!r} (tables: {known})")
         constraints[name] = constraint_fast(c, by_name[name]) or _constraint(c, f"constraints.{name}", by_name[name])
     topology = _topology(d["topology"])
-    check_placement_rules(tables, constraints, topology)
+    check_placement_rules(tables, constraints, group_topology(topology))  # 2D: pins name a group's ranks
     check_load(tables, constraints, topology)
     check_pairs(len(tables), topology.world_size)
     return Config(tables=tables, constraints=constraints, topology=topology)
@@ -296,6 +311,8 @@ def topology_to_dict(topology: Topology) -> dict:
         topo[CUSTOM_FIELD] = {k: list(v) for k in F.CUSTOM_CAPS if (v := getattr(custom, k)) is not None}
     if topology.rank_devices is not None:
         topo[DEVICES_FIELD] = fleet_json(topology.rank_devices)
+    if topology.sharding_group_size is not None:
+        topo[GROUP_FIELD] = topology.sharding_group_size
     return topo
 
 

@@ -15,6 +15,7 @@ import numpy as np
 from engine import constants as C
 from engine import fields as F
 from engine.profile import active, piece_perf
+from engine.replicas import sync_ms, synced_bytes
 from engine.terms import CpuTerms, terms_of
 from engine.cachecurve import miss_rate
 from engine.workset import distinct_array
@@ -352,6 +353,8 @@ def estimate_pieces(p: Pieces, topo: Topology, st: ShardingType,
     opt = np.ceil(weights * p.state_multiplier)
     inp, out = _io_bytes(p, topo, st)
     work, fixed = pieces_perf_parts(p, topo, st)
+    if topo.sync_ms_per_byte and st is not ShardingType.DATA_PARALLEL:  # 2D: DMPCollection.sync() (engine.replicas)
+        fixed[:, 3] += sync_ms(topo, synced_bytes(topo, rows, cols, weights))
     inp_i, out_i = inp.astype(np.int64), out.astype(np.int64)
     ws, ws_rows = piece_workset(p, topo, st)
     result = []

@@ -14,6 +14,7 @@ from engine.workset import rank_workset_ms
 from engine.memory import StepMemory, over_memory
 from engine.profile import step_perf
 from engine.fleet import kind_topologies, kinds
+from engine.replicas import group_config, with_group_note
 from engine.types import ComputeKernel, Config, Plan, PoolingType, RankStats, ShardingType, TablePlan, Topology
 from engine.widths import plan_notes
 
@@ -33,6 +34,7 @@ def shard_arrays(cfg: Config, name: str, tp: TablePlan) -> tuple[np.ndarray, np.
 def evaluate(cfg: Config, tables: dict[str, TablePlan], planner: str = "engine",
              planning_seconds: float | None = None, lower_bound_ms: float | None = None,
              notes: tuple[str, ...] = ()) -> Plan:
+    world, cfg = cfg.topology, group_config(cfg)  # 2D: the plan is one sharding group's (engine.replicas)
     topo = cfg.topology
     w = topo.world_size
     perf = np.zeros((w, 6))
@@ -84,8 +86,9 @@ def evaluate(cfg: Config, tables: dict[str, TablePlan], planner: str = "engine",
     notes = tuple(notes)
     notes += tuple(n for n in plan_notes(cfg, tables) + grid_mean_notes(cfg, tables) if n not in notes)  # a re-plan
     # passes on earlier notes
-    return Plan(tables=dict(tables), ranks=stats, planner=planner, planning_seconds=planning_seconds,
-                lower_bound_ms=lower_bound_ms, notes=notes + tuple(over_memory(stats, topo)))
+    return with_group_note(world, Plan(tables=dict(tables), ranks=stats, planner=planner,
+                                       planning_seconds=planning_seconds, lower_bound_ms=lower_bound_ms,
+                                       notes=notes + tuple(over_memory(stats, topo))))
 
 
 def _perf_by_kind(pieces, topo: Topology, st: ShardingType, kernel: ComputeKernel, ranks: np.ndarray) -> np.ndarray:

@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
-from engine.fields import (CONSTRAINT, CUSTOM_TOPOLOGY_FIELD, PROFILE_FIELD, RANK_DEVICES_FIELD, TABLE, TOPOLOGY,
-                           WORKLOAD_FIELD, Field)
+from engine.fields import (CONSTRAINT, CUSTOM_TOPOLOGY_FIELD, GROUP_FIELD, PROFILE_FIELD, RANK_DEVICES_FIELD, TABLE,
+                           TOPOLOGY, WORKLOAD_FIELD, Field)
 
 
 # ---- README's tables ------------------------------------------------------------------------------------------
@@ -46,7 +46,7 @@ def markdown_table(fields: tuple[Field, ...]) -> str:
 
 # README's three tables, each between a marker line and its end.
 README_TABLES = {"tables": TABLE, "constraints": CONSTRAINT,
-                 "topology": (*TOPOLOGY, PROFILE_FIELD, CUSTOM_TOPOLOGY_FIELD, RANK_DEVICES_FIELD)}
+                 "topology": (*TOPOLOGY, PROFILE_FIELD, CUSTOM_TOPOLOGY_FIELD, RANK_DEVICES_FIELD, GROUP_FIELD)}
 # printed by --markdown after README's tables; README has no place for it yet (docs/stats.md describes the block)
 OTHER_TABLES = {"workload": (WORKLOAD_FIELD,)}
 _MARK = "<!-- field table {} (python -m engine.field_tables --readme writes it from engine/fields.py) -->"

@@ -262,6 +262,14 @@ CUSTOM_TOPOLOGY_FIELD = Field(
     "fleet such as 8 GPUs of 80 GiB and 8 of 40 GiB); the planner keeps every rank within its own",
     "none (every rank has `hbm_cap`, `ddr_cap`)", unit="bytes", lo=0, hi=L.MAX_CAP_BYTES,
     range_text="`world_size` entries, each 0 to 2^50", torchrec="custom_topology_data")
+# 2D sharding, TorchRec's DMPCollection(sharding_group_size=...): written only when there is one; used through
+# engine.replicas
+GROUP_FIELD = Field(
+    "sharding_group_size", INT, "2D sharding (TorchRec 1.8's `DMPCollection`): tables are sharded over a group of "
+    "this many ranks and every group of the world holds a replica, synced by an all-reduce of the weights (and "
+    "Adagrad's state) across groups after each step; the plan is one group's (ranks 0 to size - 1)",
+    "`world_size` (one group: DMP)", unit="ranks", lo=1, hi=L.MAX_WORLD_SIZE, range_text="divides `world_size`",
+    torchrec="sharding_group_size")
 CUSTOM_CAPS = ("hbm_cap", "ddr_cap")  # the lists custom_topology_data may hold (TorchRec's ssd_cap: no SSD tier yet)
 # the device kind of each rank of a mixed fleet (8 H100 + 8 A100): written only when there is one; read by engine.fleet,
 # which prices each rank with its accelerator's published figures (engine.accelerators)
@@ -313,7 +321,7 @@ WORKLOAD_FIELD = Field(
     range_text="cache_rows increasing, 1 to num_embeddings; miss rates 0 to 1, non-increasing")
 
 BY_NAME: dict[str, Field] = {f.name: f for f in (*TABLE, *CONSTRAINT, *TOPOLOGY, PROFILE_FIELD, CUSTOM_TOPOLOGY_FIELD,
-                                                    RANK_DEVICES_FIELD, WORKLOAD_FIELD)}
+                                                    RANK_DEVICES_FIELD, GROUP_FIELD, WORKLOAD_FIELD)}
 TABLE_FIELDS = tuple(f.name for f in TABLE)
 CONSTRAINT_FIELDS = tuple(f.name for f in CONSTRAINT)
 TOPOLOGY_FIELDS = tuple(f.name for f in TOPOLOGY)

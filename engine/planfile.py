@@ -17,6 +17,7 @@ from engine.fields import KERNEL_ALIASES, TORCHREC_ONLY_KERNELS
 from engine.readers import read_enum, read_float, read_int, read_json, read_object, type_name
 from engine.errors import ConfigError
 from engine.geometry import row_split
+from engine.replicas import group_config
 from engine.tiling import grid_problem, tiling_problem
 from engine.types import (ComputeKernel, Config, MemoryParts, Perf, Plan, RankStats, Shard, ShardingType, TableConfig,
                           TablePlan)
@@ -229,6 +230,7 @@ def _table_plan(raw: Any, path: str, cfg: Config, name: str) -> TablePlan:
 
 def parse_plan(data: Any, cfg: Config) -> dict[str, TablePlan]:
     """Table plans from decoded plan JSON (the whole file, or just its "plan" object)."""
+    cfg = group_config(cfg)  # 2D: a plan is one sharding group's (engine.replicas)
     if isinstance(data, dict) and "plan" in data and isinstance(data["plan"], dict):
         data = data["plan"]
     if not isinstance(data, dict):

@@ -22,6 +22,7 @@ from engine.fleet import per_rank
 from engine.evaluate import evaluate
 from engine.planfile import placement_problem
 from engine.refuse import no_room, refuse_too_big
+from engine.replicas import group_config, with_group_note
 from engine.profile import active
 from engine.profile import notes as profile_notes
 from engine.groups import place_group, place_past_apart
@@ -288,7 +289,7 @@ def plan(cfg: Config, settings: PlannerSettings = PlannerSettings()) -> Plan:
     """Enumerate; choose options and place them greedily a few ways (keeping the fastest after a short local
     search); improve the best while the work budget lasts; score the result."""
     with without_cyclic_gc():
-        return _plan(cfg, settings)
+        return with_group_note(cfg.topology, _plan(group_config(cfg), settings))  # 2D: one group's (engine.replicas)
 
 
 def _workset_bound_ms(options: list[list[Option]], arr: OptionArrays, probe: Placement) -> float:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from engine.errors import human_bytes
 from collections.abc import Sequence
 
+from engine.replicas import dmp_collection_comment, group_topology, report_lines
 from engine.types import ComputeKernel, Config, Device, Plan, ShardingType, TablePlan
 
 
@@ -42,7 +43,7 @@ def placement_text(tp: TablePlan) -> str:
 def _placement(rank: int, cfg: Config) -> str:
     if cfg.topology.compute_device is Device.CPU:
         return f"rank:{rank}/cpu"
-    return f"rank:{rank}/cuda:{rank % cfg.topology.local_world_size}"
+    return f"rank:{rank}/cuda:{rank % group_topology(cfg.topology).local_world_size}"  # 2D: the group's host
 
 
 def parameter_sharding_text(tp: TablePlan, cfg: Config) -> str:
@@ -62,7 +63,7 @@ def parameter_sharding_text(tp: TablePlan, cfg: Config) -> str:
 def torchrec_format(plan: Plan, cfg: Config, module_path: str = "") -> str:
     """The plan as TorchRec prints a ShardingPlan's module plans (as in the sharding tutorial)."""
     body = ", ".join(f"'{name}': {parameter_sharding_text(tp, cfg)}" for name, tp in plan.tables.items())
-    return f"{{'{module_path}': {{{body}}}}}"
+    return dmp_collection_comment(cfg.topology) + f"{{'{module_path}': {{{body}}}}}"
 
 
 def _shard_text(tp: TablePlan) -> str:
@@ -106,6 +107,7 @@ def summary(plan: Plan, cfg: Config, max_tables: int = 60, max_ranks: int = 64) 
         f"Plan by {plan.planner}: {len(cfg.tables)} tables on {topo.world_size} ranks "
         f"({topo.num_hosts} host(s) x {topo.local_world_size}, {topo.compute_device.value}), "
         f"batch {topo.batch_size} per rank",
+        *report_lines(cfg, plan),
     ]
     peak = plan.max_rank_cost_ms
     slowest = plan.bottleneck_rank  # a property that walks every rank: once, not once per rank

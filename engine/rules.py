@@ -21,7 +21,9 @@ def check_placement_rules(tables: tuple[TableConfig, ...], constraints: dict[str
             continue
         path = f"constraints.{name}"
         if c.ranks and c.ranks[-1] >= w:
-            raise ConfigError(f"{path}.ranks", f"rank {c.ranks[-1]} is outside world_size {w} (ranks 0-{w - 1})")
+            where = f"the sharding group of {w} (2D: a pin names a group's ranks" if topology.sync_ms_per_byte else \
+                f"world_size {w} (ranks"  # a 2D group's topology (engine.replicas.group_topology)
+            raise ConfigError(f"{path}.ranks", f"rank {c.ranks[-1]} is outside {where} 0-{w - 1})")
         if c.hosts and c.hosts[-1] >= hosts:
             raise ConfigError(f"{path}.hosts", f"host {c.hosts[-1]} does not exist: {hosts} host(s) of {lw} ranks")
         for field in ("colocate", "apart"):

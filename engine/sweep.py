@@ -24,12 +24,15 @@ from typing import Iterable, Optional
 from engine.accelerators import ACCELERATORS, GPUS_PER_HOST, Accelerator  # noqa: F401 (Accelerator: re-exported)
 from engine import limits as L
 from engine.config import check_load, check_pairs
+from engine.replicas import group_topology
 from engine.rules import check_placement_rules
 from engine.errors import ConfigError, PlanningError, one_line
 from engine.memory import OUT_OF_MEMORY
 from engine.planner import PlannerSettings, plan
 from engine.types import Config, Plan, Topology
 
+MIXED_GROUPS = ("2D groups on a mixed fleet are not planned yet: a group's ranks would span device kinds "
+                "(sweep the mix with one group)")
 MAX_POINTS = 4096  # a sweep is interactive: more points than this is a mistake, not a question
 DEFAULT_EFFORT = 10_000  # per point; 8 world sizes x 4 accelerators of 1,000 tables plan in about 30 s on 2 cores
 WORLD_SIZES = (8, 16, 32, 64, 128, 256, 512, 1024)
@@ -49,6 +52,11 @@ class SweepPoint:
     # reservation for the dense model left out): above 1.0 the step eats into it
     samples_per_s: Optional[float] = None  # world_size * batch_size / step
     pareto: bool = False  # fits, and no other point that fits has at most as many GPUs and a faster step
+    group_size: Optional[int] = None  # 2D: ranks per sharding group (engine.replicas); None: the whole world
+
+    @property
+    def replicas(self) -> int:
+        return self.world_size // self.group_size if self.group_size else 1
 
     @property
     def hosts(self) -> int:
@@ -57,6 +65,7 @@ class SweepPoint:
     def as_dict(self) -> dict:
         d = dataclasses.asdict(self)
         d["hosts"] = self.hosts
+        d["replicas"] = self.replicas
         d["device_label"] = device_label(self.device)
         return d
 
@@ -122,12 +131,19 @@ def _peak_hbm_fraction(p: Plan) -> float:
 
 
 def plan_point(cfg: Config, device: str, world_size: int, batch_size: int,
-               settings: PlannerSettings) -> SweepPoint:
-    """One point of the sweep: planned, or refused with the planner's reason."""
-    topo = candidate_topology(cfg.topology, device, world_size, batch_size)
-    point = dict(device=device, world_size=world_size, batch_size=batch_size)
+               settings: PlannerSettings, group_size: Optional[int] = None) -> SweepPoint:
+    """One point of the sweep: planned, or refused with the planner's reason. group_size: 2D sharding's group
+    (None: the whole world, one group)."""
+    point = dict(device=device, world_size=world_size, batch_size=batch_size, group_size=group_size)
+    if group_size is not None and (group_size > world_size or world_size % group_size):
+        return SweepPoint(**point, planned=False, reason=f"sharding_group_size {group_size:,} does not divide "
+                          f"{world_size:,} ranks")
+    if group_size is not None and parse_mix(device) is not None:
+        return SweepPoint(**point, planned=False, reason=MIXED_GROUPS)
+    topo = dataclasses.replace(candidate_topology(cfg.topology, device, world_size, batch_size),
+                               sharding_group_size=group_size)
     try:
-        check_placement_rules(cfg.tables, cfg.constraints, topo)  # pins to ranks or hosts this world lacks
+        check_placement_rules(cfg.tables, cfg.constraints, group_topology(topo))  # pins to ranks or hosts it lacks
         check_load(cfg.tables, cfg.constraints, topo)  # a larger world or batch may look up too many ids
         p = plan(dataclasses.replace(cfg, topology=topo), settings)
     except (PlanningError, ConfigError) as e:
@@ -154,7 +170,8 @@ def pareto(points: list[SweepPoint]) -> list[SweepPoint]:
     return [dataclasses.replace(p, pareto=i in front) for i, p in enumerate(points)]
 
 
-def _check_grid(devices: list[str], world_sizes: list[int], batch_sizes: list[int], cfg: Config) -> None:
+def _check_grid(devices: list[str], world_sizes: list[int], batch_sizes: list[int], cfg: Config,
+                groups: int = 1) -> None:
     """Refuse a grid the sweep cannot answer, naming the flag: unknown accelerators, sizes out of the bounds a
     config's topology has, too many points."""
     if not devices or not world_sizes or not batch_sizes:
@@ -162,7 +179,7 @@ def _check_grid(devices: list[str], world_sizes: list[int], batch_sizes: list[in
     for d in devices:
         if parse_mix(d) is None and d not in ACCELERATORS:
             raise ConfigError("--devices", f"unknown accelerator {d!r}; choose from {', '.join(ACCELERATORS)}")
-    n = len(devices) * len(world_sizes) * len(batch_sizes)
+    n = len(devices) * len(world_sizes) * len(batch_sizes) * groups
     if n > MAX_POINTS:
         raise ConfigError("--world-sizes", f"{n:,} points; at most {MAX_POINTS:,} are swept (fewer devices, "
                           "world sizes or batch sizes)")
@@ -188,16 +205,20 @@ def _run(args: tuple) -> SweepPoint:  # a module-level function: worker processe
 
 
 def sweep(cfg: Config, devices: Iterable[str], world_sizes: Iterable[int], batch_sizes: Optional[Iterable[int]] = None,
-          settings: PlannerSettings = PlannerSettings(effort=DEFAULT_EFFORT), jobs: int = 1) -> list[SweepPoint]:
-    """Every (device, world size, batch size) point planned, in that order, with the Pareto front marked.
-    jobs > 1 plans points in worker processes; the points are the same."""
+          settings: PlannerSettings = PlannerSettings(effort=DEFAULT_EFFORT), jobs: int = 1,
+          group_sizes: Optional[Iterable[Optional[int]]] = None) -> list[SweepPoint]:
+    """Every (device, world size, batch size, group size) point planned, in that order, with the Pareto front
+    marked. group_sizes: 2D sharding's candidate group sizes (None in it: one group; default: the config's); a
+    size that does not divide a world size is reported as such. jobs > 1 plans points in worker processes; the
+    points are the same."""
     devices, world_sizes = list(dict.fromkeys(devices)), sorted(set(world_sizes))
     batch_sizes = sorted(set(batch_sizes or [cfg.topology.batch_size]))
-    _check_grid(devices, world_sizes, batch_sizes, cfg)
+    groups = sorted(set(group_sizes or [cfg.topology.sharding_group_size]), key=lambda g: (g is not None, g or 0))
+    _check_grid(devices, world_sizes, batch_sizes, cfg, len(groups))
     devices = [d if parse_mix(d) is None else mix_text(parse_mix(d)) for d in devices]
-    grid = [(cfg, d, w, b, settings) for d in devices
+    grid = [(cfg, d, w, b, settings, g) for d in devices
             for w in (world_sizes if parse_mix(d) is None else [sum(n for n, _ in parse_mix(d))])
-            for b in batch_sizes]
+            for b in batch_sizes for g in groups]
     if jobs > 1 and len(grid) > 1:
         with ProcessPoolExecutor(max_workers=min(jobs, len(grid))) as pool:
             points = list(pool.map(_run, grid, chunksize=1))
@@ -219,11 +240,12 @@ PUBLISHED_NOTE = ("every accelerator's bandwidths and fixed costs are published 
 def table(points: list[SweepPoint]) -> str:
     """The sweep as a text table, one point a line, the Pareto front starred."""
     width = max([12] + [len(p.device) for p in points])
-    head = (f"{'device':<{width}} {'GPUs':>6} {'hosts':>5} {'batch':>7} {'step ms':>10} {'peak HBM':>9} "
-            f"{'samples/s':>12}  ")
+    head = (f"{'device':<{width}} {'GPUs':>6} {'hosts':>5} {'batch':>7} {'group':>6} {'step ms':>10} "
+            f"{'peak HBM':>9} {'samples/s':>12}  ")
     lines = [head + "why not", "-" * (len(head) + 8)]
     for p in points:
-        left = f"{p.device:<{width}} {p.world_size:>6} {p.hosts:>5} {p.batch_size:>7} "
+        group = f"{p.group_size}x{p.replicas}" if p.group_size else "all"
+        left = f"{p.device:<{width}} {p.world_size:>6} {p.hosts:>5} {p.batch_size:>7} {group:>6} "
         if p.fits:
             rate = f"{p.samples_per_s:,.0f}" if p.samples_per_s else "-"
             lines.append(left + f"{p.step_ms:>10.4g} {p.peak_hbm_fraction:>9.1%} {rate:>12} "
@@ -234,16 +256,21 @@ def table(points: list[SweepPoint]) -> str:
             lines.append(left + f"{'-':>10} {'-':>9} {'-':>12}  does not fit: {p.reason}")
     lines.append("")
     lines.append("* Pareto front: no point with as few GPUs or fewer is faster.")
+    if any(p.group_size for p in points):
+        lines.append("group: 2D sharding's ranks per group x replicas (DMPCollection); all: one group (DMP).")
     lines.append("Note: " + PUBLISHED_NOTE + ".")
     return "\n".join(lines)
 
 
-def point_config(cfg: Config, device: str, world_size: int, batch_size: int) -> dict:
+def point_config(cfg: Config, device: str, world_size: int, batch_size: int,
+                 group_size: Optional[int] = None) -> dict:
     """The config of one sweep point as config JSON, ready to plan or edit: the accelerator's topology, its fixed
-    costs as `"profile": "published"` (so they follow the host count if the world size is edited)."""
+    costs as `"profile": "published"` (so they follow the host count if the world size is edited), the point's 2D
+    group size (None: one group)."""
     from engine.config import config_to_dict
 
-    topo = candidate_topology(cfg.topology, device, world_size, batch_size)
+    topo = dataclasses.replace(candidate_topology(cfg.topology, device, world_size, batch_size),
+                               sharding_group_size=group_size)
     out = config_to_dict(dataclasses.replace(cfg, topology=dataclasses.replace(topo, profile=None)))
     out["topology"]["profile"] = "published"
     return out

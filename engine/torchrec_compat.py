@@ -35,6 +35,7 @@ from engine.errors import EngineError, PlanningError
 from engine.evaluate import evaluate
 from engine.capacity import hbm_cap_of
 from engine.fleet import kind_topologies
+from engine.replicas import group_topology
 from engine.types import (
     ComputeKernel,
     Config,
@@ -89,7 +90,7 @@ def parameter_sharding(cfg: Config, name: str, tp: TablePlan, device: DeviceLike
     if tp.sharding_type is not ShardingType.DATA_PARALLEL and tp.shards is not None:
         spec = EnumerableShardingSpec([
             ShardMetadata(shard_offsets=list(s.offsets), shard_sizes=list(s.sizes),
-                          placement=placement(s.rank, dev, cfg.topology.local_world_size))
+                          placement=placement(s.rank, dev, group_topology(cfg.topology).local_world_size))
             for s in tp.shards
         ])
     load_factor = cfg.constraint(name).cache_load_factor if tp.cache_load_factor is None else tp.cache_load_factor
@@ -157,8 +158,10 @@ def sharders(cfg: Config, runtime_device: DeviceLike = None) -> list[ModuleShard
 
 def torchrec_topology(cfg: Config) -> TorchRecTopology:
     """TorchRec's Topology of the config. TorchRec has one speed for every rank: on a fleet of several device kinds
-    (topology.rank_devices) it gets the first kind's bandwidths and each rank's own HBM (docs/estimator.md)."""
-    t = cfg.topology
+    (topology.rank_devices) it gets the first kind's bandwidths and each rank's own HBM (docs/estimator.md). With
+    2D sharding it is the group's (sharding_group_size ranks), as DMPCollection's plan must be made for the group's
+    world (torchrec#3295), never the whole world."""
+    t = group_topology(cfg.topology)
     kinds = kind_topologies(t)
     t = kinds[0] if kinds else t
     return TorchRecTopology(

@@ -68,7 +68,7 @@ def torchrec_rank_costs(cfg: Config, plan: Union[Plan, dict[str, TablePlan]]) ->
     missing = tuple(t.name for t in cfg.tables if t.name not in tables)
     if missing:
         raise PlanningError(f"the plan places no shards for tables: {', '.join(missing)}.", tables=missing)
-    costs = np.zeros(cfg.topology.world_size)
+    costs = np.zeros(torchrec_topology(cfg).world_size)  # 2D: the group's ranks (engine.replicas)
     with quiet_torchrec():
         options = {so.name: so for so in _enumerate_pinned(cfg, tables)}
     for t in cfg.tables:

@@ -233,6 +233,8 @@ class Topology:
     profile: Optional[DeviceProfile] = None  # fixed costs of a step (engine.profile); None: bandwidth terms only
     custom_topology_data: Optional[CustomTopologyData] = None  # per-rank capacities; None: every rank alike
     rank_devices: Optional[tuple[tuple[int, str], ...]] = None  # (ranks, accelerator) groups, rank order: engine.fleet
+    sharding_group_size: Optional[int] = None  # 2D: ranks per sharding group (engine.replicas); None: world_size
+    sync_ms_per_byte: float = 0.0  # 2D, on a group's topology (engine.replicas.group_topology); never in a file
 
     @property
     def num_hosts(self) -> int:

@@ -78,6 +78,37 @@ def ranks_per_host(col, world_size: int, hosts: int, form: dict) -> int | None:
     return per_host
 
 
+GROUP_OFF = 0  # the group size input's "one group" (no 2D)
+KEEP = "keep"  # an input that does not fit: the topology in use stays until it does
+
+
+def group_size(col, world_size: int, form: dict) -> int | str | None:
+    """2D sharding's ranks per group (topology.sharding_group_size), said under the input: None for one group, KEEP
+    (and why, with the fix) when it does not divide the world."""
+    size = int(col.number_input("Sharding group (ranks, 2D)", min_value=GROUP_OFF, max_value=engine.MAX_WORLD_SIZE,
+                                value=int(form.get("sharding_group_size") or GROUP_OFF), step=1,
+                                key="topology_sharding_group_size",
+                                help="TorchRec's DMPCollection: tables sharded over groups of this many ranks, each "
+                                     "group a replica synced by an all-reduce after each step; 0: one group (DMP)"))
+    if size == GROUP_OFF or size == world_size:
+        col.caption("one group: every table sharded over all ranks (DMP)")
+        return None if size == GROUP_OFF else size
+    if size > world_size or world_size % size:
+        divisors = [str(d) for d in range(1, world_size) if world_size % d == 0]
+        some = ", ".join(divisors[:8]) + ("..." if len(divisors) > 8 else "")
+        col.error(f"sharding_group_size {size} does not divide world_size {world_size}: give a divisor of "
+                  f"{world_size} ({some}) or 0 for one group. Until then the topology "
+                  f"keeps {form['world_size']} ranks in {_groups_text(form)}.", icon=":material/error:")
+        return KEEP
+    col.caption(f"{_count(world_size // size, 'replica')} of {_count(size, 'rank')}, synced across groups")
+    return size
+
+
+def _groups_text(form: dict) -> str:
+    size = form.get("sharding_group_size")
+    return f"groups of {size}" if size else "one group"
+
+
 def topology_form(form: dict) -> dict:
     ranks, memory, bandwidth = st.columns(3)
     with ranks:
@@ -87,6 +118,7 @@ def topology_form(form: dict) -> dict:
                "hosts": _int(ranks, "Hosts", "hosts", form, help="machines the ranks are spread over, evenly; "
                              "ranks on different hosts talk at the (slower) bandwidth across hosts")}
         out["local_world_size"] = ranks_per_host(ranks, out["world_size"], out["hosts"], form)
+        out["sharding_group_size"] = group_size(ranks, out["world_size"], form)
         devices, optimizers = [d.value for d in engine.Device], [o.value for o in engine.Optimizer]
         out["compute_device"] = ranks.radio("Device", devices, horizontal=True, key="topology_compute_device",
                                             index=devices.index(form["compute_device"]))
@@ -287,8 +319,11 @@ state.apply_pending(HOSTS_KEY)
 refused(state.topology())
 in_use = presets.topology_form(state.topology())
 values = topology_form(in_use)
-if values["local_world_size"] is None:  # uneven: the ranks and hosts in use stay until the inputs fit
-    values.update(world_size=in_use["world_size"], local_world_size=in_use["local_world_size"])
+if values["local_world_size"] is None or values["sharding_group_size"] == KEEP:  # the ranks in use stay until the
+    values.update(world_size=in_use["world_size"], local_world_size=in_use["local_world_size"],  # inputs fit
+                  sharding_group_size=in_use.get("sharding_group_size"))
+if values["sharding_group_size"] is None:  # one group: the field left out, as a config without 2D has it
+    del values["sharding_group_size"]
 topology = calib.keep_profile(state.topology(), presets.form_topology(values))
 topology = mixed_fleet(host_groups.keep_groups(state.topology(), topology))
 state.set_topology(topology, reset_widgets=False)

@@ -25,25 +25,28 @@ SIZE_CHOICES = [2**k for k in range(13)]  # 1 to 4,096 GPUs
 DEFAULT_DEVICES = ["a100_40gb", "a100_80gb", "h100_80gb", "h200_141gb"]
 
 
-def start_sweep(config: dict, devices: list[str], sizes: list[int], batches: list[int], effort: int) -> jobs.Job:
+def start_sweep(config: dict, devices: list[str], sizes: list[int], batches: list[int], effort: int,
+                groups: list[int] | None = None) -> jobs.Job:
     """`python -m engine sweep` on the config (a file of the job's own folder) in another process, once a slot of
-    the server's heavy jobs (jobs.HEAVY) is free."""
+    the server's heavy jobs (jobs.HEAVY) is free. groups: 2D group sizes planned besides one group."""
     workdir = Path(tempfile.mkdtemp(prefix="planner-sweep-"))
     engine.write_json_file(workdir / "config.json", config, indent=None)
     argv = [sys.executable, "-m", "engine", "sweep", str(workdir / "config.json"), "--devices", ",".join(devices),
             "--world-sizes", ",".join(map(str, sizes)), "--batch-sizes", ",".join(map(str, batches)),
-            "--effort", str(effort), "--json"]
+            "--effort", str(effort), "--json", *(["--group-sizes", ",".join(map(str, groups))] if groups else [])]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     return jobs.Job(argv, workdir, label="capacity sweep", cwd=ROOT, env=env, slots=jobs.HEAVY,
                     nice=priority.worker_nice())
 
 
-def parse_batches(text: str) -> list[int] | None:
+def parse_batches(text: str, hi: int = 2**24, empty_ok: bool = False) -> list[int] | None:
+    """Whole numbers from 1 to `hi` separated by spaces or commas; None when the text is not that (or is empty,
+    unless `empty_ok`)."""
     try:
         values = [int(t) for t in re.split(r"[,\s]+", text.strip()) if t]
     except ValueError:
         return None
-    return values if values and all(1 <= v <= 2**24 for v in values) else None
+    return values if (values or empty_ok) and all(1 <= v <= hi for v in values) else None
 
 
 def picked_index(point: dict, n: int) -> int | None:
@@ -94,12 +97,15 @@ def sweep_tab(config: dict) -> None:
     st.caption("Plans this config on every accelerator, world size and batch size below (8 GPUs per host). "
                "Memory, bandwidths and fixed costs are published figures, not measurements: calibrate from "
                "validation runs on the machines you get. Same as `python -m engine sweep`.")
-    c1, c2, c3, c4 = st.columns([3, 3, 1.4, 1.2], vertical_alignment="bottom")
+    c1, c2, c3, c5, c4 = st.columns([3, 3, 1.4, 1.4, 1.2], vertical_alignment="bottom")
     devices = c1.multiselect("Accelerators", list(engine.ACCELERATORS), DEFAULT_DEVICES, key="whatif_devices",
                              format_func=lambda k: engine.ACCELERATORS[k].label)
     sizes = c2.multiselect("World sizes", SIZE_CHOICES, list(engine.WORLD_SIZES), key="whatif_sizes")
     batch_text = c3.text_input("Batch per rank", str((config.get("topology") or {}).get("batch_size", 512)),
                                key="whatif_batches", help="per-rank batch sizes, separated by spaces or commas")
+    group_text = c5.text_input("2D groups", "", key="whatif_groups", placeholder="e.g. 8 16",
+                               help="ranks per sharding group to plan besides one group (TorchRec's DMPCollection); "
+                                    "a size that does not divide a world size is listed as such")
     effort = c4.number_input("Effort", 0, 1_000_000, 10_000, 5_000, key="whatif_effort",
                              help="search effort per point (the CLI's --effort)")
     mixes, mix_problem = whatif.parse_mixes(st.text_input(
@@ -113,7 +119,12 @@ def sweep_tab(config: dict) -> None:
     if batches is None:
         st.error("Batch per rank: give whole numbers from 1 to 16,777,216 separated by spaces (e.g. `512 2048`).",
                  icon=":material/error:")
-    points = (len(devices) * len(sizes) + len(mixes)) * len(batches or [])
+    groups = parse_batches(group_text, engine.MAX_WORLD_SIZE, empty_ok=True)
+    if groups is None:
+        st.error("2D groups: give ranks per group as whole numbers separated by spaces (e.g. `8 16`), or nothing for "
+                 "one group.", icon=":material/error:")
+    per_group = 1 + len(set(groups)) if groups else 1  # one group, and each 2D size
+    points = 0 if groups is None else (len(devices) * len(sizes) + len(mixes)) * len(batches or []) * per_group
     collect_sweep()  # a sweep that finished since the last run: its points, and the button enabled again
     running = state.page_value(state.SWEEP_JOB) is not None
     if st.button(f"Sweep {points} points", type="primary", key="whatif_sweep_run", icon=":material/scatter_plot:",
@@ -124,7 +135,8 @@ def sweep_tab(config: dict) -> None:
             st.error(f"The config has a problem: {md(e)}. Fix it on Tables & constraints or Topology.",
                      icon=":material/error:")
         else:
-            job = start_sweep(config, devices + mixes, sorted(sizes) or [8], batches, int(effort))
+            job = start_sweep(config, devices + mixes, sorted(sizes) or [8], batches, int(effort),
+                              sorted(set(groups or [])))
             state.set_page_value(state.SWEEP_JOB, {"job": job, "points": points, "key": state.config_key(config)})
             state.set_page_value(state.SWEEP_RESULT, None)
             st.rerun()
@@ -160,7 +172,8 @@ def sweep_tab(config: dict) -> None:
                      width="stretch"):
             p = pts[choice]
             state.set_config(engine.point_config(engine.parse_config(config), p["device"], p["world_size"],
-                                                 p["batch_size"]), edit=f"open the sweep point {whatif.point_label(p)}")
+                                                 p["batch_size"], p.get("group_size")),
+                             edit=f"open the sweep point {whatif.point_label(p)}")
             state.flash(f"The workspace config is now {md(whatif.point_label(p))}.")
             st.rerun()
     st.dataframe(whatif.points_frame(pts), hide_index=True, height=320, key="whatif_points",

@@ -112,13 +112,14 @@ def _spec_figure(data: list[dict], layout: dict, title: Optional[str], height: i
     plan pages' figures are written out here from numbers and escaped text (plotly_text), in plotly's own
     property names, and validating them was nine tenths of their cost (10-20 ms a figure, for every plan shown,
     in the server's one interpreter). tests/dashboard/test_charts.py checks each against plotly's validation."""
-    layout = {**layout, "height": height, "margin": dict(MARGIN), "legend": dict(LEGEND), "template": _TEMPLATE_SPEC}
+    layout = {**layout, "height": height, "margin": dict(layout.get("margin", MARGIN)), "legend": dict(LEGEND),
+              "template": _TEMPLATE_SPEC}
     if title:
         layout["title"] = {"text": title, "x": 0, "font": {"size": 15}}
     return go.Figure({"data": data, "layout": layout}, _validate=False)
 
 
-def memory_bars(plan: engine.Plan, devices: Optional[list[str]] = None) -> go.Figure:
+def memory_bars(plan: engine.Plan, devices: Optional[list[str]] = None, group: Optional[str] = None) -> go.Figure:
     """Per-rank HBM and DDR peak estimates (GiB; the step's peak where the plan has engine.memory's parts, else
     the stored bytes) in front of each rank's usable capacity (grey), each panel titled with its least
     headroom; the first panel (the device's memory) stacked by part when the plan carries the parts. Panels side
@@ -153,6 +154,11 @@ def memory_bars(plan: engine.Plan, devices: Optional[list[str]] = None) -> go.Fi
                                     for u, c, r in zip(used, cap, plan.ranks)],
                      "hovertemplate": "rank %{x}: %{customdata[1]} used (%{customdata[0]:.1f}%)<extra></extra>",
                      **axes})
+    if group:  # 2D: the ranks drawn are one group's (headline.group_text), over the panels' own titles
+        layout["margin"] = {**MARGIN, "t": MARGIN["t"] + 24}  # a line above the panels' two-line titles
+        layout["annotations"].append({"font": {"size": 12}, "showarrow": False, "text": plotly_text(group), "x": 0.0,
+                                      "xanchor": "left", "xref": "paper", "y": 1.0, "yanchor": "bottom",
+                                      "yshift": 38, "yref": "paper"})
     return _spec_figure(data, layout, None)
 
 
@@ -181,9 +187,9 @@ def _memory_title(plan: engine.Plan, kind: str) -> str:
     return f"{head}<br><sup>least headroom {engine.human_bytes(h.free_bytes)} (rank {h.rank})</sup>"
 
 
-def cost_stacked(plan: engine.Plan, devices: Optional[list[str]] = None) -> go.Figure:
+def cost_stacked(plan: engine.Plan, devices: Optional[list[str]] = None, group: Optional[str] = None) -> go.Figure:
     """Per-rank estimated cost stacked by component, with the lower bound as a dashed line; `devices`: each rank's
-    device, labelled on the rank axis."""
+    device, labelled on the rank axis; `group`: the 2D group line under the title."""
     ranks = [r.rank for r in plan.ranks]
     per_rank = [components(r) for r in plan.ranks]
     data: list[dict] = []
@@ -205,7 +211,8 @@ def cost_stacked(plan: engine.Plan, devices: Optional[list[str]] = None) -> go.F
     if len(ranks) > 1:
         layout["annotations"] = [{"x": imb.bottleneck_rank, "y": imb.max_ms, "text": "slowest", "showarrow": True,
                                   "arrowhead": 2, "ay": -28}]
-    return _spec_figure(data, layout, "Estimated cost per rank by component")
+    title = "Estimated cost per rank by component"
+    return _spec_figure(data, layout, f"{title}<br><sup>{plotly_text(group)}</sup>" if group else title)
 
 
 def heatmap(m: TableRankMatrix, metric: str = "cost_ms", rows: Optional[list[int]] = None) -> go.Figure:

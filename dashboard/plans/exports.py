@@ -27,6 +27,7 @@ from torchrec.distributed.types import (
 PLAN_LABEL = {what}
 PLANNER = {planner}
 WORLD_SIZE = {w}
+SHARDING_GROUP_SIZE = {group}  # ranks the plan shards over; below WORLD_SIZE, each group holds a replica (2D)
 MODULE_PATH = {module_path}  # where the EmbeddingBagCollection sits in the model DMP wraps
 DEVICE = {device}  # "cpu" to run the same placement on gloo
 LOCAL_WORLD_SIZE = {lws}
@@ -65,8 +66,17 @@ plan = ShardingPlan({{MODULE_PATH: EmbeddingModuleShardingPlan({{
     name: _parameter_sharding(name, *spec) for name, spec in TABLES.items()
 }})}})
 
-# model = DistributedModelParallel(model, plan=plan, sharders=[EmbeddingBagCollectionSharder()])
 '''
+DMP_TAIL = "# model = DistributedModelParallel(model, plan=plan, sharders=[EmbeddingBagCollectionSharder()])\n"
+# 2D: TorchRec 1.8's DMPCollection takes the group's plan and maps plan rank r of group g to world rank
+# r * (WORLD_SIZE // SHARDING_GROUP_SIZE) + g itself (use_inter_host_allreduce=False, the mesh the estimate prices)
+DMP_COLLECTION_TAIL = (
+    "# from torchrec.distributed.model_parallel import DMPCollection\n"
+    "# model = DMPCollection(module=model, device=torch.device(\"cuda\"), plan=plan, world_size=WORLD_SIZE,\n"
+    "#                       sharding_group_size=SHARDING_GROUP_SIZE, global_pg=torch.distributed.group.WORLD,\n"
+    "#                       sharders=[EmbeddingBagCollectionSharder()], use_inter_host_allreduce=False)\n"
+    "# ... and model.sync() after each optimizer step: the all-reduce across groups the plan's estimate prices\n"
+)
 
 GRID_NOTE = ("# grid_shard row-splits each piece over one host's ranks, and TorchRec reads the ranks per host\n"
              "# from the launch (LOCAL_WORLD_SIZE, torchrun --nproc-per-node): launch that many ranks per host\n")
@@ -112,7 +122,7 @@ def torchrec_text(plan: engine.Plan, config: engine.Config, module_path: str = "
     """The plan as TorchRec prints a ShardingPlan (as in the sharding tutorial); names are Python literals."""
     body = ", ".join(f"{_literal(str(name))}: {engine.parameter_sharding_text(tp, config)}"
                      for name, tp in _in_config_order(plan, config))
-    return f"{{{_literal(str(module_path))}: {{{body}}}}}\n"
+    return engine.dmp_collection_comment(config.topology) + f"{{{_literal(str(module_path))}: {{{body}}}}}\n"
 
 
 def python_snippet(plan: engine.Plan, config: engine.Config, module_path: str = "", what: str = "") -> str:
@@ -131,13 +141,15 @@ def python_snippet(plan: engine.Plan, config: engine.Config, module_path: str = 
              for n, tp in placed}
     cache = {n: v for n, v in cache.items() if v is not None}
     options = {n: o for n, _ in placed if (o := engine.sharding_options(cfg.constraint(n)))}
+    group = engine.group_topology(topo)  # 2D: the plan is one group's, its placements on the group's hosts
     head = SNIPPET_HEAD.format(what=_literal(str(what or f"{len(placed)} tables")),
                                planner=_literal(str(plan.planner)), w=int(topo.world_size),
                                device=_literal(topo.compute_device.value), module_path=_literal(str(module_path)),
-                               lws=int(topo.local_world_size))
+                               lws=int(group.local_world_size), group=int(group.world_size))
     grid = any(tp.sharding_type is engine.ShardingType.GRID_SHARD for _, tp in placed)
+    wrap = DMP_COLLECTION_TAIL if engine.replica_count(topo) > 1 else DMP_TAIL
     return (head + "".join(lines) + SNIPPET_TAIL.format(cache=_literal(cache), options=_literal(options))
-            + (GRID_NOTE if grid else ""))
+            + wrap + (GRID_NOTE if grid else ""))
 
 
 def share_link(token: str, public_url: Optional[str], browser_url: Optional[str], base_url_path: str = "") -> str:

@@ -59,16 +59,17 @@ def _ranks_key(plan: engine.Plan) -> tuple:
     return plan.ranks, plan.lower_bound_ms
 
 
-def memory_bars(plan: engine.Plan, devices: list[str] | None = None) -> go.Figure:
-    """charts.memory_bars, built once per plan content (its ranks, and their devices where named)."""
-    key = ("memory_bars", _ranks_key(plan), tuple(devices or ()))
-    return _CACHE.get(key, lambda: charts.memory_bars(plan, devices))
+def memory_bars(plan: engine.Plan, devices: list[str] | None = None, group: str | None = None) -> go.Figure:
+    """charts.memory_bars, built once per plan content (its ranks, their devices where named, the 2D group line)."""
+    key = ("memory_bars", _ranks_key(plan), tuple(devices or ()), group)
+    return _CACHE.get(key, lambda: charts.memory_bars(plan, devices, group))
 
 
-def cost_stacked(plan: engine.Plan, devices: list[str] | None = None) -> go.Figure:
-    """charts.cost_stacked, built once per plan content (its ranks and lower bound, their devices where named)."""
-    key = ("cost_stacked", _ranks_key(plan), tuple(devices or ()))
-    return _CACHE.get(key, lambda: charts.cost_stacked(plan, devices))
+def cost_stacked(plan: engine.Plan, devices: list[str] | None = None, group: str | None = None) -> go.Figure:
+    """charts.cost_stacked, built once per plan content (its ranks and lower bound, their devices where named, the
+    2D group line)."""
+    key = ("cost_stacked", _ranks_key(plan), tuple(devices or ()), group)
+    return _CACHE.get(key, lambda: charts.cost_stacked(plan, devices, group))
 
 
 def heatmap(m: table_matrix.TableRankMatrix, metric: str, rows: list[int]) -> go.Figure:

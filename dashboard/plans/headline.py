@@ -78,6 +78,17 @@ def headline(plan: engine.Plan) -> Headline:
                     memory, oom)
 
 
+def group_text(config: engine.Config) -> Optional[str]:
+    """2D sharding in a few words: the plan is one group's ranks, and how many replicas the world holds (None
+    without 2D)."""
+    replicas = engine.replica_count(config.topology)
+    if replicas == 1:
+        return None
+    size = config.topology.sharding_group_size
+    return (f"one sharding group: ranks 0-{size - 1} of {config.topology.world_size:,}, {replicas:,} replicas "
+            "(2D, DMPCollection)")
+
+
 def memory_text(m: Memory) -> str:
     pct = m.share * 100
     share = "<1%" if 0 < pct < 1 else f"{pct:.0f}%"

@@ -36,7 +36,9 @@ def parse_mixes(text: str) -> tuple[list[str], str | None]:
 
 
 def point_label(p: dict) -> str:
-    return f"{p['device_label']}, {p['world_size']} GPUs ({p['hosts']} hosts), batch {p['batch_size']} per rank"
+    group = f", groups of {p['group_size']} (2D)" if p.get("group_size") else ""
+    return (f"{p['device_label']}, {p['world_size']} GPUs ({p['hosts']} hosts){group}, batch {p['batch_size']} "
+            "per rank")
 
 
 def sweep_figure(points: list[dict]) -> go.Figure:
@@ -134,6 +136,9 @@ def points_frame(points: list[dict]) -> pd.DataFrame:
     rows = []
     for p in points:
         rows.append({"device": p["device_label"], "GPUs": p["world_size"], "hosts": p["hosts"],
+                     **({"group (2D)": f"{p['group_size']} x {p['replicas']} replicas" if p.get("group_size")
+                         else "one group"}
+                        if any(q.get("group_size") for q in points) else {}),
                      "batch per rank": p["batch_size"],
                      "step ms": p["step_ms"] if p["step_ms"] is not None else math.nan,
                      "peak HBM, % of usable": 100 * p["peak_hbm_fraction"]

@@ -87,12 +87,16 @@ def plan_metrics(plan: engine.Plan) -> None:
 
 def plan_view(plan: engine.Plan, config: engine.Config, prefix: str) -> None:
     """Everything about one plan; `prefix` keeps widget keys unique per page."""
+    group = headline.group_text(config)  # 2D: the ranks drawn are one group's
+    if group:
+        st.markdown(f":blue-badge[:material/grid_view: 2D] The plan is {group}: every group holds all the tables, "
+                    "and their weights are all-reduced across groups after each step (in the backward comms).")
     plan_metrics(plan)  # the headline first: the browser shows it while the rest is computed
     left, right = st.columns(2)  # figures and frames built once per plan (dashboard.plans.figure_cache), not per rerun
     devices = engine.rank_device_names(config.topology)  # a mixed fleet's ranks are labelled with their device
     devices = devices if devices is not None and len(devices) == len(plan.ranks) else None
-    left.plotly_chart(figure_cache.memory_bars(plan, devices), key=f"{prefix}_memory_chart")
-    right.plotly_chart(figure_cache.cost_stacked(plan, devices), key=f"{prefix}_cost_chart")
+    left.plotly_chart(figure_cache.memory_bars(plan, devices, group), key=f"{prefix}_memory_chart")
+    right.plotly_chart(figure_cache.cost_stacked(plan, devices, group), key=f"{prefix}_cost_chart")
     matrix = services.table_rank_matrix(plan, config)
     with st.container(border=True):
         imb = analysis.imbalance(plan)

@@ -179,8 +179,9 @@ def headline_text(current: CurrentPlan) -> str:
 
 def since_text(current: CurrentPlan) -> str:
     """The change line (markdown): who made the plan and how, and what changed since the plan before it."""
+    group = headline.group_text(current.config)
     by = f"Plan by {md(services.planner_label(current.planner))}, {len(current.plan.tables):,} tables on " \
-         f"{len(current.plan.ranks)} ranks"
+         + (group if group else f"{len(current.plan.ranks)} ranks")
     if current.how:
         by += f", {current.how}"
     previous = state.previous_plan()

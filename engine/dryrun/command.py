@@ -12,6 +12,7 @@ import re
 
 from engine.cliutil import one_line_errors
 from engine.config import load_config
+from engine.replicas import group_config
 from engine.planfile import load_plan
 from engine.pricing import priced_for
 from engine.types import Device
@@ -44,7 +45,7 @@ def dryrun_result(args: argparse.Namespace) -> tuple[dict, str]:
     cfg = load_config(args.config)
     tables = load_plan(args.plan, cfg)
     settings = settings_of(args)
-    pricing = priced_for(cfg, Device(settings.device.value), "dry-run")
+    pricing = priced_for(group_config(cfg), Device(settings.device.value), "dry-run")  # 2D: one group's ranks
     from engine.dryrun import run_dryrun
     from engine.dryrun.report import dryrun_json, dryrun_summary
 

@@ -20,6 +20,7 @@ from engine.errors import ConfigError, PlanningError
 from engine.localsearch import reshard
 from engine.evaluate import evaluate
 from engine.placement import Placement
+from engine.replicas import group_config
 from engine.planfile import placement_problem
 from engine.planner import PlannerSettings, plan, rules_of, safety_stop_note, to_table_plan
 from engine.strategy import option_arrays
@@ -267,6 +268,7 @@ def replan(cfg: Config, old: dict[str, OldTable], max_move_bytes: Optional[int] 
         raise ConfigError("max_move_bytes", f"must be from 0 to {L.MAX_MOVE_BYTES:,} bytes (None: no limit), got "
                           f"{'less' if max_move_bytes < 0 else 'more'}")
     start = time.perf_counter()
+    cfg = group_config(cfg)  # 2D: one sharding group's plan (engine.replicas)
     if scratch is None and compare:
         scratch = plan(cfg, settings)
     options = all_table_options(cfg)

@@ -65,6 +65,10 @@ def resolve_backend(backend: str | None, device: str | None) -> Backend:
 
 def check_runnable(cfg: Config, tables: dict[str, TablePlan], backend: Backend) -> None:
     """What the worker would only find out after launching, said before: one line naming the field."""
+    if cfg.topology.sharding_group_size is not None and cfg.topology.sharding_group_size < cfg.topology.world_size:
+        raise EngineError("topology.sharding_group_size: validation runs DistributedModelParallel over the whole "
+                          "world, and a 2D plan needs TorchRec's DMPCollection (CUDA only); validate one group: "
+                          "leave sharding_group_size out and set world_size to the group's size")
     for i, t in enumerate(cfg.tables):
         if t.pooling is PoolingType.NONE:
             raise EngineError(f"tables[{i}].pooling: validation runs an EmbeddingBagCollection, which needs sum or "

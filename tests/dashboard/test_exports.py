@@ -200,3 +200,26 @@ def test_torchrec_text_quotes_names_and_module_path(tmp_path):
 def test_share_link_quotes_the_token():
     assert exports.share_url("http://h:1/x", "a&b=c#d\n") == "http://h:1/?plan=a%26b%3Dc%23d%0A"
     assert exports.share_url(None, "<script>") == "?plan=%3Cscript%3E"
+
+
+def test_the_torchrec_text_and_snippet_say_what_dmp_collection_needs():
+    """2D: the text opens with the DMPCollection arguments a group's plan needs; the snippet builds the group's plan
+    and wraps the model in DMPCollection instead of DMP."""
+    from engine.torchrec_compat import to_sharding_plan  # torch, for this test only
+
+    cfg = engine.parse_config({"tables": [{"name": "t", "num_embeddings": 10_001, "embedding_dim": 64}],
+                               "constraints": {"t": {"sharding_types": ["row_wise"]}},
+                               "topology": {"world_size": 8, "local_world_size": 4, "sharding_group_size": 4}})
+    plan = engine.plan(cfg)
+    text = engine.torchrec_format(plan, cfg)
+    assert text.startswith("# DMPCollection(plan=..., world_size=8, sharding_group_size=4): ranks are one group's "
+                           "0-3; group g runs plan rank r on world rank r * 2 + g\n")
+    assert exports.torchrec_text(plan, cfg).startswith(text.splitlines()[0])
+    snippet = exports.python_snippet(plan, cfg)
+    assert "model = DMPCollection(" in snippet and "DistributedModelParallel(model" not in snippet
+    namespace: dict = {}
+    exec(snippet, namespace)  # the snippet builds the group's ShardingPlan with TorchRec's classes
+    assert (namespace["WORLD_SIZE"], namespace["SHARDING_GROUP_SIZE"]) == (8, 4)
+    assert namespace["plan"].plan[""] == to_sharding_plan(cfg, plan.tables).plan[""]
+    flat = engine.parse_config({**engine.config_to_dict(cfg), "topology": {"world_size": 8, "local_world_size": 4}})
+    assert "DistributedModelParallel(model" in exports.python_snippet(engine.plan(flat), flat)

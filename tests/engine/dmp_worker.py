@@ -114,7 +114,8 @@ def run(args: argparse.Namespace) -> dict:
             "tables_updated": changed, "tables_with_grad": grads}
 
 
-def main() -> None:
+def main(run=run) -> None:
+    """Parse the worker's arguments, run it, write its report (tests/engine/dmp_collection_worker.py too)."""
     p = argparse.ArgumentParser()
     p.add_argument("--rank", type=int, required=True)
     p.add_argument("--world-size", type=int, required=True)

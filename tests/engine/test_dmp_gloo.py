@@ -27,7 +27,7 @@ SHARDING_TYPES = ("table_wise", "column_wise", "table_column_wise", "data_parall
 
 
 def spawn(config_path, plan_path, tmp_path, world_size: int = WORLD_SIZE, env_extra: dict | None = None,
-          timeout_s: float = WORKER_TIMEOUT_S) -> list[dict]:
+          timeout_s: float = WORKER_TIMEOUT_S, worker=WORKER) -> list[dict]:
     """Run the worker on every rank at once; return each rank's report, or fail with the workers' logs.
     env_extra: more environment (LOCAL_WORLD_SIZE, which TorchRec reads for the ranks per host)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", **(env_extra or {})}
@@ -36,7 +36,7 @@ def spawn(config_path, plan_path, tmp_path, world_size: int = WORLD_SIZE, env_ex
         log = open(tmp_path / f"rank{rank}.log", "w+")
         logs.append(log)
         procs.append(subprocess.Popen(
-            [sys.executable, str(WORKER), "--rank", str(rank), "--world-size", str(world_size),
+            [sys.executable, str(worker), "--rank", str(rank), "--world-size", str(world_size),
              "--init-file", str(tmp_path / "pg_init"), "--config", str(config_path), "--plan", str(plan_path),
              "--out", str(tmp_path / f"rank{rank}.json")],
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT))

@@ -146,9 +146,9 @@ def _topology(raw: Any) -> Topology:
     topo = Topology(world_size=ws, local_world_size=lws, **{
         name: read(d.get(name, default), path) for name, read, default, path in _TOPOLOGY_REST})
     if d.get(CUSTOM_FIELD) is not None:
-        hbm, ddr = read_caps(d[CUSTOM_FIELD], f"topology.{CUSTOM_FIELD}", ws)
-        if hbm is not None or ddr is not None:  # {} is every rank alike, as no field
-            topo = replace(topo, custom_topology_data=CustomTopologyData(hbm, ddr))
+        caps = read_caps(d[CUSTOM_FIELD], f"topology.{CUSTOM_FIELD}", ws)
+        if any(c is not None for c in caps):  # {} is every rank alike, as no field
+            topo = replace(topo, custom_topology_data=CustomTopologyData(*caps))
     if d.get(PROFILE_FIELD) is None:
         return topo
     return replace(topo, profile=parse_profile(d[PROFILE_FIELD], f"topology.{PROFILE_FIELD}", topo))

@@ -236,9 +236,15 @@ TOPOLOGY: tuple[Field, ...] = (
           default=C.HBM_CAP_BYTES, torchrec="hbm_cap"),
     Field("ddr_cap", INT, "DDR bytes per rank", "128 GiB", unit="bytes", lo=0, hi=L.MAX_CAP_BYTES,
           default=C.DDR_CAP_BYTES, torchrec="ddr_cap"),
+    Field("ssd_cap", INT, "SSD bytes per rank: the backing store of the `key_value` kernel (TorchRec's `ssd_cap`; "
+          "0: no SSD, and `key_value` is not planned, as TorchRec 1.8 skips it)", "2 TiB (TorchRec `SSD_CAP`)",
+          unit="bytes", lo=0, hi=L.MAX_CAP_BYTES, default=C.SSD_CAP_BYTES, torchrec="ssd_cap"),
     _bw("hbm_mem_bw", C.HBM_MEM_BW, "897", "HBM bandwidth"),
     _bw("ddr_mem_bw", C.DDR_MEM_BW, "51", "DDR bandwidth"),
     _bw("hbm_to_ddr_mem_bw", C.HBM_TO_DDR_MEM_BW, "32", "HBM to DDR bandwidth"),
+    Field("ssd_mem_bw", FLOAT, "SSD bandwidth, as bytes per ms: the `key_value` kernel's lookups (TorchRec's "
+          "constants)", "100 MiB/s (TorchRec `SSD_MEM_BW`)", unit="bytes/ms", lo=L.MIN_BW, hi=L.MAX_BW,
+          default=C.SSD_MEM_BW, torchrec="ssd_mem_bw"),
     _bw("intra_host_bw", C.INTRA_NODE_BW, "600", "bandwidth within a host"),
     _bw("inter_host_bw", C.CROSS_NODE_BW, "12.5", "bandwidth across hosts"),
     Field("batch_size", INT, "samples per rank per step", "512", unit="samples", lo=1, hi=L.MAX_BATCH_SIZE,
@@ -255,12 +261,12 @@ PROFILE_FIELD = Field("profile", PROFILE, _PROFILE_MEANING, "none",
 # per-rank capacities of a mixed fleet, TorchRec's CustomTopologyData: written only when there is one; read by
 # engine.readers.read_caps, used through engine.capacity
 CUSTOM_TOPOLOGY_FIELD = Field(
-    "custom_topology_data", CAPS, '`{"hbm_cap": [...], "ddr_cap": [...]}`, one entry per rank in bytes, either list '
-    "or both: each rank's own capacity in place of `hbm_cap` / `ddr_cap` (TorchRec's `CustomTopologyData`, a mixed "
-    "fleet such as 8 GPUs of 80 GiB and 8 of 40 GiB); the planner keeps every rank within its own",
-    "none (every rank has `hbm_cap`, `ddr_cap`)", unit="bytes", lo=0, hi=L.MAX_CAP_BYTES,
+    "custom_topology_data", CAPS, '`{"hbm_cap": [...], "ddr_cap": [...], "ssd_cap": [...]}`, one entry per rank in '
+    "bytes, any of the lists: each rank's own capacity in place of `hbm_cap` / `ddr_cap` / `ssd_cap` (TorchRec's "
+    "`CustomTopologyData`, a mixed fleet such as 8 GPUs of 80 GiB and 8 of 40 GiB); the planner keeps every rank "
+    "within its own", "none (every rank has `hbm_cap`, `ddr_cap`, `ssd_cap`)", unit="bytes", lo=0, hi=L.MAX_CAP_BYTES,
     range_text="`world_size` entries, each 0 to 2^50", torchrec="custom_topology_data")
-CUSTOM_CAPS = ("hbm_cap", "ddr_cap")  # the lists custom_topology_data may hold (TorchRec's ssd_cap: no SSD tier yet)
+CUSTOM_CAPS = ("hbm_cap", "ddr_cap", "ssd_cap")  # the lists custom_topology_data may hold (TorchRec's names)
 
 # Inside profile: the CPU estimate's cost terms (engine.estimate.cpu_terms), each in bytes of work at the topology's
 # ddr_mem_bw, its default the constant engine.constants holds. A profile carries the ones `python -m db calibrate

@@ -157,6 +157,7 @@ def torchrec_topology(cfg: Config) -> TorchRecTopology:
     t = cfg.topology
     return TorchRecTopology(
         world_size=t.world_size, compute_device=t.compute_device.value, hbm_cap=t.hbm_cap, ddr_cap=t.ddr_cap,
+        ssd_cap=t.ssd_cap, ssd_mem_bw=t.ssd_mem_bw,
         local_world_size=t.local_world_size, hbm_mem_bw=t.hbm_mem_bw, ddr_mem_bw=t.ddr_mem_bw,
         hbm_to_ddr_mem_bw=t.hbm_to_ddr_mem_bw, intra_host_bw=t.intra_host_bw, inter_host_bw=t.inter_host_bw,
         custom_topology_data=_custom_topology_data(t),

@@ -211,6 +211,7 @@ class CustomTopologyData:
 
     hbm_cap: Optional[tuple[int, ...]] = None
     ddr_cap: Optional[tuple[int, ...]] = None
+    ssd_cap: Optional[tuple[int, ...]] = None
 
 
 @dataclass(frozen=True)
@@ -222,9 +223,11 @@ class Topology:
     compute_device: Device = Device.CUDA
     hbm_cap: int = C.HBM_CAP_BYTES
     ddr_cap: int = C.DDR_CAP_BYTES
+    ssd_cap: int = C.SSD_CAP_BYTES  # the key_value kernel's backing store per rank (engine.tiers)
     hbm_mem_bw: float = C.HBM_MEM_BW
     ddr_mem_bw: float = C.DDR_MEM_BW
     hbm_to_ddr_mem_bw: float = C.HBM_TO_DDR_MEM_BW
+    ssd_mem_bw: float = C.SSD_MEM_BW
     intra_host_bw: float = C.INTRA_NODE_BW
     inter_host_bw: float = C.CROSS_NODE_BW
     batch_size: int = C.BATCH_SIZE

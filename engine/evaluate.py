@@ -13,6 +13,7 @@ from engine.estimate import estimate_pieces, perf_from_row, pieces_for, table_lo
 from engine.workset import rank_workset_ms
 from engine.memory import StepMemory, over_memory
 from engine.profile import step_perf
+from engine.tiers import run_notes
 from engine.types import Config, Plan, PoolingType, RankStats, ShardingType, TablePlan
 from engine.widths import plan_notes
 
@@ -83,7 +84,8 @@ def evaluate(cfg: Config, tables: dict[str, TablePlan], planner: str = "engine",
         for r in range(w)
     )
     notes = tuple(notes)
-    notes += tuple(n for n in plan_notes(cfg, tables) + grid_mean_notes(cfg, tables) if n not in notes)  # a re-plan
+    notes += tuple(n for n in plan_notes(cfg, tables) + grid_mean_notes(cfg, tables) + run_notes(tables)
+                   if n not in notes)  # a re-plan
     # passes on earlier notes
     return Plan(tables=dict(tables), ranks=stats, planner=planner, planning_seconds=planning_seconds,
                 lower_bound_ms=lower_bound_ms, notes=notes + tuple(over_memory(stats, topo)))

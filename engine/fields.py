@@ -101,13 +101,9 @@ class Field:
 KERNEL_ALIASES = {"batched_fused": "fused", "batched_dense": "dense", "batched_fused_uvm": "fused_uvm",
                   "batched_fused_uvm_caching": "fused_uvm_caching"}
 _INFERENCE = "is one of TorchRec's inference kernels (quantized tables for serving); this planner plans training"
-_OFFLOAD = ("is TorchRec 1.8's SSD/DRAM offload kernel for training; this planner does not plan or price it yet, so "
-            "it cannot promise the plan fits")
 # EmbeddingComputeKernel values of TorchRec 1.8 this planner refuses, and why
 TORCHREC_ONLY_KERNELS = {
     "quant": _INFERENCE, "quant_uvm": _INFERENCE, "quant_uvm_caching": _INFERENCE,
-    "key_value": _OFFLOAD, "ssd_virtual_table": _OFFLOAD, "dram_virtual_table": _OFFLOAD,
-    "dram_ssd_virtual_table": _OFFLOAD,
     "customized_kernel": "is TorchRec's hook for a user's own kernel, whose memory and cost no planner knows",
     "fused_triton": "is TorchRec 1.8's Triton kernel for CUDA, which this planner does not price yet",
 }
@@ -150,10 +146,13 @@ CONSTRAINT: tuple[Field, ...] = (
           "all the device offers", choices=ShardingType, range_text="", torchrec="sharding_types",
           column="sharding_types", width=260, help="allowed sharding types; empty: the planner chooses", bulk=(),
           csv=("sharding_types",)),
-    Field("compute_kernels", ENUMS, "subset of `fused`, `fused_uvm`, `fused_uvm_caching` (`dense` is "
-          "data_parallel's kernel; data_parallel always uses it, as the tutorial shows). Older names `batched_fused`, "
-          "`batched_dense` are accepted; TorchRec's inference (`quant*`) and offload (`key_value`, `*_virtual_table`) "
-          "kernels are refused, saying why", "all the device offers", choices=ComputeKernel, aliases=KERNEL_ALIASES,
+    Field("compute_kernels", ENUMS, "subset of `fused`, `fused_uvm`, `fused_uvm_caching` and TorchRec 1.8's "
+          "offload tiers `key_value`, `ssd_virtual_table`, `dram_virtual_table`, `dram_ssd_virtual_table` (an HBM "
+          "cache of `cache_load_factor` x the rows, the table on SSD or in DRAM; planned on cuda only where listed "
+          "here, as TorchRec does, and `key_value` only where a rank has `ssd_cap`). `dense` is data_parallel's "
+          "kernel; data_parallel always uses it, as the tutorial shows. Older names `batched_fused`, `batched_dense` "
+          "are accepted; TorchRec's inference kernels (`quant*`) are refused, saying why",
+          "all the device offers but the offload tiers", choices=ComputeKernel, aliases=KERNEL_ALIASES,
           refused=TORCHREC_ONLY_KERNELS,
           range_text="", torchrec="compute_kernels", column="compute_kernels", label="kernels", width=190,
           help="allowed compute kernels; empty: the planner chooses", bulk=(),
@@ -179,7 +178,7 @@ CONSTRAINT: tuple[Field, ...] = (
           hi=L.MAX_BATCH_SIZE, torchrec="batch_sizes"),
     Field("is_weighted", BOOL, "weighted features (doubles the id read)", "`false`", default=False,
           range_text="", torchrec="is_weighted"),
-    Field("cache_load_factor", FLOAT, "share of rows cached in HBM by `fused_uvm_caching`",
+    Field("cache_load_factor", FLOAT, "share of rows cached in HBM by `fused_uvm_caching` and the offload tiers",
           "0.2 (TorchRec `UVM_CACHING_RATIO`)", lo=0.0, hi=1.0, lo_open=True, default=C.UVM_CACHING_RATIO,
           torchrec="cache_params.load_factor", column="cache_load_factor", width=160,
           help="share of rows cached in HBM by fused_uvm_caching", number_format="%.2f", bulk=(0.01, 1.0, 0.2),

@@ -15,6 +15,7 @@ import numpy as np
 
 from engine import constants as C
 
+from engine.tiers import check_ssd
 from engine.enumerate import Option, all_table_options
 from engine.clf import with_notes
 from engine.errors import PlanningError
@@ -339,6 +340,7 @@ def _plan(cfg: Config, settings: PlannerSettings) -> Plan:
         raise PlanningError(f"No plan found that keeps {field}: {why}.", tables=(field.split(".")[1],),
                             fixes=("co-locate tables of the same sharding type and column split",
                                    "pin them to the same ranks (constraints.<table>.ranks)"))
+    check_ssd(cfg, tables)  # key_value's SSD: placed on ranks that have some (engine.tiers.ssd_ranks), then summed
     prof = active(cfg.topology)  # every rank pays the profile's per-step cost: the bound does too
     floor_ms = prof.step_ms if prof else 0.0
     return evaluate(cfg, tables, planner="engine", planning_seconds=time.perf_counter() - start,

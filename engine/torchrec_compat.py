@@ -31,6 +31,7 @@ from torchrec.distributed.types import (
 from torchrec.optim import RowWiseAdagrad
 
 from engine import fields as F
+from engine.clf import CACHED
 from engine.errors import EngineError, PlanningError
 from engine.evaluate import evaluate
 from engine.types import (
@@ -248,7 +249,7 @@ def from_sharding_plan(cfg: Config, plan: ShardingPlan, module_path: str = "") -
         tp = from_parameter_sharding(t.name, module_plan[t.name])
         cache = module_plan[t.name].cache_params
         clf = None if cache is None else cache.load_factor
-        if tp.compute_kernel is ComputeKernel.FUSED_UVM_CACHING and clf is not None and \
+        if tp.compute_kernel in CACHED and clf is not None and \
                 clf != cfg.constraint(t.name).cache_load_factor:  # a size our planner chose (engine.clf)
             tp = dataclasses.replace(tp, cache_load_factor=clf)
         out[t.name] = tp

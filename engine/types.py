@@ -48,6 +48,10 @@ class ComputeKernel(str, enum.Enum):
     FUSED = "fused"
     FUSED_UVM = "fused_uvm"
     FUSED_UVM_CACHING = "fused_uvm_caching"
+    KEY_VALUE = "key_value"  # TorchRec 1.8's offload tiers (engine.tiers): an HBM cache of hot rows, backed by SSD
+    SSD_VIRTUAL_TABLE = "ssd_virtual_table"  # ... or by a virtual table on SSD, in DRAM, or both
+    DRAM_VIRTUAL_TABLE = "dram_virtual_table"
+    DRAM_SSD_VIRTUAL_TABLE = "dram_ssd_virtual_table"
 
     @property
     def weights_in_ddr(self) -> bool:

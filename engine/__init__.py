@@ -53,6 +53,8 @@ from engine.replan import read_old_plan
 from engine.replan import replan as replan_plan  # (not `replan`: that name is the submodule engine.replan)
 from engine.report import has_moved, parameter_sharding_text, placement_text, ranks_list_text
 from engine.sweep import ACCELERATORS, WORLD_SIZES, point_config
+from engine.capacity import ssd_cap_of
+from engine.tiers import ssd_by_rank  # each rank's SSD bytes under a plan (key_value's backing store)
 from engine.validate.types import RunStatus
 from engine.widths import dim_note
 from engine.workloads import CRITEO_1TB_EMBEDDING_DIM, CRITEO_1TB_MULTI_HOT, CRITEO_1TB_ROWS
@@ -146,7 +148,7 @@ __all__ = [
     "TABLE_FIELD_DECLS",
     "TOPOLOGY_FIELDS", "WORLD_SIZES", "apply_calibration", "dim_note", "fit_calibration", "human_bytes", "json_loads",
     "one_line", "parameter_sharding_text", "parse_profile", "point_config", "pricing_cache_info", "read_old_plan",
-    "replan_moved_bytes", "replan_plan", "sharding_options",
+    "replan_moved_bytes", "replan_plan", "sharding_options", "ssd_by_rank", "ssd_cap_of",
     "torchrec_planner", "write_json_file",
     # where a table is, and whether it moved (the dashboard's comparisons and the store's)
     "has_moved", "placement_text", "placement_words", "ranks_list_text",

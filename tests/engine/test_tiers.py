@@ -254,3 +254,36 @@ def test_the_step_memory_holds_the_cache_in_hbm_and_not_the_table():
     assert a.weights_bytes - b.weights_bytes == weights and a.optimizer_bytes - b.optimizer_bytes == weights
     assert b.cache_bytes - a.cache_bytes == round(weights * 0.2) + np.ceil(4096 * (4 + 0.2 * 16))
     assert b.peak_ddr_bytes == a.peak_ddr_bytes == 0
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_config_torchrecs_planner_plans_is_never_refused_by_ours(seed):
+    """Seeded random configs over the new options (kernel lists with and without the offload tiers, sharding types,
+    SSD per rank: the default, none, a mixed fleet's list, a small one): wherever TorchRec 1.8's planner finds a
+    plan, ours finds one, and ours keeps every rank within its SSD."""
+    rng = np.random.default_rng(seed)
+    raw = tutorial()
+    raw["topology"].update(world_size=4, local_world_size=2)
+    ssd = rng.integers(4)
+    if ssd == 1:
+        raw["topology"]["ssd_cap"] = 0
+    elif ssd == 2:
+        raw["topology"]["custom_topology_data"] = {"ssd_cap": [int(x) for x in rng.choice([0, 8 * GIB], 4)]}
+    elif ssd == 3:
+        raw["topology"]["ssd_cap"] = int(rng.integers(2**20, 2**23))
+    kinds = ["fused", "fused_uvm", "fused_uvm_caching", *KERNELS]
+    types = ["table_wise", "row_wise", "column_wise", "table_row_wise"]
+    raw["constraints"] = {}
+    for t in raw["tables"]:
+        if rng.random() < 0.7:
+            raw["constraints"][t["name"]] = {
+                "compute_kernels": sorted(set(rng.choice(kinds, int(rng.integers(1, 4))).tolist())),
+                "sharding_types": sorted(set(rng.choice(types, int(rng.integers(1, 3))).tolist()))}
+    cfg = engine.parse_config(raw)
+    try:
+        torchrec_sharding_plan(cfg)
+    except engine.PlanningError:
+        return  # TorchRec refuses it: ours may plan it or not (docs/estimator.md, 10)
+    plan = engine.plan(cfg)
+    caps = [engine.ssd_cap_of(cfg.topology, r) for r in range(4)]
+    assert all(need <= cap for need, cap in zip(ssd_by_rank(cfg, plan.tables), caps))

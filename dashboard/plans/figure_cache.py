@@ -59,9 +59,10 @@ def _ranks_key(plan: engine.Plan) -> tuple:
     return plan.ranks, plan.lower_bound_ms
 
 
-def memory_bars(plan: engine.Plan) -> go.Figure:
-    """charts.memory_bars, built once per plan content (its ranks)."""
-    return _CACHE.get(("memory_bars", _ranks_key(plan)), lambda: charts.memory_bars(plan))
+def memory_bars(plan: engine.Plan, config: engine.Config) -> go.Figure:
+    """charts.memory_bars, built once per plan content (its ranks, and the SSD its key_value tables hold)."""
+    ssd = analysis.ssd_use(plan, config)
+    return _CACHE.get(("memory_bars", _ranks_key(plan), ssd), lambda: charts.memory_bars(plan, ssd))
 
 
 def cost_stacked(plan: engine.Plan) -> go.Figure:

@@ -89,7 +89,7 @@ def plan_view(plan: engine.Plan, config: engine.Config, prefix: str) -> None:
     """Everything about one plan; `prefix` keeps widget keys unique per page."""
     plan_metrics(plan)  # the headline first: the browser shows it while the rest is computed
     left, right = st.columns(2)  # figures and frames built once per plan (dashboard.plans.figure_cache), not per rerun
-    left.plotly_chart(figure_cache.memory_bars(plan), key=f"{prefix}_memory_chart")
+    left.plotly_chart(figure_cache.memory_bars(plan, config), key=f"{prefix}_memory_chart")
     right.plotly_chart(figure_cache.cost_stacked(plan), key=f"{prefix}_cost_chart")
     matrix = services.table_rank_matrix(plan, config)
     with st.container(border=True):

@@ -97,7 +97,7 @@ def topology_form(form: dict) -> dict:
         st.subheader("Memory per rank", divider="gray")
         out["hbm_cap"] = _num(memory, "HBM (GiB)", "hbm_cap", form)
         out["ddr_cap"] = _num(memory, "DDR (GiB)", "ddr_cap", form)
-        out["ssd_cap"] = _num(memory, "SSD (GiB)", "ssd_cap", form, "%.1f",
+        out["ssd_cap"] = _num(memory, "SSD (GiB)", "ssd_cap", form, "%.3f",
                               help="the key_value kernel's backing store per rank (TorchRec's ssd_cap, 2 TiB by "
                                    "default); 0: no SSD, and key_value is not planned")
         out["storage_reservation"] = _num(memory, "HBM reserved for the rest of the model (%)",

@@ -119,7 +119,8 @@ def memory_bars(plan: engine.Plan, ssd: Optional[SsdUse] = None) -> go.Figure:
         layout[f"xaxis{ax}"] = {"anchor": f"y{ax}", "domain": _PANELS[len(kinds)][col - 1],
                                 **_rank_axis_spec(len(ranks))}
         layout[f"yaxis{ax}"] = {"anchor": f"x{ax}", "domain": [0.0, 1.0]}
-        layout["annotations"].append({"font": {"size": 14 if col == 1 else 16}, "showarrow": False,
+        layout["annotations"].append({"font": {"size": 13 if ssd is not None else 14 if col == 1 else 16},
+                                      "showarrow": False,
                                       "text": _memory_title(plan, kind, ssd),
                                       "x": _PANELS[len(kinds)][col - 1][0],
                                       "xanchor": "left", "xref": "paper", "y": 1.0, "yanchor": "bottom",
@@ -171,6 +172,13 @@ def _memory_title(plan: engine.Plan, kind: str, ssd: Optional[SsdUse] = None) ->
         h = Headroom(plan.ranks[r].rank, free[r], ssd.cap[r])
     else:
         h = headroom(plan, kind)
+    if ssd is not None:  # three panels: a third of the width each, so the short form
+        head = f"{kind.upper()} (GiB)"
+        if h is None:
+            return head
+        if h.free_bytes < 0:
+            return f"{head}<br><sup>rank {h.rank}: {engine.human_bytes(-h.free_bytes)} over</sup>"
+        return f"{head}<br><sup>{engine.human_bytes(h.free_bytes)} free (rank {h.rank})</sup>"
     head = f"{kind.upper()} per rank (GiB)"
     if h is None:
         return head

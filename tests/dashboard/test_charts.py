@@ -206,7 +206,8 @@ def test_an_ssd_panel_shows_where_a_rank_holds_ssd_bytes():
     used = [t for t in fig.data if t.name == "used" and t.xaxis == "x3"]
     caps = [t for t in fig.data if t.name == "usable capacity" and t.xaxis == "x3"]
     assert list(used[0].y) == pytest.approx([per_rank / GIB] * 2) and list(caps[0].y) == pytest.approx([4 / 1024] * 2)
-    assert fig.layout.annotations[2].text.startswith("SSD per rank (GiB)<br><sup>least headroom 3.49 MiB (rank 0)")
+    assert fig.layout.annotations[2].text == "SSD (GiB)<br><sup>3.49 MiB free (rank 0)</sup>"  # a third of the width
+    assert fig.layout.annotations[0].text.startswith("HBM (GiB)<br><sup>")
     assert [a.x for a in fig.layout.annotations] == [0.0, 0.373, 0.747]
     spec = json.loads(fig.to_json())
     assert json.loads(go.Figure(spec).to_json()) == spec

@@ -172,19 +172,16 @@ def _memory_title(plan: engine.Plan, kind: str, ssd: Optional[SsdUse] = None) ->
         h = Headroom(plan.ranks[r].rank, free[r], ssd.cap[r])
     else:
         h = headroom(plan, kind)
-    if ssd is not None:  # three panels: a third of the width each, so the short form
-        head = f"{kind.upper()} (GiB)"
-        if h is None:
-            return head
-        if h.free_bytes < 0:
-            return f"{head}<br><sup>rank {h.rank}: {engine.human_bytes(-h.free_bytes)} over</sup>"
-        return f"{head}<br><sup>{engine.human_bytes(h.free_bytes)} free (rank {h.rank})</sup>"
-    head = f"{kind.upper()} per rank (GiB)"
+    short = ssd is not None  # three panels: a third of the width each, so the short form
+    head = f"{kind.upper()} (GiB)" if short else f"{kind.upper()} per rank (GiB)"
     if h is None:
         return head
+    over, free = engine.human_bytes(-h.free_bytes), engine.human_bytes(h.free_bytes)
     if h.free_bytes < 0:
-        return f"{head}<br><sup>rank {h.rank} is {engine.human_bytes(-h.free_bytes)} over</sup>"
-    return f"{head}<br><sup>least headroom {engine.human_bytes(h.free_bytes)} (rank {h.rank})</sup>"
+        line = f"rank {h.rank}: {over} over" if short else f"rank {h.rank} is {over} over"
+    else:
+        line = f"{free} free (rank {h.rank})" if short else f"least headroom {free} (rank {h.rank})"
+    return f"{head}<br><sup>{line}</sup>"
 
 
 def cost_stacked(plan: engine.Plan) -> go.Figure:

@@ -287,3 +287,13 @@ def test_a_config_torchrecs_planner_plans_is_never_refused_by_ours(seed):
     plan = engine.plan(cfg)
     caps = [engine.ssd_cap_of(cfg.topology, r) for r in range(4)]
     assert all(need <= cap for need, cap in zip(ssd_by_rank(cfg, plan.tables), caps))
+
+
+def test_the_plan_summary_says_the_ssd_and_torchrecs_estimator_scores_the_plan():
+    cfg = engine.parse_config(config(["key_value"], ["row_wise"], ssd_cap=4 * 2**20))
+    plan = engine.plan(cfg)
+    text = engine.summary(plan, cfg)
+    assert "SSD (key_value's backing store): 1.03 MiB over the ranks; rank 0 holds 526.40 KiB of 4.00 MiB" in text
+    assert "SSD" not in engine.summary(engine.plan(engine.parse_config(tutorial())), engine.parse_config(tutorial()))
+    costs = engine.torchrec_rank_costs(cfg, plan)  # TorchRec's EmbeddingPerfEstimator prices key_value too
+    assert len(costs) == 2 and costs.min() > 0

@@ -222,8 +222,9 @@ def parse_config(data: Any, refuse_too_big: bool = False) -> Config:
             owner[f] = t.name
     if refuse_too_big and early_topology is not None:
         from engine.refuse import refuse_too_big as refuse
+        from engine.tiers import offloadable
 
-        refuse(tables, early_topology)
+        refuse(tables, early_topology, offloadable(d.get("constraints"), early_topology))
     raw_c = d.get("constraints", {}) or {}
     if not isinstance(raw_c, dict):
         raise ConfigError("constraints", f"must be an object keyed by table name, got {type_name(raw_c)}")

@@ -15,7 +15,7 @@ import numpy as np
 
 from engine import constants as C
 
-from engine.tiers import check_ssd
+from engine.tiers import check_ssd, offloadable
 from engine.enumerate import Option, all_table_options
 from engine.clf import with_notes
 from engine.errors import PlanningError
@@ -79,7 +79,7 @@ def _totals(pl: Placement) -> tuple[float, float] | None:
 
 def _refuse_early(cfg: Config) -> None:
     """One pass over the tables before any option is priced (engine.refuse)."""
-    refuse_too_big(cfg.tables, cfg.topology)
+    refuse_too_big(cfg.tables, cfg.topology, offloadable(cfg.constraints, cfg.topology))
 
 
 def place_greedy(cfg: Config, options: list[list[Option]], chosen: list[Option],

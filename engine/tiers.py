@@ -43,6 +43,21 @@ def guarded(listed: tuple[ComputeKernel, ...], topo: Topology) -> tuple[ComputeK
     return tuple(k for k in OFFLOAD if k in listed and (k is not KV or has_ssd(topo)))
 
 
+def offloadable(raw_constraints: object, topo: Topology) -> frozenset[str]:
+    """The tables whose constraints (as a config file writes them, read or not yet) list an offload kernel the
+    topology offers (guarded): their weights may leave HBM and DDR, so the early size check does not count them."""
+    if topo.compute_device is not Device.CUDA or not isinstance(raw_constraints, dict):
+        return frozenset()
+    offered = {k.value for k in guarded(OFFLOAD, topo)}
+    out = []
+    for name, c in raw_constraints.items():
+        kernels = getattr(c, "compute_kernels", None) if not isinstance(c, dict) else c.get("compute_kernels")
+        if isinstance(kernels, (list, tuple)) and any(
+                (k.value if isinstance(k, ComputeKernel) else str(k).strip().lower()) in offered for k in kernels):
+            out.append(name)
+    return frozenset(out)
+
+
 def ssd_ranks(topo: Topology, kernel: ComputeKernel, allowed: np.ndarray | None) -> np.ndarray | None:
     """The ranks an option may use (engine.placement: None, any): a key_value option only those with SSD, where a
     mixed fleet leaves some without (their SSD bytes are summed and checked once the plan is made: check_ssd)."""

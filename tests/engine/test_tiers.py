@@ -297,3 +297,23 @@ def test_the_plan_summary_says_the_ssd_and_torchrecs_estimator_scores_the_plan()
     assert "SSD" not in engine.summary(engine.plan(engine.parse_config(tutorial())), engine.parse_config(tutorial()))
     costs = engine.torchrec_rank_costs(cfg, plan)  # TorchRec's EmbeddingPerfEstimator prices key_value too
     assert len(costs) == 2 and costs.min() > 0
+
+
+def test_a_table_larger_than_hbm_and_ddr_together_plans_on_key_value_as_torchrec_plans_it():
+    """16 MiB of weights on 2 ranks of 8 MiB HBM and 1 MiB DDR: too big for every kernel but the offload tiers, so
+    the early size check (the command line's, before constraints are read, and the planner's) leaves out a table
+    that lists one; listing none it is refused as before."""
+    raw = {"tables": [{"name": "big", "num_embeddings": 65536, "embedding_dim": 64}],
+           "constraints": {"big": {"compute_kernels": ["fused", "key_value"], "sharding_types": ["row_wise"]}},
+           "topology": {"world_size": 2, "hbm_cap": 8 * 2**20, "ddr_cap": 2**20}}
+    cfg = engine.parse_config(copy.deepcopy(raw), refuse_too_big=True)
+    plan = engine.plan(cfg)
+    assert plan.tables["big"].compute_kernel.value == "key_value"
+    assert torchrec_sharding_plan(cfg).plan[""]["big"].compute_kernel == "key_value"
+    raw["constraints"]["big"]["compute_kernels"] = ["fused"]
+    with pytest.raises(engine.PlanningError, match="The tables do not fit"):
+        engine.parse_config(copy.deepcopy(raw), refuse_too_big=True)
+    raw["topology"]["ssd_cap"] = 0
+    raw["constraints"]["big"]["compute_kernels"] = ["key_value"]  # not offered without SSD: counted again
+    with pytest.raises(engine.PlanningError, match="The tables do not fit"):
+        engine.plan(engine.parse_config(raw))

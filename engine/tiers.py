@@ -19,6 +19,7 @@ import math
 
 import numpy as np
 
+from engine import fields as F
 from engine.capacity import has_ssd, ssd_cap_of
 from engine.errors import PlanningError, human_bytes
 from engine.types import ComputeKernel, Config, Device, TablePlan, Topology
@@ -115,8 +116,6 @@ def ssd_by_rank(cfg: Config, tables: dict[str, TablePlan]) -> np.ndarray:
 
 
 def _clf(cfg: Config, name: str) -> float:
-    from engine import fields as F
-
     return F.cache_load_factor(cfg.constraint(name))
 
 

@@ -57,6 +57,8 @@ from engine.report import has_moved, parameter_sharding_text, placement_text, ra
 from engine.sweep import ACCELERATORS, WORLD_SIZES, point_config
 from engine.fleet import rank_device_names
 from engine.sweep import mix_text as sweep_mix_text, parse_mix as parse_sweep_mix
+from engine.capacity import ssd_cap_of
+from engine.tiers import ssd_by_rank  # each rank's SSD bytes under a plan (key_value's backing store)
 from engine.validate.types import RunStatus
 from engine.widths import dim_note
 from engine.workloads import CRITEO_1TB_EMBEDDING_DIM, CRITEO_1TB_MULTI_HOT, CRITEO_1TB_ROWS
@@ -157,7 +159,7 @@ __all__ = [
     "parse_sweep_mix", "sweep_mix_text",
     "read_old_plan",
     "replan_moved_bytes", "replan_plan", "sharding_options", "dmp_collection_comment", "group_line",
-    "group_topology", "replica_count",
+    "group_topology", "replica_count", "ssd_by_rank", "ssd_cap_of",
     "torchrec_planner", "write_json_file",
     # where a table is, and whether it moved (the dashboard's comparisons and the store's)
     "has_moved", "placement_text", "placement_words", "ranks_list_text",

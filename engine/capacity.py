@@ -1,6 +1,6 @@
 """Each rank's memory: its own capacity where the topology's custom_topology_data gives one (a mixed fleet, as
 TorchRec's CustomTopologyData), else its device's HBM where rank_devices names one (engine.fleet), else the
-topology's hbm_cap / ddr_cap; and the bytes the planner may fill on it
+topology's hbm_cap / ddr_cap / ssd_cap; and the bytes the planner may fill on it
 (usable: HBM less storage_reservation, as TorchRec's HeuristicalStorageReservation keeps on every device).
 """
 
@@ -24,6 +24,18 @@ def hbm_cap_of(topo: Topology, rank: int) -> int:
 def ddr_cap_of(topo: Topology, rank: int) -> int:
     custom = topo.custom_topology_data
     return topo.ddr_cap if custom is None or custom.ddr_cap is None else custom.ddr_cap[rank]
+
+
+def ssd_cap_of(topo: Topology, rank: int) -> int:
+    """The rank's SSD bytes (no reservation: TorchRec's storage reservation keeps HBM only)."""
+    custom = topo.custom_topology_data
+    return topo.ssd_cap if custom is None or custom.ssd_cap is None else custom.ssd_cap[rank]
+
+
+def has_ssd(topo: Topology) -> bool:
+    """Whether any rank has SSD bytes: TorchRec 1.8 plans the key_value kernel only then (torchrec#4088)."""
+    custom = topo.custom_topology_data
+    return (topo.ssd_cap if custom is None or custom.ssd_cap is None else max(custom.ssd_cap)) > 0
 
 
 def usable_hbm_of(topo: Topology, rank: int) -> int:

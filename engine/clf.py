@@ -23,6 +23,9 @@ from engine.errors import human_bytes
 from engine.types import ComputeKernel, Config, Constraints, Device, ShardingType, TableConfig, TablePlan
 
 CACHING = ComputeKernel.FUSED_UVM_CACHING
+# kernels with an HBM cache of cache_load_factor x the rows: fused_uvm_caching and the offload tiers (engine.tiers)
+CACHED = (CACHING, ComputeKernel.KEY_VALUE, ComputeKernel.SSD_VIRTUAL_TABLE, ComputeKernel.DRAM_VIRTUAL_TABLE,
+          ComputeKernel.DRAM_SSD_VIRTUAL_TABLE)
 # A larger cache is priced only when it misses at least this much less (0.1 point of the lookups) than every
 # smaller one tried: past the curve's knee (the hot rows held) a larger cache adds HBM and no hits.
 FLAT_MISS = 0.001
@@ -54,24 +57,26 @@ def clf_geometries(table: TableConfig, c: Constraints, base: list) -> list:
         return base
     out = []
     for st, kernels, w, _ in base:
-        rest = tuple(k for k in kernels if k is not CACHING)
+        rest = tuple(k for k in kernels if k not in CACHED)
         if rest:
             out.append((st, rest, w, None))
-        if CACHING in kernels:
-            out += [(st, (CACHING,), w, x) for x in clfs]
+        out += [(st, (k,), w, x) for k in kernels if k in CACHED for x in clfs]
     return out
 
 
 def cache_note(cfg: Config, name: str, tp: TablePlan) -> str | None:
     """Why a fused_uvm_caching table's cache is the size it is, and where its miss rate comes from: for the plan
     file and the dashboard. None for other kernels and devices."""
-    if tp.compute_kernel is not CACHING or cfg.topology.compute_device is not Device.CUDA:
+    if tp.compute_kernel not in CACHED or cfg.topology.compute_device is not Device.CUDA:
         return None
     t, c = cfg.table(name), cfg.constraint(name)
     default = F.BY_NAME["cache_load_factor"].default
     if c.workload is None:
         clf = F.cache_load_factor(c)
         how = "typed" if c.cache_load_factor is not None else "the default"
+        if tp.compute_kernel is not CACHING:
+            return (f"cache load factor {clf:.4g} ({how}); every lookup priced at the backing store's bandwidth, as "
+                    f"TorchRec prices {tp.compute_kernel.value}: no measured workload")
         return (f"cache load factor {clf:.4g} ({how}); miss rate {1 - clf:.1%} by default pricing (the cache load "
                 "factor taken as the hit rate, as TorchRec does): no measured workload")
     source = f"sample {c.workload.source_file} ({c.workload.source_rows:,} rows, {c.workload.source_modified})"

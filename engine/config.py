@@ -151,9 +151,9 @@ def _topology(raw: Any) -> Topology:
     topo = Topology(world_size=ws, local_world_size=lws, **{
         name: read(d.get(name, default), path) for name, read, default, path in _TOPOLOGY_REST})
     if d.get(CUSTOM_FIELD) is not None:
-        hbm, ddr = read_caps(d[CUSTOM_FIELD], f"topology.{CUSTOM_FIELD}", ws)
-        if hbm is not None or ddr is not None:  # {} is every rank alike, as no field
-            topo = replace(topo, custom_topology_data=CustomTopologyData(hbm, ddr))
+        caps = read_caps(d[CUSTOM_FIELD], f"topology.{CUSTOM_FIELD}", ws)
+        if any(c is not None for c in caps):  # {} is every rank alike, as no field
+            topo = replace(topo, custom_topology_data=CustomTopologyData(*caps))
     if d.get(DEVICES_FIELD) is not None:
         topo = replace(topo, rank_devices=read_rank_devices(d[DEVICES_FIELD], ws, topo.compute_device))
     if d.get(GROUP_FIELD) is not None:
@@ -242,8 +242,9 @@ def parse_config(data: Any, refuse_too_big: bool = False) -> Config:
             owner[f] = t.name
     if refuse_too_big and early_topology is not None:
         from engine.refuse import refuse_too_big as refuse
+        from engine.tiers import offloadable
 
-        refuse(tables, early_topology)
+        refuse(tables, early_topology, offloadable(d.get("constraints"), early_topology))
     raw_c = d.get("constraints", {}) or {}
     if not isinstance(raw_c, dict):
         raise ConfigError("constraints", f"must be an object keyed by table name, got {type_name(raw_c)}")

@@ -11,6 +11,7 @@ GIB: int = 1024**3
 # Memory capacities per rank (TorchRec HBM_CAP / DDR_CAP).
 HBM_CAP_BYTES: int = 32 * GIB
 DDR_CAP_BYTES: int = 128 * GIB
+SSD_CAP_BYTES: int = 2 * 1024 * GIB  # TorchRec SSD_CAP ("2 TB"): the SSD tier of the key_value kernel
 
 # Bandwidths in bytes/ms (TorchRec: HBM_MEM_BW, DDR_MEM_BW, HBM_TO_DDR_MEM_BW, INTRA_NODE_BANDWIDTH,
 # CROSS_NODE_BANDWIDTH). These are V100-era numbers; a calibrated topology overrides them.
@@ -19,6 +20,7 @@ DDR_MEM_BW: float = 51 * GIB / 1000
 HBM_TO_DDR_MEM_BW: float = 32 * GIB / 1000
 INTRA_NODE_BW: float = 600 * GIB / 1000
 CROSS_NODE_BW: float = 12.5 * GIB / 1000
+SSD_MEM_BW: float = 100 * 1024 * 1024 / 1000  # TorchRec SSD_MEM_BW: 100 MiB/s, key_value's lookup bandwidth
 
 BATCH_SIZE: int = 512  # TorchRec BATCH_SIZE: per-rank batch
 POOLING_FACTOR: float = 1.0  # TorchRec POOLING_FACTOR: mean ids per sample per feature

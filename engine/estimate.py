@@ -14,6 +14,7 @@ import numpy as np
 
 from engine import constants as C
 from engine import fields as F
+from engine import tiers
 from engine.profile import active, piece_perf
 from engine.replicas import sync_ms, synced_bytes
 from engine.terms import CpuTerms, terms_of
@@ -107,6 +108,7 @@ class Pieces:
     opt_work: np.ndarray  # the optimizer's update work per touched weight, bytes at the DDR bandwidth (CPU)
     opt_row_work: np.ndarray  # and per touched row
     cache_hit: np.ndarray  # fused_uvm_caching's hit rate (TableLoad.hit_rate)
+    measured_hit: np.ndarray | float = np.nan  # the hit rate a miss curve gives (NaN: none; engine.tiers)
 
 
 def pieces_of(table: TableConfig, load: TableLoad, topo: Topology, rows: np.ndarray, cols: np.ndarray,
@@ -121,7 +123,8 @@ def pieces_of(table: TableConfig, load: TableLoad, topo: Topology, rows: np.ndar
                   full(n, load.batch_inputs), full(n, load.batch_outputs), full(n, load.is_weighted),
                   full(n, table.pooling is not PoolingType.NONE), full(n, load.cache_load_factor),
                   full(n, topo.optimizer.state_multiplier(table.embedding_dim)), full(n, load.zipf),
-                  full(n, k.optimizer_work(opt)), full(n, k.optimizer_row_work(opt)), full(n, load.hit_rate))
+                  full(n, k.optimizer_work(opt)), full(n, k.optimizer_row_work(opt)), full(n, load.hit_rate),
+                  full(n, np.nan if load.cache_hit is None else load.cache_hit))
 
 
 def pieces_for(tables: list[TableConfig], loads: list[TableLoad], topo: Topology, owner: np.ndarray,
@@ -141,12 +144,15 @@ def pieces_for(tables: list[TableConfig], loads: list[TableLoad], topo: Topology
                   per_row([x.cache_load_factor for x in loads]),
                   per_row([topo.optimizer.state_multiplier(t.embedding_dim) for t in tables]),
                   per_row([x.zipf for x in loads]), np.full(len(owner), k.optimizer_work(opt)),
-                  np.full(len(owner), k.optimizer_row_work(opt)), per_row([x.hit_rate for x in loads]))
+                  np.full(len(owner), k.optimizer_row_work(opt)), per_row([x.hit_rate for x in loads]),
+                  per_row([np.nan if x.cache_hit is None else x.cache_hit for x in loads]))
 
 
-def device_bw(topo: Topology, kernel: ComputeKernel, hit: float) -> float:
+def device_bw(topo: Topology, kernel: ComputeKernel, hit: float, measured_hit: float = np.nan) -> float:
     """Effective lookup bandwidth (bytes/ms) of a kernel: TorchRec's kernel_bw_lookup. hit: fused_uvm_caching's hit
-    rate, which TorchRec takes to be the cache load factor (TableLoad.hit_rate)."""
+    rate, which TorchRec takes to be the cache load factor (TableLoad.hit_rate); the offload kernels: engine.tiers."""
+    if tiers.is_offload(kernel) and topo.compute_device is Device.CUDA:
+        return tiers.lookup_bw(topo, kernel, measured_hit)
     if topo.compute_device is Device.CPU:
         return topo.ddr_mem_bw * (0.5 if kernel is ComputeKernel.DENSE else 1.0)
     if kernel is ComputeKernel.DENSE:
@@ -308,7 +314,9 @@ def _io_bytes(p: Pieces, topo: Topology, st: ShardingType) -> tuple[np.ndarray, 
 def _memory(p: Pieces, topo: Topology, kernel: ComputeKernel, rows: np.ndarray,
             weights: np.ndarray, opt: np.ndarray, inp: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(HBM, DDR) bytes per shard: where the kernel keeps weights and optimizer state, plus the buffers."""
-    if kernel.weights_in_ddr:
+    if tiers.is_offload(kernel):  # the HBM cache (engine.tiers); the backing store is not HBM or DDR
+        hbm, ddr = tiers.memory(kernel, rows, p.clf, weights, opt)[:2]
+    elif kernel.weights_in_ddr:
         ddr = weights + opt
         if kernel is ComputeKernel.FUSED_UVM_CACHING:
             clf = p.clf
@@ -360,7 +368,7 @@ def estimate_pieces(p: Pieces, topo: Topology, st: ShardingType,
     result = []
     for kernel in kernels:
         hbm, ddr = _memory(p, topo, kernel, rows, weights, opt, inp, out)
-        bw = device_bw(topo, kernel, p.cache_hit)
+        bw = device_bw(topo, kernel, p.cache_hit, p.measured_hit)
         perf = with_profile(work / (bw[:, None] if np.ndim(bw) else bw) + fixed, topo, rows, cols)
         result.append(ShardEstimates(perf, hbm, ddr, inp_i, out_i, ws, ws_rows))
     return result

@@ -15,6 +15,7 @@ from engine.memory import StepMemory, over_memory
 from engine.profile import step_perf
 from engine.fleet import kind_topologies, kinds
 from engine.replicas import group_config, with_group_note
+from engine.tiers import run_notes
 from engine.types import ComputeKernel, Config, Plan, PoolingType, RankStats, ShardingType, TablePlan, Topology
 from engine.widths import plan_notes
 
@@ -84,7 +85,8 @@ def evaluate(cfg: Config, tables: dict[str, TablePlan], planner: str = "engine",
         for r in range(w)
     )
     notes = tuple(notes)
-    notes += tuple(n for n in plan_notes(cfg, tables) + grid_mean_notes(cfg, tables) if n not in notes)  # a re-plan
+    notes += tuple(n for n in plan_notes(cfg, tables) + grid_mean_notes(cfg, tables) + run_notes(tables)
+                   if n not in notes)  # a re-plan
     # passes on earlier notes
     return with_group_note(world, Plan(tables=dict(tables), ranks=stats, planner=planner,
                                        planning_seconds=planning_seconds, lower_bound_ms=lower_bound_ms,

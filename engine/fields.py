@@ -103,13 +103,9 @@ class Field:
 KERNEL_ALIASES = {"batched_fused": "fused", "batched_dense": "dense", "batched_fused_uvm": "fused_uvm",
                   "batched_fused_uvm_caching": "fused_uvm_caching"}
 _INFERENCE = "is one of TorchRec's inference kernels (quantized tables for serving); this planner plans training"
-_OFFLOAD = ("is TorchRec 1.8's SSD/DRAM offload kernel for training; this planner does not plan or price it yet, so "
-            "it cannot promise the plan fits")
 # EmbeddingComputeKernel values of TorchRec 1.8 this planner refuses, and why
 TORCHREC_ONLY_KERNELS = {
     "quant": _INFERENCE, "quant_uvm": _INFERENCE, "quant_uvm_caching": _INFERENCE,
-    "key_value": _OFFLOAD, "ssd_virtual_table": _OFFLOAD, "dram_virtual_table": _OFFLOAD,
-    "dram_ssd_virtual_table": _OFFLOAD,
     "customized_kernel": "is TorchRec's hook for a user's own kernel, whose memory and cost no planner knows",
     "fused_triton": "is TorchRec 1.8's Triton kernel for CUDA, which this planner does not price yet",
 }
@@ -152,10 +148,13 @@ CONSTRAINT: tuple[Field, ...] = (
           "all the device offers", choices=ShardingType, range_text="", torchrec="sharding_types",
           column="sharding_types", width=260, help="allowed sharding types; empty: the planner chooses", bulk=(),
           csv=("sharding_types",)),
-    Field("compute_kernels", ENUMS, "subset of `fused`, `fused_uvm`, `fused_uvm_caching` (`dense` is "
-          "data_parallel's kernel; data_parallel always uses it, as the tutorial shows). Older names `batched_fused`, "
-          "`batched_dense` are accepted; TorchRec's inference (`quant*`) and offload (`key_value`, `*_virtual_table`) "
-          "kernels are refused, saying why", "all the device offers", choices=ComputeKernel, aliases=KERNEL_ALIASES,
+    Field("compute_kernels", ENUMS, "subset of `fused`, `fused_uvm`, `fused_uvm_caching` and TorchRec 1.8's "
+          "offload tiers `key_value`, `ssd_virtual_table`, `dram_virtual_table`, `dram_ssd_virtual_table` (an HBM "
+          "cache of `cache_load_factor` x the rows, the table on SSD or in DRAM; planned on cuda only where listed "
+          "here, as TorchRec does, and `key_value` only where a rank has `ssd_cap`). `dense` is data_parallel's "
+          "kernel; data_parallel always uses it, as the tutorial shows. Older names `batched_fused`, `batched_dense` "
+          "are accepted; TorchRec's inference kernels (`quant*`) are refused, saying why",
+          "all the device offers but the offload tiers", choices=ComputeKernel, aliases=KERNEL_ALIASES,
           refused=TORCHREC_ONLY_KERNELS,
           range_text="", torchrec="compute_kernels", column="compute_kernels", label="kernels", width=190,
           help="allowed compute kernels; empty: the planner chooses", bulk=(),
@@ -181,7 +180,7 @@ CONSTRAINT: tuple[Field, ...] = (
           hi=L.MAX_BATCH_SIZE, torchrec="batch_sizes"),
     Field("is_weighted", BOOL, "weighted features (doubles the id read)", "`false`", default=False,
           range_text="", torchrec="is_weighted"),
-    Field("cache_load_factor", FLOAT, "share of rows cached in HBM by `fused_uvm_caching`",
+    Field("cache_load_factor", FLOAT, "share of rows cached in HBM by `fused_uvm_caching` and the offload tiers",
           "0.2 (TorchRec `UVM_CACHING_RATIO`)", lo=0.0, hi=1.0, lo_open=True, default=C.UVM_CACHING_RATIO,
           torchrec="cache_params.load_factor", column="cache_load_factor", width=160,
           help="share of rows cached in HBM by fused_uvm_caching", number_format="%.2f", bulk=(0.01, 1.0, 0.2),
@@ -238,9 +237,15 @@ TOPOLOGY: tuple[Field, ...] = (
           default=C.HBM_CAP_BYTES, torchrec="hbm_cap"),
     Field("ddr_cap", INT, "DDR bytes per rank", "128 GiB", unit="bytes", lo=0, hi=L.MAX_CAP_BYTES,
           default=C.DDR_CAP_BYTES, torchrec="ddr_cap"),
+    Field("ssd_cap", INT, "SSD bytes per rank: the backing store of the `key_value` kernel (TorchRec's `ssd_cap`; "
+          "0: no SSD, and `key_value` is not planned, as TorchRec 1.8 skips it)", "2 TiB (TorchRec `SSD_CAP`)",
+          unit="bytes", lo=0, hi=L.MAX_CAP_BYTES, default=C.SSD_CAP_BYTES, torchrec="ssd_cap"),
     _bw("hbm_mem_bw", C.HBM_MEM_BW, "897", "HBM bandwidth"),
     _bw("ddr_mem_bw", C.DDR_MEM_BW, "51", "DDR bandwidth"),
     _bw("hbm_to_ddr_mem_bw", C.HBM_TO_DDR_MEM_BW, "32", "HBM to DDR bandwidth"),
+    Field("ssd_mem_bw", FLOAT, "SSD bandwidth, as bytes per ms: the `key_value` kernel's lookups (TorchRec's "
+          "constants)", "100 MiB/s (TorchRec `SSD_MEM_BW`)", unit="bytes/ms", lo=L.MIN_BW, hi=L.MAX_BW,
+          default=C.SSD_MEM_BW, torchrec="ssd_mem_bw"),
     _bw("intra_host_bw", C.INTRA_NODE_BW, "600", "bandwidth within a host"),
     _bw("inter_host_bw", C.CROSS_NODE_BW, "12.5", "bandwidth across hosts"),
     Field("batch_size", INT, "samples per rank per step", "512", unit="samples", lo=1, hi=L.MAX_BATCH_SIZE,
@@ -257,10 +262,10 @@ PROFILE_FIELD = Field("profile", PROFILE, _PROFILE_MEANING, "none",
 # per-rank capacities of a mixed fleet, TorchRec's CustomTopologyData: written only when there is one; read by
 # engine.readers.read_caps, used through engine.capacity
 CUSTOM_TOPOLOGY_FIELD = Field(
-    "custom_topology_data", CAPS, '`{"hbm_cap": [...], "ddr_cap": [...]}`, one entry per rank in bytes, either list '
-    "or both: each rank's own capacity in place of `hbm_cap` / `ddr_cap` (TorchRec's `CustomTopologyData`, a mixed "
-    "fleet such as 8 GPUs of 80 GiB and 8 of 40 GiB); the planner keeps every rank within its own",
-    "none (every rank has `hbm_cap`, `ddr_cap`)", unit="bytes", lo=0, hi=L.MAX_CAP_BYTES,
+    "custom_topology_data", CAPS, '`{"hbm_cap": [...], "ddr_cap": [...], "ssd_cap": [...]}`, one entry per rank in '
+    "bytes, any of the lists: each rank's own capacity in place of `hbm_cap` / `ddr_cap` / `ssd_cap` (TorchRec's "
+    "`CustomTopologyData`, a mixed fleet such as 8 GPUs of 80 GiB and 8 of 40 GiB); the planner keeps every rank "
+    "within its own", "none (every rank has `hbm_cap`, `ddr_cap`, `ssd_cap`)", unit="bytes", lo=0, hi=L.MAX_CAP_BYTES,
     range_text="`world_size` entries, each 0 to 2^50", torchrec="custom_topology_data")
 # 2D sharding, TorchRec's DMPCollection(sharding_group_size=...): written only when there is one; used through
 # engine.replicas
@@ -270,7 +275,7 @@ GROUP_FIELD = Field(
     "Adagrad's state) across groups after each step; the plan is one group's (ranks 0 to size - 1)",
     "`world_size` (one group: DMP)", unit="ranks", lo=1, hi=L.MAX_WORLD_SIZE, range_text="divides `world_size`",
     torchrec="sharding_group_size")
-CUSTOM_CAPS = ("hbm_cap", "ddr_cap")  # the lists custom_topology_data may hold (TorchRec's ssd_cap: no SSD tier yet)
+CUSTOM_CAPS = ("hbm_cap", "ddr_cap", "ssd_cap")  # the lists custom_topology_data may hold (TorchRec's names)
 # the device kind of each rank of a mixed fleet (8 H100 + 8 A100): written only when there is one; read by engine.fleet,
 # which prices each rank with its accelerator's published figures (engine.accelerators)
 RANK_DEVICES_FIELD = Field(

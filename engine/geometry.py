@@ -12,7 +12,7 @@ from typing import Optional
 
 import numpy as np
 
-from engine import widths
+from engine import tiers, widths
 from engine.clf import clf_geometries
 from engine.errors import PlanningError
 from engine.types import (
@@ -87,8 +87,8 @@ def _widths(table: TableConfig, c: Constraints, topo: Topology, st: ShardingType
 def allowed(table: TableConfig, c: Constraints, topo: Topology) -> list[tuple[ShardingType, ComputeKernel]]:
     types = c.sharding_types or DEFAULT_SHARDING_TYPES[topo.compute_device]
     kernels = MODEL_PARALLEL_KERNELS[topo.compute_device]
-    if c.compute_kernels is not None:
-        kernels = tuple(k for k in kernels if k in c.compute_kernels)
+    if c.compute_kernels is not None:  # the offload tiers only where listed (TorchRec's GUARDED_COMPUTE_KERNELS)
+        kernels = tuple(k for k in kernels if k in c.compute_kernels) + tiers.guarded(c.compute_kernels, topo)
     pairs = []
     for st in types:
         if st is ShardingType.DATA_PARALLEL:
@@ -134,12 +134,14 @@ def table_geometries(cfg: Config, i: int) -> list[Geometry]:
         check_dense_only(cfg, table, c, out)
     if not out:
         kinds = ", ".join(k.value for k in c.compute_kernels or ())
+        no_ssd = tiers.KV in (c.compute_kernels or ()) and cfg.topology.compute_device is Device.CUDA
         raise PlanningError(
             f"Table {table.name!r}: its constraints exclude every option (compute_kernels [{kinds}] are not "
             f"available for sharding types {[s.value for s in c.sharding_types or ()]} on "
-            f"{cfg.topology.compute_device.value}).",
+            f"{cfg.topology.compute_device.value}{'; key_value needs SSD and no rank has any' if no_ssd else ''}).",
             tables=(table.name,),
             fixes=(f"allow 'fused' in constraints.{table.name}.compute_kernels",
+                   *(("or give the ranks SSD (topology.ssd_cap)",) if no_ssd else ()),
                    f"or add 'data_parallel' to constraints.{table.name}.sharding_types"),
         )
     return out

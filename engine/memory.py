@@ -12,6 +12,7 @@ import numpy as np
 from engine.capacity import ddr_cap_of, hbm_cap_of, usable_ddr_of, usable_hbm_of
 from engine.fleet import per_rank
 from engine.errors import human_bytes
+from engine.tiers import is_offload
 from engine.memory_parts import (
     A2A, CACHE, GRAD, ID_BYTES, INPUT, OPTIMIZER, OUTPUT, OUTPUT_BYTES, OUTPUT_GRAD, PARTS, STEP_BYTES, WEIGHTS, Group,
     Timeline, cache_bytes, dense_step_temp, feature_load, fused_state,
@@ -72,9 +73,12 @@ class StepMemory:
             g.entries += nf
             g.order.append((0, i, 0, self.first_feature[i], nf))
             return
-        np.add.at(self.held[WEIGHTS], ranks, weights)
         state = fused_state(self.cfg.topology.optimizer, rows, cols)
-        np.add.at(self.held[OPTIMIZER], ranks, state)
+        if is_offload(kernel):  # the backing store (SSD, or a virtual table) is not memory: the HBM cache is
+            np.add.at(self.held[CACHE], ranks, cache_bytes(self.cfg, name, tp, rows, weights))
+        else:
+            np.add.at(self.held[WEIGHTS], ranks, weights)
+            np.add.at(self.held[OPTIMIZER], ranks, state)
         if kernel.weights_in_ddr and not self.cpu:
             np.add.at(self.ddr_held, ranks, weights + state)
             np.add.at(self.ddr_weights, ranks, weights)

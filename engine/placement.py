@@ -16,6 +16,7 @@ from engine import constants as C
 from engine.capacity import usable_caps
 from engine.fleet import kinds, per_rank
 from engine.placerules import PlacementRules
+from engine.tiers import ssd_ranks
 from engine.enumerate import Option
 from engine.workset import rank_workset_ms
 from engine.types import ShardingType, Topology
@@ -175,7 +176,7 @@ class Placement:
     def _find_ranks(self, opt: Option) -> np.ndarray | None:
         w, lw = self.topo.world_size, self.topo.local_world_size
         st = opt.sharding_type
-        allowed = self.rules.allowed(self, opt.table) if self.rules is not None else None
+        allowed = ssd_ranks(self.topo, opt.kernel, self.rules.allowed(self, opt.table) if self.rules else None)
         if st in (ShardingType.DATA_PARALLEL, ShardingType.ROW_WISE):
             ranks = np.arange(w)
             if allowed is not None and not allowed.all():

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from engine import limits as L
+from engine.clf import CACHED
 from engine.fields import KERNEL_ALIASES, TORCHREC_ONLY_KERNELS
 from engine.readers import read_enum, read_float, read_int, read_json, read_object, type_name
 from engine.errors import ConfigError
@@ -189,9 +190,9 @@ def _read_table_plan(raw: Any, path: str, dims: tuple[int, int], world: int) -> 
         return TablePlan(st, kernel, ranks, None)
     clf, note = d.get("cache_load_factor"), d.get("cache_note")
     if clf is not None:
-        if kernel is not ComputeKernel.FUSED_UVM_CACHING:
-            raise ConfigError(f"{path}.cache_load_factor", f"applies to fused_uvm_caching only, the kernel is "
-                              f"{kernel.value}; remove it")
+        if kernel not in CACHED:
+            raise ConfigError(f"{path}.cache_load_factor", f"applies to fused_uvm_caching and the offload tiers "
+                              f"only, the kernel is {kernel.value}; remove it")
         clf = read_float(clf, f"{path}.cache_load_factor", 0.0, 1.0, lo_open=True)
     if note is not None and not isinstance(note, str):
         raise ConfigError(f"{path}.cache_note", f"must be text, got {type_name(note)}")

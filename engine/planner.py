@@ -15,6 +15,7 @@ import numpy as np
 
 from engine import constants as C
 
+from engine.tiers import check_ssd, offloadable
 from engine.enumerate import Option, all_table_options
 from engine.clf import with_notes
 from engine.errors import PlanningError
@@ -80,7 +81,7 @@ def _totals(pl: Placement) -> tuple[float, float] | None:
 
 def _refuse_early(cfg: Config) -> None:
     """One pass over the tables before any option is priced (engine.refuse)."""
-    refuse_too_big(cfg.tables, cfg.topology)
+    refuse_too_big(cfg.tables, cfg.topology, offloadable(cfg.constraints, cfg.topology))
 
 
 def place_greedy(cfg: Config, options: list[list[Option]], chosen: list[Option],
@@ -353,6 +354,7 @@ def _plan(cfg: Config, settings: PlannerSettings) -> Plan:
         raise PlanningError(f"No plan found that keeps {field}: {why}.", tables=(field.split(".")[1],),
                             fixes=("co-locate tables of the same sharding type and column split",
                                    "pin them to the same ranks (constraints.<table>.ranks)"))
+    check_ssd(cfg, tables)  # key_value's SSD: placed on ranks that have some (engine.tiers.ssd_ranks), then summed
     prof = active(cfg.topology)  # every rank pays the profile's per-step cost: the bound does too
     floor_ms = prof.step_ms if prof else 0.0
     return evaluate(cfg, tables, planner="engine", planning_seconds=time.perf_counter() - start,

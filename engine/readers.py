@@ -134,9 +134,9 @@ def read_ids(v: Any, path: str, f: F.Field) -> tuple[int, ...]:
     return tuple(sorted(set(values)))
 
 
-def read_caps(v: Any, path: str, world_size: int) -> tuple[Optional[tuple[int, ...]], Optional[tuple[int, ...]]]:
-    """custom_topology_data: per-rank hbm_cap and ddr_cap lists (None where absent), one whole number of bytes per
-    rank."""
+def read_caps(v: Any, path: str, world_size: int) -> tuple[Optional[tuple[int, ...]], ...]:
+    """custom_topology_data: per-rank hbm_cap, ddr_cap and ssd_cap lists (engine.fields.CUSTOM_CAPS' order; None where
+    absent), one whole number of bytes per rank."""
     f = F.CUSTOM_TOPOLOGY_FIELD
     d = read_object(v, path, F.CUSTOM_CAPS)
     out = []
@@ -150,7 +150,7 @@ def read_caps(v: Any, path: str, world_size: int) -> tuple[Optional[tuple[int, .
             raise ConfigError(f"{path}.{key}", f"must list one capacity in bytes per rank (world_size {world_size:,} "
                               f"entries), got {got}")
         out.append(tuple(read_int(x, f"{path}.{key}[{i}]", f.lo, f.hi) for i, x in enumerate(caps)))
-    return out[0], out[1]
+    return tuple(out)
 
 
 def read_table_names(v: Any, path: str) -> tuple[str, ...]:

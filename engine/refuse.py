@@ -34,10 +34,12 @@ def too_big(tables: Sequence[TableConfig], topo: Topology, need: float, counted:
                "raise the ranks' capacities in topology.custom_topology_data", "add ranks (topology.world_size)"))
 
 
-def refuse_too_big(tables: Sequence[TableConfig], topo: Topology) -> None:
-    """PlanningError when the tables' weights and optimizer state exceed every rank's memory together."""
+def refuse_too_big(tables: Sequence[TableConfig], topo: Topology, offloaded: frozenset[str] = frozenset()) -> None:
+    """PlanningError when the tables' weights and optimizer state exceed every rank's memory together. `offloaded`:
+    tables that may keep them on SSD or in a virtual table instead (engine.tiers.offloadable), not counted."""
     multiplier = {d: topo.optimizer.state_multiplier(d) for d in {t.embedding_dim for t in tables}}
-    need = sum(w + math.ceil(w * multiplier[t.embedding_dim]) for t in tables for w in (t.weight_bytes,))
+    need = sum(w + math.ceil(w * multiplier[t.embedding_dim]) for t in tables for w in (t.weight_bytes,)
+               if t.name not in offloaded)
     if need > sum(total_usable(topo)):
         raise too_big(tables, topo, need, "their weights and optimizer state alone")
 

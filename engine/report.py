@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from engine.capacity import ssd_cap_of
+from engine.tiers import ssd_by_rank
 from engine.errors import human_bytes
 from collections.abc import Sequence
 
@@ -131,7 +133,7 @@ def summary(plan: Plan, cfg: Config, max_tables: int = 60, max_ranks: int = 64) 
                      f"{r.num_shards}{mark}")
     if len(shown) < len(plan.ranks):
         lines.append(f"... and {len(plan.ranks) - len(shown)} more ranks (use --json for all)")
-    lines += _memory_lines(plan)
+    lines += _memory_lines(plan) + ssd_lines(plan, cfg)
     lines += ["", f"{'table':<24} {'rows x dim':>14}  {'sharding':<18} {'kernel':<18} {'ranks':<14} shards"]
     for i, (name, tp) in enumerate(plan.tables.items()):
         if i == max_tables:
@@ -148,3 +150,14 @@ def summary(plan: Plan, cfg: Config, max_tables: int = 60, max_ranks: int = 64) 
     lines += [f"Cache of {name}: {note}" for name, note in cached]  # engine.clf: its size, and why
     lines += [f"Note: {n}" for n in plan.notes]
     return "\n".join(lines)
+
+
+def ssd_lines(plan: Plan, cfg: Config) -> list[str]:
+    """key_value's SSD (engine.tiers): the fullest rank's bytes of its SSD; nothing where no table holds SSD."""
+    used = ssd_by_rank(cfg, plan.tables)
+    if not used.any():
+        return []
+    free = [ssd_cap_of(cfg.topology, r) - u for r, u in enumerate(used.tolist())]
+    r = min(range(len(free)), key=free.__getitem__)
+    return [f"SSD (key_value's backing store): {human_bytes(float(used.sum()))} over the ranks; rank {r} holds "
+            f"{human_bytes(float(used[r]))} of {human_bytes(ssd_cap_of(cfg.topology, r))}"]

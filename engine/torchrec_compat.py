@@ -31,6 +31,7 @@ from torchrec.distributed.types import (
 from torchrec.optim import RowWiseAdagrad
 
 from engine import fields as F
+from engine.clf import CACHED
 from engine.errors import EngineError, PlanningError
 from engine.evaluate import evaluate
 from engine.capacity import hbm_cap_of
@@ -166,6 +167,7 @@ def torchrec_topology(cfg: Config) -> TorchRecTopology:
     t = kinds[0] if kinds else t
     return TorchRecTopology(
         world_size=t.world_size, compute_device=t.compute_device.value, hbm_cap=t.hbm_cap, ddr_cap=t.ddr_cap,
+        ssd_cap=t.ssd_cap, ssd_mem_bw=t.ssd_mem_bw,
         local_world_size=t.local_world_size, hbm_mem_bw=t.hbm_mem_bw, ddr_mem_bw=t.ddr_mem_bw,
         hbm_to_ddr_mem_bw=t.hbm_to_ddr_mem_bw, intra_host_bw=t.intra_host_bw, inter_host_bw=t.inter_host_bw,
         custom_topology_data=_custom_topology_data(cfg.topology),
@@ -261,7 +263,7 @@ def from_sharding_plan(cfg: Config, plan: ShardingPlan, module_path: str = "") -
         tp = from_parameter_sharding(t.name, module_plan[t.name])
         cache = module_plan[t.name].cache_params
         clf = None if cache is None else cache.load_factor
-        if tp.compute_kernel is ComputeKernel.FUSED_UVM_CACHING and clf is not None and \
+        if tp.compute_kernel in CACHED and clf is not None and \
                 clf != cfg.constraint(t.name).cache_load_factor:  # a size our planner chose (engine.clf)
             tp = dataclasses.replace(tp, cache_load_factor=clf)
         out[t.name] = tp

@@ -48,6 +48,10 @@ class ComputeKernel(str, enum.Enum):
     FUSED = "fused"
     FUSED_UVM = "fused_uvm"
     FUSED_UVM_CACHING = "fused_uvm_caching"
+    KEY_VALUE = "key_value"  # TorchRec 1.8's offload tiers (engine.tiers): an HBM cache of hot rows, backed by SSD
+    SSD_VIRTUAL_TABLE = "ssd_virtual_table"  # ... or by a virtual table on SSD, in DRAM, or both
+    DRAM_VIRTUAL_TABLE = "dram_virtual_table"
+    DRAM_SSD_VIRTUAL_TABLE = "dram_ssd_virtual_table"
 
     @property
     def weights_in_ddr(self) -> bool:
@@ -211,6 +215,7 @@ class CustomTopologyData:
 
     hbm_cap: Optional[tuple[int, ...]] = None
     ddr_cap: Optional[tuple[int, ...]] = None
+    ssd_cap: Optional[tuple[int, ...]] = None
 
 
 @dataclass(frozen=True)
@@ -222,9 +227,11 @@ class Topology:
     compute_device: Device = Device.CUDA
     hbm_cap: int = C.HBM_CAP_BYTES
     ddr_cap: int = C.DDR_CAP_BYTES
+    ssd_cap: int = C.SSD_CAP_BYTES  # the key_value kernel's backing store per rank (engine.tiers)
     hbm_mem_bw: float = C.HBM_MEM_BW
     ddr_mem_bw: float = C.DDR_MEM_BW
     hbm_to_ddr_mem_bw: float = C.HBM_TO_DDR_MEM_BW
+    ssd_mem_bw: float = C.SSD_MEM_BW
     intra_host_bw: float = C.INTRA_NODE_BW
     inter_host_bw: float = C.CROSS_NODE_BW
     batch_size: int = C.BATCH_SIZE
@@ -242,15 +249,12 @@ class Topology:
 
     @property
     def usable_hbm_bytes(self) -> int:
-        if self.compute_device is Device.CPU:
-            return 0
-        return int(self.hbm_cap * (1.0 - self.storage_reservation))
+        return 0 if self.compute_device is Device.CPU else int(self.hbm_cap * (1.0 - self.storage_reservation))
 
     @property
-    def usable_ddr_bytes(self) -> int:
-        if self.compute_device is Device.CPU:
-            return int(self.ddr_cap * (1.0 - self.storage_reservation))
-        return self.ddr_cap
+    def usable_ddr_bytes(self) -> int:  # a CPU rank's memory is DDR, reserved as HBM is on a GPU
+        cpu = self.compute_device is Device.CPU
+        return int(self.ddr_cap * (1.0 - self.storage_reservation)) if cpu else self.ddr_cap
 
     def host_of(self, rank: int) -> int:
         return rank // self.local_world_size

@@ -129,6 +129,9 @@ def topology_form(form: dict) -> dict:
         st.subheader("Memory per rank", divider="gray")
         out["hbm_cap"] = _num(memory, "HBM (GiB)", "hbm_cap", form)
         out["ddr_cap"] = _num(memory, "DDR (GiB)", "ddr_cap", form)
+        out["ssd_cap"] = _num(memory, "SSD (GiB)", "ssd_cap", form, "%.3f",
+                              help="the key_value kernel's backing store per rank (TorchRec's ssd_cap, 2 TiB by "
+                                   "default); 0: no SSD, and key_value is not planned")
         out["storage_reservation"] = _num(memory, "HBM reserved for the rest of the model (%)",
                                           "storage_reservation", form, "%.1f")
     with bandwidth:
@@ -138,6 +141,8 @@ def topology_form(form: dict) -> dict:
         out["hbm_to_ddr_mem_bw"] = _num(bandwidth, "HBM to DDR (PCIe)", "hbm_to_ddr_mem_bw", form, "%.1f")
         out["intra_host_bw"] = _num(bandwidth, "Within a host, per rank (NVLink)", "intra_host_bw", form, "%.1f")
         out["inter_host_bw"] = _num(bandwidth, "Across hosts, per rank (network)", "inter_host_bw", form, "%.1f")
+        out["ssd_mem_bw"] = _num(bandwidth, "SSD (key_value lookups)", "ssd_mem_bw", form, "%.3f",
+                                 help="TorchRec's SSD_MEM_BW, 100 MiB/s (0.098 GiB/s) by default")
     return out
 
 
@@ -169,13 +174,13 @@ def _toggle_mixed() -> None:
 
 def mixed_fleet(topology: dict) -> dict:
     """Per-host memory and device for a mixed fleet (topology.custom_topology_data, topology.rank_devices): groups of
-    hosts, each with its HBM, DDR and (optionally) accelerator; hosts in no group keep the memory above. Returns the
-    topology with them, or without when turned off."""
+    hosts, each with its HBM, DDR, SSD and (optionally) accelerator; hosts in no group keep the memory above. Returns
+    the topology with them, or without when turned off."""
     state.set_widget(MIXED_KEY, host_groups.FIELD in topology or host_groups.DEVICES_FIELD in topology)
     on = st.toggle("Hosts differ in memory or device (a mixed fleet)", key=MIXED_KEY, on_change=_toggle_mixed,
-                   help="give groups of hosts their own HBM and DDR, e.g. hosts 0-1 with 80 GiB and hosts 2-3 with "
-                        "40 GiB (TorchRec's CustomTopologyData), and their own GPU: each rank is then priced with "
-                        "its device's published bandwidths and a slower rank gets less work; the planner keeps "
+                   help="give groups of hosts their own HBM, DDR and SSD, e.g. hosts 0-1 with 80 GiB and hosts 2-3 "
+                        "with 40 GiB (TorchRec's CustomTopologyData), and their own GPU: each rank is then priced "
+                        "with its device's published bandwidths and a slower rank gets less work; the planner keeps "
                         "every rank within its own memory")
     if not on:
         return host_groups.without_groups(topology)
@@ -191,6 +196,8 @@ def mixed_fleet(topology: dict) -> dict:
         hide_index=True, width="stretch", column_config={
             host_groups.HOSTS: st.column_config.TextColumn(help="hosts, e.g. 0-1 or 2, 3"),
             host_groups.HBM: number, host_groups.DDR: number,
+            host_groups.SSD: st.column_config.NumberColumn(min_value=0.0, format="%.1f",
+                                                           help="blank: the SSD above (key_value's backing store)"),
             host_groups.DEVICE: st.column_config.TextColumn(
                 help=f"the hosts' GPU, one of {', '.join(engine.ACCELERATORS)} (published figures); blank: the "
                      "bandwidths above. Once one group names a device, every host needs one")})

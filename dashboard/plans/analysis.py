@@ -98,6 +98,23 @@ def headroom(plan: engine.Plan, kind: str = "hbm") -> Optional[Headroom]:
     return Headroom(int(tight.rank), cap - peak_bytes(tight, kind), cap)
 
 
+@dataclass(frozen=True)
+class SsdUse:
+    """Each rank's SSD bytes under a plan (key_value's backing store) and its SSD capacity, in rank order."""
+
+    used: tuple[int, ...]
+    cap: tuple[int, ...]
+
+
+def ssd_use(plan: engine.Plan, config: engine.Config) -> Optional[SsdUse]:
+    """The plan's SSD by rank (engine.ssd_by_rank); None where no rank holds SSD bytes (no key_value table)."""
+    used = engine.ssd_by_rank(config, plan.tables)
+    if not used.any():
+        return None
+    return SsdUse(tuple(int(x) for x in used),
+                  tuple(engine.ssd_cap_of(config.topology, r.rank) for r in plan.ranks))
+
+
 def device_memory(plan: engine.Plan) -> str:
     """The memory a plan's device trains from: "hbm" when its ranks have any, else "ddr" (CPU plans)."""
     return "hbm" if any(r.hbm_cap_bytes for r in plan.ranks) else "ddr"

@@ -16,6 +16,8 @@ import engine
 from dashboard.plans.analysis import (
     COMPONENT_LABELS,
     COMPONENTS,
+    Headroom,
+    SsdUse,
     cap_bytes,
     components,
     headroom,
@@ -57,7 +59,8 @@ _TEMPLATE_SPEC = TEMPLATE.to_plotly_json()  # validated once, here
 # so the x axis' title sits above it however many rows it wraps to (under the plot at y=-0.22 it covered "rank"
 # at 1280x720, where the cost chart's legend takes six rows).
 LEGEND = dict(orientation="h", yref="container", yanchor="bottom", y=0, xanchor="left", x=0)
-_PANELS = {1: [[0.0, 1.0]], 2: [[0.0, 0.44], [0.56, 1.0]]}  # make_subplots' x domains, horizontal spacing 0.12
+_PANELS = {1: [[0.0, 1.0]], 2: [[0.0, 0.44], [0.56, 1.0]],  # make_subplots' x domains, horizontal spacing 0.12
+           3: [[0.0, 0.253], [0.373, 0.627], [0.747, 1.0]]}
 _BLUES = go.Heatmap(colorscale="Blues").colorscale  # the named scale as validation spells it out
 # The heatmap's cells: Blues from its light blue on (its near-white quarter dropped), so the smallest cell that holds
 # something is never taken for an empty one (those show the white background).
@@ -119,13 +122,16 @@ def _spec_figure(data: list[dict], layout: dict, title: Optional[str], height: i
     return go.Figure({"data": data, "layout": layout}, _validate=False)
 
 
-def memory_bars(plan: engine.Plan, devices: Optional[list[str]] = None, group: Optional[str] = None) -> go.Figure:
+def memory_bars(plan: engine.Plan, devices: Optional[list[str]] = None, group: Optional[str] = None,
+                ssd: Optional[SsdUse] = None) -> go.Figure:
     """Per-rank HBM and DDR peak estimates (GiB; the step's peak where the plan has engine.memory's parts, else
     the stored bytes) in front of each rank's usable capacity (grey), each panel titled with its least
-    headroom; the first panel (the device's memory) stacked by part when the plan carries the parts. Panels side
-    by side as plotly's make_subplots lays them out (horizontal spacing 0.12), written out (_spec_figure)."""
+    headroom; the first panel (the device's memory) stacked by part when the plan carries the parts; an SSD panel
+    where `ssd` (analysis.ssd_use: key_value's backing store) is given. Panels side by side as plotly's
+    make_subplots lays them out (horizontal spacing 0.12), written out (_spec_figure)."""
     ranks = [r.rank for r in plan.ranks]
     kinds = [k for k in ("hbm", "ddr") if any(cap_bytes(r, k) for r in plan.ranks)] or ["ddr"]
+    kinds += ["ssd"] if ssd is not None else []
     parts = memory_parts(plan, kinds[0])  # the device's own memory, part by part
     layout: dict = {"barmode": "overlay", "bargap": 0.25, "annotations": []}
     data: list[dict] = []
@@ -135,14 +141,16 @@ def memory_bars(plan: engine.Plan, devices: Optional[list[str]] = None, group: O
         layout[f"xaxis{ax}"] = {"anchor": f"y{ax}", "domain": _PANELS[len(kinds)][col - 1],
                                 **_rank_axis_spec(len(ranks), devices)}
         layout[f"yaxis{ax}"] = {"anchor": f"x{ax}", "domain": [0.0, 1.0]}
-        layout["annotations"].append({"font": {"size": 14 if col == 1 else 16}, "showarrow": False,
-                                      "text": _memory_title(plan, kind), "x": 0.0 if col == 1 else 0.56,
+        layout["annotations"].append({"font": {"size": 13 if ssd is not None else 14 if col == 1 else 16},
+                                      "showarrow": False,
+                                      "text": _memory_title(plan, kind, ssd),
+                                      "x": _PANELS[len(kinds)][col - 1][0],
                                       "xanchor": "left", "xref": "paper", "y": 1.0, "yanchor": "bottom",
                                       "yref": "paper"})
-        used = [peak_bytes(r, kind) / GIB for r in plan.ranks]
-        cap = [cap_bytes(r, kind) / GIB for r in plan.ranks]
+        used_b, cap_b = _use(plan, kind, ssd)
+        used, cap = [u / GIB for u in used_b], [c / GIB for c in cap_b]
         data.append({"type": "bar", "x": ranks, "y": cap, "name": "usable capacity", "marker": {"color": CAP_COLOR},
-                     "showlegend": col == 1, "customdata": [engine.human_bytes(cap_bytes(r, kind)) for r in plan.ranks],
+                     "showlegend": col == 1, "customdata": [engine.human_bytes(c) for c in cap_b],
                      "hovertemplate": "rank %{x}: %{customdata} usable<extra></extra>", **axes})
         if parts and col == 1:
             data += _stacked_parts(ranks, parts)
@@ -150,8 +158,8 @@ def memory_bars(plan: engine.Plan, devices: Optional[list[str]] = None, group: O
         data.append({"type": "bar", "x": ranks, "y": used, "name": "used",
                      "marker": {"color": [OVER_COLOR if u > c else USED_COLOR for u, c in zip(used, cap)]},
                      "showlegend": col == 1,
-                     "customdata": [[u / c * 100 if c else 0, engine.human_bytes(peak_bytes(r, kind))]
-                                    for u, c, r in zip(used, cap, plan.ranks)],
+                     "customdata": [[u / c * 100 if c else 0, engine.human_bytes(b)]
+                                    for u, c, b in zip(used, cap, used_b)],
                      "hovertemplate": "rank %{x}: %{customdata[1]} used (%{customdata[0]:.1f}%)<extra></extra>",
                      **axes})
     if group:  # 2D: the ranks drawn are one group's (headline.group_text), over the panels' own titles
@@ -176,15 +184,31 @@ def _stacked_parts(ranks: list[int], parts: dict[str, list[float]]) -> list[dict
     return bars
 
 
-def _memory_title(plan: engine.Plan, kind: str) -> str:
+def _use(plan: engine.Plan, kind: str, ssd: Optional[SsdUse]) -> tuple[list[int], list[int]]:
+    """Each rank's bytes used and usable of `kind` ("hbm", "ddr", or "ssd" from `ssd`)."""
+    if kind == "ssd":
+        return list(ssd.used), list(ssd.cap)
+    return [peak_bytes(r, kind) for r in plan.ranks], [cap_bytes(r, kind) for r in plan.ranks]
+
+
+def _memory_title(plan: engine.Plan, kind: str, ssd: Optional[SsdUse] = None) -> str:
     """'HBM per rank (GiB)' over a smaller line with the tightest headroom (or how far a rank is over)."""
-    h = headroom(plan, kind)
-    head = f"{kind.upper()} per rank (GiB)"
+    if kind == "ssd":
+        free = [c - u for u, c in zip(ssd.used, ssd.cap)]
+        r = min(range(len(free)), key=free.__getitem__)
+        h = Headroom(plan.ranks[r].rank, free[r], ssd.cap[r])
+    else:
+        h = headroom(plan, kind)
+    short = ssd is not None  # three panels: a third of the width each, so the short form
+    head = f"{kind.upper()} (GiB)" if short else f"{kind.upper()} per rank (GiB)"
     if h is None:
         return head
+    over, free = engine.human_bytes(-h.free_bytes), engine.human_bytes(h.free_bytes)
     if h.free_bytes < 0:
-        return f"{head}<br><sup>rank {h.rank} is {engine.human_bytes(-h.free_bytes)} over</sup>"
-    return f"{head}<br><sup>least headroom {engine.human_bytes(h.free_bytes)} (rank {h.rank})</sup>"
+        line = f"rank {h.rank}: {over} over" if short else f"rank {h.rank} is {over} over"
+    else:
+        line = f"{free} free (rank {h.rank})" if short else f"least headroom {free} (rank {h.rank})"
+    return f"{head}<br><sup>{line}</sup>"
 
 
 def cost_stacked(plan: engine.Plan, devices: Optional[list[str]] = None, group: Optional[str] = None) -> go.Figure:

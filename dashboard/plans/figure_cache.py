@@ -59,10 +59,13 @@ def _ranks_key(plan: engine.Plan) -> tuple:
     return plan.ranks, plan.lower_bound_ms
 
 
-def memory_bars(plan: engine.Plan, devices: list[str] | None = None, group: str | None = None) -> go.Figure:
-    """charts.memory_bars, built once per plan content (its ranks, their devices where named, the 2D group line)."""
-    key = ("memory_bars", _ranks_key(plan), tuple(devices or ()), group)
-    return _CACHE.get(key, lambda: charts.memory_bars(plan, devices, group))
+def memory_bars(plan: engine.Plan, config: engine.Config, devices: list[str] | None = None,
+                group: str | None = None) -> go.Figure:
+    """charts.memory_bars, built once per plan content (its ranks, the SSD its key_value tables hold, their devices
+    where named, the 2D group line)."""
+    ssd = analysis.ssd_use(plan, config)
+    key = ("memory_bars", _ranks_key(plan), ssd, tuple(devices or ()), group)
+    return _CACHE.get(key, lambda: charts.memory_bars(plan, devices, group, ssd))
 
 
 def cost_stacked(plan: engine.Plan, devices: list[str] | None = None, group: str | None = None) -> go.Figure:

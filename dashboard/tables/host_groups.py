@@ -1,4 +1,4 @@
-"""A mixed fleet (topology.custom_topology_data: one HBM and one DDR capacity per rank; topology.rank_devices: each
+"""A mixed fleet (topology.custom_topology_data: HBM, DDR and SSD capacities per rank; topology.rank_devices: each
 rank's accelerator) as the Topology page edits it: groups of hosts, "hosts 0-1: 80 GiB HBM, h100_80gb; hosts 2-3:
 40 GiB, a100_40gb", not one row per rank. Plain Python: the page shows the rows these functions make and hands back
 what the user typed.
@@ -13,8 +13,8 @@ import engine
 GIB = 2**30
 FIELD = "custom_topology_data"
 DEVICES_FIELD = "rank_devices"
-HOSTS, HBM, DDR, DEVICE = "hosts", "HBM (GiB)", "DDR (GiB)", "device"
-COLUMNS = (HOSTS, HBM, DDR, DEVICE)
+HOSTS, HBM, DDR, SSD, DEVICE = "hosts", "HBM (GiB)", "DDR (GiB)", "SSD (GiB)", "device"
+COLUMNS = (HOSTS, HBM, DDR, SSD, DEVICE)
 _RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
 
 
@@ -23,13 +23,16 @@ def _sizes(topo: dict) -> tuple[int, int]:
     return int(topo["world_size"]), int(topo.get("local_world_size") or topo["world_size"])
 
 
-def per_rank(topo: dict) -> tuple[list[int], list[int]]:
-    """Every rank's HBM and DDR bytes: its own where custom_topology_data gives them, else the topology's."""
+def per_rank(topo: dict) -> tuple[list[int], list[int], list[int]]:
+    """Every rank's HBM, DDR and SSD bytes: its own where custom_topology_data gives them, else the topology's."""
     ws, _ = _sizes(topo)
     custom = topo.get(FIELD) or {}
-    hbm = custom.get("hbm_cap") or [int(topo["hbm_cap"])] * ws
-    ddr = custom.get("ddr_cap") or [int(topo["ddr_cap"])] * ws
-    return list(hbm), list(ddr)
+    return tuple(list(custom.get(k) or [_cap(topo, k)] * ws) for k in ("hbm_cap", "ddr_cap", "ssd_cap"))
+
+
+def _cap(topo: dict, key: str) -> int:
+    """The topology's capacity of one kind, its default where an older session's topology lacks it (ssd_cap)."""
+    return int(topo.get(key, engine.FIELDS[key].default))
 
 
 def per_rank_devices(topo: dict) -> list[str | None]:
@@ -54,28 +57,28 @@ def hosts_text(hosts: list[int]) -> str:
 
 
 def groups(topo: dict) -> list[dict] | None:
-    """The topology's memory as rows of consecutive hosts whose ranks all have the same HBM, DDR and device: {hosts,
-    HBM (GiB), DDR (GiB)}, and the device where the topology names devices. None where some host's ranks differ
-    among themselves (a host's group cannot say it)."""
+    """The topology's memory as rows of consecutive hosts whose ranks all have the same HBM, DDR, SSD and device:
+    {hosts, HBM (GiB), DDR (GiB), SSD (GiB)}, and the device where the topology names devices. None where some host's
+    ranks differ among themselves (a host's group cannot say it)."""
     ws, lws = _sizes(topo)
-    hbm, ddr = per_rank(topo)
+    hbm, ddr, ssd = per_rank(topo)
     dev = per_rank_devices(topo)
     rows: list[tuple] = []
     last = None
     for host in range(ws // lws):
         ranks = range(host * lws, (host + 1) * lws)
-        caps = {(hbm[r], ddr[r], dev[r]) for r in ranks}
+        caps = {(hbm[r], ddr[r], ssd[r], dev[r]) for r in ranks}
         if len(caps) > 1:
             return None
-        (h, d, kind), = caps
-        if last is not None and (h, d, kind) == last[0]:
+        cap, = caps
+        if last is not None and cap == last[0]:
             last[1].append(host)
         else:
-            last = ((h, d, kind), [host])
+            last = (cap, [host])
             rows.append(last)
     named = DEVICES_FIELD in topo
-    return [{HOSTS: hosts_text(hs), HBM: h / GIB, DDR: d / GIB, **({DEVICE: kind} if named else {})}
-            for (h, d, kind), hs in rows]
+    return [{HOSTS: hosts_text(hs), HBM: h / GIB, DDR: d / GIB, SSD: x / GIB, **({DEVICE: kind} if named else {})}
+            for (h, d, x, kind), hs in rows]
 
 
 def parse_hosts(text: object, num_hosts: int) -> list[int] | str:
@@ -113,12 +116,13 @@ def _device(v: object) -> str | None:
 
 
 def with_groups(topo: dict, rows: list[dict]) -> tuple[dict, str | None]:
-    """The topology with each group's hosts given its HBM and DDR (hosts in no group keep the topology's hbm_cap and
-    ddr_cap), as custom_topology_data, and its device where any group names one, as rank_devices (a group with a
+    """The topology with each group's hosts given its HBM, DDR and SSD (hosts in no group keep the topology's hbm_cap,
+    ddr_cap and ssd_cap; a blank SSD, the topology's), as custom_topology_data (an ssd_cap list only where a rank's
+    differs), and its device where any group names one, as rank_devices (a group with a
     device and no HBM takes the device's); or the topology unchanged and the first problem, naming its row."""
     ws, lws = _sizes(topo)
     num_hosts = ws // lws
-    hbm, ddr = [int(topo["hbm_cap"])] * ws, [int(topo["ddr_cap"])] * ws
+    hbm, ddr, ssd = [_cap(topo, "hbm_cap")] * ws, [_cap(topo, "ddr_cap")] * ws, [_cap(topo, "ssd_cap")] * ws
     devices: list[str | None] = [None] * ws
     owner: dict[int, int] = {}
     for i, row in enumerate(rows, start=1):
@@ -130,7 +134,9 @@ def with_groups(topo: dict, rows: list[dict]) -> tuple[dict, str | None]:
         if kind is not None and (given is None or (isinstance(given, float) and given != given)):
             given = engine.ACCELERATORS[kind].hbm_gib
         h, d = _gib(given, HBM), _gib(row.get(DDR), DDR)
-        problem = next((p for p in (hosts, h, d) if isinstance(p, str)), None)
+        x = row.get(SSD)
+        x = _cap(topo, "ssd_cap") / GIB if x is None or x != x else _gib(x, SSD)
+        problem = next((p for p in (hosts, h, d, x) if isinstance(p, str)), None)
         if problem is None:
             again = next((x for x in hosts if x in owner), None)
             if again is not None:
@@ -140,10 +146,11 @@ def with_groups(topo: dict, rows: list[dict]) -> tuple[dict, str | None]:
         for host in hosts:
             owner[host] = i
             for r in range(host * lws, (host + 1) * lws):
-                hbm[r], ddr[r], devices[r] = int(round(h * GIB)), int(round(d * GIB)), kind
+                hbm[r], ddr[r], ssd[r], devices[r] = int(round(h * GIB)), int(round(d * GIB)), int(round(x * GIB)), kind
     out = without_groups(topo)
     if owner:
-        out[FIELD] = {"hbm_cap": hbm, "ddr_cap": ddr}
+        out[FIELD] = {"hbm_cap": hbm, "ddr_cap": ddr,
+                      **({"ssd_cap": ssd} if any(v != _cap(topo, "ssd_cap") for v in ssd) else {})}
     if any(devices):
         missing = next((r // lws for r, k in enumerate(devices) if k is None), None)
         if missing is not None:
@@ -183,6 +190,8 @@ def summary(topo: dict) -> str:
     rows = groups(topo)
     if rows is None:
         return "the ranks of a host differ in memory (set per rank in the config file)"
+    ssd = "ssd_cap" in (topo.get(FIELD) or {})
     return "; ".join(f"hosts {r[HOSTS]}: {engine.human_bytes(round(r[HBM] * GIB))} HBM, "
-                     f"{engine.human_bytes(round(r[DDR] * GIB))} DDR" + (f", {r[DEVICE]}" if r.get(DEVICE) else "")
-                     for r in rows)
+                     f"{engine.human_bytes(round(r[DDR] * GIB))} DDR"
+                     + (f", {engine.human_bytes(round(r[SSD] * GIB))} SSD" if ssd else "")
+                     + (f", {r[DEVICE]}" if r.get(DEVICE) else "") for r in rows)

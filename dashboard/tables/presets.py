@@ -200,7 +200,7 @@ def cluster_topology(key: str, base: dict) -> dict:
 
 # ---- topology in the units people type ------------------------------------------------------------
 
-BANDWIDTH_FIELDS = ("hbm_mem_bw", "ddr_mem_bw", "hbm_to_ddr_mem_bw", "intra_host_bw", "inter_host_bw")
+BANDWIDTH_FIELDS = ("hbm_mem_bw", "ddr_mem_bw", "hbm_to_ddr_mem_bw", "intra_host_bw", "inter_host_bw", "ssd_mem_bw")
 PROBE_TABLE = {"name": "t", "num_embeddings": 1, "embedding_dim": 1}
 
 
@@ -211,6 +211,7 @@ def topology_form(topo: dict) -> dict:
     form = dict(full)
     form["hbm_cap"] = full["hbm_cap"] / GIB
     form["ddr_cap"] = full["ddr_cap"] / GIB
+    form["ssd_cap"] = full["ssd_cap"] / GIB
     for k in BANDWIDTH_FIELDS:
         form[k] = full[k] / GBPS_TO_BYTES_PER_MS
     form["storage_reservation"] = full["storage_reservation"] * 100
@@ -254,6 +255,7 @@ def form_topology(form: dict) -> dict:
     topo = {k: v for k, v in form.items() if k != "hosts"}
     topo["hbm_cap"] = int(round(form["hbm_cap"] * GIB))
     topo["ddr_cap"] = int(round(form["ddr_cap"] * GIB))
+    topo["ssd_cap"] = int(round(form["ssd_cap"] * GIB))
     for k in BANDWIDTH_FIELDS:
         topo[k] = form[k] * GBPS_TO_BYTES_PER_MS
     topo["storage_reservation"] = form["storage_reservation"] / 100

@@ -37,7 +37,8 @@ TOPOLOGY_LABELS = {"world_size": "world size", "local_world_size": "ranks per ho
                    "hbm_to_ddr_mem_bw": "HBM to DDR bandwidth", "intra_host_bw": "bandwidth within a host",
                    "inter_host_bw": "bandwidth across hosts", "batch_size": "batch size per rank",
                    "storage_reservation": "HBM reserved", "optimizer": "optimizer", "profile": "device profile",
-                   "custom_topology_data": "memory by host group", "rank_devices": "device by host group"}
+                   "custom_topology_data": "memory by host group", "rank_devices": "device by host group",
+                   "ssd_cap": "SSD", "ssd_mem_bw": "SSD bandwidth"}
 
 
 

@@ -95,7 +95,7 @@ def plan_view(plan: engine.Plan, config: engine.Config, prefix: str) -> None:
     left, right = st.columns(2)  # figures and frames built once per plan (dashboard.plans.figure_cache), not per rerun
     devices = engine.rank_device_names(config.topology)  # a mixed fleet's ranks are labelled with their device
     devices = devices if devices is not None and len(devices) == len(plan.ranks) else None
-    left.plotly_chart(figure_cache.memory_bars(plan, devices, group), key=f"{prefix}_memory_chart")
+    left.plotly_chart(figure_cache.memory_bars(plan, config, devices, group), key=f"{prefix}_memory_chart")
     right.plotly_chart(figure_cache.cost_stacked(plan, devices, group), key=f"{prefix}_cost_chart")
     matrix = services.table_rank_matrix(plan, config)
     with st.container(border=True):

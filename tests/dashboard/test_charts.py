@@ -183,6 +183,39 @@ def test_the_plan_figures_written_as_specs_pass_plotly_validation_unchanged(cfg)
         assert json.loads(go.Figure(spec).to_json()) == spec
 
 
+def _key_value(ssd_cap: int | None = None) -> tuple[dict, engine.Plan, engine.Config]:
+    """The tutorial with large_table_0 row-wise on the key_value kernel (its table on SSD, a cache in HBM)."""
+    cfg = tutorial() if ssd_cap is None else with_changes(tutorial(), ssd_cap=ssd_cap)
+    cfg["constraints"] = {"large_table_0": {"compute_kernels": ["key_value"], "sharding_types": ["row_wise"]}}
+    raw = _plan(cfg)
+    return raw, typed(raw, cfg), typed_config(cfg)
+
+
+def test_an_ssd_panel_shows_where_a_rank_holds_ssd_bytes():
+    """key_value's backing store per rank (engine.ssd_by_rank) in front of each rank's SSD, as a third panel; plans
+    without SSD bytes keep their two panels, and the figure passes plotly's validation unchanged."""
+    import json
+
+    import plotly.graph_objects as go
+
+    _, plan, config = _key_value(ssd_cap=4 * MIB)
+    ssd = analysis.ssd_use(plan, config)
+    per_rank = (2048 * 64 * 4 + np.ceil(2048 * (4 + 0.2 * 16)))  # half the rows each, TorchRec's SSD formula
+    assert ssd.used == (per_rank, per_rank) and ssd.cap == (4 * MIB, 4 * MIB)
+    fig = charts.memory_bars(plan, ssd=ssd)
+    used = [t for t in fig.data if t.name == "used" and t.xaxis == "x3"]
+    caps = [t for t in fig.data if t.name == "usable capacity" and t.xaxis == "x3"]
+    assert list(used[0].y) == pytest.approx([per_rank / GIB] * 2) and list(caps[0].y) == pytest.approx([4 / 1024] * 2)
+    assert fig.layout.annotations[2].text == "SSD (GiB)<br><sup>3.49 MiB free (rank 0)</sup>"  # a third of the width
+    assert fig.layout.annotations[0].text.startswith("HBM (GiB)<br><sup>")
+    assert [a.x for a in fig.layout.annotations] == [0.0, 0.373, 0.747]
+    spec = json.loads(fig.to_json())
+    assert json.loads(go.Figure(spec).to_json()) == spec
+    plain = typed(_plan(tutorial()), tutorial())
+    assert analysis.ssd_use(plain, typed_config(tutorial())) is None
+    assert len(charts.memory_bars(plain).layout.annotations) == 2
+
+
 def test_the_hbm_panel_stacks_only_what_the_gpu_holds():
     """A table on a UVM kernel keeps its weights and optimizer state in host memory: the HBM panel's parts add up
     to each rank's HBM peak (they used to add up to HBM and DDR together, far above the capacity), the host-memory

@@ -93,6 +93,22 @@ def test_the_snippet_carries_grid_shard_and_says_how_to_launch_it(tmp_path):
     assert exports.GRID_NOTE not in exports.python_snippet(typed(plain_plan, plain_cfg), typed_config(plain_cfg))
 
 
+def test_the_snippet_and_the_torchrec_text_carry_the_offload_tiers(tmp_path):
+    """A key_value table (row-wise, a typed cache) and a dram_virtual_table one: the snippet builds the engine's own
+    ShardingPlan, kernels and cache sizes included."""
+    cfg = tutorial()
+    cfg["constraints"] = {"large_table_0": {"compute_kernels": ["key_value"], "sharding_types": ["row_wise"],
+                                            "cache_load_factor": 0.5},
+                          "large_table_1": {"compute_kernels": ["dram_virtual_table"],
+                                            "sharding_types": ["table_wise"]}}
+    plan = engine.plan_to_dict(engine.plan(engine.parse_config(cfg)))
+    snippet = exports.python_snippet(typed(plan, cfg), typed_config(cfg), "model.ebc")
+    assert "'key_value'" in snippet and "'dram_virtual_table'" in snippet and "'large_table_0': 0.5" in snippet
+    assert _same_as_the_engines(tmp_path, cfg, plan, snippet).endswith("same 4")
+    text = exports.torchrec_text(typed(plan, cfg), typed_config(cfg))
+    assert "'large_table_0': ParameterSharding(sharding_type='row_wise', compute_kernel='key_value'" in text
+
+
 def test_share_urls():
     assert exports.share_url("http://10.0.0.5:8501/plan", "abc_DEF-123") == "http://10.0.0.5:8501/?plan=abc_DEF-123"
     assert exports.share_url("https://x.org/tools/planner/save_share", "t", "tools/planner") == \

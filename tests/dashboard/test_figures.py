@@ -63,7 +63,7 @@ def test_figures_are_built_once_per_plan_content():
     again, again_cfg = plan_files.parse(engine.plan_to_dict(plan), engine.config_to_dict(cfg))  # a share link's copy
     assert again is not plan
     figure_cache.clear()
-    assert figure_cache.memory_bars(again) is figure_cache.memory_bars(plan)
+    assert figure_cache.memory_bars(again, again_cfg) is figure_cache.memory_bars(plan, cfg)
     assert figure_cache.cost_stacked(again) is figure_cache.cost_stacked(plan)
     assert figure_cache.table_frame(again, again_cfg) is figure_cache.table_frame(plan, cfg)
     m = table_matrix.table_rank_matrix(plan, cfg)
@@ -73,8 +73,9 @@ def test_figures_are_built_once_per_plan_content():
     assert figure_cache.heatmap(m, "hbm_bytes", rows) is not figure_cache.heatmap(m, "cost_ms", rows)
     four = presets.synthetic(presets.SyntheticSpec(count=30, seed=2))
     four["topology"].update(world_size=4, local_world_size=4)
-    other = engine.plan(engine.parse_config(four), engine.PlannerSettings(search=False))
-    assert figure_cache.memory_bars(other) is not figure_cache.memory_bars(plan)
+    other_cfg = engine.parse_config(four)
+    other = engine.plan(other_cfg, engine.PlannerSettings(search=False))
+    assert figure_cache.memory_bars(other, other_cfg) is not figure_cache.memory_bars(plan, cfg)
 
 
 def test_charts_look_like_plotly_white():

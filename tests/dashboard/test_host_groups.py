@@ -29,13 +29,30 @@ def topo(**custom) -> dict:
 def test_per_rank_lists_show_as_groups_of_hosts_and_come_back_the_same():
     t = topo(hbm_cap=[80 * GIB] * 4 + [40 * GIB] * 4)
     rows = hg.groups(t)
-    assert rows == [{hg.HOSTS: "0-1", hg.HBM: 80.0, hg.DDR: 512.0}, {hg.HOSTS: "2-3", hg.HBM: 40.0, hg.DDR: 512.0}]
+    assert rows == [{hg.HOSTS: "0-1", hg.HBM: 80.0, hg.DDR: 512.0, hg.SSD: 2048.0},
+                    {hg.HOSTS: "2-3", hg.HBM: 40.0, hg.DDR: 512.0, hg.SSD: 2048.0}]
     again, problem = hg.with_groups(t, rows)
     assert problem is None
     assert again["custom_topology_data"] == {"hbm_cap": [80 * GIB] * 4 + [40 * GIB] * 4, "ddr_cap": [512 * GIB] * 8}
     assert engine.parse_config({"tables": [presets.PROBE_TABLE], "topology": again}).topology.custom_topology_data
     assert hg.summary(t) == "hosts 0-1: 80.00 GiB HBM, 512.00 GiB DDR; hosts 2-3: 40.00 GiB HBM, 512.00 GiB DDR"
-    assert hg.groups(topo()) == [{hg.HOSTS: "0-3", hg.HBM: 80.0, hg.DDR: 512.0}]  # one group: every host alike
+    assert hg.groups(topo()) == [{hg.HOSTS: "0-3", hg.HBM: 80.0, hg.DDR: 512.0, hg.SSD: 2048.0}]  # every host alike
+
+
+def test_a_group_may_give_its_hosts_their_own_ssd_and_a_blank_keeps_the_topologys():
+    """SSD per group (key_value's backing store): hosts 2-3 without SSD; a blank cell (NaN in the editor) or an older
+    row without the column keeps the topology's ssd_cap, and then no ssd_cap list is written."""
+    t = topo()
+    again, problem = hg.with_groups(t, [{hg.HOSTS: "0-1", hg.HBM: 80.0, hg.DDR: 512.0, hg.SSD: float("nan")},
+                                        {hg.HOSTS: "2-3", hg.HBM: 80.0, hg.DDR: 512.0, hg.SSD: 0.0}])
+    assert problem is None
+    assert again["custom_topology_data"]["ssd_cap"] == [2048 * GIB] * 4 + [0] * 4
+    assert hg.summary(again).endswith("hosts 2-3: 80.00 GiB HBM, 512.00 GiB DDR, 0 B SSD")
+    assert hg.groups(again)[1] == {hg.HOSTS: "2-3", hg.HBM: 80.0, hg.DDR: 512.0, hg.SSD: 0.0}
+    plain, _ = hg.with_groups(t, [{hg.HOSTS: "0-1", hg.HBM: 40.0, hg.DDR: 512.0}])
+    assert "ssd_cap" not in plain["custom_topology_data"]
+    _, problem = hg.with_groups(t, [{hg.HOSTS: "0-1", hg.HBM: 40.0, hg.DDR: 512.0, hg.SSD: -1.0}])
+    assert problem == "Group 1: SSD (GiB) must be a number of GiB, 0 or more."
 
 
 def test_hosts_in_no_group_keep_the_topologys_memory_and_ranks_that_differ_within_a_host_are_not_grouped():

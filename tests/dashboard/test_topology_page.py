@@ -27,6 +27,18 @@ def test_inputs_change_the_config_in_config_units(app):
                                      "DDR."]
 
 
+def test_the_ssd_tier_is_edited_in_gib_and_gib_per_s(app):
+    """ssd_cap (TorchRec's 2 TiB by default) and ssd_mem_bw (100 MiB/s) in the page's units; 0 GiB: no SSD."""
+    goto(app, "topology")
+    assert app.number_input(key="topology_ssd_cap").value == 2048.0
+    assert app.number_input(key="topology_ssd_mem_bw").value == pytest.approx(100 / 1024)
+    app.number_input(key="topology_ssd_cap").set_value(0.0)
+    app.number_input(key="topology_ssd_mem_bw").set_value(2.0)
+    app.run()
+    topo = workspace(app)["topology"]
+    assert topo["ssd_cap"] == 0 and topo["ssd_mem_bw"] == pytest.approx(2 * GIB / 1000)
+
+
 def test_world_size_keeps_the_hosts_the_user_set(app):
     """Issue 12: world size 2 -> 4 made 2 hosts x 2 ranks (cross-host bandwidth) without a word. The hosts stay
     as set; the ranks per host follow, and the page says so."""

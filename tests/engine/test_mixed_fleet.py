@@ -33,10 +33,12 @@ def mixed(num_tables: int = 24, seed: int = 5, **custom) -> dict:
 
 def test_custom_topology_data_round_trips_and_absent_leaves_the_topology_as_it_was():
     raw = tutorial()
-    raw["topology"]["custom_topology_data"] = {"hbm_cap": [8 * GIB, 2 * GIB], "ddr_cap": [64 * GIB, 32 * GIB]}
+    raw["topology"]["custom_topology_data"] = {"hbm_cap": [8 * GIB, 2 * GIB], "ddr_cap": [64 * GIB, 32 * GIB],
+                                               "ssd_cap": [0, 1024 * GIB]}
     cfg = parse_config(raw)
     custom = cfg.topology.custom_topology_data
     assert custom.hbm_cap == (8 * GIB, 2 * GIB) and custom.ddr_cap == (64 * GIB, 32 * GIB)
+    assert custom.ssd_cap == (0, 1024 * GIB)
     written = config_to_dict(cfg)
     assert written["topology"]["custom_topology_data"] == raw["topology"]["custom_topology_data"]
     assert parse_config(copy.deepcopy(written)) == cfg
@@ -54,7 +56,9 @@ def test_custom_topology_data_round_trips_and_absent_leaves_the_topology_as_it_w
     ({"hbm_cap": [GIB, -1]}, "topology.custom_topology_data.hbm_cap[1]", "must be from 0 to"),
     ({"hbm_cap": [1.5, GIB]}, "topology.custom_topology_data.hbm_cap[0]", "must be an integer, got 1.5"),
     ({"hbm_cap": ["8GiB", GIB]}, "topology.custom_topology_data.hbm_cap[0]", "must be an integer, got a string"),
-    ({"ssd_cap": [GIB, GIB]}, "topology.custom_topology_data.ssd_cap", "unknown field; known fields: hbm_cap, ddr_cap"),
+    ({"ssd_cap": [GIB]}, "topology.custom_topology_data.ssd_cap", "world_size 2 entries), got 1 entries"),
+    ({"hdd_cap": [GIB, GIB]}, "topology.custom_topology_data.hdd_cap",
+     "unknown field; known fields: hbm_cap, ddr_cap, ssd_cap"),
     ([GIB, GIB], "topology.custom_topology_data", "must be an object, got a list"),
 ])
 def test_bad_custom_topology_data_is_one_line_naming_the_field(custom, field, words):
@@ -163,6 +167,18 @@ def test_torchrec_gets_the_same_capacities_per_rank():
     assert [d.storage.hbm for d in topo.devices] == [BIG, BIG, SMALL, SMALL]
     assert [d.storage.ddr for d in topo.devices] == [cfg.topology.ddr_cap] * 4
     assert isinstance(topo._custom_topology_data, CustomTopologyData)
+
+
+def test_torchrec_gets_the_ssd_tier_per_rank_and_its_bandwidth():
+    raw = mixed(num_tables=2, ssd_cap=[0, 0, 512 * GIB, 2**40])
+    raw["topology"]["ssd_mem_bw"] = 2e6
+    cfg = parse_config(raw)
+    topo = torchrec_topology(cfg)
+    assert [d.storage.ssd for d in topo.devices] == [0, 0, 512 * GIB, 2**40]
+    assert topo.ssd_mem_bw == 2e6
+    plain = torchrec_topology(parse_config(tutorial()))
+    assert [d.storage.ssd for d in plain.devices] == [2 * 2**40] * 2  # TorchRec's SSD_CAP on every rank, as ours
+    assert parse_config(tutorial()).topology.ssd_cap == 2 * 2**40 and plain.ssd_mem_bw == 100 * 2**20 / 1000
 
 
 def test_ours_and_torchrecs_planner_both_plan_within_each_rank_and_ours_is_not_slower():

@@ -198,8 +198,8 @@ def test_any_plan_survives_the_round_trip(dims, rows, hosts, local, device):
 
 def test_kernels_and_types_we_do_not_model_are_a_clear_error():
     spec = EnumerableShardingSpec([ShardMetadata([0, 0], [4096, 64], "rank:0/cuda:0")])
-    with pytest.raises(engine.EngineError, match=r"kernel 'key_value' for table 'large_table_0'.*does not model"):
-        from_parameter_sharding("large_table_0", ParameterSharding("table_wise", "key_value", [0], spec))
+    with pytest.raises(engine.EngineError, match=r"kernel 'quant' for table 'large_table_0'.*does not model"):
+        from_parameter_sharding("large_table_0", ParameterSharding("table_wise", "quant", [0], spec))
     # every ShardingType of TorchRec 1.8 is modelled (grid_shard too): a name from elsewhere stands in
     with pytest.raises(engine.EngineError, match=r"sharding type 'diagonal'"):
         from_parameter_sharding("large_table_0", ParameterSharding("diagonal", "fused", [0], spec))

@@ -8,6 +8,8 @@ import pytest
 
 from engine import parse_config
 from engine.enumerate import table_options
+from engine.fields import cache_load_factor
+from engine.tiers import is_offload, memory
 from engine.types import Config, Optimizer
 
 pytest.importorskip("torchrec")
@@ -28,7 +30,8 @@ from engine.torchrec_compat import (  # noqa: E402
 
 ALL_TYPES = ["table_wise", "row_wise", "column_wise", "table_row_wise", "table_column_wise", "data_parallel",
              "grid_shard"]
-KERNELS = ["dense", "fused", "fused_uvm", "fused_uvm_caching"]
+KERNELS = ["dense", "fused", "fused_uvm", "fused_uvm_caching", "key_value", "ssd_virtual_table", "dram_virtual_table",
+           "dram_ssd_virtual_table"]
 TABLES = [  # name, rows, dim, data type, pooling factor, weighted, cache load factor
     ("wide", 100_000, 256, "fp32", 3.0, False, 0.3),
     ("mid", 20_000, 128, "fp16", 1.0, True, None),
@@ -76,7 +79,7 @@ def deliberate(cfg: Config, sharding_type: str, field: str, table: str, ratio: f
     weighted = cfg.constraint(table).is_weighted
     if field in ("fwd_compute", "bwd_compute") and weighted and 1.0 < ratio <= 1.15:
         return "7. weighted features"
-    if field in ("hbm", "ddr") and cfg.topology.optimizer is not Optimizer.SGD:
+    if field in ("hbm", "ddr", "ssd") and cfg.topology.optimizer is not Optimizer.SGD:
         return "1. optimizer state"
     if field == "input_dist_comms" and sharding_type in ("row_wise", "table_row_wise", "grid_shard"):
         return "2. row-wise input distribution"
@@ -87,6 +90,15 @@ def deliberate(cfg: Config, sharding_type: str, field: str, table: str, ratio: f
     return None
 
 
+def ssd_of(cfg: Config, t, o, j: int) -> float:
+    """Our SSD bytes of option o's shard j (engine.tiers: key_value's backing store)."""
+    rows, cols = o.sizes[j:j + 1, 0].astype(float), o.sizes[j:j + 1, 1].astype(float)
+    weights = np.ceil(rows * cols * t.data_type.bytes)
+    opt = np.ceil(weights * cfg.topology.optimizer.state_multiplier(t.embedding_dim))
+    clf = o.clf if o.clf is not None else cache_load_factor(cfg.constraint(t.name))
+    return float(memory(o.kernel, rows, np.array([clf]), weights, opt)[2][0])
+
+
 def differences(cfg: Config) -> tuple[list[str], dict[str, int], int]:
     """(differences no deliberate difference explains, how often each deliberate one applied, shards compared)."""
     ours = {}
@@ -95,6 +107,7 @@ def differences(cfg: Config) -> tuple[list[str], dict[str, int], int]:
             ours[(t.name, o.sharding_type.value, o.kernel.value, tuple(map(tuple, o.sizes.tolist())))] = o
     unexplained, used, compared = [], {}, 0
     for so in torchrec_options(cfg):
+        t = cfg.table(so.name)
         key = (so.name, so.sharding_type, so.compute_kernel, tuple(tuple(s.size) for s in so.shards))
         mine = ours.get(key)
         if mine is None:
@@ -102,13 +115,17 @@ def differences(cfg: Config) -> tuple[list[str], dict[str, int], int]:
             continue
         for j, shard in enumerate(so.shards):
             compared += 1
-            theirs = {f: getattr(shard.perf, f) for f in PERF} | {"hbm": shard.storage.hbm, "ddr": shard.storage.ddr}
+            theirs = {f: getattr(shard.perf, f) for f in PERF} | {"hbm": shard.storage.hbm, "ddr": shard.storage.ddr,
+                                                                  "ssd": shard.storage.ssd}
             mine_j = {f: mine.est.perf_ms[j, OURS[f]] for f in PERF} | {"hbm": mine.est.hbm_bytes[j],
-                                                                        "ddr": mine.est.ddr_bytes[j]}
+                                                                        "ddr": mine.est.ddr_bytes[j],
+                                                                        "ssd": ssd_of(cfg, t, mine, j)}
             for f, value in theirs.items():
                 if np.isclose(mine_j[f], value, rtol=1e-9, atol=1e-15):
                     continue
                 why = deliberate(cfg, so.sharding_type, f, so.name, mine_j[f] / value if value else float("inf"))
+                if f == "hbm" and is_offload(mine.kernel) and mine_j[f] > value:
+                    why = "10. offload tiers' HBM cache"
                 if why is None:
                     unexplained.append(f"{key[:3]} shard {j} {f}: ours {mine_j[f]:.6g}, TorchRec {value:.6g}")
                 else:
@@ -123,7 +140,8 @@ def test_every_difference_from_torchrecs_estimator_is_a_deliberate_one(where):
     assert compared >= 40
     assert not unexplained, f"{len(unexplained)} differences from TorchRec 1.8 that docs/estimator.md does not " \
                             "list:\n" + "\n".join(unexplained[:15])
-    expected = {"1 host": {"2. row-wise input distribution", "3. data-parallel backward", "7. weighted features"},
+    expected = {"1 host": {"2. row-wise input distribution", "3. data-parallel backward", "7. weighted features",
+                           "10. offload tiers' HBM cache"},
                 "adam": {"1. optimizer state"}, "cpu": {"6. CPU compute"}}.get(where, set())
     assert expected <= set(used), f"a documented difference no longer shows: {expected - set(used)}"
 
@@ -140,7 +158,8 @@ def test_the_deliberate_differences_are_in_the_docs():
 
     doc = (ROOT / "docs" / "estimator.md").read_text()
     for heading in ("1. **Optimizer state**", "2. **Row-wise and table-row-wise input distribution**",
-                    "3. **Data-parallel", "6. **CPU compute**", "7. **Weighted features**", "9. **grid_shard**"):
+                    "3. **Data-parallel", "6. **CPU compute**", "7. **Weighted features**", "9. **grid_shard**",
+                    "10. **Offload tiers**"):
         assert heading in doc
 
 

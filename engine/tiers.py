@@ -1,0 +1,163 @@
+"""TorchRec 1.8's embedding offload tiers: the kernels key_value, ssd_virtual_table, dram_virtual_table and
+dram_ssd_virtual_table keep a cache of hot rows in HBM and the table in a backing store (SSD, DRAM, or both).
+
+When they are offered, what they hold and how fast they look up, as TorchRec 1.8's planner says (enumerators.py,
+shard_estimators.calculate_shard_storages, constants.kernel_bw_lookup), with our differences in docs/estimator.md:
+- offered only where a table's compute_kernels lists them (TorchRec's GUARDED_COMPUTE_KERNELS), on CUDA, and
+  key_value only where some rank has SSD (torchrec#4088): default plans do not change;
+- HBM: the cache fbgemm's SSD TBE allocates, cache_load_factor x the shard's rows (TorchRec's planner counts
+  min(KeyValueParams.max_l1_cache_size, ...), 0 by default), plus the ids and outputs as for any kernel;
+- SSD (key_value only, as TorchRec): the shard's weights, optimizer state and cache state, TorchRec's formula;
+  the virtual tables' backing store grows with the ids seen and is counted by neither planner;
+- lookups at TorchRec's bandwidth for the kernel (key_value: ssd_mem_bw; the virtual tables: hbm_to_ddr_mem_bw); a
+  table with a measured miss curve looks up its hits at HBM bandwidth and its misses at that one.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from engine import fields as F
+from engine.capacity import has_ssd, ssd_cap_of
+from engine.errors import PlanningError, human_bytes
+from engine.types import ComputeKernel, Config, Device, TablePlan, Topology
+
+KV = ComputeKernel.KEY_VALUE
+OFFLOAD = (KV, ComputeKernel.SSD_VIRTUAL_TABLE, ComputeKernel.DRAM_VIRTUAL_TABLE, ComputeKernel.DRAM_SSD_VIRTUAL_TABLE)
+# where each keeps the table (the dashboard's words)
+BACKING = {KV: "SSD", ComputeKernel.SSD_VIRTUAL_TABLE: "SSD (virtual table)",
+           ComputeKernel.DRAM_VIRTUAL_TABLE: "DRAM (virtual table)",
+           ComputeKernel.DRAM_SSD_VIRTUAL_TABLE: "DRAM and SSD (virtual table)"}
+
+
+def is_offload(kernel: ComputeKernel) -> bool:
+    return kernel in BACKING
+
+
+def guarded(listed: tuple[ComputeKernel, ...], topo: Topology) -> tuple[ComputeKernel, ...]:
+    """The offload kernels a table's compute_kernels lists that TorchRec 1.8's planner would enumerate: on CUDA only
+    (EmbeddingBagCollectionSharder.compute_kernels), key_value only where some rank has SSD."""
+    if topo.compute_device is not Device.CUDA:
+        return ()
+    return tuple(k for k in OFFLOAD if k in listed and (k is not KV or has_ssd(topo)))
+
+
+def offloadable(raw_constraints: object, topo: Topology) -> frozenset[str]:
+    """The tables whose constraints (as a config file writes them, read or not yet) list an offload kernel the
+    topology offers (guarded): their weights may leave HBM and DDR, so the early size check does not count them."""
+    if topo.compute_device is not Device.CUDA or not isinstance(raw_constraints, dict):
+        return frozenset()
+    offered = {k.value for k in guarded(OFFLOAD, topo)}
+    out = []
+    for name, c in raw_constraints.items():
+        kernels = getattr(c, "compute_kernels", None) if not isinstance(c, dict) else c.get("compute_kernels")
+        if isinstance(kernels, (list, tuple)) and any(
+                (k.value if isinstance(k, ComputeKernel) else str(k).strip().lower()) in offered for k in kernels):
+            out.append(name)
+    return frozenset(out)
+
+
+def ssd_ranks(topo: Topology, kernel: ComputeKernel, allowed: np.ndarray | None) -> np.ndarray | None:
+    """The ranks an option may use (engine.placement: None, any): a key_value option only those with SSD, where a
+    mixed fleet leaves some without (their SSD bytes are summed and checked once the plan is made: check_ssd)."""
+    custom = topo.custom_topology_data
+    if kernel is not KV or custom is None or custom.ssd_cap is None or min(custom.ssd_cap) > 0:
+        return allowed
+    has = np.array(custom.ssd_cap) > 0
+    return has if allowed is None else allowed & has
+
+
+def backing_bw(topo: Topology, kernel: ComputeKernel) -> float:
+    """TorchRec's kernel_bw_lookup for the kernel on CUDA (bytes/ms): key_value at the SSD's bandwidth, the virtual
+    tables at HBM-to-DDR bandwidth (TorchRec 1.8: "TODO: revisit whether this estimation makes sense")."""
+    return topo.ssd_mem_bw if kernel is KV else topo.hbm_to_ddr_mem_bw
+
+
+def lookup_bw(topo: Topology, kernel: ComputeKernel, measured_hit: np.ndarray | float) -> np.ndarray | float:
+    """Effective lookup bandwidth: TorchRec's figure where the table has no miss curve (measured_hit NaN); else the
+    hits at HBM bandwidth and the misses at TorchRec's figure (ours: the cache's measured hit rate)."""
+    flat = backing_bw(topo, kernel)
+    hit = np.nan_to_num(np.asarray(measured_hit, dtype=np.float64), nan=0.0)
+    return np.where(np.isnan(measured_hit), flat, hit * topo.hbm_mem_bw + (1.0 - hit) * flat)
+
+
+def cache_state_bytes(rows: np.ndarray, clf: np.ndarray) -> np.ndarray:
+    """TorchRec's _calculate_cache_aux_state_sizes: per row 4 bytes, per cached slot 16."""
+    return np.ceil(rows * (4 + clf * 16))
+
+
+def memory(kernel: ComputeKernel, rows: np.ndarray, clf: np.ndarray, weights: np.ndarray,
+           opt: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(HBM, DDR, SSD) bytes per shard that the kernel keeps (buffers apart): the cache in HBM, as fused_uvm_caching's;
+    no DDR (TorchRec's estimate); on SSD, for key_value, weights + optimizer state + cache state (TorchRec's)."""
+    state = cache_state_bytes(rows, clf)
+    hbm = np.round(weights * clf) + np.ceil(opt * clf) + state
+    ssd = weights + opt + state if kernel is KV else np.zeros(len(rows))
+    return hbm, np.zeros(len(rows)), ssd
+
+
+def ssd_by_rank(cfg: Config, tables: dict[str, TablePlan]) -> np.ndarray:
+    """Every rank's SSD bytes under the plan: its key_value shards' weights, optimizer state and cache state."""
+    topo = cfg.topology
+    out = np.zeros(topo.world_size)
+    for name, tp in tables.items():
+        if tp.compute_kernel is not KV or tp.shards is None:
+            continue
+        t = cfg.table(name)
+        for s in tp.shards:
+            rows, cols = s.sizes
+            weights = math.ceil(t.data_type.bytes * rows * cols)
+            opt = math.ceil(weights * topo.optimizer.state_multiplier(t.embedding_dim))
+            clf = tp.cache_load_factor if tp.cache_load_factor is not None else _clf(cfg, name)
+            out[s.rank] += weights + opt + math.ceil(rows * (4 + clf * 16))
+    return out
+
+
+def _clf(cfg: Config, name: str) -> float:
+    return F.cache_load_factor(cfg.constraint(name))
+
+
+def check_ssd(cfg: Config, tables: dict[str, TablePlan]) -> None:
+    """Refuse a plan whose key_value shards need more SSD than a rank has, naming the table and the rank."""
+    if not any(tp.compute_kernel is KV for tp in tables.values()):
+        return
+    topo = cfg.topology
+    need = ssd_by_rank(cfg, tables)
+    for r in np.flatnonzero(need > np.array([ssd_cap_of(topo, r) for r in range(topo.world_size)])).tolist():
+        names = [n for n, tp in tables.items() if tp.compute_kernel is KV and tp.shards is not None
+                 and any(s.rank == r for s in tp.shards)]
+        cap = ssd_cap_of(topo, r)
+        where = "has no SSD" if cap == 0 else f"has {human_bytes(cap)} of SSD"
+        raise PlanningError(
+            f"Table {names[0]!r} keeps its key_value shard on rank {r}, which {where}: the rank's key_value shards "
+            f"need {human_bytes(float(need[r]))} ({', '.join(names[:5])}).", tables=tuple(names),
+            fixes=("raise topology.ssd_cap" if topo.custom_topology_data is None or
+                   topo.custom_topology_data.ssd_cap is None else
+                   f"raise rank {r}'s ssd_cap in topology.custom_topology_data",
+                   f"or take key_value out of constraints.{names[0]}.compute_kernels"))
+
+
+
+# What TorchRec 1.8's DistributedModelParallel says when it builds these kernels for an EmbeddingBagCollection (tests/
+# engine/test_tiers.py runs it on gloo/CPU): the plans are TorchRec's planner's, the runs need more than a plan.
+RUN_LIMITS = {
+    KV: "runs on CUDA only (fbgemm's SSDTableBatchedEmbeddingBags; on CPU: Torch not compiled with CUDA enabled)",
+    ComputeKernel.SSD_VIRTUAL_TABLE: "runs only tables declared virtual (EmbeddingBagConfig use_virtual_table=True, "
+                                     "which a config here cannot say; others: 'Try to create "
+                                     "ZeroCollisionKeyValueEmbeddingBag for non virtual tables')",
+    ComputeKernel.DRAM_SSD_VIRTUAL_TABLE: "runs in an EmbeddingCollection only; an EmbeddingBagCollection refuses it "
+                                          "('not supported for EmbeddingBagCollection (pooled embeddings)')",
+}
+RUN_LIMITS[ComputeKernel.DRAM_VIRTUAL_TABLE] = RUN_LIMITS[ComputeKernel.SSD_VIRTUAL_TABLE]
+
+
+def run_notes(tables: dict[str, TablePlan]) -> list[str]:
+    """One note per offload kernel the plan uses: what TorchRec 1.8's DMP needs to run it."""
+    used: dict[ComputeKernel, list[str]] = {}
+    for name, tp in tables.items():
+        if is_offload(tp.compute_kernel):
+            used.setdefault(tp.compute_kernel, []).append(name)
+    return [f"{k.value} ({', '.join(names[:5])}{', ...' if len(names) > 5 else ''}): TorchRec 1.8's "
+            f"DistributedModelParallel {RUN_LIMITS[k]}" for k, names in used.items()]

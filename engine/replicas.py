@@ -54,7 +54,7 @@ def group_topology(topo: Topology) -> Topology:
         def least(caps):
             return None if caps is None else tuple(min(caps[global_rank(topo, k, g)] for g in range(r))
                                                    for k in range(size))
-        custom = CustomTopologyData(least(custom.hbm_cap), least(custom.ddr_cap))
+        custom = CustomTopologyData(least(custom.hbm_cap), least(custom.ddr_cap), least(custom.ssd_cap))
     group = replace(topo, world_size=size, local_world_size=per_host, sharding_group_size=None,
                     custom_topology_data=custom, sync_ms_per_byte=2.0 * (r - 1) / r / sync_bw(topo))
     if topo.profile is not None and topo.profile.applies(topo) and not topo.profile.applies(group):

@@ -135,8 +135,8 @@ def test_a_groups_device_becomes_rank_devices_with_its_hbm_and_comes_back_the_sa
     cfg = engine.parse_config({"tables": [presets.PROBE_TABLE], "topology": t})
     assert cfg.topology.rank_devices == ((4, "h100_80gb"), (4, "a100_40gb"))
     back = hg.groups(engine.complete_topology(t))
-    assert back == [{hg.HOSTS: "0-1", hg.HBM: 80.0, hg.DDR: 512.0, hg.DEVICE: "h100_80gb"},
-                    {hg.HOSTS: "2-3", hg.HBM: 40.0, hg.DDR: 512.0, hg.DEVICE: "a100_40gb"}]
+    assert back == [{hg.HOSTS: "0-1", hg.HBM: 80.0, hg.DDR: 512.0, hg.SSD: 2048.0, hg.DEVICE: "h100_80gb"},
+                    {hg.HOSTS: "2-3", hg.HBM: 40.0, hg.DDR: 512.0, hg.SSD: 2048.0, hg.DEVICE: "a100_40gb"}]
     assert hg.summary(t).endswith("hosts 2-3: 40.00 GiB HBM, 512.00 GiB DDR, a100_40gb")
     assert "rank_devices" not in hg.without_groups(t) and "rank_devices" not in presets.gpu_topology("h100_80gb", t)
     form = {k: v for k, v in t.items() if k not in ("custom_topology_data", "rank_devices")}

@@ -11,7 +11,7 @@ from tests.e2e.conftest import edit_grid_cell, idle, new_page, settled
 VIEWPORT = {"width": 1440, "height": 900}
 EDITOR = '.st-key-topology_host_groups [data-testid="stDataFrameResizable"]'
 FIRST_CELL_X_PX = 60  # the hosts column, from the editor's left edge
-HOSTS, HBM, DDR, DEVICE = 0, 1, 2, 3  # columns right of the hosts column
+HOSTS, HBM, DDR, SSD, DEVICE = 0, 1, 2, 3, 4  # columns right of the hosts column
 
 pytestmark = pytest.mark.timeout(300)
 

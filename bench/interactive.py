@@ -66,8 +66,8 @@ METRIC = '[data-testid="stMetricValue"]'
 SIDEBAR = '[data-testid="stSidebar"]'
 RUNNING = '[data-testid="stStatusWidget"]'
 ERROR = '[data-testid="stAlertContentError"]'
-PLANNED = re.compile(r"Planned (\d+) tables on (\d+) ranks in ([0-9.]+) s")
-SESSION = re.compile(r"(\d+) tables · (\d+) ranks")
+PLANNED = re.compile(r"Planned ([\d,]+) tables? on ([\d,]+) ranks? in ([0-9.]+) s")  # '1,000 tables' ('1000' before)
+SESSION = re.compile(r"([\d,]+) tables? · ([\d,]+) ranks?")
 FIGURES = ("strip_s", "to_headline_s", "edit_run_s", "plan_to_headline_s", "to_idle_s", "planning_seconds",
            "server_cpu_s", "load1")
 
@@ -319,7 +319,7 @@ class Session:
             self._set_plan_inputs(plan_inputs)
         m = PLANNED.search(self.page.locator("body").inner_text()) or SESSION.search(
             self.page.locator(SIDEBAR).inner_text())  # the sidebar's "N tables · M ranks" where no progress line
-        case.ranks = int(m.group(2)) if m else 0
+        case.ranks = int(m.group(2).replace(",", "")) if m else 0
 
     def _load_synthetic(self, count: int) -> None:
         load_synthetic(self.page, self.runs, count)

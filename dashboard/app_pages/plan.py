@@ -8,7 +8,7 @@ import streamlit as st
 from dashboard.plans import headline
 
 from dashboard.ui import services, state, views, workspace
-from dashboard.text import count_text, md
+from dashboard.text import count_text, md, ms_text
 
 JOB_POLL_S = 1.0
 
@@ -67,10 +67,10 @@ def job_progress() -> None:
 
 def previous(p) -> None:
     """A plan of an earlier config, collapsed and labelled as such: never shown as the current one."""
-    n = len(p.plan.tables)
-    with st.expander(f"The last plan, made for an earlier config ({n:,} tables): not this config's", expanded=False,
+    tables = count_text(len(p.plan.tables), "table")
+    with st.expander(f"The last plan, made for an earlier config ({tables}): not this config's", expanded=False,
                      icon=":material/history:"):
-        st.caption(f"By {md(services.planner_label(p.planner))}: slowest rank {p.plan.max_rank_cost_ms:.4g} ms. "
+        st.caption(f"By {md(services.planner_label(p.planner))}: slowest rank {ms_text(p.plan.max_rank_cost_ms)}. "
                    "Its tables, topology or constraints differ from the workspace's now.")
         views.plan_metrics(p.plan)
 

@@ -56,6 +56,8 @@ def test_replans_on_edit_and_shows_config_errors(app):
                                    "got 0. Fix it on Tables & constraints or Topology."]
     # the last plan is another config's: never shown as the current one, only collapsed and labelled
     assert not app.dataframe and not plotly_specs(app) and not app.get("download_button")
+    last = app.session_state["ws_plan"].plan.max_rank_cost_ms  # 3 significant digits, as everywhere (was :.4g)
+    assert any(c.startswith(f"By Ours (engine): slowest rank {ms_text(last)}. ") for c in shown(app, "caption"))
     assert [e.label for e in app.expander] == ["The last plan, made for an earlier config (4 tables): not this "
                                                "config's"]
 

@@ -3,6 +3,8 @@ the saved plans list every whole link with one to copy, unknown tokens say so.""
 
 from __future__ import annotations
 
+import json
+
 import dataclasses
 
 from streamlit.testing.v1 import AppTest
@@ -112,6 +114,8 @@ def test_saved_plans_show_each_whole_link_and_one_to_copy(app, store, monkeypatc
     assert links.to_dict() == {"second": f"https://planner.example.org/?plan={second}",
                                "first": f"https://planner.example.org/?plan={first}"}
     assert app.code[-1].value == f"https://planner.example.org/?plan={second}"  # the plan just saved
+    columns = json.loads(app.dataframe[0].proto.columns)  # the slowest rank to 3 significant digits with its unit
+    assert columns["slowest rank"]["type_config"]["format"] == "%.3g ms", columns
     app.selectbox(key="save_link_pick").set_value(first).run()
     assert app.code[-1].value == f"https://planner.example.org/?plan={first}"
 

@@ -249,6 +249,18 @@ class Runs:
         return sum(e > t for e in self.finished)
 
 
+def _strip_after(page, runs: Runs, before: str, t0: float) -> str:
+    """The working view's strip once it shows the edit's plan: its text changed, or the edit's run ended with the
+    same text (a re-plan to the same figures and moves as the edit before it reads the same, word for word)."""
+    deadline = t0 + UI_TIMEOUT_MS / 1000
+    while time.perf_counter() < deadline:
+        text = page.locator(STRIP).inner_text() if page.locator(STRIP).count() else ""
+        if "Slowest rank" in text and (text != before or runs.since(t0)):
+            return text
+        page.wait_for_timeout(10)
+    raise TimeoutError("the strip never showed the edit's plan")
+
+
 def _goto(page, name: str) -> None:
     page.locator(SIDEBAR).get_by_role("link", name=name, exact=True).click()
 
@@ -367,13 +379,9 @@ class Session:
         page.keyboard.press("Enter")
         strip_s, figure = None, ""
         if strip_before:  # the working view: the new slowest rank shows above the grid
-            page.wait_for_function(
-                """([sel, before]) => { const e = document.querySelector(sel);
-                                        return e !== null && e.innerText !== before
-                                               && /Slowest rank/.test(e.innerText); }""",
-                arg=[STRIP, strip_before], polling="raf")
+            text = _strip_after(page, runs, strip_before, t0)
             strip_s = time.perf_counter() - t0
-            shown = STRIP_FIGURE.search(page.locator(STRIP).inner_text())
+            shown = STRIP_FIGURE.search(text)
             figure = shown.group(1) if shown else ""
         edited = runs.first_end_after(t0)
         runs.settle()

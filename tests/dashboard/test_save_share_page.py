@@ -129,7 +129,7 @@ def test_the_share_view_shows_the_plans_runs_and_what_they_measured(app, store):
     assert runs["run"].tolist() == [run_id] and runs["status"].tolist() == ["succeeded"]
     metrics = {m.label: m.value for m in shared.metric}
     assert metrics["Time, measured / estimated"] == "44x-59x"
-    assert metrics["Peak memory, measured / estimated"] == "9.19x"
+    assert metrics["Memory, measured / estimated"] == "9.19x"
     assert metrics["Shards match the plan"] == "yes, all 2 ranks"
     assert any(w.startswith("Time: on rank 1 a step took 59x the estimate") for w in shown(shared, "warning"))
     titles = [s["layout"].get("title", {}).get("text") for s in plotly_specs(shared)]

@@ -60,6 +60,9 @@ def test_a_refused_snippet_shows_its_error_and_the_import_button_whole(app_url, 
     page.goto(app_url)
     page.locator('[data-testid="stDataFrameResizable"]').first.wait_for()
     settled(page)
+    # item 13: the tables grid as tall as its 4 rows and the add row, not 480 px with 8 empty rows under them
+    grid_box = page.locator('[data-testid="stDataFrameResizable"]').first.bounding_box()
+    assert grid_box["height"] <= grid.grid_height(4, True) + 2, grid_box
     page.get_by_role("button", name="Import", exact=True).click()
     body = page.locator('[data-testid="stPopoverBody"]')
     body.get_by_text("TorchRec snippet").click()

@@ -66,8 +66,9 @@ METRIC = '[data-testid="stMetricValue"]'
 SIDEBAR = '[data-testid="stSidebar"]'
 RUNNING = '[data-testid="stStatusWidget"]'
 ERROR = '[data-testid="stAlertContentError"]'
-PLANNED = re.compile(r"Planned (\d+) tables on (\d+) ranks in ([0-9.]+) s")
-SESSION = re.compile(r"(\d+) tables · (\d+) ranks")
+PLANNED = re.compile(r"Planned ([\d,]+) tables? on ([\d,]+) ranks? in ([0-9.]+) s")  # '1,000 tables' ('1000' before)
+SESSION = re.compile(r"([\d,]+) tables? · ([\d,]+) ranks?")
+STRIP_FIGURE = re.compile(r"Slowest rank (\S+ ms)")  # the strip's figure, as the Plan page's metric shows it
 FIGURES = ("strip_s", "to_headline_s", "edit_run_s", "plan_to_headline_s", "to_idle_s", "planning_seconds",
            "server_cpu_s", "load1")
 
@@ -248,6 +249,18 @@ class Runs:
         return sum(e > t for e in self.finished)
 
 
+def _strip_after(page, runs: Runs, before: str, t0: float) -> str:
+    """The working view's strip once it shows the edit's plan: its text changed, or the edit's run ended with the
+    same text (a re-plan to the same figures and moves as the edit before it reads the same, word for word)."""
+    deadline = t0 + UI_TIMEOUT_MS / 1000
+    while time.perf_counter() < deadline:
+        text = page.locator(STRIP).inner_text() if page.locator(STRIP).count() else ""
+        if "Slowest rank" in text and (text != before or runs.since(t0)):
+            return text
+        page.wait_for_timeout(10)
+    raise TimeoutError("the strip never showed the edit's plan")
+
+
 def _goto(page, name: str) -> None:
     page.locator(SIDEBAR).get_by_role("link", name=name, exact=True).click()
 
@@ -319,7 +332,7 @@ class Session:
             self._set_plan_inputs(plan_inputs)
         m = PLANNED.search(self.page.locator("body").inner_text()) or SESSION.search(
             self.page.locator(SIDEBAR).inner_text())  # the sidebar's "N tables · M ranks" where no progress line
-        case.ranks = int(m.group(2)) if m else 0
+        case.ranks = int(m.group(2).replace(",", "")) if m else 0
 
     def _load_synthetic(self, count: int) -> None:
         load_synthetic(self.page, self.runs, count)
@@ -364,24 +377,25 @@ class Session:
         load1, cpu0 = os.getloadavg()[0], cpu_seconds(self.pid)
         t0 = time.perf_counter()
         page.keyboard.press("Enter")
-        strip_s = None
+        strip_s, figure = None, ""
         if strip_before:  # the working view: the new slowest rank shows above the grid
-            page.wait_for_function(
-                """([sel, before]) => { const e = document.querySelector(sel);
-                                        return e !== null && e.innerText !== before
-                                               && /Slowest rank/.test(e.innerText); }""",
-                arg=[STRIP, strip_before], polling="raf")
+            text = _strip_after(page, runs, strip_before, t0)
             strip_s = time.perf_counter() - t0
+            shown = STRIP_FIGURE.search(text)
+            figure = shown.group(1) if shown else ""
         edited = runs.first_end_after(t0)
         runs.settle()
         edit_runs = runs.since(t0)
         t1 = time.perf_counter()
         _goto(page, "Plan")
+        # the new plan's figure: the one the strip showed (a re-plan may keep the slowest rank the same to 3
+        # significant digits), else (a dashboard without the strip) any figure other than the one before
         page.wait_for_function(
-            """([sel, err, before]) => { if (document.querySelector(err)) return true;
+            """([sel, err, before, figure]) => { if (document.querySelector(err)) return true;
                                          const m = document.querySelector(sel);
-                                         return m !== null && m.innerText.trim() !== '' && m.innerText !== before; }""",
-            arg=[METRIC, ERROR, self.before], polling="raf")
+                                         if (m === null || m.innerText.trim() === '') return false;
+                                         return figure ? m.innerText.includes(figure) : m.innerText !== before; }""",
+            arg=[METRIC, ERROR, self.before, figure], polling="raf")
         t2 = time.perf_counter()
         after = _plan_shown(page)
         planned = runs.first_end_after(t1)
@@ -391,6 +405,14 @@ class Session:
                     plan_to_headline_s=t2 - t1, to_idle_s=(edited - t0) + (planned - t1), headline=after,
                     planning_seconds=_planning_seconds(page), server_cpu_s=cpu_seconds(self.pid) - cpu0, load1=load1,
                     edit_runs=edit_runs, plan_runs=runs.since(t1))
+
+    def shows(self) -> str:
+        """What the page showed when a wait gave up: its headline strip or metric, and the page's url."""
+        try:
+            el = self.page.locator(STRIP if self.page.locator(STRIP).count() else METRIC).first
+            return f" (at {self.page.url}, showing: {' '.join(el.inner_text(timeout=5000).split())[:300]})"
+        except Exception:  # noqa: BLE001 - a page that cannot be read adds nothing
+            return ""
 
     def screenshot(self, folder: Path, name: str) -> None:
         folder.mkdir(parents=True, exist_ok=True)
@@ -418,7 +440,7 @@ def run_cases(browser, cases: list[Case], repeats: int, plan_inputs: dict[str, s
                 try:
                     e = s.edit(100.0 * (i + 1))  # far apart: the slowest rank's figure moves
                 except Exception as exc:  # noqa: BLE001
-                    s.case.error = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+                    s.case.error = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300] + s.shows()
                     log(f"  {s.case.label} edit {i + 1}: {s.case.error}")
                     continue
                 s.case.edits.append(e)

@@ -36,18 +36,20 @@ def _with_topology(cfg: dict, cluster: str) -> dict:
     return {**cfg, "topology": presets.cluster_topology(cluster, cfg["topology"])}
 
 
+def _synthetic_1000_on(cluster: str):
+    return lambda: _with_topology(presets.synthetic(presets.SyntheticSpec(count=1000)), cluster)
+
+
 # Every table preset of the Tables page (presets.TABLE_PRESETS): the tutorial and Criteo with their own topology;
-# the synthetic one at its default 200 tables and at 1,000, on its own topology (8 GPUs) and on two cluster presets
-# (the tutorial's 2 GPUs, the topology in use when "Also use the preset's topology" is left off, cannot hold 1,000).
+# the synthetic one at its default 200 tables and at 1,000, on its own topology (8 GPUs) and on every cluster preset
+# of the Topology page (presets.CLUSTERS). The tutorial's 2 GPUs (the topology in use when "Also use the preset's
+# topology" is left off) and the 2 CPU ranks cannot hold 1,000 tables: for them the time to the refusal is measured.
 PRESETS = {
     "tutorial": presets.tutorial,
     "dlrm_criteo_1tb": presets.dlrm_criteo_1tb,
     "synthetic-200": lambda: presets.synthetic(presets.SyntheticSpec()),
     "synthetic-1000": lambda: presets.synthetic(presets.SyntheticSpec(count=1000)),
-    "synthetic-1000 on 2 x DGX A100 (16 GPUs)": lambda: _with_topology(
-        presets.synthetic(presets.SyntheticSpec(count=1000)), "dgx_a100_2"),
-    "synthetic-1000 on 4 x DGX H100 (32 GPUs)": lambda: _with_topology(
-        presets.synthetic(presets.SyntheticSpec(count=1000)), "dgx_h100_4"),
+    **{f"synthetic-1000 on {c.label}": _synthetic_1000_on(key) for key, c in presets.CLUSTERS.items()},
 }
 
 
@@ -75,9 +77,15 @@ def working_replan(raw: dict, on_screen: engine.Plan) -> engine.Replan:
 def run_preset(name: str, raw: dict, repeats: int, log=print) -> dict:
     raw = engine.config_to_dict(engine.parse_config(raw))
     start = time.perf_counter()
-    on_screen = engine.plan(engine.parse_config(raw))
-    out = {"preset": name, "tables": len(raw["tables"]), "ranks": raw["topology"]["world_size"],
-           "first_plan_s": time.perf_counter() - start, "edits": []}
+    out = {"preset": name, "tables": len(raw["tables"]), "ranks": raw["topology"]["world_size"], "edits": []}
+    try:
+        on_screen = engine.plan(engine.parse_config(raw))
+    except engine.PlanningError as e:  # what the headline shows at once: the refusal, with what would help
+        out.update(first_plan_s=time.perf_counter() - start, refused=str(e).splitlines()[0],
+                   median_replan_s=None)
+        log(f"{name}: refused in {out['first_plan_s']:.2f} s: {out['refused']}")
+        return out
+    out["first_plan_s"] = time.perf_counter() - start
     for k in range(repeats):
         raw = edit(raw, 100.0 * (k + 1))
         wall, cpu = time.perf_counter(), time.process_time()
@@ -118,11 +126,17 @@ def markdown(results: dict) -> str:
              "compare=False, earlier_step_ms=...)`) and planned from scratch beside it. Re-plan seconds: from the "
              f"edited config's JSON to the re-plan, median (min-max) of the edits; target {TARGET_S} s. Tables "
              "moved: off the plan on screen, median; step: the re-plan's slowest rank over the plan from "
-             "scratch's, median (max).", "",
+             "scratch's, median (max). The 1.5 s target is for a quiet machine: this one was shared with other "
+             "work at the load average shown (per edit in the load1 column), which stretches wall seconds; the CPU "
+             "seconds are the process's own.", "",
              "| preset | tables x ranks | re-plan s (target <= 1.5) | re-plan CPU s | load1 | tables moved: re-plan "
              "| from scratch | step / scratch | from scratch s | deterministic |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for c in results["presets"]:
+        if "refused" in c:
+            lines.append(f"| {c['preset']} | {c['tables']} x {c['ranks']} | refused in {c['first_plan_s']:.2f} s "
+                         f"(the tables do not fit) | | | | | | | - |")
+            continue
         xs = [e["replan_s"] for e in c["edits"]]
         med = statistics.median(xs)
         cells = [c["preset"], f"{c['tables']} x {c['ranks']}",
@@ -156,4 +170,4 @@ def main(argv: list[str] | None = None) -> int:
     text = markdown(results)
     engine.write_text_file(args.out_dir / "interactive_replan.md", text)
     print(text)
-    return 0 if all(c["edits"] and c.get("deterministic") for c in results["presets"]) else 1
+    return 0 if all("refused" in c or (c["edits"] and c.get("deterministic")) for c in results["presets"]) else 1

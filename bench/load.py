@@ -365,8 +365,8 @@ class User(threading.Thread):
         def plan(world_size: int):
             def action():
                 _goto(page, "Plan")
-                page.locator(SIDEBAR).get_by_text(f"{n} tables · {world_size} ranks").wait_for()
-                page.get_by_text(re.compile(rf"^Plan by .* · {n} tables · ")).wait_for()  # the Plan page's plan
+                page.locator(SIDEBAR).get_by_text(f"{n:,} tables · {world_size} ranks").wait_for()
+                page.get_by_text(re.compile(rf"^Plan by .* · {n:,} tables · ")).wait_for()  # the Plan page's plan
             return action
 
         def world_size():
@@ -376,7 +376,7 @@ class User(threading.Thread):
             self.runs.settle()
             box.fill(str(flow.world_size))
             box.press("Enter")
-            page.locator(SIDEBAR).get_by_text(f"{n} tables · {flow.world_size} ranks").wait_for()
+            page.locator(SIDEBAR).get_by_text(f"{n:,} tables · {flow.world_size} ranks").wait_for()
 
         self._step("open", open_app)
         self._step("load preset", lambda: Session._load_synthetic(self, n))  # noqa: SLF001 - its page and runs

@@ -128,7 +128,7 @@ def session(browser, url: str, pid: int, tables: int, seed: int, world_size: int
         box = page.locator(".st-key-topology_world_size input")
         box.fill(str(world_size))
         box.press("Enter")
-        page.locator('[data-testid="stSidebar"]').get_by_text(f"{tables} tables · {world_size} ranks").wait_for()
+        page.locator('[data-testid="stSidebar"]').get_by_text(f"{tables:,} tables · {world_size} ranks").wait_for()
         step("world size")
         _goto(page, "Plan")
         _wait_new_metric(page, before)

@@ -15,7 +15,7 @@ import streamlit as st  # noqa: E402
 from dashboard.plans import calibration as calib  # noqa: E402
 from dashboard.serve import jobs  # noqa: E402
 from dashboard.ui import keyboard, services, state, views, workspace  # noqa: E402, F401 - views: the pages' imports, before freezing
-from dashboard.text import code, md, ms_text  # noqa: E402
+from dashboard.text import code, count_text, md, ms_text  # noqa: E402
 from db.store import StoreError  # noqa: E402
 
 # A file served by the app itself: a material-icon favicon is fetched from fonts.gstatic.com by the browser.
@@ -42,12 +42,15 @@ EDITING_PAGES = ("Tables & constraints", "Topology")  # they carry the headline 
 SHARED_PAGE = st.Page("app_pages/shared.py", title="Shared plan", icon=":material/visibility:")
 # Less empty space above each page, so a page's working area fits a 1280x800 screen; metric values a size at which
 # five in a row show whole at 1280 px ("0.00547 ms" was cut to "0.00547..." at Streamlit's 2.25rem); a script's
-# empty element (dashboard.ui.keyboard) takes no row.
+# empty element (dashboard.ui.keyboard) takes no row; a grid's own toolbar (add row, columns, download, search,
+# fullscreen), shown only on mouse hover, shows itself and a focus ring on the button Tab reached.
 COMPACT_CSS = """<style>
 [data-testid="stMainBlockContainer"] {padding-top: 3.4rem; padding-bottom: 2rem;}
 h1 {font-size: 2rem !important; padding-top: 0 !important;}
 [data-testid="stMetricValue"] {font-size: 1.75rem;}
 [data-testid="stElementContainer"]:has(> [data-testid="stHtml"] > script:only-child) {display: none;}
+[data-testid="stElementToolbar"]:has(:focus-visible) {opacity: 1;}
+[data-testid="stBaseButton-elementToolbar"]:focus-visible {box-shadow: 0 0 0 3px rgba(197, 57, 72, 0.5);}
 </style>"""
 
 
@@ -56,7 +59,7 @@ def sidebar(store) -> None:
     topo = cfg.get("topology") or {}
     with st.sidebar:
         st.markdown("**This session**")
-        st.caption(f"{len(cfg.get('tables') or [])} tables · {md(topo.get('world_size', '?'))} ranks · "
+        st.caption(f"{count_text(len(cfg.get('tables') or []), 'table')} · {md(topo.get('world_size', '?'))} ranks · "
                    f"{md(topo.get('compute_device', 'cuda'))}")
         cal = state.calibration()
         if cal is not None:

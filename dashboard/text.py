@@ -2,7 +2,8 @@
 safe where it is rendered: Streamlit's markdown (`md`, `code`) and plotly's HTML-like labels (`plotly_text`).
 What the person typed is what the page shows: never a link, an image, HTML, an emoji or an icon. And numbers as
 the pages write them, each with its unit: times (`ms_text`), rates (`rate_text`), shares (`pct_text`), long names
-cut to fit (`short_name`); bytes are engine.human_bytes; in plotly hover templates `D3_SIG`.
+cut to fit (`short_name`), counts ('1 table', '4 tables': `count_text`); bytes are engine.human_bytes; in plotly
+hover templates `D3_SIG`.
 """
 
 from __future__ import annotations
@@ -93,3 +94,8 @@ def short_name(name: str, limit: int = 24) -> str:
         return name
     head = (limit - 1) // 2 + (limit - 1) % 2
     return f"{name[:head]}\u2026{name[len(name) - (limit - 1 - head):]}"
+
+
+def count_text(n: int, what: str) -> str:
+    """'1 table', '4 tables', '1,000 tables': a count with its noun in the right number."""
+    return f"{n:,} {what}{'' if n == 1 else 's'}"

@@ -33,6 +33,7 @@ if [ -x "$VENV/bin/python" ] && { [ "$(version "$VENV/bin/python")" != "$want" ]
   rm -rf "$VENV"
 fi
 if [ ! -x "$VENV/bin/python" ]; then
+  echo "install.sh: making $VENV (Python $want)"
   if ! "$PY" -m venv "$VENV" >/dev/null 2>&1; then
     # Debian's own Python keeps venv's pip (ensurepip) in a separate package.
     rm -rf "$VENV"
@@ -58,5 +59,7 @@ else
   requirements=requirements.txt
 fi
 # -e .: the project's own packages and console commands (sharding-planner, sharding-planner-db) in .venv,
-# running this checkout's code.
-"$VPY" -m pip install -q -r "$requirements" -e .
+# running this checkout's code. pip's own lines (each package collected, then installed) show its progress.
+echo "install.sh: pip install -r $requirements -e . into $VENV (a few minutes the first time, seconds after)"
+"$VPY" -m pip install --progress-bar off -r "$requirements" -e .
+echo "install.sh: done: $VENV holds the planner and its commands (sharding-planner, sharding-planner-db)"

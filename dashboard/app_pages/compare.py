@@ -109,10 +109,13 @@ def torchrec_progress() -> None:
 
 
 def default_pick(opts: dict[str, str]) -> list[str]:
+    """The plan on screen (saved or not) and the newest other plan: a comparison needs two (walked at 1280x720:
+    after saving TorchRec's plan beside ours, the page opened on the plan just saved alone)."""
     token = state.saved_token()
-    if token and f"saved:{token}" in opts:
-        return [f"saved:{token}"]
-    return list(opts)[:2]
+    mine = f"saved:{token}" if token and f"saved:{token}" in opts else None
+    if mine is None:
+        return list(opts)[:2]
+    return [mine, *[o for o in opts if o != mine][:1]]
 
 
 def first_pick(opts: dict[str, str]) -> list[str]:

@@ -8,7 +8,7 @@ import streamlit as st
 from dashboard.plans import headline
 
 from dashboard.ui import services, state, views, workspace
-from dashboard.text import md
+from dashboard.text import count_text, md, ms_text
 
 JOB_POLL_S = 1.0
 
@@ -19,7 +19,7 @@ def run_planner(config: dict, effort: int) -> bool:
     n, w = len(config.get("tables") or []), md((config.get("topology") or {}).get("world_size", "?"))
     key = state.config_key(config)
     label = services.PLANNERS[services.OURS]
-    bar = st.progress(10, text=f"Planning {n} tables on {w} ranks with {label}")
+    bar = st.progress(10, text=f"Planning {count_text(n, 'table')} on {w} ranks with {label}")
     outcome = services.plan_outcome(key, effort)  # checks the config first
     if outcome.result is None:
         bar.empty()
@@ -30,7 +30,7 @@ def run_planner(config: dict, effort: int) -> bool:
             st.error(f"No plan: {md(outcome.problem)}", icon=":material/error:")
         return False
     secs = outcome.result.plan.planning_seconds or 0.0
-    bar.progress(100, text=f"Planned {n} tables on {w} ranks in {secs:.2f} s ({label})")
+    bar.progress(100, text=f"Planned {count_text(n, 'table')} on {w} ranks in {secs:.2f} s ({label})")
     state.set_plan(workspace.make_current(outcome.result, services.OURS, effort, key))
     return True
 
@@ -67,10 +67,10 @@ def job_progress() -> None:
 
 def previous(p) -> None:
     """A plan of an earlier config, collapsed and labelled as such: never shown as the current one."""
-    n = len(p.plan.tables)
-    with st.expander(f"The last plan, made for an earlier config ({n:,} tables): not this config's", expanded=False,
+    tables = count_text(len(p.plan.tables), "table")
+    with st.expander(f"The last plan, made for an earlier config ({tables}): not this config's", expanded=False,
                      icon=":material/history:"):
-        st.caption(f"By {md(services.planner_label(p.planner))}: slowest rank {p.plan.max_rank_cost_ms:.4g} ms. "
+        st.caption(f"By {md(services.planner_label(p.planner))}: slowest rank {ms_text(p.plan.max_rank_cost_ms)}. "
                    "Its tables, topology or constraints differ from the workspace's now.")
         views.plan_metrics(p.plan)
 
@@ -78,8 +78,8 @@ def previous(p) -> None:
 def current_view(current) -> None:
     where = f"saved as '{md(current.label)}'" if current.token else "not saved yet"
     how = f"{current.how} · " if current.how else ""  # re-planned from the plan on screen, or from scratch and why
-    st.caption(f"Plan by {md(services.planner_label(current.planner))} · {len(current.plan.tables)} tables · "
-               f"{how}{where}")
+    tables = count_text(len(current.plan.tables), "table")
+    st.caption(f"Plan by {md(services.planner_label(current.planner))} · {tables} · {how}{where}")
     before = state.previous_plan()
     if before is not None:
         st.caption(f"Since the last plan: {md(headline.change_text(workspace.change_of(before, current)))}")

@@ -16,7 +16,7 @@ from dashboard.serve import runner
 from dashboard.tables import importers
 
 from dashboard.ui import services, state, views, workspace
-from dashboard.text import md
+from dashboard.text import count_text, md
 from db.store import StoreError
 
 POLL_S = 1.0
@@ -32,7 +32,7 @@ def pick_plan(store):
     tokens = [p.token for p in plans]
     saved = state.saved_token()
     # plain text: a picker's options are not markdown
-    labels = {p.token: f"{p.label or p.token[:8]} · {p.num_tables} tables on {p.world_size} ranks" for p in plans}
+    labels = {p.token: f"{p.label or p.token[:8]} · {count_text(p.num_tables, 'table')} on {count_text(p.world_size, 'rank')}" for p in plans}
     return st.selectbox("Plan", tokens, index=tokens.index(saved) if saved in tokens else 0, key="runs_plan",
                         format_func=labels.get)
 

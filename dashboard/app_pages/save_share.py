@@ -77,10 +77,10 @@ def saved_list(plans: list, current) -> None:
         "label": p.label or "(no label)", "share link": links[p.token], "author": p.author,
         "saved (UTC)": p.created_at.strftime("%Y-%m-%d %H:%M"), "planner": services.planner_label(p.planner),
         "config": f"{p.config_name} v{p.config_version}", "tables": p.num_tables, "ranks": p.world_size,
-        "slowest rank (ms)": p.max_rank_cost_ms} for p in plans])
+        "slowest rank": p.max_rank_cost_ms} for p in plans])
     st.dataframe(frame, hide_index=True, key="save_list", height=min(38 + 35 * len(frame), 360),
                  column_config={"share link": st.column_config.LinkColumn("share link", width="large"),
-                                "slowest rank (ms)": st.column_config.NumberColumn(format="%.4g")})
+                                "slowest rank": st.column_config.NumberColumn(format="%.3g ms")})
     tokens = list(links)
     mine = current.token if current is not None and current.token in links else tokens[0]
     token = st.selectbox("Share link of", tokens, index=tokens.index(mine), key="save_link_pick",  # plain text

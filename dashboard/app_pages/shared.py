@@ -8,7 +8,7 @@ from dashboard.plans import calibration as calib
 from dashboard.plans import charts, measured
 from dashboard.ui import services, state, views
 from dashboard.ui.state import CurrentPlan
-from dashboard.text import md
+from dashboard.text import count_text, md
 from db.store import StoreError
 
 
@@ -84,7 +84,7 @@ typed = services.saved_result(record)
 st.title(md(record.label) if record.label else "Shared plan")
 who = f" by {md(record.author)}" if record.author else ""
 st.caption(f"Read-only · planned by {md(services.planner_label(record.planner))} · config "
-           f"'{md(record.config_name)}' v{record.config_version} · {len(typed.plan.tables)} tables on "
+           f"'{md(record.config_name)}' v{record.config_version} · {count_text(len(typed.plan.tables), 'table')} on "
            f"{md(typed.config.topology.world_size)} ranks · saved {record.created_at:%Y-%m-%d %H:%M} UTC{who}")
 views.calibrated_note(record.settings, typed.config)
 if st.button("Open a copy in my workspace", key="shared_open", icon=":material/edit:",

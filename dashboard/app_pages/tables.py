@@ -7,7 +7,7 @@ import streamlit as st
 import engine
 from dashboard.tables import grid, row_checks
 from dashboard.ui import state, table_tools, views, workspace
-from dashboard.text import md
+from dashboard.text import count_text, md
 
 SUMMARY_LINES = 5  # rows listed above the grids; the rest are counted
 
@@ -72,7 +72,7 @@ def current_rows() -> tuple[list[dict], list[str], list[dict], list[dict], list[
 
 def header(rows: list[dict], issues: list[str], outside: str | None) -> None:
     topo = state.topology()
-    st.caption(f"{len(rows)} tables · {engine.human_bytes(grid.weight_bytes(rows))} of weights · "
+    st.caption(f"{count_text(len(rows), 'table')} · {engine.human_bytes(grid.weight_bytes(rows))} of weights · "
                f"{md(topo.get('world_size', '?'))} ranks{md(hosts_text(topo))} "
                f"({md(topo.get('compute_device', 'cuda'))})")
     lines = row_checks.issue_lines(rows, issues)

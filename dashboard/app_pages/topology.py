@@ -267,7 +267,7 @@ def fitted(topology: dict, cal: engine.Calibration, in_use: engine.Calibration |
         st.warning("These runs determine no bandwidth: nothing to use.", icon=":material/warning:")
         return
     if cal.patch:
-        gbps = st.column_config.NumberColumn(format="%.4g")
+        gbps = st.column_config.NumberColumn(format="%.3g")  # 3 significant digits, as every figure
         st.dataframe(pd.DataFrame(calib.fitted_rows(topology, cal)), hide_index=True,
                      key="topology_calibration_table", column_config={
                          "current GiB/s": gbps, "fitted GiB/s": gbps,

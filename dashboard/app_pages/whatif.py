@@ -222,12 +222,14 @@ def replan_tab(config: dict) -> None:
     s = res["summary"]
     m = st.columns(3)
     vs_scratch = whatif.vs_scratch_text(s["step_ms"], s["scratch_step_ms"])
-    m[0].metric("Slowest rank", ms_text(s["step_ms"]), vs_scratch,
-                delta_color="off" if vs_scratch.startswith("same") else "inverse")
+    same = vs_scratch.startswith("same")  # a tie, and the two lines below, are facts, not gains: no arrow
+    m[0].metric("Slowest rank", ms_text(s["step_ms"]), vs_scratch, delta_color="off" if same else "inverse",
+                delta_arrow="off" if same else "auto")
     m[1].metric("Bytes moved", engine.human_bytes(s["moved_bytes"]),
                 f"{s['moved_bytes'] / s['scratch_moved_bytes']:.0%} of from scratch" if s["scratch_moved_bytes"]
-                else "from scratch moves nothing", delta_color="off")
-    m[2].metric("Tables that move", f"{len(s['moved_tables'])}", f"{len(s['new_tables'])} new", delta_color="off")
+                else "from scratch moves nothing", delta_color="off", delta_arrow="off")
+    m[2].metric("Tables that move", f"{len(s['moved_tables'])}", f"{len(s['new_tables'])} new", delta_color="off",
+                delta_arrow="off")
     st.dataframe(whatif.replan_rows(s), hide_index=True)
     if s["checkpoint_breaks"]:
         st.warning("These tables' checkpoints do not load as they are: " + "; ".join(

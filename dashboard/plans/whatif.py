@@ -90,8 +90,23 @@ def sweep_figure(points: list[dict]) -> go.Figure:
                        colorbar=dict(title="peak HBM<br>of usable", tickformat=".0%", len=0.8)))
     sizes = sorted({p["world_size"] for p in points})
     fig.update_xaxes(title_text="GPUs (world size)", type="log", tickvals=sizes, ticktext=[str(s) for s in sizes])
-    fig.update_yaxes(title_text="slowest rank, ms per step", type="log")
+    ys = [floor, *steps]
+    ticks = log_ticks(min(ys), max(ys))
+    fig.update_yaxes(title_text="slowest rank, ms per step", type="log", tickvals=ticks,
+                     ticktext=[f"{v:,g}" for v in ticks])
     return fig
+
+
+def log_ticks(low: float, high: float) -> list[float]:
+    """1-2-5 ticks from `low` to `high` (one below and above), each labelled in full: plotly's own log ticks
+    label 0.5 and 0.05 as a bare '5', which reads as 5 ms."""
+    out = []
+    for k in range(math.floor(math.log10(low)) - 1, math.floor(math.log10(high)) + 2):
+        for m in (1, 2, 5):
+            v = float(f"{m}e{k}")
+            if low / 2.5 <= v <= high * 2.5:
+                out.append(v)
+    return out
 
 
 def _hover(p: dict) -> str:

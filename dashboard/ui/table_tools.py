@@ -9,7 +9,7 @@ import streamlit as st
 import engine
 from dashboard.tables import grid, import_apply, importers, presets, row_checks
 from dashboard.ui import state
-from dashboard.text import md
+from dashboard.text import count_text, md
 
 # Short labels in one row: the import tool is a popover under the toolbar, and with its error it must fit the
 # height left there at 1280x720 (issue 28 item 13: the error and the Import button were cut off at 900 px);
@@ -57,7 +57,7 @@ def preset_tool() -> None:
         if not with_topology:
             cfg["topology"] = state.topology()
         state.set_config(cfg, edit=f"load the preset {presets.TABLE_PRESETS[key]}")
-        state.flash(f"Loaded preset: {presets.TABLE_PRESETS[key]} ({len(cfg['tables'])} tables).")
+        state.flash(f"Loaded preset: {presets.TABLE_PRESETS[key]} ({count_text(len(cfg['tables']), 'table')}).")
         st.rerun()
 
 
@@ -133,7 +133,8 @@ def bulk_tool(rows: list[dict]) -> None:
     c1, c2 = st.columns(2)
     if c1.button(f"Apply to {len(hits)}", key="tables_bulk_apply", type="primary", disabled=not hits):
         new_rows, n = grid.bulk_set(rows, pattern, column, value)
-        _commit(new_rows, f"Set {grid.LABELS[column]} on {n} tables.", f"set {grid.LABELS[column]} on {n} tables")
+        _commit(new_rows, f"Set {grid.LABELS[column]} on {count_text(n, 'table')}.",
+                f"set {grid.LABELS[column]} on {count_text(n, 'table')}")
     request = {"positions": hits, "names": [rows[i].get("name") for i in hits]}
     c2.button(f"Delete {len(hits)}...", key="tables_bulk_delete", disabled=not hits,
               on_click=state.set_bulk_delete_request, args=(request,))
@@ -156,7 +157,7 @@ def confirm_delete(rows: list[dict], request: dict) -> None:
     if c1.button(f"Delete {n}", key="tables_bulk_delete_confirm", type="primary"):
         state.set_bulk_delete_request(None)
         new_rows, n = grid.delete_rows(rows, asked["positions"])
-        _commit(new_rows, f"Deleted {n} tables.", f"delete {n} tables")
+        _commit(new_rows, f"Deleted {count_text(n, 'table')}.", f"delete {count_text(n, 'table')}")
     c2.button("Cancel", key="tables_bulk_delete_cancel", on_click=state.set_bulk_delete_request, args=(None,))
 
 

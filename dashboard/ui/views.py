@@ -13,10 +13,14 @@ import engine
 from dashboard.plans import analysis, exports, figure_cache, headline, measured, table_matrix
 from dashboard.ui import services, state, workspace
 from dashboard.plans import calibration as calib
+from dashboard.tables import grid
 from dashboard.text import md, ms_text
 
 HEATMAP_DEFAULT_ROWS = 40
-TABLE_FRAME_HEIGHT_PX = 320
+TABLE_FRAME_HEIGHT_PX = 320  # at most: fewer tables get a frame as tall as their rows (grid.grid_height)
+# the four download buttons' columns, by the length of their labels: 'ShardingPlan Python snippet' was cut to
+# 'ShardingPlan Python ...' in a quarter of the row at 1280x720
+DOWNLOAD_WIDTHS = (2, 2.4, 3, 3.4)
 
 
 def _slug(text: str) -> str:
@@ -56,6 +60,17 @@ def calibrated_note(settings: dict | None, config: engine.Config | None = None) 
                    "validation runs: Topology's Calibration, or a run's flag on Runs).")
 
 
+def bound_help(plan: engine.Plan) -> str:
+    """What the 'Vs lower bound' figure is, or why a plan has none: only a plan from scratch by our planner
+    computes the bound (TorchRec's planner has none; a re-plan keeps placements and does not search)."""
+    if plan.lower_bound_ms:
+        return "slowest rank over a bound no plan can beat"
+    if plan.planner == "engine":
+        return ("a re-plan from the plan on screen computes no bound (it keeps most placements, without a search): "
+                "Plan from scratch gives one")
+    return "TorchRec's plans carry no bound"
+
+
 def plan_metrics(plan: engine.Plan) -> None:
     imb = analysis.imbalance(plan)
     kind = analysis.device_memory(plan)
@@ -67,8 +82,7 @@ def plan_metrics(plan: engine.Plan) -> None:
                    + (f"; planned in {secs:.2f} s" if secs is not None else ""))
     cols[1].metric("Imbalance (max/mean)", f"{imb.ratio:.3f}x")
     vs = imb.vs_lower_bound
-    cols[2].metric("Vs lower bound", f"{vs:.3f}x" if vs else "n/a",
-                   help="slowest rank over a bound no plan can beat" if vs else "TorchRec's plans carry no bound")
+    cols[2].metric("Vs lower bound", f"{vs:.3f}x" if vs else "n/a", help=bound_help(plan))
     cols[3].metric(f"Peak {kind.upper()} of a rank", engine.human_bytes(peak))
     if room is None:
         cols[4].metric("Tightest headroom", "n/a")
@@ -107,8 +121,9 @@ def plan_view(plan: engine.Plan, config: engine.Config, prefix: str) -> None:
             st.markdown("\n".join(f"- {md(n)}" for n in plan.notes))
     tab_tables, tab_heat = st.tabs(["Per-table sharding", "Table-by-rank heatmap"])
     with tab_tables:
-        st.dataframe(figure_cache.table_frame(plan, config), hide_index=True, height=TABLE_FRAME_HEIGHT_PX,
-                     key=f"{prefix}_tables_frame")
+        st.dataframe(figure_cache.table_frame(plan, config), hide_index=True, key=f"{prefix}_tables_frame",
+                     height=min(TABLE_FRAME_HEIGHT_PX, grid.grid_height(len(plan.tables), False)),
+                     column_config={"rows": st.column_config.NumberColumn(format="localized")})  # 7,275,445
     with tab_heat:
         heatmap(matrix, prefix)
 
@@ -137,7 +152,7 @@ def downloads(plan: engine.Plan, config: engine.Config, prefix: str, label: str 
     module_path = st.text_input("Module path of the EmbeddingBagCollection in your model", "",
                                 key=f"{prefix}_module_path", placeholder="e.g. sparse_arch.embedding_bag_collection",
                                 help="the key of the ShardingPlan; empty when DMP wraps the EBC itself")
-    c1, c2, c3, c4 = st.columns(4)
+    c1, c2, c3, c4 = st.columns(DOWNLOAD_WIDTHS)
     c1.download_button("Plan JSON", lambda: exports.plan_json(plan), f"{name}.plan.json", "application/json",
                        key=f"{prefix}_dl_plan", on_click="ignore", icon=":material/download:")
     c2.download_button("Config JSON", lambda: exports.config_json(config), f"{name}.config.json",
@@ -160,8 +175,10 @@ def run_verdict(frame, prefix: str) -> None:
     band = f"{measured.RATIO_LOW}x-{measured.RATIO_HIGH}x"
     c1.metric("Time, measured / estimated", measured.span_text(measured.span(frame, "time_ratio")),
               help=f"per rank, lowest to highest; the estimate holds within {band}", border=True)
-    c2.metric("Peak memory, measured / estimated", measured.span_text(measured.span(frame, "memory_ratio")),
-              help=f"per rank, lowest to highest; the estimate holds within {band}", border=True)
+    # 'Peak memory, measured / estimated' was cut to 'Peak memory, measured / estima...' at 1280x720
+    c2.metric("Memory, measured / estimated", measured.span_text(measured.span(frame, "memory_ratio")),
+              help=f"the step's peak memory, per rank, lowest to highest; the estimate holds within {band}",
+              border=True)
     c3.metric("Shards match the plan", measured.shards_text(frame), border=True,
               help="each rank compared the pieces it held with the plan's (validation runs)")
 

@@ -20,7 +20,7 @@ from dashboard.tables import grid, row_checks
 
 from dashboard.ui import services, state
 from dashboard.ui.state import CurrentPlan, PlanJob
-from dashboard.text import md, ms_text
+from dashboard.text import count_text, md, ms_text
 
 _slot = threading.local()  # each session's script runs in a thread of its own
 
@@ -180,8 +180,8 @@ def headline_text(current: CurrentPlan) -> str:
 def since_text(current: CurrentPlan) -> str:
     """The change line (markdown): who made the plan and how, and what changed since the plan before it."""
     group = headline.group_text(current.config)
-    by = f"Plan by {md(services.planner_label(current.planner))}, {len(current.plan.tables):,} tables on " \
-         + (group if group else f"{len(current.plan.ranks)} ranks")
+    by = f"Plan by {md(services.planner_label(current.planner))}, {count_text(len(current.plan.tables), 'table')} on " \
+         + (group if group else count_text(len(current.plan.ranks), 'rank'))
     if current.how:
         by += f", {current.how}"
     previous = state.previous_plan()
@@ -243,11 +243,11 @@ def guide() -> None:
     with st.container(border=True, key="ws_guide"):
         st.markdown("**Start here.** The TorchRec tutorial's 4 tables on 2 GPUs are loaded, and the line above is "
                     "their plan by our planner. Next:\n"
-                    "1. Edit a table in the grid below (its rows, dim or pooling factor) or the ranks on Topology: "
-                    "the plan above follows every edit.\n"
+                    "1. Edit a table on **Tables & constraints** (its rows, dim or pooling factor) or the ranks on "
+                    "**Topology**: the plan above follows every edit.\n"
                     "2. Open **Plan** for the detail: per-table sharding, memory and cost per rank, why the slowest "
                     "rank is slow, downloads.\n"
-                    "3. **Save & share** the plan as a link. **Presets** above the grid load bigger models.")
+                    "3. **Save & share** the plan as a link. **Presets** on Tables & constraints load bigger models.")
         st.button("Got it", key="ws_guide_dismiss", on_click=state.close_guide, icon=":material/check:")
 
 

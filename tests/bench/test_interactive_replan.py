@@ -14,6 +14,18 @@ def test_every_table_preset_is_covered_and_1000_tables_too():
     assert sizes["dlrm_criteo_1tb"] == len(presets.dlrm_criteo_1tb()["tables"])
     assert sizes["synthetic-200"] == presets.SyntheticSpec().count
     assert sum(n == 1000 for n in sizes.values()) >= 3 and len(presets.TABLE_PRESETS) == 3
+    for key, cluster in presets.CLUSTERS.items():  # 1,000 tables on each cluster preset of the Topology page
+        topology = raws[f"synthetic-1000 on {cluster.label}"]["topology"]
+        assert topology == presets.cluster_topology(key, presets.synthetic(presets.SyntheticSpec())["topology"])
+
+
+def test_a_preset_that_cannot_hold_the_tables_is_timed_to_its_refusal():
+    case = interactive_replan.run_preset("cpu", interactive_replan.PRESETS[
+        f"synthetic-1000 on {presets.CLUSTERS['cpu_2'].label}"](), 2, log=lambda s: None)
+    assert case["refused"] and case["first_plan_s"] > 0 and case["edits"] == []
+    assert "| cpu | 1000 x 2 | refused in " in interactive_replan.markdown(
+        {"command": "c", "date": "d", "cpus": 2, "load_before": "1", "load_after": "1", "repeats": 2,
+         "presets": [case]})
 
 
 def test_an_edit_changes_one_table_only():

@@ -88,6 +88,10 @@ def test_heatmap_colours_span_the_data_and_long_names_are_cut():
     empty = table_matrix.TableRankMatrix(tables=["t"], ranks=[0], values={k: np.zeros((1, 1))
                                                                       for k in table_matrix.MATRIX_METRICS})
     assert charts.heatmap(empty, "cost_ms").data[0].zmax is None  # nothing to span: plotly's default
+    mib = table_matrix.TableRankMatrix(tables=["t"], ranks=[0], values={"hbm_bytes": np.array([[3.0 * MIB]])})
+    heat = charts.heatmap(mib, "hbm_bytes").data[0]  # bytes in the unit of the largest cell
+    assert heat.colorbar.title.text == "MiB" and [list(r) for r in heat.z] == [[3.0]]
+    assert heat.hovertemplate.endswith(" MiB<extra></extra>")
 
 
 def test_compare_and_measured_figures():
@@ -95,6 +99,12 @@ def test_compare_and_measured_figures():
                           "hbm_bytes": [GIB, GIB, 2 * GIB, 0], "ddr_bytes": [0] * 4})
     fig = charts.compare_ranks(frame, "hbm_bytes", "HBM")
     assert [t.name for t in fig.data] == ["a", "b"] and list(fig.data[1].y) == [2.0, 0.0]
+    assert fig.layout.yaxis.title.text == "GiB"
+    # the tutorial's 2.84 MiB peaks read in MiB, not as 0.0025 GiB (walked at 1280x720)
+    small = frame.assign(hbm_bytes=[2.84 * MIB, 2.84 * MIB, 3 * MIB, 0])
+    fig = charts.compare_ranks(small, "hbm_bytes", "HBM")
+    assert fig.layout.yaxis.title.text == "MiB" and list(fig.data[1].y) == [3.0, 0.0]
+    assert charts.byte_scale(512.0) == (1024.0, "KiB") and charts.byte_scale(GIB) == (GIB, "GiB")
     meas = pd.DataFrame({"rank": [0, 1], "estimated_ms": [1.0, 1.0], "measured_ms": [1.5, None],
                          "estimated_bytes": [MIB, MIB], "measured_bytes": [2 * MIB, 3 * MIB]})
     fig = charts.measured_vs_estimated(meas)

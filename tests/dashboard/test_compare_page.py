@@ -56,6 +56,16 @@ def test_the_unsaved_current_plan_alone(app):
     assert not [h for h in app.subheader if h.value == "Differences"]
 
 
+def test_a_plan_just_saved_opens_beside_the_newest_other(app, store):
+    a, b = _save_two(store)
+    goto(app, "save_share")
+    app.button(key="save_run").click().run()
+    token = app.session_state["ws_plan"].token
+    assert token and token not in (a, b)
+    goto(app, "compare")
+    assert app.multiselect(key="compare_pick").value == [f"saved:{token}", f"saved:{b}"]
+
+
 def test_clear_all_shows_the_empty_state_and_the_page_polls_only_while_a_baseline_runs(app, store, polls):
     """The browser test's 'Clear all' once left the page as it was: the page polled every second with no TorchRec
     job (a run_every fragment called on every run), and a poll's run made Streamlit drop the messages of the run
@@ -136,8 +146,9 @@ def test_cpu_plans_compare_their_ddr(app, store):
     _pick(app, a, b)
     memory = next(s for s in plotly_specs(app) if "per rank (step's peak)" in s["layout"]["title"]["text"])
     assert memory["layout"]["title"]["text"] == "DDR per rank (step's peak)"
-    assert values(memory["data"][0]["y"]) == pytest.approx(
-        [r["memory_peak_ddr_bytes"] / 1024**3 for r in store.get_plan(a).plan["ranks"]])
+    assert values(memory["data"][0]["y"]) == pytest.approx(  # MiB: the unit of the largest (2.84 MiB)
+        [r["memory_peak_ddr_bytes"] / 1024**2 for r in store.get_plan(a).plan["ranks"]])
+    assert memory["layout"]["yaxis"]["title"]["text"] == "MiB"
     assert min(values(memory["data"][0]["y"])) > 0
     assert "peak DDR of a rank" in app.dataframe[1].value["headline"].tolist()
     peaks = app.dataframe[0].value["peak memory"].tolist()

@@ -3,6 +3,8 @@ replan after an edit; errors in one line. TorchRec's planner as the baseline: te
 
 from __future__ import annotations
 
+import json
+
 from dashboard.plans import analysis
 from dashboard.text import ms_text
 from tests.dashboard.helpers import edit, goto, plotly_specs, shown, workspace
@@ -34,6 +36,8 @@ def test_plan_the_tutorial_and_see_it(app):
     story = [m for m in shown(app, "markdown") if m.startswith("- Rank")]
     assert story and f"Rank {plan.bottleneck_rank}" in story[0]
     assert len(app.get("download_button")) == 4
+    columns = json.loads(app.dataframe[0].proto.columns)  # rows with thousands separators (7,275,445), not 7275445
+    assert columns["rows"]["type_config"]["format"] == "localized", columns
 
 
 def test_replans_on_edit_and_shows_config_errors(app):
@@ -52,6 +56,8 @@ def test_replans_on_edit_and_shows_config_errors(app):
                                    "got 0. Fix it on Tables & constraints or Topology."]
     # the last plan is another config's: never shown as the current one, only collapsed and labelled
     assert not app.dataframe and not plotly_specs(app) and not app.get("download_button")
+    last = app.session_state["ws_plan"].plan.max_rank_cost_ms  # 3 significant digits, as everywhere (was :.4g)
+    assert any(c.startswith(f"By Ours (engine): slowest rank {ms_text(last)}. ") for c in shown(app, "caption"))
     assert [e.label for e in app.expander] == ["The last plan, made for an earlier config (4 tables): not this "
                                                "config's"]
 
@@ -113,3 +119,32 @@ def test_a_step_peak_into_the_reservation_is_tight_not_over_capacity(app):
     goto(app, "tables")
     strip = [m for m in shown(app, "markdown") if "Slowest rank" in m]
     assert strip and "Tight" in strip[0] and "Over capacity" not in strip[0]
+
+
+def test_one_table_reads_as_one_table_and_a_replan_says_why_it_has_no_bound(app):
+    """Walked at 1280x720 (issue 28's fit and finish): a one-table config read '1 tables' in the sidebar, the
+    plan's caption and its progress bar; a re-planned plan's 'Vs lower bound' read n/a with the help "TorchRec's
+    plans carry no bound", though our planner made it."""
+    edit(app, "tables_grid", deleted=[1, 2, 3])
+    _plan_now(app)
+    assert app.progress[0].proto.text.startswith("Planned 1 table on 2 ranks")
+    captions = shown(app, "caption")
+    assert any(c.startswith("Plan by Ours (engine) · 1 table · ") for c in captions), captions
+    assert "1 table · 2 ranks · cuda" in shown(app.sidebar, "caption")
+    assert not any("1 tables" in c for c in captions + shown(app, "markdown")), captions
+    assert app.metric[2].label == "Vs lower bound" and app.metric[2].value.endswith("x")  # from scratch: a bound
+    goto(app, "tables")
+    edit(app, "tables_grid", edited={0: {"rows": 8192}})  # the working view re-plans from the plan on screen
+    goto(app, "plan")
+    assert app.session_state["ws_plan"].plan.lower_bound_ms is None
+    assert app.metric[2].value == "n/a" and "re-plan" in app.metric[2].proto.help
+    assert "TorchRec" not in app.metric[2].proto.help
+
+
+def test_the_guide_names_the_pages_it_points_at(app):
+    """The first view's guide is drawn under the headline of every editing page: on Topology there is no 'grid
+    below', so it names the pages."""
+    goto(app, "topology")
+    guide = [m for m in shown(app, "markdown") if m.startswith("**Start here.**")]
+    assert len(guide) == 1 and "**Tables & constraints**" in guide[0] and "below" not in guide[0]
+    assert "above the grid" not in guide[0]

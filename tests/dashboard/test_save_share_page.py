@@ -3,6 +3,8 @@ the saved plans list every whole link with one to copy, unknown tokens say so.""
 
 from __future__ import annotations
 
+import json
+
 import dataclasses
 
 from streamlit.testing.v1 import AppTest
@@ -112,6 +114,8 @@ def test_saved_plans_show_each_whole_link_and_one_to_copy(app, store, monkeypatc
     assert links.to_dict() == {"second": f"https://planner.example.org/?plan={second}",
                                "first": f"https://planner.example.org/?plan={first}"}
     assert app.code[-1].value == f"https://planner.example.org/?plan={second}"  # the plan just saved
+    columns = json.loads(app.dataframe[0].proto.columns)  # the slowest rank to 3 significant digits with its unit
+    assert columns["slowest rank"]["type_config"]["format"] == "%.3g ms", columns
     app.selectbox(key="save_link_pick").set_value(first).run()
     assert app.code[-1].value == f"https://planner.example.org/?plan={first}"
 
@@ -125,7 +129,7 @@ def test_the_share_view_shows_the_plans_runs_and_what_they_measured(app, store):
     assert runs["run"].tolist() == [run_id] and runs["status"].tolist() == ["succeeded"]
     metrics = {m.label: m.value for m in shared.metric}
     assert metrics["Time, measured / estimated"] == "44x-59x"
-    assert metrics["Peak memory, measured / estimated"] == "9.19x"
+    assert metrics["Memory, measured / estimated"] == "9.19x"
     assert metrics["Shards match the plan"] == "yes, all 2 ranks"
     assert any(w.startswith("Time: on rank 1 a step took 59x the estimate") for w in shown(shared, "warning"))
     titles = [s["layout"].get("title", {}).get("text") for s in plotly_specs(shared)]

@@ -7,6 +7,7 @@ import time
 
 import engine
 from dashboard.plans import whatif
+from streamlit.proto.Metric_pb2 import Metric
 from engine.sweep import ACCELERATORS, point_config, sweep
 from tests.dashboard.helpers import goto, plotly_specs, shown, workspace
 from tests.db.storetest import sample
@@ -74,6 +75,9 @@ def test_replan_from_a_saved_plan_becomes_the_current_plan(app, store) -> None:
     res = at.session_state["whatif_replan_result"]
     assert res["from"] == token and res["summary"]["moved_bytes"] == 0  # the same config: nothing moves
     assert [m.label for m in at.metric] == ["Slowest rank", "Bytes moved", "Tables that move"]
+    # 'same as from scratch', 'from scratch moves nothing', '0 new': facts drawn without an up arrow (walked at 1280)
+    assert at.metric[0].proto.delta == "same as from scratch"
+    assert [m.proto.direction for m in at.metric] == [Metric.MetricDirection.NONE] * 3
     at.button(key="whatif_use").click().run()
     current = at.session_state["ws_plan"]
     assert current.settings["replan_from"] == token and current.plan.tables == res["plan"].tables
@@ -102,6 +106,18 @@ def test_sweep_figure_marks_every_kind_of_point() -> None:
     assert frame["peak HBM, % of usable"].tolist()[:2] == [50.0, 130.0] and frame["step ms"].tolist()[:2] == [2, 3]
     assert set(whatif.POINT_FORMATS) <= set(frame.columns)
     assert whatif.POINT_FORMATS == {"step ms": "%.3g ms", "peak HBM, % of usable": "%.3g%%", "samples/s": "localized"}
+
+
+def test_the_sweep_axis_labels_each_tick_in_full() -> None:
+    """Walked at 1280x720: plotly's log axis labelled 0.5 ms and 0.05 ms as a bare '5', read as 5 ms. Every tick
+    is now a 1-2-5 value written in full, from below the lowest point to above the highest."""
+    base = {"device": "h100_80gb", "device_label": "H100", "hosts": 1, "batch_size": 512, "planned": True,
+            "fits": True, "peak_hbm_fraction": 0.1, "samples_per_s": 1e6, "pareto": False, "reason": ""}
+    pts = [dict(base, world_size=w, step_ms=ms) for w, ms in ((8, 0.0626), (64, 1.22), (1024, 10.5))]
+    axis = whatif.sweep_figure(pts).layout.yaxis
+    assert list(axis.ticktext) == ["0.02", "0.05", "0.1", "0.2", "0.5", "1", "2", "5", "10", "20"]
+    assert list(axis.tickvals) == [float(t) for t in axis.ticktext]
+    assert whatif.log_ticks(300.0, 2000.0)[-2:] == [2000.0, 5000.0] and "1,000" in f"{1000.0:,g}"
 
 
 def test_a_replan_as_fast_as_from_scratch_reads_the_same_not_plus_zero() -> None:

@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from dashboard.tables import grid
 from tests.e2e.conftest import new_page, settled
 
 VIEWPORTS = ({"width": 1280, "height": 720}, {"width": 1440, "height": 900})
@@ -59,6 +60,9 @@ def test_a_refused_snippet_shows_its_error_and_the_import_button_whole(app_url, 
     page.goto(app_url)
     page.locator('[data-testid="stDataFrameResizable"]').first.wait_for()
     settled(page)
+    # item 13: the tables grid as tall as its 4 rows and the add row, not 480 px with 8 empty rows under them
+    grid_box = page.locator('[data-testid="stDataFrameResizable"]').first.bounding_box()
+    assert grid_box["height"] <= grid.grid_height(4, True) + 2, grid_box
     page.get_by_role("button", name="Import", exact=True).click()
     body = page.locator('[data-testid="stPopoverBody"]')
     body.get_by_text("TorchRec snippet").click()
@@ -79,3 +83,24 @@ def test_a_refused_snippet_shows_its_error_and_the_import_button_whole(app_url, 
     screen = {"x": 0, "y": 0, **viewport}
     for name, box in (("Import button", button.bounding_box()), ("error", error.bounding_box())):
         assert _inside(box, shown) and _inside(box, screen), f"the {name} {box} is cut off: the popover shows {shown}"
+
+
+CUT_OFF = "(e) => [e, ...e.querySelectorAll('*')].filter((x) => x.scrollWidth > x.clientWidth + 1).length"
+
+
+@pytest.mark.parametrize("viewport", VIEWPORTS, ids=["1280x720", "1440x900"])
+def test_the_plans_table_fits_its_rows_and_every_download_shows_its_name(app_url, browser, tmp_path, viewport):
+    """Walked at 1280x720: the Plan page's per-table frame drew 4 empty rows under the tutorial's 4 tables, and
+    'ShardingPlan Python snippet' was cut to 'ShardingPlan Python ...' in a quarter of the row."""
+    page = new_page(browser, viewport, UI_TIMEOUT_MS)
+    page.goto(f"{app_url}/plan")
+    frame = page.locator('[data-testid="stDataFrame"]')  # the page's one frame (a frame's key gives it no class)
+    frame.locator('[data-testid="data-grid-canvas"]').wait_for()
+    settled(page)
+    frame.scroll_into_view_if_needed()
+    page.screenshot(path=str(tmp_path / f"plan-{viewport['width']}.png"))
+    assert frame.bounding_box()["height"] <= grid.grid_height(4, False) + 2  # header and 4 rows, no empty ones
+    for key, label in (("plan_dl_plan", "Plan JSON"), ("plan_dl_config", "Config JSON"), ("plan_dl_torchrec",
+                       "TorchRec-format text"), ("plan_dl_snippet", "ShardingPlan Python snippet")):
+        button = page.locator(f".st-key-{key} button")
+        assert button.inner_text().strip().endswith(label) and button.evaluate(CUT_OFF) == 0, f"{label} is cut off"

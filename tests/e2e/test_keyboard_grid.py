@@ -1,6 +1,7 @@
 """Issue 28 item 2 in Chromium, with key presses only: Tab from the toolbar reaches the tables grid, the arrows mark
 and move a cell, Enter opens the cell's editor, typing and Enter commit the edit and the headline re-plans (Streamlit
-1.67's data editor does this itself); the toolbar's buttons show a focus ring; Tab from an open popover's button goes
+1.67's data editor does this itself); the toolbar's buttons show a focus ring, and so do the grid's own (shown
+while one holds the focus, not only on hover); Tab from an open popover's button goes
 into the popover (dashboard.ui.keyboard) and Escape brings the focus back."""
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ VIEWPORT = {"width": 1440, "height": 900}
 UI_TIMEOUT_MS = 120_000
 CANVAS = '[data-testid="data-grid-canvas"]'
 DIM_COLUMN = 4  # hidden cells: 0 row marker, 1 row number, 2 name, 3 rows, 4 dim
-ACTIVE = ("() => { const e = document.activeElement; return {testid: e.getAttribute('data-testid') || '',"
-          " text: e.textContent, ring: getComputedStyle(e).boxShadow}; }")
+ACTIVE = ("() => { const e = document.activeElement; const bar = e.closest('[data-testid=\"stElementToolbar\"]');"
+          " return {testid: e.getAttribute('data-testid') || '', text: e.textContent,"
+          " ring: getComputedStyle(e).boxShadow, label: e.getAttribute('aria-label') || '',"
+          " shown: bar ? getComputedStyle(bar).opacity : '1'}; }")
 
 pytestmark = pytest.mark.timeout(420)
 
@@ -35,11 +38,18 @@ def test_the_tables_grid_is_edited_with_the_keyboard_only(app_url, browser, tmp_
     headline = page.locator(".st-key-ws_headline").inner_text()
     page.get_by_role("button", name="Add table").focus()  # the toolbar's last button: the keyboard's way in
     assert page.evaluate(ACTIVE)["ring"] != "none"  # a visible focus ring
+    toolbar = []
     for _ in range(10):  # the tab, then the grid's own toolbar (add row, columns, download, search, fullscreen)
-        if _press(page, "Tab")["testid"].startswith(("data-grid-canvas", "glide-cell-")):  # the grid or its cell
+        active = _press(page, "Tab")
+        if active["testid"].startswith(("data-grid-canvas", "glide-cell-")):  # the grid or its cell
             break
+        if active["testid"] == "stBaseButton-elementToolbar":
+            toolbar.append(active)
     else:
         pytest.fail(f"Tab never reached the grid: focus is on {page.evaluate(ACTIVE)}")
+    # the grid's own toolbar showed only on mouse hover: Tab reached invisible buttons with no ring
+    assert {b["label"] for b in toolbar} >= {"Add row", "Download as CSV", "Search", "Fullscreen"}, toolbar
+    assert all(b["shown"] == "1" and b["ring"] != "none" for b in toolbar), toolbar
     page.screenshot(path=str(tmp_path / "grid-focused.png"))
     # The first arrow marks the first cell where Tab left none marked (it varies with timing), then each moves one
     # to the right along the first row, to dim.

@@ -80,7 +80,7 @@ def test_a_long_plan_runs_in_a_worker_stalls_no_one_and_a_newer_request_supersed
     # The first user asks again (greedy only): the long plan is superseded and its worker killed.
     _set_effort(page, "0")
     page.get_by_role("button", name="Plan", exact=True).click()
-    page.get_by_text(re.compile(r"^Planned 1000 tables on 8 ranks in [0-9.]+ s")).wait_for()
+    page.get_by_text(re.compile(r"^Planned 1,000 tables on 8 ranks in [0-9.]+ s")).wait_for()
     idle(page)
     assert page.locator('[data-testid="stMetric"]').count() > 0  # the plan's figures are on screen
     until(lambda: not busy <= _workers(port), "the superseded plan's worker to end", 15,

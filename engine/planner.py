@@ -198,6 +198,7 @@ class _Found:
     fallbacks: list[str]
     tried: int = 0
     types: TypeSet | None = None  # the set of sharding types the plan was limited to
+    cost: tuple[float, float] = (np.inf, np.inf)  # typesets.score of pl when last scored
 
 
 def _try(cfg: Config, ts: TypeSet, recipe: Recipe, idx: np.ndarray, work: Work, settings: PlannerSettings,
@@ -216,15 +217,15 @@ def _search(cfg: Config, sets: list[TypeSet], fc: FixedCosts | None, work: Work,
     choices within the best plan's set. The first candidate that places is always placed in full; the next only
     while the exploring share of the work can pay for its greedy placement. Raises the first placement error if no
     candidate places."""
-    explore = EXPLORE_SHARE * work.budget
-    probe = Placement(cfg.topology)
+    explore, probe, n = EXPLORE_SHARE * work.budget, Placement(cfg.topology), len(sets[0].options)
     state = {"best": None, "error": None, "tried": 0, "failed": 0}
-    n = len(sets[0].options)
-    streams = {id(ts): candidates(ts.arr, ts.bound_ms, probe.hbm_cap, probe.ddr_cap, cfg.topology.world_size,
-                                  _totals(probe)) for ts in sets}
+    streams = {}
 
     def run(ts: TypeSet, first_only: bool) -> bool:
         """Candidates of one set; True where the best plan meets the lower bound."""
+        if id(ts) not in streams:
+            streams[id(ts)] = candidates(ts.arr, ts.bound_ms, probe.hbm_cap, probe.ddr_cap,
+                                         cfg.topology.world_size, _totals(probe))
         for recipe, idx in streams[id(ts)]:
             best = state["best"]
             if best is not None and (recipe.retry or work.done(explore - n * work.unit)):
@@ -233,8 +234,7 @@ def _search(cfg: Config, sets: list[TypeSet], fc: FixedCosts | None, work: Work,
                 found = _try(cfg, ts, recipe, idx, work, settings,
                              min(explore, work.used + CANDIDATE_SHARE * work.budget))
             except PlanningError as e:
-                state["error"] = state["error"] or e
-                state["failed"] += 1
+                state["error"], state["failed"] = state["error"] or e, state["failed"] + 1
                 if best is None and work.done():  # refusing is bounded by the same work as planning
                     error = state["error"]
                     raise PlanningError(
@@ -245,25 +245,23 @@ def _search(cfg: Config, sets: list[TypeSet], fc: FixedCosts | None, work: Work,
                     return False
                 continue
             state["tried"] += 1
-            if best is None or better(score(found.pl, fc), score(best.pl, fc)):
+            found.cost = score(found.pl, fc)
+            if best is None or better(found.cost, best.cost):
                 state["best"] = best = found
-            if score(best.pl, fc)[0] <= sets[0].lower_ms * (1 + CLOSE_ENOUGH):
-                return True
-            if first_only:
-                return False
+            met = best.cost[0] <= sets[0].lower_ms * (1 + CLOSE_ENOUGH)
+            if met or first_only:
+                return met
         return False
 
-    done = False
     for ts in sets:  # each set's cheapest choice, every type at once first
         best = state["best"]
-        if best is not None and (ts.lower_ms >= score(best.pl, fc)[0] * (1 - 1e-9)
-                                 or work.done(explore - n * work.unit)):
+        if best is not None and (ts.lower_ms >= best.cost[0] * (1 - 1e-9) or work.done(explore - n * work.unit)):
             continue  # no plan within these types beats the best, or no work left to try them
-        done = run(ts, first_only=len(sets) > 1)
-        if done:
+        if run(ts, first_only=len(sets) > 1):
             break
-    if not done and len(sets) > 1:  # the other choices within the best plan's set
-        run(state["best"].types if state["best"] is not None else sets[0], first_only=False)
+    else:
+        if len(sets) > 1:  # the other choices within the best plan's set
+            run(state["best"].types if state["best"] is not None else sets[0], first_only=False)
     if state["best"] is None:
         raise state["error"]
     state["best"].tried = state["tried"]
@@ -380,9 +378,10 @@ def _plan(cfg: Config, settings: PlannerSettings) -> Plan:
     steps = gains = 0
     if settings.search:
         steps = improve(found.pl, found.types.options, work)
-        if score(found.pl, fc)[0] > sets[0].lower_ms * (1 + CLOSE_ENOUGH):
+        found.cost = score(found.pl, fc)
+        if found.cost[0] > sets[0].lower_ms * (1 + CLOSE_ENOUGH):
             pl, gains = perturb(found.pl, found.types.options, work, settings.seed)
-            if fc is None or better(score(pl, fc), score(found.pl, fc)):  # the rounds compare loads alone
+            if fc is None or better(score(pl, fc), found.cost):  # its rounds compare loads alone
                 found.pl = pl
     pl = found.pl
     tables = with_notes(cfg, {cfg.tables[t].name: to_table_plan(pl.choice[t], pl.ranks[t])

@@ -75,17 +75,21 @@ def score(pl: Placement, fc: FixedCosts | None) -> tuple[float, float]:
     return float(load.max()), float(np.square(load).sum())
 
 
-@dataclass
 class TypeSet:
-    """A set of sharding types the search limits a plan to (None: every type), its options, and a lower bound on
-    any plan within it (its options' least costs, plus the least its types and the step cost where fixed costs
-    apply: on what `score` compares)."""
+    """A set of sharding types the search limits a plan to (None: every type), a lower bound on the slowest rank of
+    any plan within it without fixed costs (bound_ms) and with them, the step cost included, where they apply
+    (lower_ms: on what `score` compares), and its options, selected when the search first asks."""
 
-    types: tuple[ShardingType, ...] | None
-    arr: OptionArrays
-    bound_ms: float  # on the slowest rank's load without fixed costs
-    lower_ms: float  # with them
-    _options: list[list[Option]] | None = None
+    def __init__(self, types: tuple[ShardingType, ...] | None, bound_ms: float, lower_ms: float, arr: OptionArrays,
+                 options: list[list[Option]] | None = None, keep: np.ndarray | None = None):
+        self.types, self.bound_ms, self.lower_ms = types, bound_ms, lower_ms
+        self._all, self._keep, self._arr, self._options = arr, keep, (arr if keep is None else None), options
+
+    @property
+    def arr(self) -> OptionArrays:
+        if self._arr is None:
+            self._arr = self._all.select(self._keep)
+        return self._arr
 
     @property
     def options(self) -> list[list[Option]]:
@@ -115,25 +119,25 @@ def type_sets(arr: OptionArrays, options: list[list[Option]], bound_ms: float, f
     """The sets to try, every type at once first, then those of at most MAX_SET types that give every table an
     option, by their lower bound (ties: fewer types, then ShardingType's order). Without fixed costs, one set."""
     if fc is None:
-        return [TypeSet(None, arr, bound_ms, bound_ms, options)]
+        return [TypeSet(None, bound_ms, bound_ms, arr, options)]
     code = {st: i for i, st in enumerate(ShardingType)}
     kind = np.fromiter((code[o.sharding_type] for o in arr.options), dtype=np.int64, count=len(arr.options))
     types = [st for st in ShardingType if (kind == code[st]).any()]
-    has = np.zeros((arr.num_tables, len(types)), dtype=bool)
-    for j, st in enumerate(types):
-        has[arr.table[kind == code[st]], j] = True
-    out = [TypeSet(None, arr, bound_ms, bound_ms + _least_fixed_ms(fc, types, has, len(types)), options)]
+    # per table and type: its options' least piece and least total cost (inf: no option of that type)
+    piece = np.stack([arr.min_per_table(np.where(kind == code[st], arr.piece_ms, np.inf)) for st in types], axis=1)
+    cost = np.stack([arr.min_per_table(np.where(kind == code[st], arr.cost_ms, np.inf)) for st in types], axis=1)
+    has = np.isfinite(cost)
+    out = [TypeSet(None, bound_ms, bound_ms + _least_fixed_ms(fc, types, has, len(types)), arr, options)]
     for k in range(1, min(MAX_SET, len(types) - 1) + 1):
-        for pick in combinations(range(len(types)), k):
-            if not has[:, list(pick)].any(axis=1).all():
+        for pick in map(list, combinations(range(len(types)), k)):
+            if not has[:, pick].any(axis=1).all():
                 continue
-            keep = np.isin(kind, [code[types[j]] for j in pick])
-            sub = arr.select(keep)
-            least = max(float(sub.min_per_table(sub.piece_ms).max()),
-                        float(sub.min_per_table(sub.cost_ms).sum()) / ranks_worth) * scale
+            least = max(float(piece[:, pick].min(axis=1).max()),
+                        float(cost[:, pick].min(axis=1).sum()) / ranks_worth) * scale
             var = max(bound_ms, least)
             fixed = sum(fc.type_ms(types[j]) for j in pick) + fc.prof.launch_ms + fc.prof.step_ms
-            out.append(TypeSet(tuple(types[j] for j in pick), sub, var, var + fixed))
+            out.append(TypeSet(tuple(types[j] for j in pick), var, var + fixed, arr,
+                               keep=np.isin(kind, [code[types[j]] for j in pick])))
     return out[:1] + sorted(out[1:], key=lambda s: (s.lower_ms, len(s.types)))
 
 

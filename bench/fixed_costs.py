@@ -140,8 +140,7 @@ def markdown(args: argparse.Namespace, argv: list[str], rows: list[dict], times:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench.fixed_costs")
     p.add_argument("--survey", action="store_true")
     p.add_argument("--devices", nargs="+", default=["h100_80gb", "a100_40gb"])
@@ -153,6 +152,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ranks", type=int, default=1_024)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "fixed_costs.md")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = _parser()
+    argv = sys.argv[1:] if argv is None else argv
     args = p.parse_args(argv)
     if args.time and args.baseline is None:
         p.error("--time needs --baseline PATH")

@@ -3,8 +3,9 @@ sweep's accelerator topologies, and planning time against a baseline tree.
 
 --survey: every config of examples/ and bench's quick suite whose tables are free to take any sharding type, on
 each accelerator and world size given (published profile, as every sweep point has), planned by us; against it the
-same config with every table held to one sharding type (our planner within that type), and the plan for a mixed fleet
-of as many GPUs (half the accelerator, half A100 80GB) scored on the uniform one.
+same config with every table held to one sharding type (our planner within that type), the plan for a mixed fleet
+of as many GPUs (half the accelerator, half A100 80GB) scored on the uniform one, and with --torchrec TorchRec 1.8's
+plan scored by our estimator.
 --time: CPU seconds of engine.plan on bench.scale's seeded config (as given, and with the published profile), in a
 child process per run, this tree and --baseline alternating.
 Usage: python -m bench.fixed_costs [--survey] [--time --baseline PATH] [--devices ...] [--ranks-list ...] [--out PATH]
@@ -52,7 +53,7 @@ def free_configs() -> list[tuple[str, object]]:
     return [(n, c) for n, c in out if not any(k.sharding_types for k in c.constraints.values())]
 
 
-def survey_point(cfg, device: str, ranks: int, effort: int) -> dict:
+def survey_point(cfg, device: str, ranks: int, effort: int, torchrec: bool = False) -> dict:
     import engine
     from engine.sweep import candidate_topology
 
@@ -71,19 +72,23 @@ def survey_point(cfg, device: str, ranks: int, effort: int) -> dict:
             pass
     if ranks >= 16:
         mixed = engine.plan(on(f"{ranks // 2} {device} + {ranks - ranks // 2} a100_80gb"), settings)
-        alts["mixed fleet's plan"] = engine.evaluate(c, mixed.tables).max_rank_cost_ms
+        scored = engine.evaluate(c, mixed.tables)
+        if all(r.hbm_bytes <= r.hbm_cap_bytes and r.ddr_bytes <= r.ddr_cap_bytes for r in scored.ranks):
+            alts["mixed fleet's plan"] = scored.max_rank_cost_ms  # where it fits the uniform ranks' memory
+    if torchrec:  # TorchRec 1.8's planner on the same input, scored by our estimator (as bench does)
+        alts["TorchRec's plan"] = engine.torchrec_planner()(c).max_rank_cost_ms
     best = min(alts, key=alts.get)
     return {"ours_ms": ours.max_rank_cost_ms, "lower_bound_ms": ours.lower_bound_ms,
             "types": sorted({t.sharding_type.value for t in ours.tables.values()}), "best_alt": best,
             "best_alt_ms": alts[best]}
 
 
-def survey(devices: list[str], ranks: list[int], effort: int) -> list[dict]:
+def survey(devices: list[str], ranks: list[int], effort: int, torchrec: bool = False) -> list[dict]:
     rows = []
     for name, cfg in free_configs():
         for device in devices:
             for w in ranks:
-                row = {"config": name, "device": device, "ranks": w, **survey_point(cfg, device, w, effort)}
+                row = {"config": name, "device": device, "ranks": w, **survey_point(cfg, device, w, effort, torchrec)}
                 print(json.dumps(row), file=sys.stderr, flush=True)
                 rows.append(row)
     return rows
@@ -117,8 +122,9 @@ def markdown(args: argparse.Namespace, argv: list[str], rows: list[dict], times:
              f"Date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; load average after the run "
              f"{load[0]:.2f}, {load[1]:.2f}, {load[2]:.2f} (2 cores shared with other work)", ""]
     if rows:
+        theirs = "; TorchRec 1.8 planner's plan scored by our estimator" if args.torchrec else ""
         lines += [f"Survey, effort {args.effort:,}: our plan against the best alternative (one sharding type for every "
-                  "table, our planner within it; the mixed fleet's plan scored on the uniform one).", "",
+                  f"table, our planner within it; the mixed fleet's plan scored on the uniform one{theirs}).", "",
                   "| config | device | ranks | ours ms | lower bound ms | our types | best alternative | its ms | "
                   "ours / it |", "|---|---|---|---|---|---|---|---|---|"]
         for r in rows:
@@ -146,6 +152,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--devices", nargs="+", default=["h100_80gb", "a100_40gb"])
     p.add_argument("--ranks-list", type=int, nargs="+", default=[8, 16, 32, 64])
     p.add_argument("--effort", type=int, default=10_000, help="the sweep's effort per point (default %(default)s)")
+    p.add_argument("--torchrec", action="store_true", help="the survey also plans with TorchRec 1.8's planner")
     p.add_argument("--time", action="store_true")
     p.add_argument("--baseline", type=Path, help="a tree of this repository to time against (e.g. a worktree of main)")
     p.add_argument("--tables", type=int, default=10_000)
@@ -161,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.time and args.baseline is None:
         p.error("--time needs --baseline PATH")
-    rows = survey(args.devices, args.ranks_list, args.effort) if args.survey else []
+    rows = survey(args.devices, args.ranks_list, args.effort, args.torchrec) if args.survey else []
     times = time_runs(args.baseline.resolve(), args.tables, args.ranks, args.repeat) if args.time else {}
     args.out.write_text(markdown(args, argv, rows, times))
     print(args.out)

@@ -219,7 +219,7 @@ def _search(cfg: Config, sets: list[TypeSet], fc: FixedCosts | None, work: Work,
     candidate places."""
     explore, probe, n = EXPLORE_SHARE * work.budget, Placement(cfg.topology), len(sets[0].options)
     state = {"best": None, "error": None, "tried": 0, "failed": 0}
-    streams = {}
+    streams, placed = {}, {}
 
     def run(ts: TypeSet, first_only: bool) -> bool:
         """Candidates of one set; True where the best plan meets the lower bound."""
@@ -241,11 +241,10 @@ def _search(cfg: Config, sets: list[TypeSet], fc: FixedCosts | None, work: Work,
                         f"{error.message} ({state['failed']} ways to choose the options were tried before the effort "
                         "ran out.)", tables=error.tables, fixes=error.fixes + ("a larger --effort, to try more ways",)
                     ) from None
-                if first_only:
-                    return False
                 continue
             state["tried"] += 1
             found.cost = score(found.pl, fc)
+            placed.setdefault(id(ts), (found.cost, ts))  # the first plan within each set
             if best is None or better(found.cost, best.cost):
                 state["best"] = best = found
             met = best.cost[0] <= sets[0].lower_ms * (1 + CLOSE_ENOUGH)
@@ -253,15 +252,17 @@ def _search(cfg: Config, sets: list[TypeSet], fc: FixedCosts | None, work: Work,
                 return met
         return False
 
-    for ts in sets:  # each set's cheapest choice, every type at once first
+    for ts in sets:  # each set's first choice that places, every type at once first
         best = state["best"]
-        if best is not None and (ts.lower_ms >= best.cost[0] * (1 - 1e-9) or work.done(explore - n * work.unit)):
-            continue  # no plan within these types beats the best, or no work left to try them
+        if best is not None and (ts.lower_ms >= best.cost[0] * (1 - 1e-9) or work.done(explore - n * work.unit)
+                                 or (ts.types and not fc.worth_trying(ts, best.pl, best.cost[0]))):
+            continue  # no plan within these types beats the best, or little to save, or no work left to try them
         if run(ts, first_only=len(sets) > 1):
             break
-    else:
-        if len(sets) > 1:  # the other choices within the best plan's set
-            run(state["best"].types if state["best"] is not None else sets[0], first_only=False)
+    else:  # the other choices within each set that placed, best first, while the work lasts
+        for _, ts in sorted(placed.values(), key=lambda v: v[0]) if len(sets) > 1 else ():
+            if run(ts, first_only=False) or work.done(explore - n * work.unit):
+                break
     if state["best"] is None:
         raise state["error"]
     state["best"].tried = state["tried"]

@@ -80,7 +80,7 @@ def survey_point(cfg, device: str, ranks: int, effort: int, torchrec: bool = Fal
     best = min(alts, key=alts.get)
     return {"ours_ms": ours.max_rank_cost_ms, "lower_bound_ms": ours.lower_bound_ms,
             "types": sorted({t.sharding_type.value for t in ours.tables.values()}), "best_alt": best,
-            "best_alt_ms": alts[best]}
+            "best_alt_ms": alts[best], "torchrec_ms": alts.get("TorchRec's plan")}
 
 
 def survey(devices: list[str], ranks: list[int], effort: int, torchrec: bool = False) -> list[dict]:
@@ -126,11 +126,13 @@ def markdown(args: argparse.Namespace, argv: list[str], rows: list[dict], times:
         lines += [f"Survey, effort {args.effort:,}: our plan against the best alternative (one sharding type for every "
                   f"table, our planner within it; the mixed fleet's plan scored on the uniform one{theirs}).", "",
                   "| config | device | ranks | ours ms | lower bound ms | our types | best alternative | its ms | "
-                  "ours / it |", "|---|---|---|---|---|---|---|---|---|"]
+                  f"ours / it |{' ours / TorchRec |' if args.torchrec else ''}",
+                  f"|---|---|---|---|---|---|---|---|---|{'---|' if args.torchrec else ''}"]
         for r in rows:
             lines.append(f"| {r['config']} | {r['device']} | {r['ranks']} | {r['ours_ms']:.4f} | "
                          f"{r['lower_bound_ms']:.4f} | {', '.join(r['types'])} | {r['best_alt']} | "
-                         f"{r['best_alt_ms']:.4f} | {r['ours_ms'] / r['best_alt_ms']:.3f} |")
+                         f"{r['best_alt_ms']:.4f} | {r['ours_ms'] / r['best_alt_ms']:.3f} |"
+                         + (f" {r['ours_ms'] / r['torchrec_ms']:.3f} |" if args.torchrec else ""))
         lines.append("")
     if times:
         lines += [f"Planning {args.tables:,} tables on {args.ranks:,} ranks (bench.scale's seeded config), CPU "

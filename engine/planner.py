@@ -29,6 +29,7 @@ from engine.profile import notes as profile_notes
 from engine.groups import place_group, place_past_apart
 from engine.partition import Placement, PlacementRules, Work, better, improve, perturb
 from engine.strategy import OptionArrays, Recipe, candidates, option_arrays, relaxed_bound_ms
+from engine.typesets import FixedCosts, TypeSet, fixed_costs, lower_bound_ms, score, type_sets
 from engine.types import PLACEMENT_FIELDS, Config, Plan, Shard, ShardingType, TablePlan
 
 
@@ -198,43 +199,76 @@ class _Found:
     recipe: Recipe
     fallbacks: list[str]
     tried: int = 0
+    types: TypeSet | None = None  # the set of sharding types the plan was limited to
+    cost: tuple[float, float] = (np.inf, np.inf)  # typesets.score of pl when last scored
 
 
-def _search(cfg: Config, options: list[list[Option]], arr: OptionArrays, bound: float, work: Work,
-            settings: PlannerSettings) -> _Found:
+def _try(cfg: Config, ts: TypeSet, recipe: Recipe, idx: np.ndarray, work: Work, settings: PlannerSettings,
+         limit: float) -> _Found:
+    """One candidate choice placed greedily and improved (up to `limit` work used); raises PlanningError."""
+    pl, fallbacks = place_greedy(cfg, ts.options, [ts.arr.options[i] for i in idx], recipe.balance_memory, work)
+    if settings.search:
+        improve(pl, ts.options, work, limit=limit)
+    return _Found(pl, recipe, fallbacks, types=ts)
+
+
+def _search(cfg: Config, sets: list[TypeSet], fc: FixedCosts | None, work: Work, settings: PlannerSettings) -> _Found:
     """Place each candidate choice greedily and improve it for a slice of the work, stopping early at the
-    bound; keep the best. The first candidate that places is always placed in full; the next only while the
-    exploring share of the work can pay for its greedy placement. Raises the first placement error if no
+    bound; keep the best. First the cheapest choice within each set of sharding types (one set where the types'
+    costs do not depend on the plan), skipping the sets whose bound the best plan already meets; then the other
+    choices within the best plan's set. The first candidate that places is always placed in full; the next only
+    while the exploring share of the work can pay for its greedy placement. Raises the first placement error if no
     candidate places."""
-    explore = EXPLORE_SHARE * work.budget
-    probe = Placement(cfg.topology)
-    best, error, tried, failed = None, None, 0, 0
-    n = len(options)
-    for recipe, idx in candidates(arr, bound, probe.hbm_cap, probe.ddr_cap, cfg.topology.world_size,
-                                  _totals(probe)):
-        if best is not None and (recipe.retry or work.done(explore - n * work.unit)):
-            break  # the rest are retries and a plan was found, or no work left to place one more
-        try:
-            pl, fallbacks = place_greedy(cfg, options, [arr.options[i] for i in idx], recipe.balance_memory, work)
-        except PlanningError as e:
-            error = error or e
-            failed += 1
-            if best is None and work.done():  # refusing is bounded by the same work as planning
-                raise PlanningError(
-                    f"{error.message} ({failed} ways to choose the options were tried before the effort ran out.)",
-                    tables=error.tables, fixes=error.fixes + ("a larger --effort, to try more ways",)) from None
-            continue
-        tried += 1
-        if settings.search:
-            improve(pl, options, work, limit=min(explore, work.used + CANDIDATE_SHARE * work.budget))
-        if best is None or better(pl.score(), best.pl.score()):
-            best = _Found(pl, recipe, fallbacks)
-        if best.pl.score()[0] <= bound * (1 + CLOSE_ENOUGH):
+    explore, probe, n = EXPLORE_SHARE * work.budget, Placement(cfg.topology), len(sets[0].options)
+    state = {"best": None, "error": None, "tried": 0, "failed": 0}
+    streams, placed = {}, {}
+
+    def run(ts: TypeSet, first_only: bool) -> bool:
+        """Candidates of one set; True where the best plan meets the lower bound."""
+        if id(ts) not in streams:
+            streams[id(ts)] = candidates(ts.arr, ts.bound_ms, probe.hbm_cap, probe.ddr_cap,
+                                         cfg.topology.world_size, _totals(probe))
+        for recipe, idx in streams[id(ts)]:
+            best = state["best"]
+            if best is not None and (recipe.retry or work.done(explore - n * work.unit)):
+                return False  # the rest are retries and a plan was found, or no work left to place one more
+            try:
+                found = _try(cfg, ts, recipe, idx, work, settings,
+                             min(explore, work.used + CANDIDATE_SHARE * work.budget))
+            except PlanningError as e:
+                state["error"], state["failed"] = state["error"] or e, state["failed"] + 1
+                if best is None and work.done():  # refusing is bounded by the same work as planning
+                    error = state["error"]
+                    raise PlanningError(
+                        f"{error.message} ({state['failed']} ways to choose the options were tried before the effort "
+                        "ran out.)", tables=error.tables, fixes=error.fixes + ("a larger --effort, to try more ways",)
+                    ) from None
+                continue
+            state["tried"] += 1
+            found.cost = score(found.pl, fc)
+            placed.setdefault(id(ts), (found.cost, ts))  # the first plan within each set
+            if best is None or better(found.cost, best.cost):
+                state["best"] = best = found
+            met = best.cost[0] <= sets[0].lower_ms * (1 + CLOSE_ENOUGH)
+            if met or first_only:
+                return met
+        return False
+
+    for ts in sets:  # each set's first choice that places, every type at once first
+        best = state["best"]
+        if best is not None and (ts.lower_ms >= best.cost[0] * (1 - 1e-9) or work.done(explore - n * work.unit)
+                                 or (ts.types and not fc.worth_trying(ts, best.pl, best.cost[0]))):
+            continue  # no plan within these types beats the best, or little to save, or no work left to try them
+        if run(ts, first_only=len(sets) > 1):
             break
-    if best is None:
-        raise error
-    best.tried = tried
-    return best
+    else:  # the other choices within each set that placed, best first, while the work lasts
+        for _, ts in sorted(placed.values(), key=lambda v: v[0]) if len(sets) > 1 else ():
+            if run(ts, first_only=False) or work.done(explore - n * work.unit):
+                break
+    if state["best"] is None:
+        raise state["error"]
+    state["best"].tried = state["tried"]
+    return state["best"]
 
 
 def safety_stop_note(work: Work, time_budget_s: float, what: str = "the search") -> str:
@@ -265,6 +299,8 @@ def _notes(cfg: Config, arr: OptionArrays, found: _Found, steps: int, gains: int
                      f"used the cheapest that fit: {', '.join(found.fallbacks[:5])}{more}")
     if found.tried > 1:
         notes.append(f"best of {found.tried} candidate choices: {found.recipe.label}")
+    if found.types.types is not None:
+        notes.append(f"{found.types.label}: each type a plan uses adds its collectives to every rank's step")
     if steps:
         notes.append(f"local search: {steps} improving steps")
     if gains:
@@ -339,12 +375,17 @@ def _plan(cfg: Config, settings: PlannerSettings) -> Plan:
     bound = max(relaxed_bound_ms(arr, ranks_worth, probe.hbm_total, probe.ddr_total) * scale,
                 _workset_bound_ms(placeable, arr, probe))
     work = Work(budget=float(settings.effort), world_size=w, deadline=deadline, start=start)
-    found = _search(cfg, placeable, arr, bound, work, settings)
+    fc = fixed_costs(cfg)
+    sets = type_sets(arr, placeable, bound, fc, ranks_worth, scale)
+    found = _search(cfg, sets, fc, work, settings)
     steps = gains = 0
     if settings.search:
-        steps = improve(found.pl, placeable, work)
-        if found.pl.score()[0] > bound * (1 + CLOSE_ENOUGH):
-            found.pl, gains = perturb(found.pl, placeable, work, settings.seed)
+        steps = improve(found.pl, found.types.options, work)
+        found.cost = score(found.pl, fc)
+        if found.cost[0] > sets[0].lower_ms * (1 + CLOSE_ENOUGH):
+            pl, gains = perturb(found.pl, found.types.options, work, settings.seed)
+            if fc is None or better(score(pl, fc), found.cost):  # its rounds compare loads alone
+                found.pl = pl
     pl = found.pl
     tables = with_notes(cfg, {cfg.tables[t].name: to_table_plan(pl.choice[t], pl.ranks[t])
                               for t in range(len(cfg.tables))})
@@ -356,7 +397,7 @@ def _plan(cfg: Config, settings: PlannerSettings) -> Plan:
                                    "pin them to the same ranks (constraints.<table>.ranks)"))
     check_ssd(cfg, tables)  # key_value's SSD: placed on ranks that have some (engine.tiers.ssd_ranks), then summed
     prof = active(cfg.topology)  # every rank pays the profile's per-step cost: the bound does too
-    floor_ms = prof.step_ms if prof else 0.0
+    floor_ms = prof.step_ms if prof and fc is None else 0.0  # (with fixed costs, the sets' bounds hold it)
     return evaluate(cfg, tables, planner="engine", planning_seconds=time.perf_counter() - start,
-                    lower_bound_ms=bound + floor_ms,
+                    lower_bound_ms=lower_bound_ms(sets) + floor_ms,
                     notes=tuple(_notes(cfg, arr, found, steps, gains, work, settings)))

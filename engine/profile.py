@@ -167,29 +167,46 @@ def _output_rounds(st: ShardingType, topo: Topology, backend: str) -> tuple[floa
     return w - 1.0, w - 1.0
 
 
+def type_rounds(st: ShardingType, topo: Topology, backend: str, weighted: bool = False,
+                dp_bytes: float = 0.0) -> tuple[float, float, float]:
+    """(input, forward, backward) latency rounds that a plan's step takes because some table uses sharding type
+    `st` (weighted: one of them has weighted features; dp_bytes: data-parallel tables' weight bytes, all-reduced in
+    DDP buckets). The same for a plan whatever else it holds: a plan pays them once per type it uses."""
+    w = topo.world_size
+    if st is ShardingType.DATA_PARALLEL:
+        return 0.0, 0.0, math.ceil(dp_bytes / DDP_BUCKET_BYTES) * ALL_REDUCE_ROUNDS * (w - 1.0)
+    fwd, bwd = _output_rounds(st, topo, backend)
+    return (INPUT_DIST_COLLECTIVES + weighted) * (w - 1.0), fwd, bwd
+
+
+def counts_of(topo: Topology, held: dict[ShardingType, np.ndarray], weighted_types: set[ShardingType],
+              dp_bytes: float, backend: str, pieces: np.ndarray | None = None) -> StepCounts:
+    """StepCounts from each sharding type's ranks holding a piece (bool per rank) and the types a weighted table
+    uses; `pieces` per rank where known (zeros otherwise)."""
+    w = topo.world_size
+    launches = np.zeros(w)
+    rounds = np.zeros(3)
+    for st, on in held.items():
+        launches += on
+        rounds += type_rounds(st, topo, backend, st in weighted_types, dp_bytes)
+    return StepCounts(*rounds.tolist(), launches, np.zeros(w) if pieces is None else pieces)
+
+
 def step_counts(topo: Topology, tables: dict[str, TablePlan], weighted: set[str] | frozenset = frozenset(),
                 dp_bytes: float = 0.0, backend: str = "gloo") -> StepCounts:
     """Collective rounds, launches and pieces of one step. `weighted`: tables with weighted features;
     `dp_bytes`: the data-parallel tables' weight bytes (their gradients are all-reduced in DDP buckets)."""
     w = topo.world_size
-    launches, pieces = np.zeros(w), np.zeros(w)
-    groups: dict[ShardingType, set[int]] = {}
+    pieces = np.zeros(w)
+    held: dict[ShardingType, np.ndarray] = {}
     weighted_types: set[ShardingType] = set()
     for name, tp in tables.items():
-        ranks = _holders(tp)
-        np.add.at(pieces, np.array(ranks, dtype=np.int64), 1.0)
-        groups.setdefault(tp.sharding_type, set()).update(ranks)
+        ranks = np.array(_holders(tp), dtype=np.int64)
+        np.add.at(pieces, ranks, 1.0)
+        held.setdefault(tp.sharding_type, np.zeros(w, dtype=bool))[ranks] = True
         if name in weighted:
             weighted_types.add(tp.sharding_type)
-    for ranks in groups.values():
-        launches[list(ranks)] += 1.0
-    sharded = [st for st in groups if st is not ShardingType.DATA_PARALLEL]
-    inp = sum(INPUT_DIST_COLLECTIVES + (st in weighted_types) for st in sharded) * (w - 1.0)
-    fwd = sum(_output_rounds(st, topo, backend)[0] for st in sharded)
-    bwd = sum(_output_rounds(st, topo, backend)[1] for st in sharded)
-    if ShardingType.DATA_PARALLEL in groups:
-        bwd += math.ceil(dp_bytes / DDP_BUCKET_BYTES) * ALL_REDUCE_ROUNDS * (w - 1)
-    return StepCounts(inp, fwd, bwd, launches, pieces)
+    return counts_of(topo, held, weighted_types, dp_bytes, backend, pieces)
 
 
 def fixed_perf(prof: DeviceProfile, counts: StepCounts) -> np.ndarray:
@@ -228,7 +245,11 @@ def step_perf(cfg: Config, tables: dict[str, TablePlan], perf_ms: np.ndarray) ->
     prof = active(topo)
     if prof is None:
         return perf_ms
-    counts = plan_counts(cfg, tables, prof.backend)
+    return with_fixed(prof, topo, plan_counts(cfg, tables, prof.backend), perf_ms)
+
+
+def with_fixed(prof: DeviceProfile, topo: Topology, counts: StepCounts, perf_ms: np.ndarray) -> np.ndarray:
+    """(W, 6) per-rank times perf_ms with the profile's fixed costs of a step that `counts` describes (step_perf)."""
     perf = perf_ms + fixed_perf(prof, counts)
     if prof.shares_cores(topo):
         total = perf.sum(axis=1)
@@ -246,4 +267,4 @@ def piece_perf(prof: DeviceProfile) -> np.ndarray:
 
 __all__ = ["BACKEND", "DeviceProfile", "FIXED_COSTS", "PROFILE_FIELDS", "StepCounts", "active", "fixed_perf", "notes",
            "parse_profile", "piece_perf", "host_floor", "plan_counts", "published_cuda", "step_counts",
-           "step_perf"]
+           "step_perf", "type_rounds", "counts_of", "with_fixed"]

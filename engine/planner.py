@@ -14,7 +14,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine import constants as C
-
 from engine.tiers import check_ssd, offloadable
 from engine.enumerate import Option, all_table_options
 from engine.clf import with_notes
@@ -24,10 +23,10 @@ from engine.evaluate import evaluate
 from engine.planfile import placement_problem
 from engine.refuse import no_room, refuse_too_big
 from engine.replicas import group_config, with_group_note
-from engine.profile import active
-from engine.profile import notes as profile_notes
+from engine.profile import active, notes as profile_notes
 from engine.groups import place_group, place_past_apart
 from engine.partition import Placement, PlacementRules, Work, better, improve, perturb
+from engine.work import safety_stop_note
 from engine.strategy import OptionArrays, Recipe, candidates, option_arrays, relaxed_bound_ms
 from engine.typesets import FixedCosts, TypeSet, fixed_costs, lower_bound_ms, score, type_sets
 from engine.types import PLACEMENT_FIELDS, Config, Plan, Shard, ShardingType, TablePlan
@@ -269,16 +268,6 @@ def _search(cfg: Config, sets: list[TypeSet], fc: FixedCosts | None, work: Work,
         raise state["error"]
     state["best"].tried = state["tried"]
     return state["best"]
-
-
-def safety_stop_note(work: Work, time_budget_s: float, what: str = "the search") -> str:
-    """The plan's note when the wall-clock safety stop cut `what` short (work.cut): when, and that the plan now
-    depends on the machine's speed."""
-    return (f"{what} stopped at the wall-clock safety stop ({time_budget_s:g} s), found passed {work.cut_s:.3g} s "
-            f"into planning after a step of {work.step_s:.3g} s that it does not interrupt (pricing, a greedy "
-            f"placement, a search step), with {work.used:,.0f} of {work.budget:,.0f} work units done: this plan "
-            "depends on the machine's speed and load; raise the time budget or lower the effort to get the same plan "
-            "every time")
 
 
 def _notes(cfg: Config, arr: OptionArrays, found: _Found, steps: int, gains: int, work: Work,

@@ -50,3 +50,13 @@ class Work:
                 self.cut, self.cut_s, self.step_s = True, now - self.start, now - self._read
             self._read = now
         return self.cut
+
+
+def safety_stop_note(work: Work, time_budget_s: float, what: str = "the search") -> str:
+    """The plan's note when the wall-clock safety stop cut `what` short (work.cut): when, and that the plan now
+    depends on the machine's speed."""
+    return (f"{what} stopped at the wall-clock safety stop ({time_budget_s:g} s), found passed {work.cut_s:.3g} s "
+            f"into planning after a step of {work.step_s:.3g} s that it does not interrupt (pricing, a greedy "
+            f"placement, a search step), with {work.used:,.0f} of {work.budget:,.0f} work units done: this plan "
+            "depends on the machine's speed and load; raise the time budget or lower the effort to get the same plan "
+            "every time")

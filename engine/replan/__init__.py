@@ -22,7 +22,8 @@ from engine.evaluate import evaluate
 from engine.placement import Placement
 from engine.replicas import group_config
 from engine.planfile import placement_problem
-from engine.planner import PlannerSettings, plan, rules_of, safety_stop_note, to_table_plan
+from engine.planner import PlannerSettings, plan, rules_of, to_table_plan
+from engine.work import safety_stop_note
 from engine.strategy import option_arrays
 from engine.replan.align import relabel
 from engine.replan.moves import (Moves, OldTable, checkpoint_breaks, load_old_plan, moved_bytes, old_bytes,

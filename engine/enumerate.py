@@ -169,7 +169,8 @@ class Priced:
             lo, hi = self._lo, self._hi
             self._ests = tuple(ShardEstimates(e.perf_ms[lo:hi], e.hbm_bytes[lo:hi], e.ddr_bytes[lo:hi],
                                               e.input_bytes[lo:hi], e.output_bytes[lo:hi], e.workset_bytes[lo:hi],
-                                              e.workset_rows[lo:hi])
+                                              e.workset_rows[lo:hi], None if e.ssd_bytes is None else
+                                              e.ssd_bytes[lo:hi])
                                for e in self._group)
         return self._ests
 
@@ -183,9 +184,9 @@ class Priced:
         """Kernel k's estimates per shard (made only for the options placement touches)."""
         e = self.ests[k]
         counts = self.counts  # the distinct shapes come in shard order
-        return ShardEstimates(*(np.repeat(a, counts, axis=0) for a in
+        return ShardEstimates(*(None if a is None else np.repeat(a, counts, axis=0) for a in
                                 (e.perf_ms, e.hbm_bytes, e.ddr_bytes, e.input_bytes, e.output_bytes,
-                                 e.workset_bytes, e.workset_rows)))
+                                 e.workset_bytes, e.workset_rows, e.ssd_bytes)))
 
 
 # sharding type, its kernels, column width (or 0), and the cache load factor fused_uvm_caching is priced at (None:

@@ -15,7 +15,7 @@ import numpy as np
 
 from engine import constants as C
 
-from engine.tiers import check_ssd, offloadable
+from engine.tiers import check_ssd, offloadable, plans_kv, ssd_pieces
 from engine.enumerate import Option, all_table_options
 from engine.clf import with_notes
 from engine.errors import PlanningError
@@ -177,6 +177,8 @@ def _placeable(cfg: Config, options: list[list[Option]]) -> tuple[list[list[Opti
     fits = np.zeros(len(arr.table), dtype=bool)
     for h, d in _largest_ranks(probe):  # some rank holds the piece
         fits |= (arr.piece_hbm_bytes <= h) & (arr.piece_ddr_bytes <= d)
+    if plans_kv(cfg):  # and its SSD (key_value's)
+        fits &= ssd_pieces(arr.options) <= probe.ssd_caps.max()
     per_table = np.zeros(len(options), dtype=np.int64)
     np.add.at(per_table, arr.table[fits], 1)
     if (per_table == 0).any():
@@ -210,8 +212,9 @@ def _search(cfg: Config, options: list[list[Option]], arr: OptionArrays, bound: 
     probe = Placement(cfg.topology)
     best, error, tried, failed = None, None, 0, 0
     n = len(options)
+    ssd = (ssd_pieces(arr.options), float(probe.ssd_caps.max())) if plans_kv(cfg) else None  # capped as HBM, DDR
     for recipe, idx in candidates(arr, bound, probe.hbm_cap, probe.ddr_cap, cfg.topology.world_size,
-                                  _totals(probe)):
+                                  _totals(probe), ssd):
         if best is not None and (recipe.retry or work.done(explore - n * work.unit)):
             break  # the rest are retries and a plan was found, or no work left to place one more
         try:
@@ -354,7 +357,7 @@ def _plan(cfg: Config, settings: PlannerSettings) -> Plan:
         raise PlanningError(f"No plan found that keeps {field}: {why}.", tables=(field.split(".")[1],),
                             fixes=("co-locate tables of the same sharding type and column split",
                                    "pin them to the same ranks (constraints.<table>.ranks)"))
-    check_ssd(cfg, tables)  # key_value's SSD: placed on ranks that have some (engine.tiers.ssd_ranks), then summed
+    check_ssd(cfg, tables)  # key_value's SSD: tracked while placing (Placement.ssd), and summed again here
     prof = active(cfg.topology)  # every rank pays the profile's per-step cost: the bound does too
     floor_ms = prof.step_ms if prof else 0.0
     return evaluate(cfg, tables, planner="engine", planning_seconds=time.perf_counter() - start,

@@ -85,6 +85,12 @@ class Option:
         return self.summary[5]
 
     @property
+    def piece_ssd_bytes(self) -> float:
+        """Its largest piece's SSD bytes (key_value's backing store; 0 for other kernels), from the distinct shapes."""
+        e = self._priced.ests[self._k] if self._priced is not None else self.est
+        return 0.0 if e.ssd_bytes is None else float(e.ssd_bytes.max())
+
+    @property
     def kind_factor(self) -> np.ndarray | None:
         """On a fleet of several device kinds (topology.rank_devices): per kind, the option's cost on that kind over
         its cost on the first (which cost_ms is priced on); None where every rank is alike."""

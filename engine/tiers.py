@@ -102,7 +102,7 @@ def plans_kv(cfg: Config) -> bool:
 
 def ssd_pieces(options: Sequence[Option]) -> np.ndarray:
     """Per option, its largest piece's SSD bytes (key_value's backing store; 0 for the other kernels)."""
-    return np.array([0.0 if o.kernel is not KV or (s := ssd_need(o)) is None else float(s.max()) for o in options])
+    return np.array([o.piece_ssd_bytes if o.kernel is KV else 0.0 for o in options])
 
 
 def ssd_short(pl: Placement, options: list[Option]) -> str | None:

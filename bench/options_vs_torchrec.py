@@ -107,8 +107,7 @@ def without_sync(raw: dict) -> engine.Config:
 
 def compare(raw: dict | engine.Config) -> dict:
     """Both planners on one config, both plans by both estimators (None where TorchRec's planner refuses it)."""
-    from engine.torchrec_compat import torchrec_plan
-
+    torchrec_plan = engine.torchrec_planner()  # imports torch and torchrec
     cfg = raw if isinstance(raw, engine.Config) else engine.parse_config(raw)
     try:
         theirs = torchrec_plan(cfg)

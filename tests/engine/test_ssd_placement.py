@@ -57,3 +57,20 @@ def test_a_small_ssd_config_torchrecs_planner_plans_is_planned_by_ours_within_ev
         pytest.skip("TorchRec's planner refuses it too")
     plan = _plans_within_ssd(cfg)
     assert any(tp.compute_kernel.value == "key_value" for tp in plan.tables.values())
+
+
+@pytest.mark.parametrize("seed", [1, 5, 19])
+def test_a_replan_after_a_table_grows_keeps_every_rank_within_its_ssd(seed):
+    """The re-planner places around the earlier plan through the same placement (its homing of shards too)."""
+    raw = small_ssd_config(seed)
+    cfg = engine.parse_config(raw)
+    old = engine.read_old_plan(_plans_within_ssd(cfg))
+    raw["tables"][0]["num_embeddings"] = int(raw["tables"][0]["num_embeddings"] * 1.1)
+    grown = engine.parse_config(raw)
+    try:
+        out = engine.replan_plan(grown, old, compare=False)
+    except engine.PlanningError as e:  # no room left for the grown table: refused in one line, never over an SSD
+        assert "\n" not in str(e)
+        return
+    caps = np.array([engine.ssd_cap_of(grown.topology, r) for r in range(grown.topology.world_size)])
+    assert (ssd_by_rank(grown, out.plan.tables) <= caps).all()

@@ -66,6 +66,15 @@ def usable_caps(topo: Topology) -> tuple[np.ndarray, np.ndarray]:
     return out[0], out[1]
 
 
+@lru_cache(maxsize=16)
+def ssd_caps(topo: Topology) -> np.ndarray:
+    """Every rank's SSD bytes, as a read-only float array (key_value's backing store: the placement keeps each rank
+    within its own, as TorchRec's partitioner does with Storage.ssd)."""
+    a = np.array([float(ssd_cap_of(topo, r)) for r in range(topo.world_size)])
+    a.setflags(write=False)
+    return a
+
+
 def total_usable(topo: Topology) -> tuple[int, int]:
     """All ranks' usable HBM and DDR bytes together."""
     if not per_rank(topo):

@@ -85,6 +85,12 @@ class Option:
         return self.summary[5]
 
     @property
+    def piece_ssd_bytes(self) -> float:
+        """Its largest piece's SSD bytes (key_value's backing store; 0 for other kernels), from the distinct shapes."""
+        e = self._priced.ests[self._k] if self._priced is not None else self.est
+        return 0.0 if e.ssd_bytes is None else float(e.ssd_bytes.max())
+
+    @property
     def kind_factor(self) -> np.ndarray | None:
         """On a fleet of several device kinds (topology.rank_devices): per kind, the option's cost on that kind over
         its cost on the first (which cost_ms is priced on); None where every rank is alike."""
@@ -169,7 +175,8 @@ class Priced:
             lo, hi = self._lo, self._hi
             self._ests = tuple(ShardEstimates(e.perf_ms[lo:hi], e.hbm_bytes[lo:hi], e.ddr_bytes[lo:hi],
                                               e.input_bytes[lo:hi], e.output_bytes[lo:hi], e.workset_bytes[lo:hi],
-                                              e.workset_rows[lo:hi])
+                                              e.workset_rows[lo:hi], None if e.ssd_bytes is None else
+                                              e.ssd_bytes[lo:hi])
                                for e in self._group)
         return self._ests
 
@@ -183,9 +190,9 @@ class Priced:
         """Kernel k's estimates per shard (made only for the options placement touches)."""
         e = self.ests[k]
         counts = self.counts  # the distinct shapes come in shard order
-        return ShardEstimates(*(np.repeat(a, counts, axis=0) for a in
+        return ShardEstimates(*(None if a is None else np.repeat(a, counts, axis=0) for a in
                                 (e.perf_ms, e.hbm_bytes, e.ddr_bytes, e.input_bytes, e.output_bytes,
-                                 e.workset_bytes, e.workset_rows)))
+                                 e.workset_bytes, e.workset_rows, e.ssd_bytes)))
 
 
 # sharding type, its kernels, column width (or 0), and the cache load factor fused_uvm_caching is priced at (None:

@@ -20,16 +20,7 @@ from engine.replicas import sync_ms, synced_bytes
 from engine.terms import CpuTerms, terms_of
 from engine.cachecurve import miss_rate
 from engine.workset import distinct_array
-from engine.types import (
-    ComputeKernel,
-    Constraints,
-    Device,
-    Perf,
-    PoolingType,
-    ShardingType,
-    TableConfig,
-    Topology,
-)
+from engine.types import ComputeKernel, Constraints, Device, Perf, PoolingType, ShardingType, TableConfig, Topology
 
 N_PERF = 6  # columns of a perf array, in Perf's field order
 
@@ -45,6 +36,7 @@ class ShardEstimates:
     output_bytes: np.ndarray  # (k,)
     workset_bytes: np.ndarray  # (k,): bytes a step touches (CPU; zeros elsewhere), priced per rank (rank_workset_ms)
     workset_rows: np.ndarray  # (k,): the distinct rows those bytes are
+    ssd_bytes: np.ndarray | None = None  # (k,): key_value's backing store (engine.tiers); None: the kernel holds none
 
     @property
     def cost_ms(self) -> np.ndarray:
@@ -311,11 +303,12 @@ def _io_bytes(p: Pieces, topo: Topology, st: ShardingType) -> tuple[np.ndarray, 
     return inp, out
 
 
-def _memory(p: Pieces, topo: Topology, kernel: ComputeKernel, rows: np.ndarray,
-            weights: np.ndarray, opt: np.ndarray, inp: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(HBM, DDR) bytes per shard: where the kernel keeps weights and optimizer state, plus the buffers."""
-    if tiers.is_offload(kernel):  # the HBM cache (engine.tiers); the backing store is not HBM or DDR
-        hbm, ddr = tiers.memory(kernel, rows, p.clf, weights, opt)[:2]
+def _memory(p: Pieces, topo: Topology, kernel: ComputeKernel, rows: np.ndarray, weights: np.ndarray, opt: np.ndarray,
+            inp: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(HBM, DDR, SSD or None) bytes per shard: where the kernel keeps weights and optimizer state, plus the buffers."""
+    ssd = None
+    if tiers.is_offload(kernel):  # the HBM cache (engine.tiers); the backing store is not HBM or DDR (key_value: SSD)
+        hbm, ddr, ssd = tiers.memory(kernel, rows, p.clf, weights, opt)
     elif kernel.weights_in_ddr:
         ddr = weights + opt
         if kernel is ComputeKernel.FUSED_UVM_CACHING:
@@ -326,8 +319,8 @@ def _memory(p: Pieces, topo: Topology, kernel: ComputeKernel, rows: np.ndarray,
     else:
         hbm, ddr = weights + opt, np.zeros(len(rows))
     if topo.compute_device is Device.CPU:
-        return np.zeros(len(rows), dtype=np.int64), (ddr + hbm + inp + out).astype(np.int64)
-    return (hbm + inp + out).astype(np.int64), ddr.astype(np.int64)
+        return np.zeros(len(rows), dtype=np.int64), (ddr + hbm + inp + out).astype(np.int64), ssd
+    return (hbm + inp + out).astype(np.int64), ddr.astype(np.int64), ssd
 
 
 def with_profile(perf_ms: np.ndarray, topo: Topology, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
@@ -367,10 +360,10 @@ def estimate_pieces(p: Pieces, topo: Topology, st: ShardingType,
     ws, ws_rows = piece_workset(p, topo, st)
     result = []
     for kernel in kernels:
-        hbm, ddr = _memory(p, topo, kernel, rows, weights, opt, inp, out)
+        hbm, ddr, ssd = _memory(p, topo, kernel, rows, weights, opt, inp, out)
         bw = device_bw(topo, kernel, p.cache_hit, p.measured_hit)
         perf = with_profile(work / (bw[:, None] if np.ndim(bw) else bw) + fixed, topo, rows, cols)
-        result.append(ShardEstimates(perf, hbm, ddr, inp_i, out_i, ws, ws_rows))
+        result.append(ShardEstimates(perf, hbm, ddr, inp_i, out_i, ws, ws_rows, ssd))
     return result
 
 

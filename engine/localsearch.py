@@ -11,12 +11,14 @@ import numpy as np
 
 from engine.enumerate import Option
 from engine.placement import EPS, FREE_PLACEMENT, Placement, better, ws_term
+from engine.tiers import ssd_need
 from engine.work import Work
 
 
 
 class FreeShards:
-    """Every shard that may go to any rank, as flat arrays: table, shard index, rank, cost, hbm, ddr. Kept
+    """Every shard that may go to any rank, as flat arrays: table, shard index, rank, cost, hbm, ddr (and ssd, where
+    any is key_value's: engine.tiers; else None). Kept
     in step with the placement by the moves of the local search (built again after a re-shard)."""
 
     def __init__(self, pl: Placement):
@@ -24,6 +26,7 @@ class FreeShards:
         parts = [(table, opt, pl.ranks[table]) for table, opt in pl.choice.items()
                  if opt.sharding_type in FREE_PLACEMENT and table not in fixed]
         self.f = None  # several device kinds: per shard, its cost on each kind over c (Option.kind_factor)
+        self.s = None
         if not parts:
             self.t = self.j = self.r = np.empty(0, dtype=np.int64)
             self.c = self.h = self.d = self.w = self.wr = np.empty(0)
@@ -36,6 +39,9 @@ class FreeShards:
         self.d = np.concatenate([o.est.ddr_bytes for _, o, _ in parts]).astype(np.float64)
         self.w = np.concatenate([o.est.workset_bytes for _, o, _ in parts]).astype(np.float64)
         self.wr = np.concatenate([o.est.workset_rows for _, o, _ in parts]).astype(np.float64)
+        ssd = [ssd_need(o) for _, o, _ in parts]
+        if any(x is not None for x in ssd):
+            self.s = np.concatenate([np.zeros(o.num_shards) if x is None else x for (_, o, _), x in zip(parts, ssd)])
         if pl.kind is not None:
             kinds = int(pl.kind.max()) + 1
             self.f = np.concatenate([np.broadcast_to(np.ones(kinds) if o.kind_factor is None else o.kind_factor,
@@ -56,6 +62,8 @@ def _move_shard(pl: Placement, table: int, shard: int, dst: int) -> None:
 def _best_move(pl: Placement, fs: FreeShards, a: int, b: int, peak: float) -> tuple[float, int]:
     """Shard a off rank b onto the least-loaded other rank with room: (new peak of the two, destination)."""
     ok = (pl.hbm + fs.h[a] <= pl.hbm_caps) & (pl.ddr + fs.d[a] <= pl.ddr_caps)
+    if fs.s is not None:
+        ok &= pl.ssd + fs.s[a] <= pl.ssd_caps
     ok[b] = False
     if not ok.any():
         return np.inf, -1
@@ -96,6 +104,9 @@ def _best_swap(pl: Placement, fs: FreeShards, a: int, b: int, peak: float) -> tu
         (pl.hbm[rx] - fs.h[x] + fs.h[a] <= pl.hbm_caps[rx]) & (pl.ddr[rx] - fs.d[x] + fs.d[a] <= pl.ddr_caps[rx])
         & (pl.hbm[b] - fs.h[a] + fs.h[x] <= pl.hbm_caps[b]) & (pl.ddr[b] - fs.d[a] + fs.d[x] <= pl.ddr_caps[b])
     )
+    if fs.s is not None:
+        ds = fs.s[a] - fs.s[x]
+        mem_ok &= (pl.ssd[rx] + ds <= pl.ssd_caps[rx]) & (pl.ssd[b] - ds <= pl.ssd_caps[b])
     val = np.where(mem_ok, val, np.inf)
     i = int(np.argmin(val))
     return float(val[i]), int(x[i])

@@ -5,7 +5,8 @@ by (`better`).
 A rank's cost is its shards' summed cost plus, on CPU, the price of its touched working set beyond the cache
 (engine.workset.rank_workset_ms), which does not add up shard by shard: crowding large tables on one rank costs
 more than the sum of their costs alone. On a fleet of several device kinds (topology.rank_devices) a shard costs
-its option's cost times the rank's kind's factor (Option.kind_factor). No rank ever exceeds its usable HBM or DDR.
+its option's cost times the rank's kind's factor (Option.kind_factor). No rank ever exceeds its usable HBM or DDR,
+nor its SSD (key_value's backing store, engine.tiers: only key_value options hold any, and only they look at it).
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from __future__ import annotations
 import numpy as np
 
 from engine import constants as C
-from engine.capacity import usable_caps
+from engine.capacity import ssd_caps, usable_caps
 from engine.fleet import kinds, per_rank
 from engine.placerules import PlacementRules
-from engine.tiers import ssd_ranks
+from engine.tiers import SsdRoom, ssd_need
 from engine.enumerate import Option
 from engine.workset import rank_workset_ms
 from engine.types import ShardingType, Topology
@@ -44,6 +45,8 @@ class Placement:
         self.wsr = np.zeros(w)  # the rows those bytes are
         self.hbm = np.zeros(w)
         self.ddr = np.zeros(w)
+        self.ssd = np.zeros(w)  # key_value's SSD bytes per rank, against ssd_caps (each rank's own)
+        self.ssd_caps = ssd_caps(topo)
         # each rank's usable bytes (its own on a mixed fleet); the largest rank's, which bounds one piece; all ranks'
         self.hbm_caps, self.ddr_caps = usable_caps(topo)
         if not per_rank(topo):
@@ -60,7 +63,7 @@ class Placement:
 
     def clone(self) -> Placement:
         out = Placement(self.topo, self.balance_memory, self.rules)
-        out.load, out.hbm, out.ddr = self.load.copy(), self.hbm.copy(), self.ddr.copy()
+        out.load, out.hbm, out.ddr, out.ssd = self.load.copy(), self.hbm.copy(), self.ddr.copy(), self.ssd.copy()
         out.base, out.ws, out.wsr = self.base.copy(), self.ws.copy(), self.wsr.copy()
         out.choice, out.ranks, out.held = dict(self.choice), dict(self.ranks), dict(self.held)
         return out
@@ -81,6 +84,9 @@ class Placement:
         return opt.cost_ms if m is None else opt.cost_ms * m[ranks]
 
     def _apply(self, opt: Option, ranks: np.ndarray, sign: float) -> None:
+        s = ssd_need(opt)
+        if s is not None:
+            np.add.at(self.ssd, ranks, sign * s)
         if len(ranks) == 1 and not self.priced_ws:  # one shard (table-wise): what np.add.at does, without its cost
             r = ranks[0]  # (and from the option's totals: its per-shard arrays need not be made)
             m = self.mult(opt)
@@ -154,6 +160,8 @@ class Placement:
         return None if g is None else self.held.get(g, (0, None))[1]
 
     def fits(self, opt: Option, ranks: np.ndarray) -> bool:
+        if not self.ssd_fits(opt, ranks):
+            return False
         if len(ranks) == 1:  # one shard: its figures are the option's totals
             r = ranks[0]
             return bool(self.hbm[r] + opt.total_hbm_bytes <= self.hbm_caps[r]
@@ -162,6 +170,15 @@ class Placement:
         np.add.at(hbm, ranks, opt.est.hbm_bytes)
         np.add.at(ddr, ranks, opt.est.ddr_bytes)
         return bool((hbm[ranks] <= self.hbm_caps[ranks]).all() and (ddr[ranks] <= self.ddr_caps[ranks]).all())
+
+    def ssd_fits(self, opt: Option, ranks: np.ndarray) -> bool:
+        """Whether the option's SSD bytes (key_value's, shard j on ranks[j]) fit each rank's SSD; True for others."""
+        s = ssd_need(opt)
+        if s is None:
+            return True
+        ssd = self.ssd.copy()
+        np.add.at(ssd, ranks, s)
+        return bool((ssd[ranks] <= self.ssd_caps[ranks]).all())
 
     # -- where an option's shards can go ----------------------------------------------------------
     def find_ranks(self, opt: Option) -> np.ndarray | None:
@@ -176,7 +193,7 @@ class Placement:
     def _find_ranks(self, opt: Option) -> np.ndarray | None:
         w, lw = self.topo.world_size, self.topo.local_world_size
         st = opt.sharding_type
-        allowed = ssd_ranks(self.topo, opt.kernel, self.rules.allowed(self, opt.table) if self.rules else None)
+        allowed = self.rules.allowed(self, opt.table) if self.rules else None
         if st in (ShardingType.DATA_PARALLEL, ShardingType.ROW_WISE):
             ranks = np.arange(w)
             if allowed is not None and not allowed.all():
@@ -197,6 +214,8 @@ class Placement:
                      <= self.ddr_caps[:hosts * lw].reshape(by_host)).all(axis=1))
             if allowed is not None:
                 ok &= allowed[:hosts * lw].reshape(hosts, lw).all(axis=1)
+            if (s := ssd_need(opt)) is not None:
+                ok &= (self.ssd[:hosts * lw].reshape(by_host) + s <= self.ssd_caps[:hosts * lw].reshape(by_host)).all(1)
             best, best_peak = None, np.inf
             for host, (peak, fits) in enumerate(zip(peaks.tolist(), ok.tolist())):
                 if fits and peak < best_peak - EPS:
@@ -216,7 +235,8 @@ class Placement:
         ws, wsr = self.ws[:n].reshape(hosts, lw).copy(), self.wsr[:n].reshape(hosts, lw).copy()
         hbm, ddr = self.hbm[:n].reshape(hosts, lw).copy(), self.ddr[:n].reshape(hosts, lw).copy()
         hcap, dcap = self.hbm_caps[:n].reshape(hosts, lw), self.ddr_caps[:n].reshape(hosts, lw)  # each rank's own
-        e = opt.est
+        e, sn = opt.est, ssd_need(opt)
+        ssd, scap = self.ssd[:n].reshape(hosts, lw).copy(), self.ssd_caps[:n].reshape(hosts, lw)
         m = self.mult(opt)
         scale = 1.0 if m is None else m[:n].reshape(hosts, lw)  # a piece's cost on each rank of each host
         used, out = np.zeros(hosts, dtype=bool), []  # the host of each piece
@@ -227,6 +247,8 @@ class Placement:
             if self.priced_ws:
                 then = then + self.ws_ms(ws + e.workset_bytes[s], wsr + e.workset_rows[s])
             ok = (hbm + e.hbm_bytes[s] <= hcap).all(axis=1) & (ddr + e.ddr_bytes[s] <= dcap).all(axis=1)
+            if sn is not None:
+                ok &= (ssd + sn[s] <= scap).all(axis=1)
             if allowed is not None:
                 ok &= allowed[:n].reshape(hosts, lw).all(axis=1)
             ok = ok & ~used if (ok & ~used).any() else ok
@@ -241,6 +263,8 @@ class Placement:
             wsr[best] += e.workset_rows[s]
             hbm[best] += e.hbm_bytes[s]
             ddr[best] += e.ddr_bytes[s]
+            if sn is not None:
+                ssd[best] += sn[s]
             used[best] = True
             out.append(best)
         return np.concatenate([np.arange(h * lw, (h + 1) * lw) for h in _round_robin(out)])
@@ -253,14 +277,15 @@ class Placement:
         out = np.empty(opt.num_shards, dtype=np.int64)
         cost, h, d = opt.cost_ms, opt.est.hbm_bytes, opt.est.ddr_bytes
         m = self.mult(opt)
+        ssd = SsdRoom(self, opt)
         for j in range(opt.num_shards):
-            pick = self._fitting(hbm, ddr, h[j], d[j], allowed, used)
+            pick = self._fitting(hbm, ddr, h[j], d[j], ssd.room(j, allowed), used)
             if pick is None:
                 return None
             # where ranks differ in speed, the rank whose load after the shard is lowest (a slower rank takes less)
             key = load[pick] if m is None else load[pick] + cost[j] * m[pick]
             if self.balance_memory:
-                fill = self._fill_after(hbm[pick] + h[j], ddr[pick] + d[j], pick)
+                fill = np.maximum(self._fill_after(hbm[pick] + h[j], ddr[pick] + d[j], pick), ssd.fill(j, pick))
                 r = int(pick[np.lexsort((key, fill))[0]])
             else:
                 r = int(pick[np.argmin(key)])
@@ -269,6 +294,7 @@ class Placement:
             load[r] += cost[j] if m is None else cost[j] * m[r]
             hbm[r] += h[j]
             ddr[r] += d[j]
+            ssd.take(j, r)
         return out
 
     def _free_ranks_ws(self, opt: Option, allowed: np.ndarray | None) -> np.ndarray | None:
@@ -279,14 +305,15 @@ class Placement:
         out = np.empty(opt.num_shards, dtype=np.int64)
         cost, wsb, wsn, h, d = (opt.cost_ms, opt.est.workset_bytes, opt.est.workset_rows, opt.est.hbm_bytes,
                                 opt.est.ddr_bytes)
+        ssd = SsdRoom(self, opt)
         for j in range(opt.num_shards):
-            pick = self._fitting(hbm, ddr, h[j], d[j], allowed, used)
+            pick = self._fitting(hbm, ddr, h[j], d[j], ssd.room(j, allowed), used)
             if pick is None:
                 return None
             now = base[pick] + self.ws_ms(ws[pick], wsr[pick])
             then = base[pick] + cost[j] + self.ws_ms(ws[pick] + wsb[j], wsr[pick] + wsn[j])
             if self.balance_memory:
-                fill = self._fill_after(hbm[pick] + h[j], ddr[pick] + d[j], pick)
+                fill = np.maximum(self._fill_after(hbm[pick] + h[j], ddr[pick] + d[j], pick), ssd.fill(j, pick))
                 r = int(pick[np.lexsort((now, fill))[0]])
             else:
                 r = int(pick[np.lexsort((now, then))[0]])
@@ -297,6 +324,7 @@ class Placement:
             wsr[r] += wsn[j]
             hbm[r] += h[j]
             ddr[r] += d[j]
+            ssd.take(j, r)
         return out
 
     def _fitting(self, hbm: np.ndarray, ddr: np.ndarray, h: float, d: float, allowed: np.ndarray | None,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine import constants as C
-from engine.tiers import check_ssd, offloadable
+from engine.tiers import check_ssd, offloadable, plans_kv, ssd_pieces
 from engine.enumerate import Option, all_table_options
 from engine.clf import with_notes
 from engine.errors import PlanningError
@@ -177,6 +177,8 @@ def _placeable(cfg: Config, options: list[list[Option]]) -> tuple[list[list[Opti
     fits = np.zeros(len(arr.table), dtype=bool)
     for h, d in _largest_ranks(probe):  # some rank holds the piece
         fits |= (arr.piece_hbm_bytes <= h) & (arr.piece_ddr_bytes <= d)
+    if plans_kv(cfg):  # and its SSD (key_value's)
+        fits &= ssd_pieces(arr.options) <= probe.ssd_caps.max()
     per_table = np.zeros(len(options), dtype=np.int64)
     np.add.at(per_table, arr.table[fits], 1)
     if (per_table == 0).any():
@@ -220,13 +222,14 @@ def _search(cfg: Config, sets: list[TypeSet], fc: FixedCosts | None, work: Work,
     candidate places."""
     explore, probe, n = EXPLORE_SHARE * work.budget, Placement(cfg.topology), len(sets[0].options)
     state = {"best": None, "error": None, "tried": 0, "failed": 0}
-    streams, placed = {}, {}
+    streams, placed, kv = {}, {}, plans_kv(cfg)
 
     def run(ts: TypeSet, first_only: bool) -> bool:
         """Candidates of one set; True where the best plan meets the lower bound."""
         if id(ts) not in streams:
+            ssd = (ssd_pieces(ts.arr.options), float(probe.ssd_caps.max())) if kv else None  # capped as HBM, DDR
             streams[id(ts)] = candidates(ts.arr, ts.bound_ms, probe.hbm_cap, probe.ddr_cap,
-                                         cfg.topology.world_size, _totals(probe))
+                                         cfg.topology.world_size, _totals(probe), ssd)
         for recipe, idx in streams[id(ts)]:
             best = state["best"]
             if best is not None and (recipe.retry or work.done(explore - n * work.unit)):
@@ -384,7 +387,7 @@ def _plan(cfg: Config, settings: PlannerSettings) -> Plan:
         raise PlanningError(f"No plan found that keeps {field}: {why}.", tables=(field.split(".")[1],),
                             fixes=("co-locate tables of the same sharding type and column split",
                                    "pin them to the same ranks (constraints.<table>.ranks)"))
-    check_ssd(cfg, tables)  # key_value's SSD: placed on ranks that have some (engine.tiers.ssd_ranks), then summed
+    check_ssd(cfg, tables)  # key_value's SSD: tracked while placing (Placement.ssd), and summed again here
     prof = active(cfg.topology)  # every rank pays the profile's per-step cost: the bound does too
     floor_ms = prof.step_ms if prof and fc is None else 0.0  # (with fixed costs, the sets' bounds hold it)
     return evaluate(cfg, tables, planner="engine", planning_seconds=time.perf_counter() - start,

@@ -14,6 +14,7 @@ import numpy as np
 from engine.capacity import total_usable
 from engine.fleet import per_rank
 from engine.errors import PlanningError, human_bytes
+from engine.tiers import ssd_fixes, ssd_short
 from engine.types import ComputeKernel, Config, ShardingType, TableConfig, Topology
 
 if TYPE_CHECKING:
@@ -57,6 +58,11 @@ def _footprint(o: Option, pl: Placement) -> float:
 def no_room(cfg: Config, options: list[list[Option]], t: int, pl: Placement) -> PlanningError:
     opts = options[t]
     name = cfg.tables[t].name
+    ssd = ssd_short(pl, opts)  # key_value's SSD (engine.tiers): where every option is key_value, what stops it
+    if ssd is not None and all(o.kernel is ComputeKernel.KEY_VALUE for o in opts):
+        rw = any(o.sharding_type is ShardingType.ROW_WISE for o in opts)
+        return PlanningError(f"Table {name!r} does not fit: {ssd}.", tables=(name,),
+                             fixes=ssd_fixes(cfg.topology, name, rw))
     total_h, total_d = pl.hbm_total, pl.ddr_total
     fixes = []
     kinds = {o.sharding_type for o in opts}
@@ -86,7 +92,8 @@ def no_room(cfg: Config, options: list[list[Option]], t: int, pl: Placement) -> 
     return PlanningError(
         f"Table {name!r} does not fit: its smallest option ({smallest.label}) needs {human_bytes(need_h)} HBM "
         f"+ {human_bytes(need_d)} DDR on one rank, but after placing the other tables the emptiest rank has "
-        f"{human_bytes(free_h)} HBM and {human_bytes(free_d)} DDR free ({usable}).{crowded}",
+        f"{human_bytes(free_h)} HBM and {human_bytes(free_d)} DDR free ({usable}).{crowded}"
+        f"{'' if ssd is None else ' On SSD, ' + ssd + '.'}",
         tables=(name,), fixes=tuple(fixes),
     )
 

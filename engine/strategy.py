@@ -231,14 +231,17 @@ def _priced(arr: OptionArrays, cost: np.ndarray, hbm_budget: float, ddr_budget: 
     return idx, bool(arr.ddr_bytes[idx].sum() <= ddr_budget)
 
 
-def choose(arr: OptionArrays, recipe: Recipe, hbm_cap: float, ddr_cap: float,
-           world_size: int, totals: tuple[float, float] | None = None) -> np.ndarray | None:
+def choose(arr: OptionArrays, recipe: Recipe, hbm_cap: float, ddr_cap: float, world_size: int,
+           totals: tuple[float, float] | None = None, ssd: tuple[np.ndarray, float] | None = None) -> np.ndarray | None:
     """Per table, the option with the least `cost + lam x HBM bytes (+ mu x DDR bytes)` among those the
     recipe allows, with the smallest prices that bring the HBM demand under recipe.fill of all HBM and the
     DDR demand under all DDR (mu only where DDR binds). None when no prices do. hbm_cap, ddr_cap: one rank's
-    (the largest's); totals: all ranks' where they differ (None: world_size x one rank's)."""
+    (the largest's); totals: all ranks' where they differ (None: world_size x one rank's); ssd: each option's largest
+    SSD piece (key_value's) and the largest rank's SSD, capped by the recipe's memory share too (None: no key_value)."""
     allowed = (arr.piece_ms <= recipe.piece_cap_ms) & (arr.piece_hbm_bytes <= recipe.memory_share * hbm_cap)
     allowed &= arr.piece_ddr_bytes <= recipe.memory_share * ddr_cap
+    if ssd is not None:
+        allowed &= ssd[0] <= recipe.memory_share * ssd[1]
     cost = np.where(allowed, arr.cost_ms, np.inf)
     hbm_budget, ddr_budget = recipe.fill * hbm_cap * world_size, ddr_cap * world_size
     if totals is not None:
@@ -290,14 +293,14 @@ def recipes(bound_ms: float) -> list[Recipe]:
 
 
 def candidates(arr: OptionArrays, bound_ms: float, hbm_cap: float, ddr_cap: float, world_size: int,
-               totals: tuple[float, float] | None = None):
+               totals: tuple[float, float] | None = None, ssd: tuple[np.ndarray, float] | None = None):
     """Yields (recipe, option index per table) for each recipe that gives a choice not seen before; last,
     where it is new, the cheapest options regardless of memory (the greedy falls back to what fits)."""
     seen, chosen = set(), {}
     for recipe in recipes(bound_ms):
         key = (recipe.piece_cap_ms, recipe.memory_share, recipe.fill)  # the greedy's mode does not change it
         if key not in chosen:
-            chosen[key] = choose(arr, recipe, hbm_cap, ddr_cap, world_size, totals)
+            chosen[key] = choose(arr, recipe, hbm_cap, ddr_cap, world_size, totals, ssd)
         idx = chosen[key]
         if idx is None:
             continue

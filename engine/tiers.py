@@ -16,13 +16,18 @@ shard_estimators.calculate_shard_storages, constants.kernel_bw_lookup), with our
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from engine import fields as F
 from engine.capacity import has_ssd, ssd_cap_of
 from engine.errors import PlanningError, human_bytes
-from engine.types import ComputeKernel, Config, Device, TablePlan, Topology
+from engine.types import ComputeKernel, Config, Device, ShardingType, TablePlan, Topology
+
+if TYPE_CHECKING:
+    from engine.enumerate import Option
+    from engine.placement import Placement
 
 KV = ComputeKernel.KEY_VALUE
 OFFLOAD = (KV, ComputeKernel.SSD_VIRTUAL_TABLE, ComputeKernel.DRAM_VIRTUAL_TABLE, ComputeKernel.DRAM_SSD_VIRTUAL_TABLE)
@@ -59,14 +64,80 @@ def offloadable(raw_constraints: object, topo: Topology) -> frozenset[str]:
     return frozenset(out)
 
 
-def ssd_ranks(topo: Topology, kernel: ComputeKernel, allowed: np.ndarray | None) -> np.ndarray | None:
-    """The ranks an option may use (engine.placement: None, any): a key_value option only those with SSD, where a
-    mixed fleet leaves some without (their SSD bytes are summed and checked once the plan is made: check_ssd)."""
+def ssd_need(opt: Option) -> np.ndarray | None:
+    """Per shard, the option's SSD bytes: key_value's backing store (memory, below); None for other kernels."""
+    return opt.est.ssd_bytes if opt.kernel is KV else None
+
+
+class SsdRoom:
+    """While an option's shards are placed one by one: the ranks whose SSD still holds shard j (the `allowed` mask
+    narrowed by it). Free for an option that holds no SSD."""
+
+    def __init__(self, pl: Placement, opt: Option):
+        self.need = ssd_need(opt)
+        self.caps = pl.ssd_caps
+        self.ssd = None if self.need is None else pl.ssd.copy()
+
+    def room(self, j: int, allowed: np.ndarray | None) -> np.ndarray | None:
+        if self.need is None:
+            return allowed
+        ok = self.ssd + self.need[j] <= self.caps
+        return ok if allowed is None else ok & allowed
+
+    def fill(self, j: int, pick: np.ndarray) -> np.ndarray | float:
+        """The `pick` ranks' SSD as a share of their own once shard j is on them (0 for an option holding none)."""
+        if self.need is None:
+            return 0.0
+        return (self.ssd[pick] + self.need[j]) / np.maximum(self.caps[pick], 1.0)
+
+    def take(self, j: int, r: int) -> None:
+        if self.need is not None:
+            self.ssd[r] += self.need[j]
+
+
+def plans_kv(cfg: Config) -> bool:
+    """Whether some table may be planned on key_value (listed, on cuda, some rank with SSD: guarded)."""
+    return any(KV in (c.compute_kernels or ()) for c in cfg.constraints.values()) and KV in guarded((KV,), cfg.topology)
+
+
+def ssd_pieces(options: Sequence[Option]) -> np.ndarray:
+    """Per option, its largest piece's SSD bytes (key_value's backing store; 0 for the other kernels)."""
+    return np.array([o.piece_ssd_bytes if o.kernel is KV else 0.0 for o in options])
+
+
+def ssd_short(pl: Placement, options: list[Option]) -> str | None:
+    """Where none of a table's key_value options finds ranks with SSD room for its pieces: what they need and the
+    most SSD a rank has free, in words; None where SSD is not what stops them (or none is key_value)."""
+    kv = [(o, s) for o in options if o.kernel is KV and (s := ssd_need(o)) is not None]
+    free = pl.ssd_caps - pl.ssd
+    if not kv or not all(_no_ssd_room(pl, o, s, free) for o, s in kv):
+        return None
+    r = int(np.argmax(free))
+    need, cap = human_bytes(min(float(s.max()) for _, s in kv)), human_bytes(float(pl.ssd_caps[r]))
+    return (f"its key_value options find no ranks with the SSD their pieces need (the largest piece {need} at least; "
+            f"rank {r}, the one with the most SSD free, has {human_bytes(float(free[r]))} of its {cap})")
+
+
+def _no_ssd_room(pl: Placement, o: Option, s: np.ndarray, free: np.ndarray) -> bool:
+    """Whether SSD alone rules the option out: a piece on every rank (row_wise), pieces on one host's ranks
+    (table_row_wise, grid_shard) or each anywhere (the rest), some piece without a rank or host with SSD room."""
+    st = o.sharding_type
+    if st in (ShardingType.ROW_WISE, ShardingType.DATA_PARALLEL):
+        return bool((s > free[:len(s)]).any())
+    if st in (ShardingType.TABLE_ROW_WISE, ShardingType.GRID_SHARD):
+        lw = pl.topo.local_world_size
+        by_host = free[:pl.topo.num_hosts * lw].reshape(-1, lw)
+        return any(not (s[j:j + lw] <= by_host).all(axis=1).any() for j in range(0, len(s), lw))
+    return bool(s.max() > free.max())
+
+
+def ssd_fixes(topo: Topology, name: str, row_wise: bool) -> tuple[str, ...]:
+    """What would help a table short of SSD (row_wise: whether it may be row_wise already)."""
     custom = topo.custom_topology_data
-    if kernel is not KV or custom is None or custom.ssd_cap is None or min(custom.ssd_cap) > 0:
-        return allowed
-    has = np.array(custom.ssd_cap) > 0
-    return has if allowed is None else allowed & has
+    raise_cap = "raise topology.ssd_cap" if custom is None or custom.ssd_cap is None else \
+        "raise the ranks' ssd_cap in topology.custom_topology_data"
+    spread = () if row_wise else (f"or allow row_wise for {name!r} to spread its rows over the ranks' SSDs",)
+    return (raise_cap, *spread, f"or list a kernel besides key_value in constraints.{name}.compute_kernels")
 
 
 def backing_bw(topo: Topology, kernel: ComputeKernel) -> float:
@@ -89,13 +160,13 @@ def cache_state_bytes(rows: np.ndarray, clf: np.ndarray) -> np.ndarray:
 
 
 def memory(kernel: ComputeKernel, rows: np.ndarray, clf: np.ndarray, weights: np.ndarray,
-           opt: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+           opt: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """(HBM, DDR, SSD) bytes per shard that the kernel keeps (buffers apart): the cache in HBM, as fused_uvm_caching's;
-    no DDR (TorchRec's estimate); on SSD, for key_value, weights + optimizer state + cache state (TorchRec's)."""
+    no DDR (TorchRec's estimate); on SSD, for key_value, weights + optimizer state + cache state (TorchRec's; the
+    placement keeps each rank within its SSD with them, as TorchRec's partitioner does); None for the others."""
     state = cache_state_bytes(rows, clf)
     hbm = np.round(weights * clf) + np.ceil(opt * clf) + state
-    ssd = weights + opt + state if kernel is KV else np.zeros(len(rows))
-    return hbm, np.zeros(len(rows)), ssd
+    return hbm, np.zeros(len(rows)), (weights + opt + state if kernel is KV else None)
 
 
 def ssd_by_rank(cfg: Config, tables: dict[str, TablePlan]) -> np.ndarray:

@@ -162,15 +162,15 @@ def torchrec_topology(cfg: Config) -> TorchRecTopology:
     (topology.rank_devices) it gets the first kind's bandwidths and each rank's own HBM (docs/estimator.md). With
     2D sharding it is the group's (sharding_group_size ranks), as DMPCollection's plan must be made for the group's
     world (torchrec#3295), never the whole world."""
-    t = group_topology(cfg.topology)
-    kinds = kind_topologies(t)
-    t = kinds[0] if kinds else t
+    group = group_topology(cfg.topology)
+    kinds = kind_topologies(group)
+    t = kinds[0] if kinds else group
     return TorchRecTopology(
         world_size=t.world_size, compute_device=t.compute_device.value, hbm_cap=t.hbm_cap, ddr_cap=t.ddr_cap,
         ssd_cap=t.ssd_cap, ssd_mem_bw=t.ssd_mem_bw,
         local_world_size=t.local_world_size, hbm_mem_bw=t.hbm_mem_bw, ddr_mem_bw=t.ddr_mem_bw,
         hbm_to_ddr_mem_bw=t.hbm_to_ddr_mem_bw, intra_host_bw=t.intra_host_bw, inter_host_bw=t.inter_host_bw,
-        custom_topology_data=_custom_topology_data(cfg.topology),
+        custom_topology_data=_custom_topology_data(group),  # 2D: the group's ranks, each its replicas' least
     )
 
 

@@ -10,6 +10,7 @@ from engine.enumerate import Option
 from engine.localsearch import FreeShards, Shift, move_or_swap
 from engine.placement import FREE_PLACEMENT, Placement
 from engine.replan.moves import OldTable, as_old, old_pieces, piece_bytes_moved
+from engine.tiers import SsdRoom
 from engine.types import Config, TablePlan
 from engine.work import Work
 
@@ -48,6 +49,7 @@ def _affine_ranks(pl: Placement, opt: Option, old_pieces: np.ndarray,
     allowed = pl.rules.allowed(pl, opt.table) if pl.rules is not None else None
     load, hbm, ddr = pl.load.copy(), pl.hbm.copy(), pl.ddr.copy()
     h, d, cost = opt.est.hbm_bytes, opt.est.ddr_bytes, opt.cost_ms
+    ssd = SsdRoom(pl, opt)  # key_value's SSD (engine.tiers)
     held = np.zeros((n, w))  # elements of shard j that rank r held
     ranks = old_pieces[:, 0]
     inside = ranks < w
@@ -66,10 +68,12 @@ def _affine_ranks(pl: Placement, opt: Option, old_pieces: np.ndarray,
         load[r] += cost[j]
         hbm[r] += h[j]
         ddr[r] += d[j]
+        ssd.take(j, r)
 
     def fitting(j: int) -> np.ndarray:
         ok = (hbm + h[j] <= pl.hbm_caps) & (ddr + d[j] <= pl.ddr_caps)
-        return ok & allowed if allowed is not None else ok
+        room = ssd.room(j, allowed)
+        return ok & room if room is not None else ok
 
     for j in sorted(range(n), key=lambda j: (-held[j].max(), j)):  # first: shards that go home
         home = fitting(j) & (held[j] > 0)

@@ -114,13 +114,18 @@ def test_key_value_where_no_rank_has_ssd_is_refused_naming_the_table_as_torchrec
 
 def test_a_rank_short_of_ssd_is_refused_naming_the_table_and_the_rank():
     """The tutorial's large_table_0 (1 MiB of weights) on ranks of 1 MiB of SSD: it does not fit with its cache
-    state (TorchRec's 4 + 16 x 0.2 bytes per row)."""
+    state (TorchRec's 4 + 16 x 0.2 bytes per row). The placement sees it (it tracks each rank's SSD as TorchRec's
+    partitioner does): one line naming the table, the SSD it needs and the rank with the most free."""
     cfg = engine.parse_config(config(["key_value"], ["table_wise"], ssd_cap=2**20))
     with pytest.raises(engine.PlanningError) as e:
         engine.plan(cfg)
     msg = str(e.value)
-    assert msg.startswith("Table 'large_table_0' keeps its key_value shard on rank ") and "1.00 MiB of SSD" in msg
-    assert "raise topology.ssd_cap" in msg and "\n" not in msg.split(". What would help")[0]
+    assert msg.startswith("Table 'large_table_0' does not fit: its key_value options find no ranks with the SSD "
+                          "their pieces need (the largest piece 1.03 MiB at least; rank 0, the one with the most SSD "
+                          "free, has 1.00 MiB of its 1.00 MiB).")
+    assert "raise topology.ssd_cap" in msg and "\n" not in msg
+    with pytest.raises(engine.PlanningError, match="large_table_0"):  # TorchRec refuses it too
+        torchrec_sharding_plan(cfg)
 
 
 def test_a_mixed_fleet_keeps_key_value_on_the_ranks_that_have_ssd():

@@ -96,7 +96,9 @@ def ssd_of(cfg: Config, t, o, j: int) -> float:
     weights = np.ceil(rows * cols * t.data_type.bytes)
     opt = np.ceil(weights * cfg.topology.optimizer.state_multiplier(t.embedding_dim))
     clf = o.clf if o.clf is not None else cache_load_factor(cfg.constraint(t.name))
-    return float(memory(o.kernel, rows, np.array([clf]), weights, opt)[2][0])
+    ssd = memory(o.kernel, rows, np.array([clf]), weights, opt)[2]  # None: the kernel keeps no SSD
+    assert (ssd is None) == (o.est.ssd_bytes is None) and (ssd is None or o.est.ssd_bytes[j] == ssd[0])
+    return 0.0 if ssd is None else float(ssd[0])
 
 
 def differences(cfg: Config) -> tuple[list[str], dict[str, int], int]:

@@ -8,7 +8,7 @@ import streamlit as st
 from dashboard.plans import headline
 
 from dashboard.ui import services, state, views, workspace
-from dashboard.text import count_text, md, ms_text
+from dashboard.text import count_text, md, ms_text, sig_text
 
 JOB_POLL_S = 1.0
 
@@ -30,7 +30,7 @@ def run_planner(config: dict, effort: int) -> bool:
             st.error(f"No plan: {md(outcome.problem)}", icon=":material/error:")
         return False
     secs = outcome.result.plan.planning_seconds or 0.0
-    bar.progress(100, text=f"Planned {count_text(n, 'table')} on {w} ranks in {secs:.2f} s ({label})")
+    bar.progress(100, text=f"Planned {count_text(n, 'table')} on {w} ranks in {sig_text(secs)} s ({label})")
     state.set_plan(workspace.make_current(outcome.result, services.OURS, effort, key))
     return True
 

@@ -14,7 +14,7 @@ from dashboard.plans import analysis, exports, figure_cache, headline, measured,
 from dashboard.ui import services, state, workspace
 from dashboard.plans import calibration as calib
 from dashboard.tables import grid
-from dashboard.text import md, ms_text
+from dashboard.text import md, ms_text, sig_text
 
 HEATMAP_DEFAULT_ROWS = 40
 TABLE_FRAME_HEIGHT_PX = 320  # at most: fewer tables get a frame as tall as their rows (grid.grid_height)
@@ -79,7 +79,7 @@ def plan_metrics(plan: engine.Plan) -> None:
     secs = plan.planning_seconds
     cols = st.columns(5)
     cols[0].metric("Slowest rank", ms_text(imb.max_ms), help=f"rank {imb.bottleneck_rank}, per training step"
-                   + (f"; planned in {secs:.2f} s" if secs is not None else ""))
+                   + (f"; planned in {sig_text(secs)} s" if secs is not None else ""))
     cols[1].metric("Imbalance (max/mean)", f"{imb.ratio:.3f}x")
     vs = imb.vs_lower_bound
     cols[2].metric("Vs lower bound", f"{vs:.3f}x" if vs else "n/a", help=bound_help(plan))

@@ -4,9 +4,10 @@ replan after an edit; errors in one line. TorchRec's planner as the baseline: te
 from __future__ import annotations
 
 import json
+import re
 
 from dashboard.plans import analysis
-from dashboard.text import ms_text
+from dashboard.text import ms_text, sig_text
 from tests.dashboard.helpers import edit, goto, plotly_specs, shown, workspace
 
 
@@ -22,6 +23,8 @@ def test_plan_the_tutorial_and_see_it(app):
     assert app.progress[0].value == 100
     assert app.progress[0].proto.text.startswith("Planned 4 tables on 2 ranks")
     plan = app.session_state["ws_plan"].plan
+    secs = re.search(r" in ([\d,.]+) s ", app.progress[0].proto.text).group(1)  # 3 significant digits, never "0.00"
+    assert secs == sig_text(plan.planning_seconds) and len(secs.replace(".", "").replace(",", "").lstrip("0")) == 3
     assert set(plan.tables) == {"large_table_0", "large_table_1", "small_table_0", "small_table_1"}
     frame = app.dataframe[0].value
     assert frame["sharding"].tolist() == [plan.tables[t].sharding_type.value for t in frame["table"]]

@@ -156,7 +156,8 @@ def headline_frame(plan_a: engine.Plan, plan_b: engine.Plan, measured_a: Optiona
         a, b = ha.get(h), hb.get(h)
         rows.append({"headline": h.name, "A": value_text(a, h.unit), "B": value_text(b, h.unit),
                      "B - A": change_text(a, b, h.unit),
-                     "B - A %": 0.0 if a is not None and b is not None and shown_same(a, b, h.unit) else percent(a, b),
+                     "B - A %": None if a is not None and b is not None and shown_same(a, b, h.unit)  # "same"
+                     else percent(a, b),  # (never "+0.0%" beside it)
                      "better": better(h, a, b)})
     return pd.DataFrame(rows, columns=["headline", "A", "B", "B - A", "B - A %", "better"])
 

@@ -32,6 +32,7 @@ def test_headlines_side_by_side_with_the_better_plan(two):
     assert slow["B - A %"] == pytest.approx((b["max_rank_cost_ms"] / a["max_rank_cost_ms"] - 1) * 100)
     assert slow["better"] == "A"
     assert frame.loc["imbalance (max/mean)", "better"] == "same"
+    assert pd.isna(frame.loc["imbalance (max/mean)", "B - A %"])  # blank beside "same", not "+0.0%"
     assert frame.loc["lower bound", "better"] == ""  # a bound is no plan's merit
     assert "peak HBM of a rank" in frame.index
     flipped = plan_deltas.headline_frame(typed(b), typed(a)).set_index("headline")

@@ -216,8 +216,9 @@ def check_ssd(cfg: Config, tables: dict[str, TablePlan]) -> None:
 RUN_LIMITS = {
     KV: "runs on CUDA only (fbgemm's SSDTableBatchedEmbeddingBags; on CPU: Torch not compiled with CUDA enabled)",
     ComputeKernel.SSD_VIRTUAL_TABLE: "runs only tables declared virtual (EmbeddingBagConfig use_virtual_table=True, "
-                                     "which a config here cannot say; others: 'Try to create "
-                                     "ZeroCollisionKeyValueEmbeddingBag for non virtual tables')",
+                                     "the table's use_virtual_table here) that also give total_num_buckets, which a "
+                                     "config here cannot say yet (without it: 'Unexpected `None`' from "
+                                     "_get_sharded_local_buckets_for_zero_collision)",
     ComputeKernel.DRAM_SSD_VIRTUAL_TABLE: "runs in an EmbeddingCollection only; an EmbeddingBagCollection refuses it "
                                           "('not supported for EmbeddingBagCollection (pooled embeddings)')",
 }
@@ -232,3 +233,10 @@ def run_notes(tables: dict[str, TablePlan]) -> list[str]:
             used.setdefault(tp.compute_kernel, []).append(name)
     return [f"{k.value} ({', '.join(names[:5])}{', ...' if len(names) > 5 else ''}): TorchRec 1.8's "
             f"DistributedModelParallel {RUN_LIMITS[k]}" for k, names in used.items()]
+
+
+def virtual_comment(cfg: Config) -> str:
+    """A comment line for TorchRec-format text naming the tables declared virtual ('' where none is): their
+    EmbeddingBagConfig needs use_virtual_table=True for the virtual-table kernels to run."""
+    names = [t.name for t in cfg.tables if t.use_virtual_table]
+    return f"# EmbeddingBagConfig(..., use_virtual_table=True) for {', '.join(map(repr, names))}\n" if names else ""

@@ -250,7 +250,7 @@ def parse_config(data: Any, refuse_too_big: bool = False) -> Config:
         from engine.refuse import refuse_too_big as refuse
         from engine.tiers import offloadable
 
-        refuse(tables, early_topology, offloadable(d.get("constraints"), early_topology))
+        refuse(tables, early_topology, offloadable(d.get("constraints"), early_topology, tables))
     raw_c = d.get("constraints", {}) or {}
     if not isinstance(raw_c, dict):
         raise ConfigError("constraints", f"must be an object keyed by table name, got {type_name(raw_c)}")

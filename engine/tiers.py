@@ -23,7 +23,7 @@ import numpy as np
 from engine import fields as F
 from engine.capacity import has_ssd, ssd_cap_of
 from engine.errors import PlanningError, human_bytes
-from engine.types import ComputeKernel, Config, Device, ShardingType, TablePlan, Topology
+from engine.types import ComputeKernel, Config, Device, ShardingType, TableConfig, TablePlan, Topology
 
 if TYPE_CHECKING:
     from engine.enumerate import Option
@@ -49,17 +49,21 @@ def guarded(listed: tuple[ComputeKernel, ...], topo: Topology) -> tuple[ComputeK
     return tuple(k for k in OFFLOAD if k in listed and (k is not KV or has_ssd(topo)))
 
 
-def offloadable(raw_constraints: object, topo: Topology) -> frozenset[str]:
+def offloadable(raw_constraints: object, topo: Topology, tables: Sequence[TableConfig]) -> frozenset[str]:
     """The tables whose constraints (as a config file writes them, read or not yet) list an offload kernel the
-    topology offers (guarded): their weights may leave HBM and DDR, so the early size check does not count them."""
+    topology offers (guarded; the virtual-table kernels to virtual tables only): their weights may leave HBM and
+    DDR, so the early size check does not count them."""
     if topo.compute_device is not Device.CUDA or not isinstance(raw_constraints, dict):
         return frozenset()
     offered = {k.value for k in guarded(OFFLOAD, topo)}
+    plain = {k for k in offered if not ComputeKernel(k).virtual_only}
+    virtual = {t.name for t in tables if t.use_virtual_table}
     out = []
     for name, c in raw_constraints.items():
         kernels = getattr(c, "compute_kernels", None) if not isinstance(c, dict) else c.get("compute_kernels")
+        ok = offered if name in virtual else plain
         if isinstance(kernels, (list, tuple)) and any(
-                (k.value if isinstance(k, ComputeKernel) else str(k).strip().lower()) in offered for k in kernels):
+                (k.value if isinstance(k, ComputeKernel) else str(k).strip().lower()) in ok for k in kernels):
             out.append(name)
     return frozenset(out)
 

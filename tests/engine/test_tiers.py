@@ -342,6 +342,13 @@ def test_a_table_larger_than_hbm_and_ddr_together_plans_on_key_value_as_torchrec
     raw["constraints"]["big"]["compute_kernels"] = ["key_value"]  # not offered without SSD: counted again
     with pytest.raises(engine.PlanningError, match="The tables do not fit"):
         engine.plan(engine.parse_config(raw))
+    raw["constraints"]["big"]["compute_kernels"] = ["fused", "dram_virtual_table"]  # not offered: not virtual
+    with pytest.raises(engine.PlanningError, match="The tables do not fit"):
+        engine.parse_config(copy.deepcopy(raw), refuse_too_big=True)
+    raw["tables"][0]["use_virtual_table"] = True  # a virtual table: planned on it, as TorchRec plans it
+    cfg = engine.parse_config(copy.deepcopy(raw), refuse_too_big=True)
+    assert engine.plan(cfg).tables["big"].compute_kernel.value == "dram_virtual_table"
+    assert torchrec_sharding_plan(cfg).plan[""]["big"].compute_kernel == "dram_virtual_table"
 
 
 # ---- virtual tables: TorchRec's EmbeddingBagConfig.use_virtual_table ------------------------------------------

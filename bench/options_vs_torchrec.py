@@ -46,6 +46,8 @@ def new_options_config(seed: int) -> dict:
         c = {"pooling_factors": [float(np.round(rng.uniform(1, 30), 1))]}
         if rng.random() < 0.7:
             c["compute_kernels"] = sorted(set(rng.choice(KERNELS, int(rng.integers(1, 4))).tolist()))
+            if any(k.endswith("_virtual_table") for k in c["compute_kernels"]):  # they run only on those
+                tables[i]["use_virtual_table"] = True
         if rng.random() < 0.6:
             c["sharding_types"] = sorted(set(rng.choice(TYPES, int(rng.integers(1, 3))).tolist()))
         constraints[f"t{i}"] = c

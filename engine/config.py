@@ -128,8 +128,14 @@ _CONSTRAINT_KEYS = (*CONSTRAINT_FIELDS, F.WORKLOAD_FIELD.name)
 def _constraint(raw: Any, path: str, table: TableConfig) -> Constraints:
     d = read_object(raw, path, _CONSTRAINT_KEYS)
     n = len(table.feature_names)
-    return Constraints(**{f.name: _read(f, d[f.name], f"{path}.{f.name}", n, table)
-                          for f in (*F.CONSTRAINT, F.WORKLOAD_FIELD) if f.name in d})
+    c = Constraints(**{f.name: _read(f, d[f.name], f"{path}.{f.name}", n, table)
+                       for f in (*F.CONSTRAINT, F.WORKLOAD_FIELD) if f.name in d})
+    if c.compute_kernels and not table.use_virtual_table and all(k.virtual_only for k in c.compute_kernels):
+        raise ConfigError(f"{path}.compute_kernels", f"lists only virtual-table kernels "
+                          f"({', '.join(k.value for k in c.compute_kernels)}), which TorchRec 1.8 runs only on "
+                          f"tables declared virtual; set use_virtual_table to true on table {table.name!r}, or list "
+                          f"another kernel")
+    return c
 
 
 # every field's reader (made here, below the readers of every kind)
@@ -244,7 +250,7 @@ def parse_config(data: Any, refuse_too_big: bool = False) -> Config:
         from engine.refuse import refuse_too_big as refuse
         from engine.tiers import offloadable
 
-        refuse(tables, early_topology, offloadable(d.get("constraints"), early_topology))
+        refuse(tables, early_topology, offloadable(d.get("constraints"), early_topology, tables))
     raw_c = d.get("constraints", {}) or {}
     if not isinstance(raw_c, dict):
         raise ConfigError("constraints", f"must be an object keyed by table name, got {type_name(raw_c)}")
@@ -278,12 +284,15 @@ def _writer(f: F.Field) -> Optional[Callable[[Any], Any]]:
     return list if f.kind in (F.NAMES, F.FLOATS, F.INTS, F.IDS, F.TABLE_NAMES) else None
 
 
-_TABLE_WRITERS = tuple((f.name, _writer(f)) for f in F.TABLE)
+_TABLE_WRITERS = tuple((f.name, _writer(f)) for f in F.TABLE if f.kind != F.BOOL)
+_TABLE_FLAGS = tuple(f.name for f in F.TABLE if f.kind == F.BOOL)  # written only where true (use_virtual_table)
 
 
 def config_to_dict(cfg: Config) -> dict:
-    """The config as JSON-ready data, every default written out (parse_config(config_to_dict(c)) == c)."""
-    tables = [{name: getattr(t, name) if write is None else write(getattr(t, name)) for name, write in _TABLE_WRITERS}
+    """The config as JSON-ready data, every default written out but a table's false flags
+    (parse_config(config_to_dict(c)) == c)."""
+    tables = [{**{name: getattr(t, name) if write is None else write(getattr(t, name))
+                  for name, write in _TABLE_WRITERS}, **{name: True for name in _TABLE_FLAGS if getattr(t, name)}}
               for t in cfg.tables]
     constraints = {}
     for name, c in cfg.constraints.items():

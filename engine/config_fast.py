@@ -55,8 +55,11 @@ def table_fast(raw: Any) -> TableConfig | None:
     pooling, data_type = _POOLINGS.get(pooling), _DATA_TYPES.get(data_type)
     if pooling is None or data_type is None:
         return None
+    virtual = raw.get("use_virtual_table", False)
+    if type(virtual) is not bool:
+        return None
     table = TableConfig(name=name, num_embeddings=rows, embedding_dim=dim, feature_names=features, pooling=pooling,
-                        data_type=data_type)
+                        data_type=data_type, use_virtual_table=virtual)
     return table if table.weight_bytes <= L.MAX_TABLE_BYTES else None
 
 

@@ -135,6 +135,10 @@ TABLE: tuple[Field, ...] = (
     Field("data_type", ENUM, "`fp32`, `fp16`, `bf16`, `int8`, `int4`, `int2`", '`"fp32"`', default=DataType.FP32,
           choices=DataType, range_text="", torchrec="data_type", column="data_type", tab=TABLES_TAB, width=100,
           bulk=(), csv=("data_type", "dtype"), snippet=True),
+    Field("use_virtual_table", BOOL, "a virtual table (TorchRec's: rows materialised as ids arrive). The kernels "
+          "`ssd_virtual_table`, `dram_virtual_table`, `dram_ssd_virtual_table` run only such tables, so they are "
+          "planned only for them", "`false`", default=False, range_text="", torchrec="use_virtual_table",
+          snippet=True),
 )
 
 # ---- constraints.TABLE: TorchRec's ParameterConstraints (all optional) ----------------------------------------

@@ -127,7 +127,10 @@ def table_geometries(cfg: Config, i: int) -> list[Geometry]:
     """The table's geometries to price, each with the kernels allowed for it."""
     table = cfg.tables[i]
     c = cfg.constraint(table.name)
-    out = geometries_of(table.embedding_dim, c.sharding_types, c.compute_kernels, c.min_partition, cfg.topology)
+    kernels = c.compute_kernels  # the virtual-table kernels for virtual tables only (DMP runs no other)
+    if kernels and not table.use_virtual_table:
+        kernels = tuple(k for k in kernels if not k.virtual_only)
+    out = geometries_of(table.embedding_dim, c.sharding_types, kernels, c.min_partition, cfg.topology)
     if c.workload is not None:
         out = clf_geometries(table, c, out)
     if not widths.runs_fused(table.embedding_dim):
@@ -135,13 +138,16 @@ def table_geometries(cfg: Config, i: int) -> list[Geometry]:
     if not out:
         kinds = ", ".join(k.value for k in c.compute_kernels or ())
         no_ssd = tiers.KV in (c.compute_kernels or ()) and cfg.topology.compute_device is Device.CUDA
+        virtual = kernels != c.compute_kernels  # virtual-table kernels left out: the table is not declared virtual
         raise PlanningError(
             f"Table {table.name!r}: its constraints exclude every option (compute_kernels [{kinds}] are not "
             f"available for sharding types {[s.value for s in c.sharding_types or ()]} on "
-            f"{cfg.topology.compute_device.value}{'; key_value needs SSD and no rank has any' if no_ssd else ''}).",
+            f"{cfg.topology.compute_device.value}{'; key_value needs SSD and no rank has any' if no_ssd else ''}"
+            f"{'; the virtual-table kernels run only on tables declared virtual' if virtual else ''}).",
             tables=(table.name,),
             fixes=(f"allow 'fused' in constraints.{table.name}.compute_kernels",
                    *(("or give the ranks SSD (topology.ssd_cap)",) if no_ssd else ()),
+                   *((f"or set use_virtual_table to true on table {table.name!r}",) if virtual else ()),
                    f"or add 'data_parallel' to constraints.{table.name}.sharding_types"),
         )
     return out

@@ -208,6 +208,10 @@ def _read_table_plan(raw: Any, path: str, dims: tuple[int, int], world: int) -> 
 def _table_plan(raw: Any, path: str, cfg: Config, name: str) -> TablePlan:
     table = cfg.table(name)
     tp = _read_table_plan(raw, path, (table.num_embeddings, table.embedding_dim), cfg.topology.world_size)
+    if tp.compute_kernel.virtual_only and not table.use_virtual_table:
+        raise ConfigError(f"{path}.compute_kernel", f"{tp.compute_kernel.value} runs only on tables declared virtual "
+                          f"(TorchRec 1.8); set use_virtual_table to true on table {name!r} in the config, or plan "
+                          f"another kernel")
     if tp.shards is None:
         return tp
     shards = list(tp.shards)

@@ -81,7 +81,7 @@ def _totals(pl: Placement) -> tuple[float, float] | None:
 
 def _refuse_early(cfg: Config) -> None:
     """One pass over the tables before any option is priced (engine.refuse)."""
-    refuse_too_big(cfg.tables, cfg.topology, offloadable(cfg.constraints, cfg.topology))
+    refuse_too_big(cfg.tables, cfg.topology, offloadable(cfg.constraints, cfg.topology, cfg.tables))
 
 
 def place_greedy(cfg: Config, options: list[list[Option]], chosen: list[Option],

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from engine.capacity import ssd_cap_of
-from engine.tiers import ssd_by_rank
+from engine.tiers import ssd_by_rank, virtual_comment
 from engine.errors import human_bytes
 from collections.abc import Sequence
 
@@ -65,7 +65,7 @@ def parameter_sharding_text(tp: TablePlan, cfg: Config) -> str:
 def torchrec_format(plan: Plan, cfg: Config, module_path: str = "") -> str:
     """The plan as TorchRec prints a ShardingPlan's module plans (as in the sharding tutorial)."""
     body = ", ".join(f"'{name}': {parameter_sharding_text(tp, cfg)}" for name, tp in plan.tables.items())
-    return dmp_collection_comment(cfg.topology) + f"{{'{module_path}': {{{body}}}}}"
+    return dmp_collection_comment(cfg.topology) + virtual_comment(cfg) + f"{{'{module_path}': {{{body}}}}}"
 
 
 def _shard_text(tp: TablePlan) -> str:

@@ -23,7 +23,7 @@ import numpy as np
 from engine import fields as F
 from engine.capacity import has_ssd, ssd_cap_of
 from engine.errors import PlanningError, human_bytes
-from engine.types import ComputeKernel, Config, Device, ShardingType, TablePlan, Topology
+from engine.types import ComputeKernel, Config, Device, ShardingType, TableConfig, TablePlan, Topology
 
 if TYPE_CHECKING:
     from engine.enumerate import Option
@@ -49,17 +49,21 @@ def guarded(listed: tuple[ComputeKernel, ...], topo: Topology) -> tuple[ComputeK
     return tuple(k for k in OFFLOAD if k in listed and (k is not KV or has_ssd(topo)))
 
 
-def offloadable(raw_constraints: object, topo: Topology) -> frozenset[str]:
+def offloadable(raw_constraints: object, topo: Topology, tables: Sequence[TableConfig]) -> frozenset[str]:
     """The tables whose constraints (as a config file writes them, read or not yet) list an offload kernel the
-    topology offers (guarded): their weights may leave HBM and DDR, so the early size check does not count them."""
+    topology offers (guarded; the virtual-table kernels to virtual tables only): their weights may leave HBM and
+    DDR, so the early size check does not count them."""
     if topo.compute_device is not Device.CUDA or not isinstance(raw_constraints, dict):
         return frozenset()
     offered = {k.value for k in guarded(OFFLOAD, topo)}
+    plain = {k for k in offered if not ComputeKernel(k).virtual_only}
+    virtual = {t.name for t in tables if t.use_virtual_table}
     out = []
     for name, c in raw_constraints.items():
         kernels = getattr(c, "compute_kernels", None) if not isinstance(c, dict) else c.get("compute_kernels")
+        ok = offered if name in virtual else plain
         if isinstance(kernels, (list, tuple)) and any(
-                (k.value if isinstance(k, ComputeKernel) else str(k).strip().lower()) in offered for k in kernels):
+                (k.value if isinstance(k, ComputeKernel) else str(k).strip().lower()) in ok for k in kernels):
             out.append(name)
     return frozenset(out)
 
@@ -216,8 +220,9 @@ def check_ssd(cfg: Config, tables: dict[str, TablePlan]) -> None:
 RUN_LIMITS = {
     KV: "runs on CUDA only (fbgemm's SSDTableBatchedEmbeddingBags; on CPU: Torch not compiled with CUDA enabled)",
     ComputeKernel.SSD_VIRTUAL_TABLE: "runs only tables declared virtual (EmbeddingBagConfig use_virtual_table=True, "
-                                     "which a config here cannot say; others: 'Try to create "
-                                     "ZeroCollisionKeyValueEmbeddingBag for non virtual tables')",
+                                     "the table's use_virtual_table here) that also give total_num_buckets, which a "
+                                     "config here cannot say yet (without it: 'Unexpected `None`' from "
+                                     "_get_sharded_local_buckets_for_zero_collision)",
     ComputeKernel.DRAM_SSD_VIRTUAL_TABLE: "runs in an EmbeddingCollection only; an EmbeddingBagCollection refuses it "
                                           "('not supported for EmbeddingBagCollection (pooled embeddings)')",
 }
@@ -232,3 +237,10 @@ def run_notes(tables: dict[str, TablePlan]) -> list[str]:
             used.setdefault(tp.compute_kernel, []).append(name)
     return [f"{k.value} ({', '.join(names[:5])}{', ...' if len(names) > 5 else ''}): TorchRec 1.8's "
             f"DistributedModelParallel {RUN_LIMITS[k]}" for k, names in used.items()]
+
+
+def virtual_comment(cfg: Config) -> str:
+    """A comment line for TorchRec-format text naming the tables declared virtual ('' where none is): their
+    EmbeddingBagConfig needs use_virtual_table=True for the virtual-table kernels to run."""
+    names = [t.name for t in cfg.tables if t.use_virtual_table]
+    return f"# EmbeddingBagConfig(..., use_virtual_table=True) for {', '.join(map(repr, names))}\n" if names else ""

@@ -130,7 +130,7 @@ def build_ebc(cfg: Config, device: Union[str, torch.device] = "meta") -> torchre
         configs.append(torchrec.EmbeddingBagConfig(
             name=t.name, num_embeddings=t.num_embeddings, embedding_dim=t.embedding_dim,
             feature_names=list(t.feature_names), pooling=torchrec.PoolingType[t.pooling.name],
-            data_type=torchrec.DataType[t.data_type.name],
+            data_type=torchrec.DataType[t.data_type.name], use_virtual_table=t.use_virtual_table,
         ))
     return torchrec.EmbeddingBagCollection(tables=configs, device=torch.device(device))
 
@@ -193,7 +193,9 @@ _TORCHREC_HOLDERS = {"cache_params": CacheParams}
 
 
 def torchrec_constraints(cfg: Config) -> dict[str, ParameterConstraints]:
-    """ParameterConstraints of each table: every constraint with a TorchRec name (engine.fields) that is set."""
+    """ParameterConstraints of each table: every constraint with a TorchRec name (engine.fields) that is set. A
+    virtual table is said in its EmbeddingBagConfig (build_ebc), not here: ParameterConstraints.use_virtual_table
+    would have TorchRec's storage estimate count only a cache for its fused kernels too (docs/estimator.md, 13)."""
     out = {}
     for name, c in cfg.constraints.items():
         kwargs: dict = {}

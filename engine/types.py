@@ -57,6 +57,11 @@ class ComputeKernel(str, enum.Enum):
     def weights_in_ddr(self) -> bool:
         return self in (ComputeKernel.FUSED_UVM, ComputeKernel.FUSED_UVM_CACHING)
 
+    @property
+    def virtual_only(self) -> bool:
+        """TorchRec 1.8 runs it only on tables declared virtual (TableConfig.use_virtual_table)."""
+        return self.value.endswith("_virtual_table")
+
 
 class PoolingType(str, enum.Enum):
     SUM = "sum"
@@ -111,6 +116,7 @@ class TableConfig:
     feature_names: tuple[str, ...]
     pooling: PoolingType = PoolingType.SUM
     data_type: DataType = DataType.FP32
+    use_virtual_table: bool = False  # TorchRec's: rows materialised as ids arrive; the virtual-table kernels need it
 
     def __post_init__(self) -> None:  # read several times per table while a config is checked: kept, not recomputed
         self.__dict__["weight_bytes"] = math.ceil(self.num_embeddings * self.embedding_dim * self.data_type.bytes)
@@ -318,15 +324,8 @@ class Perf:
                     self.bwd_compute + other.bwd_compute, self.bwd_comms + other.bwd_comms,
                     self.input_dist_comms + other.input_dist_comms, self.prefetch_compute + other.prefetch_compute)
 
-    def as_dict(self) -> dict[str, float]:
-        return {
-            "fwd_compute_ms": self.fwd_compute,
-            "fwd_comms_ms": self.fwd_comms,
-            "bwd_compute_ms": self.bwd_compute,
-            "bwd_comms_ms": self.bwd_comms,
-            "input_dist_comms_ms": self.input_dist_comms,
-            "prefetch_compute_ms": self.prefetch_compute,
-        }
+    def as_dict(self) -> dict[str, float]:  # each component as "<field>_ms", in field order
+        return {f"{name}_ms": getattr(self, name) for name in self.__dataclass_fields__}
 
 
 PERF_COMPONENTS = tuple(Perf().as_dict())

@@ -78,6 +78,8 @@ DMP_COLLECTION_TAIL = (
     "# ... and model.sync() after each optimizer step: the all-reduce across groups the plan's estimate prices\n"
 )
 
+# the tables declared virtual (names as Python literals): TorchRec 1.8 runs its virtual-table kernels only on those
+VIRTUAL_NOTE = "VIRTUAL_TABLES = {names}  # build their EmbeddingBagConfig with use_virtual_table=True\n"
 GRID_NOTE = ("# grid_shard row-splits each piece over one host's ranks, and TorchRec reads the ranks per host\n"
              "# from the launch (LOCAL_WORLD_SIZE, torchrun --nproc-per-node): launch that many ranks per host\n")
 
@@ -122,7 +124,8 @@ def torchrec_text(plan: engine.Plan, config: engine.Config, module_path: str = "
     """The plan as TorchRec prints a ShardingPlan (as in the sharding tutorial); names are Python literals."""
     body = ", ".join(f"{_literal(str(name))}: {engine.parameter_sharding_text(tp, config)}"
                      for name, tp in _in_config_order(plan, config))
-    return engine.dmp_collection_comment(config.topology) + f"{{{_literal(str(module_path))}: {{{body}}}}}\n"
+    return (engine.dmp_collection_comment(config.topology) + engine.virtual_comment(config)
+            + f"{{{_literal(str(module_path))}: {{{body}}}}}\n")
 
 
 def python_snippet(plan: engine.Plan, config: engine.Config, module_path: str = "", what: str = "") -> str:
@@ -148,8 +151,9 @@ def python_snippet(plan: engine.Plan, config: engine.Config, module_path: str = 
                                lws=int(group.local_world_size), group=int(group.world_size))
     grid = any(tp.sharding_type is engine.ShardingType.GRID_SHARD for _, tp in placed)
     wrap = DMP_COLLECTION_TAIL if engine.replica_count(topo) > 1 else DMP_TAIL
+    virtual = [str(t.name) for t in cfg.tables if t.use_virtual_table]
     return (head + "".join(lines) + SNIPPET_TAIL.format(cache=_literal(cache), options=_literal(options))
-            + wrap + (GRID_NOTE if grid else ""))
+            + (VIRTUAL_NOTE.format(names=_literal(virtual)) if virtual else "") + wrap + (GRID_NOTE if grid else ""))
 
 
 def share_link(token: str, public_url: Optional[str], browser_url: Optional[str], base_url_path: str = "") -> str:

@@ -98,7 +98,8 @@ def _cell(f: engine.Field) -> Any:
 
 
 # (column, field name, default as a file writes it, is a list of names) of the table fields
-_TABLE_CELLS = tuple((f.column, f.name, f.json_default, f.kind == K.NAMES) for f in engine.TABLE_FIELD_DECLS)
+# (a field with no column, use_virtual_table, rides in the row under its own name, not shown)
+_TABLE_CELLS = tuple((f.column or f.name, f.name, f.json_default, f.kind == K.NAMES) for f in engine.TABLE_FIELD_DECLS)
 _CONSTRAINT_CELLS = tuple((f.column, _cell(f)) for f in GRID_FIELDS if f.name in engine.CONSTRAINT_FIELDS)
 _EXTRA_KEYS = (*EXTRA_CONSTRAINT_FIELDS, *(COLUMN_FIELDS[c].name for c in FEATURE_COLUMNS))
 
@@ -160,8 +161,11 @@ def rule_values(text: Any, numbers: bool) -> Optional[list]:
 def _table_of(row: dict) -> dict:
     table: dict[str, Any] = {}
     for f in engine.TABLE_FIELD_DECLS:
-        v = row.get(f.column)
-        if f.kind == K.NAMES:
+        v = row.get(f.column or f.name)
+        if f.kind == K.BOOL:  # a flag without a column: written where set
+            if v is not None and v != f.json_default:
+                table[f.name] = v
+        elif f.kind == K.NAMES:
             if isinstance(v, str) and v.strip():
                 table[f.name] = [x.strip() for x in v.split(",") if x.strip()]
         elif f.kind == K.ENUM:

@@ -94,9 +94,12 @@ def test_the_snippet_carries_grid_shard_and_says_how_to_launch_it(tmp_path):
 
 
 def test_the_snippet_and_the_torchrec_text_carry_the_offload_tiers(tmp_path):
-    """A key_value table (row-wise, a typed cache) and a dram_virtual_table one: the snippet builds the engine's own
-    ShardingPlan, kernels and cache sizes included."""
+    """A key_value table (row-wise, a typed cache) and a dram_virtual_table one (declared virtual): the snippet
+    builds the engine's own ShardingPlan, kernels and cache sizes included, and both exports name the virtual table
+    whose EmbeddingBagConfig needs use_virtual_table=True."""
     cfg = tutorial()
+    cfg["tables"][1]["use_virtual_table"] = True
+    assert cfg["tables"][1]["name"] == "large_table_1"
     cfg["constraints"] = {"large_table_0": {"compute_kernels": ["key_value"], "sharding_types": ["row_wise"],
                                             "cache_load_factor": 0.5},
                           "large_table_1": {"compute_kernels": ["dram_virtual_table"],
@@ -107,6 +110,12 @@ def test_the_snippet_and_the_torchrec_text_carry_the_offload_tiers(tmp_path):
     assert _same_as_the_engines(tmp_path, cfg, plan, snippet).endswith("same 4")
     text = exports.torchrec_text(typed(plan, cfg), typed_config(cfg))
     assert "'large_table_0': ParameterSharding(sharding_type='row_wise', compute_kernel='key_value'" in text
+    assert "# EmbeddingBagConfig(..., use_virtual_table=True) for 'large_table_1'\n" in text
+    assert "VIRTUAL_TABLES = ['large_table_1']  # build their EmbeddingBagConfig with use_virtual_table=True" in snippet
+    plain = tutorial()
+    plain_plan = engine.plan(engine.parse_config(plain))
+    assert "use_virtual_table" not in exports.torchrec_text(plain_plan, typed_config(plain))
+    assert "VIRTUAL_TABLES" not in exports.python_snippet(plain_plan, typed_config(plain))
 
 
 def test_share_urls():

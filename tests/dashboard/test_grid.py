@@ -157,3 +157,13 @@ def test_new_rows_get_unique_names_and_frames_have_editor_types():
     assert list(cons.columns) == list(grid.CONSTRAINT_COLUMNS) and cons["sharding_types"].iloc[0] == []
     assert frame.index.tolist() == cons.index.tolist() == [1, 2, 3, 4, 5, 6]  # numbered as messages name rows
     assert grid.weight_bytes(_rows()) == 2 * 4096 * 64 * 4 + 2 * 1024 * 64 * 4
+
+
+def test_a_virtual_table_stays_virtual_through_the_grid_and_its_edits():
+    """use_virtual_table has no column: it rides in the table's row, so an edit of the row keeps it."""
+    raw = tutorial()
+    raw["tables"][0]["use_virtual_table"] = True
+    rows = grid.apply_edits(grid.config_to_rows(raw), {"edited_rows": {0: {"rows": 8192}, 1: {"rows": 100}}})
+    out = grid.rows_to_config(rows, raw["topology"])
+    assert out["tables"][0]["use_virtual_table"] is True and out["tables"][0]["num_embeddings"] == 8192
+    assert "use_virtual_table" not in out["tables"][1]

@@ -28,9 +28,13 @@ CURVE = [{"cache_rows": r, "lru_miss_rate": m} for r, m in ((400, 0.5), (2000, 0
 
 
 def config(kernels: list[str], sharding_types: list[str] | None = None, table: str = "large_table_0",
-           **topology) -> dict:
+           virtual: bool | None = None, **topology) -> dict:
+    """The tutorial's config with the table's kernels (and types); the table declared virtual where `virtual`, or
+    by default where a virtual-table kernel is listed."""
     raw = tutorial()
     raw["topology"].update(topology)
+    if virtual if virtual is not None else any(k.endswith("_virtual_table") for k in kernels):
+        next(t for t in raw["tables"] if t["name"] == table)["use_virtual_table"] = True
     c = {"compute_kernels": kernels}
     if sharding_types:
         c["sharding_types"] = sharding_types
@@ -230,8 +234,8 @@ print("built")
 
 @pytest.mark.parametrize("kernel, error", [
     ("key_value", "AssertionError: Torch not compiled with CUDA enabled"),
-    ("ssd_virtual_table", "AssertionError: Try to create ZeroCollisionKeyValueEmbeddingBag for non virtual tables"),
-    ("dram_virtual_table", "AssertionError: Try to create ZeroCollisionKeyValueEmbeddingBag for non virtual tables"),
+    ("ssd_virtual_table", "AssertionError: Unexpected `None`"),  # the virtual table's total_num_buckets
+    ("dram_virtual_table", "AssertionError: Unexpected `None`"),
     ("dram_ssd_virtual_table", "not supported for EmbeddingBagCollection (pooled embeddings)"),
 ])
 def test_dmp_on_gloo_cpu_refuses_each_offload_kernel_with_the_error_the_plan_notes(kernel, error):
@@ -284,12 +288,28 @@ def test_a_config_torchrecs_planner_plans_is_never_refused_by_ours(seed):
             raw["constraints"][t["name"]] = {
                 "compute_kernels": sorted(set(rng.choice(kinds, int(rng.integers(1, 4))).tolist())),
                 "sharding_types": sorted(set(rng.choice(types, int(rng.integers(1, 3))).tolist()))}
+        t["use_virtual_table"] = bool(rng.random() < 0.5)
+    for t in raw["tables"]:  # TorchRec's planner plans these and its DMP refuses them; ours refuses them by name
+        kernels = raw["constraints"].get(t["name"], {}).get("compute_kernels", ["fused"])
+        if not t["use_virtual_table"] and all(k.endswith("_virtual_table") for k in kernels):
+            with pytest.raises(engine.ConfigError, match=f"on table '{t['name']}'"):
+                engine.parse_config(raw)
+            t["use_virtual_table"] = True
     cfg = engine.parse_config(raw)
     try:
         torchrec_sharding_plan(cfg)
     except engine.PlanningError:
         return  # TorchRec refuses it: ours may plan it or not (docs/estimator.md, 10)
-    plan = engine.plan(cfg)
+    while True:  # a table whose only offered kernels are virtual-table ones: refused by name unless declared virtual
+        try:
+            plan = engine.plan(cfg)
+            break
+        except engine.PlanningError as e:
+            name = e.tables[0]
+            t = next(t for t in raw["tables"] if t["name"] == name)
+            assert f"set use_virtual_table to true on table {name!r}" in str(e) and not t["use_virtual_table"]
+            t["use_virtual_table"] = True
+            cfg = engine.parse_config(raw)
     caps = [engine.ssd_cap_of(cfg.topology, r) for r in range(4)]
     assert all(need <= cap for need, cap in zip(ssd_by_rank(cfg, plan.tables), caps))
 
@@ -322,3 +342,76 @@ def test_a_table_larger_than_hbm_and_ddr_together_plans_on_key_value_as_torchrec
     raw["constraints"]["big"]["compute_kernels"] = ["key_value"]  # not offered without SSD: counted again
     with pytest.raises(engine.PlanningError, match="The tables do not fit"):
         engine.plan(engine.parse_config(raw))
+    raw["constraints"]["big"]["compute_kernels"] = ["fused", "dram_virtual_table"]  # not offered: not virtual
+    with pytest.raises(engine.PlanningError, match="The tables do not fit"):
+        engine.parse_config(copy.deepcopy(raw), refuse_too_big=True)
+    raw["tables"][0]["use_virtual_table"] = True  # a virtual table: planned on it, as TorchRec plans it
+    cfg = engine.parse_config(copy.deepcopy(raw), refuse_too_big=True)
+    assert engine.plan(cfg).tables["big"].compute_kernel.value == "dram_virtual_table"
+    assert torchrec_sharding_plan(cfg).plan[""]["big"].compute_kernel == "dram_virtual_table"
+
+
+# ---- virtual tables: TorchRec's EmbeddingBagConfig.use_virtual_table ------------------------------------------
+
+
+VIRTUAL = [k for k in KERNELS if k.endswith("_virtual_table")]
+
+
+def test_a_virtual_table_reads_back_and_the_flag_is_written_only_where_set():
+    raw = config(["fused", "ssd_virtual_table"])
+    cfg = engine.parse_config(raw)
+    assert cfg.table("large_table_0").use_virtual_table and not cfg.table("large_table_1").use_virtual_table
+    out = engine.config_to_dict(cfg)
+    assert [t.get("use_virtual_table") for t in out["tables"]] == [True, None, None, None]
+    assert engine.parse_config(json.loads(json.dumps(out))) == cfg
+    raw["tables"][0]["use_virtual_table"] = "yes"
+    with pytest.raises(engine.ConfigError) as e:
+        engine.parse_config(raw)
+    assert str(e.value).startswith("tables[0].use_virtual_table:") and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("kernel", VIRTUAL)
+def test_a_table_not_declared_virtual_listing_only_virtual_kernels_is_refused_in_one_line(kernel):
+    with pytest.raises(engine.ConfigError) as e:
+        engine.parse_config(config([kernel], ["row_wise"], virtual=False))
+    msg = str(e.value)
+    assert msg.startswith("constraints.large_table_0.compute_kernels: lists only virtual-table kernels")
+    assert "set use_virtual_table to true on table 'large_table_0'" in msg and "\n" not in msg
+
+
+def test_virtual_kernels_are_offered_to_virtual_tables_only_and_every_kernel_to_those():
+    """A virtual table: every pair TorchRec's enumerator offers (every kernel, as TorchRec's). A table not declared
+    virtual that lists them beside others: planned on the others; TorchRec's enumerator offers them to it too, and
+    its DMP then refuses them (docs/estimator.md, 13)."""
+    ours, theirs = kernels_of(config(["fused", "fused_uvm", *KERNELS]))
+    assert ours - {("data_parallel", "dense")} == theirs - {("data_parallel", "dense")}
+    assert {k for _, k in ours} >= {"fused", "fused_uvm", *VIRTUAL}
+    ours, theirs = kernels_of(config(["fused", *KERNELS], virtual=False))
+    assert {k for _, k in ours} == {"fused", "key_value", "dense"}
+    assert ours - {("data_parallel", "dense")} == {p for p in theirs if p[1] not in VIRTUAL}
+    assert {k for _, k in theirs} >= set(VIRTUAL)
+
+
+def test_a_plan_file_with_a_virtual_kernel_for_a_table_not_declared_virtual_is_refused_naming_it():
+    raw = config(["ssd_virtual_table"], ["table_wise"])
+    plan = engine.plan_to_dict(engine.plan(engine.parse_config(raw)))
+    del raw["tables"][0]["use_virtual_table"]
+    raw["constraints"] = {}
+    with pytest.raises(engine.ConfigError) as e:
+        engine.parse_plan(plan, engine.parse_config(raw))
+    msg = str(e.value)
+    assert "large_table_0.compute_kernel: ssd_virtual_table runs only on tables declared virtual" in msg
+    assert "set use_virtual_table to true on table 'large_table_0'" in msg and "\n" not in msg
+
+
+def test_the_model_and_the_text_export_carry_use_virtual_table():
+    from engine.torchrec_compat import build_ebc, torchrec_constraints
+
+    cfg = engine.parse_config(config(["dram_virtual_table"], ["row_wise"]))
+    flags = {c.name: c.use_virtual_table for c in build_ebc(cfg).embedding_bag_configs()}
+    assert flags == {"large_table_0": True, "large_table_1": False, "small_table_0": False, "small_table_1": False}
+    assert not torchrec_constraints(cfg)["large_table_0"].use_virtual_table  # docs/estimator.md, 13
+    text = engine.torchrec_format(engine.plan(cfg), cfg)
+    assert text.startswith("# EmbeddingBagConfig(..., use_virtual_table=True) for 'large_table_0'\n{'': {")
+    assert "use_virtual_table" not in engine.torchrec_format(engine.plan(engine.parse_config(tutorial())),
+                                                             engine.parse_config(tutorial()))

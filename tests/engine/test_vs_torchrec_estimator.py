@@ -53,7 +53,8 @@ OURS = {"fwd_compute": 0, "fwd_comms": 1, "bwd_compute": 2, "bwd_comms": 3, "inp
 def grid_config(world: int, local: int, device: str, optimizer: str) -> Config:
     tables, constraints = [], {}
     for name, rows, dim, dtype, pf, weighted, clf in TABLES:
-        tables.append({"name": name, "num_embeddings": rows, "embedding_dim": dim, "data_type": dtype})
+        tables.append({"name": name, "num_embeddings": rows, "embedding_dim": dim, "data_type": dtype,
+                       "use_virtual_table": device == "cuda"})  # the virtual-table kernels are planned for those
         c = {"sharding_types": ALL_TYPES, "pooling_factors": [pf], "is_weighted": weighted}
         if device == "cuda":
             c["compute_kernels"] = KERNELS

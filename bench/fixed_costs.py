@@ -55,10 +55,10 @@ def free_configs() -> list[tuple[str, object]]:
 
 def survey_point(cfg, device: str, ranks: int, effort: int, torchrec: bool = False) -> dict:
     import engine
-    from engine.sweep import candidate_topology
 
     def on(dev: str):
-        return dataclasses.replace(cfg, topology=candidate_topology(cfg.topology, dev, ranks, cfg.topology.batch_size))
+        topo = engine.sweep_topology(cfg.topology, dev, ranks, cfg.topology.batch_size)
+        return dataclasses.replace(cfg, topology=topo)
 
     settings = engine.PlannerSettings(effort=effort)
     c = on(device)

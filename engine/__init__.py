@@ -103,6 +103,7 @@ from engine.replan import OldTable, Replan
 from engine.replan import ddr_piece_ms as replan_ddr_piece_ms
 from engine.replan.moves import bytes_per_element as replan_bytes_per_element
 from engine.stats.lru import EXACT_MAX_LOOKUPS
+from engine.sweep import candidate_topology as sweep_topology  # a sweep point's topology (accelerator, world size)
 from engine.workset import distinct_rows
 
 # every field a table's constraints may hold: the scalars, and the workload block (no grid column: the grid keeps it)
@@ -174,6 +175,6 @@ __all__ = [
     "BWD_COMPUTE_MULTIPLIER", "DDR_MEM_BW", "DryrunBackend", "DryrunSettings", "EXACT_MAX_LOOKUPS", "MAX_CAP_BYTES",
     "MAX_TABLES", "MIN_CW_DIM", "OPTIMIZER_STATE_BYTES", "OldTable", "Replan", "cost_decades", "distinct_rows",
     "fbgemm_rank", "nnls", "rank_pieces", "rank_steps", "replan_bytes_per_element", "replan_ddr_piece_ms",
-    "run_dryrun", "spearman",
+    "run_dryrun", "spearman", "sweep_topology",
     "torchrec_rank_costs",
 ]

@@ -11,7 +11,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FIRST_SCREEN_LINES = 45  # about what a 1280x720 browser or a terminal shows of a rendered README before scrolling
-BENCHMARKS = ("Our planner vs TorchRec's", "Production scale", "An edit in the browser", "Capacity sweep",
+BENCHMARKS = ("Our planner vs TorchRec's", "Production scale", "The new options against TorchRec's planner",
+              "An edit in the browser", "Capacity sweep",
               "Plans under a profile's fixed costs", "Estimated vs measured step time", "Measured quality")
 
 

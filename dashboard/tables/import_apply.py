@@ -73,9 +73,11 @@ def _key_of(rest: str, d: dict) -> Optional[str]:
 
 
 def _label(key: str) -> str:
-    """A field as the grid labels it (dim, rows...), else the engine's name, else the user's key quoted."""
+    """A field as the grid labels it and as the file names it ("dim (embedding_dim)"; "name" once), else the
+    engine's name, else the user's key quoted: a JSON or CSV user finds the key they typed."""
     if key in grid.FIELD_COLUMNS:
-        return grid.LABELS[grid.FIELD_COLUMNS[key]]
+        label = grid.LABELS[grid.FIELD_COLUMNS[key]]
+        return label if label.replace(" ", "_") == key else f"{label} ({key})"
     return key if key in engine.TABLE_FIELDS + engine.CONSTRAINT_FIELDS else shown(key)
 
 

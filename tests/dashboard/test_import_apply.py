@@ -36,12 +36,12 @@ def test_one_wrong_type_refuses_the_whole_import_and_lists_every_problem():
     out = _run("json", json.dumps(cfg))
     assert out.config is None and out.message == "Cannot import (8 problems); nothing was changed:"
     assert list(out.problems) == [
-        "row 2 ('large_table_1'): dim: must be an integer, got a string",
+        "row 2 ('large_table_1'): dim (embedding_dim): must be an integer, got a string",
         # every constraint field, as engine.fields declares them (a new field joins the list)
         "row 3 ('small_table_0'): 'colour': unknown field; known fields: "
         + ", ".join(f.name for f in engine.CONSTRAINT_FIELD_DECLS),
         "row 3 ('small_table_0'): min partition: must be from 1 to 65,536, got 0",
-        "row 4 ('small_table_1'): rows: must be from 1 to 1,099,511,627,776, got 0",
+        "row 4 ('small_table_1'): rows (num_embeddings): must be from 1 to 1,099,511,627,776, got 0",
         "row 4 ('small_table_1'): pooling: unknown value 'max'; use one of: sum, mean, none",
         "constraints for 'nope': no imported table has this name",
         "Topology, world size (world_size): must be from 1 to 16,384, got 0",
@@ -66,7 +66,7 @@ def test_tables_that_are_not_objects_or_lack_fields_are_named_by_row():
     out = _run("json", json.dumps([5, {"num_embeddings": 1}, {"name": ["x"], "num_embeddings": 1, "embedding_dim": 1}]))
     assert list(out.problems) == [
         "row 1: must be an object with name, num_embeddings, embedding_dim; got 5",
-        "row 2: name: is required", "row 2: dim: is required",
+        "row 2: name: is required", "row 2: dim (embedding_dim): is required",
         "row 3: name: must be a non-empty string, got a list",
     ]
 
@@ -131,8 +131,8 @@ def test_a_file_with_endless_problems_lists_the_first_ones_and_says_it_stopped()
     assert len(out.problems) == import_apply.MAX_PROBLEMS + 1 and out.problems[-1] == import_apply.STOPPED
     assert out.problems[:3] == (("row 1 ('t0'): 'colour': unknown field; known fields: name, num_embeddings, "
                                  "embedding_dim, feature_names, pooling, data_type, use_virtual_table"),
-                                "row 1 ('t0'): rows: must be an integer, got a string",
-                                "row 1 ('t0'): dim: must be from 1 to 65,536, got -1")
+                                "row 1 ('t0'): rows (num_embeddings): must be an integer, got a string",
+                                "row 1 ('t0'): dim (embedding_dim): must be from 1 to 65,536, got -1")
 
 
 def test_a_csv_import_with_bad_cells_and_bad_values_changes_nothing_and_lists_them():
@@ -143,13 +143,13 @@ def test_a_csv_import_with_bad_cells_and_bad_values_changes_nothing_and_lists_th
     assert workspace == tutorial()
     out = import_apply.run("csv", "name,rows,dim\na,0,4\na,10,0\n", workspace, "replace")
     assert out.config is None and out.problems == (
-        "line 2 ('a'): rows: must be from 1 to 1,099,511,627,776, got 0",
-        "line 3 ('a'): dim: must be from 1 to 65,536, got 0",
+        "line 2 ('a'): rows (num_embeddings): must be from 1 to 1,099,511,627,776, got 0",
+        "line 3 ('a'): dim (embedding_dim): must be from 1 to 65,536, got 0",
         "line 3 ('a'): name: duplicate table name (also line 2)")
     # issue 28: an unreadable cell and the other lines' problems at once, in one numbering (the file's lines)
     out = import_apply.run("csv", "name,rows,dim\na,0,4\nb,abc,4\n\nc,10,0\n", workspace, "replace")
     assert out.config is None and out.problems == (
-        "line 2 ('a'): rows: must be from 1 to 1,099,511,627,776, got 0",
+        "line 2 ('a'): rows (num_embeddings): must be from 1 to 1,099,511,627,776, got 0",
         "line 3, column rows: 'abc' is not a number",
-        "line 5 ('c'): dim: must be from 1 to 65,536, got 0")
+        "line 5 ('c'): dim (embedding_dim): must be from 1 to 65,536, got 0")
     assert not any("tables[" in p for p in out.problems)

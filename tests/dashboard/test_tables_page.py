@@ -130,9 +130,10 @@ def test_an_import_with_wrong_values_lists_every_problem_and_keeps_the_workspace
     whole["topology"]["world_size"] = 3
     _import(app, "json", json.dumps(whole))
     assert shown(app, "error") == [("Cannot import (3 problems); nothing was changed:\n"
-                                    "row 2 ('**b** [x](http://e.org) $x$ :red[y]'): dim: must be an integer, got a "
-                                    "string\n"
-                                    "row 4 ('small_table_1'): rows: must be from 1 to 1,099,511,627,776, got -5\n"
+                                    "row 2 ('**b** [x](http://e.org) $x$ :red[y]'): dim (embedding_dim): must be an "
+                                    "integer, got a string\n"
+                                    "row 4 ('small_table_1'): rows (num_embeddings): must be from 1 to "
+                                    "1,099,511,627,776, got -5\n"
                                     "Topology, ranks per host (local_world_size): must divide world_size (3) evenly, "
                                     "got 2")]
     assert json.dumps(workspace(app)) == before
@@ -197,7 +198,7 @@ def test_a_json_import_with_one_wrong_type_changes_nothing(app):
     whole["tables"][9]["name"] = whole["tables"][8]["name"]
     _import(app, "json", json.dumps(whole))
     assert shown(app, "error") == ["Cannot import (3 problems); nothing was changed:\n"
-                                   "row 5 ('t_cat_4'): dim: must be an integer, got a string\n"
+                                   "row 5 ('t_cat_4'): dim (embedding_dim): must be an integer, got a string\n"
                                    "row 10 ('t_cat_8'): name: duplicate table name (also row 9)\n"
                                    "constraints for 't_cat_9': no imported table has this name"]
     assert json.dumps(workspace(app)) == before and len(app.dataframe[0].value) == 4

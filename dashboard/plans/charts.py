@@ -141,7 +141,7 @@ def memory_bars(plan: engine.Plan, devices: Optional[list[str]] = None, group: O
         layout[f"xaxis{ax}"] = {"anchor": f"y{ax}", "domain": _PANELS[len(kinds)][col - 1],
                                 **_rank_axis_spec(len(ranks), devices)}
         layout[f"yaxis{ax}"] = {"anchor": f"x{ax}", "domain": [0.0, 1.0]}
-        layout["annotations"].append({"font": {"size": 13 if ssd is not None else 14 if col == 1 else 16},
+        layout["annotations"].append({"font": {"size": 13 if ssd is not None else 14},
                                       "showarrow": False,
                                       "text": _memory_title(plan, kind, ssd),
                                       "x": _PANELS[len(kinds)][col - 1][0],

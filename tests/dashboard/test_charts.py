@@ -131,6 +131,7 @@ def test_memory_bars_say_the_headroom_and_stack_the_parts():
     assert title.startswith("HBM per rank (GiB)<br><sup>least headroom ") and "(rank " in title
     assert any(k.startswith("memory_") for k in plan["ranks"][0])  # engine.memory's parts, flat in the plan file
     fig = charts.memory_bars(typed(plan))
+    assert len({a.font.size for a in fig.layout.annotations}) == 1  # the HBM and DDR titles alike (walk, 1280x720)
     names = [t.name for t in fig.data]
     assert names[0] == "usable capacity" and names[-2:] == ["usable capacity", "used"] and "weights" in names
     parts = [t for t in fig.data[1:-2]]

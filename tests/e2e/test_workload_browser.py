@@ -18,11 +18,8 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tutorial.json"
 pytestmark = pytest.mark.timeout(420)
 
 
-def test_upload_draws_miss_curves_and_refuses_a_bad_file(browser, app_url, tmp_path) -> None:
-    SHOTS.mkdir(exist_ok=True)
-    cfg = engine.load_config(str(EXAMPLE))
-    good = tmp_path / "ids.parquet"
-    good.write_bytes(engine.generated_sample_bytes(cfg, 2000, 3, "parquet"))
+def open_workload(browser, app_url):
+    """A 1440x900 page on the app's Workload page, its reruns ended."""
     page = new_page(browser, VIEWPORT, 120_000)
     page.goto(app_url)
     page.wait_for_selector('[data-testid="stApp"]')
@@ -30,6 +27,15 @@ def test_upload_draws_miss_curves_and_refuses_a_bad_file(browser, app_url, tmp_p
     page.get_by_role("link", name="Workload").click()
     page.get_by_role("heading", name="Workload").wait_for()
     idle(page)
+    return page
+
+
+def test_upload_draws_miss_curves_and_refuses_a_bad_file(browser, app_url, tmp_path) -> None:
+    SHOTS.mkdir(exist_ok=True)
+    cfg = engine.load_config(str(EXAMPLE))
+    good = tmp_path / "ids.parquet"
+    good.write_bytes(engine.generated_sample_bytes(cfg, 2000, 3, "parquet"))
+    page = open_workload(browser, app_url)
     page.screenshot(path=str(SHOTS / "1-empty.png"))
     page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(good))
     idle(page)

@@ -4,16 +4,13 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
 import engine
-from tests.e2e.conftest import idle, new_page
+from tests.e2e.conftest import idle
+from tests.e2e.test_workload_browser import EXAMPLE, SHOTS, open_workload
 
-VIEWPORT = {"width": 1440, "height": 900}
-SHOTS = Path("/tmp/workload-shots")
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tutorial.json"
 ROWS = 300_000  # five chunks of 65,536 rows per pass: several seconds of measuring
 pytestmark = pytest.mark.timeout(420)
 
@@ -23,13 +20,7 @@ def test_the_measuring_shows_the_share_of_rows_read(browser, app_url, tmp_path) 
     cfg = engine.load_config(str(EXAMPLE))
     sample = tmp_path / "big.parquet"
     sample.write_bytes(engine.generated_sample_bytes(cfg, ROWS, 5, "parquet"))
-    page = new_page(browser, VIEWPORT, 120_000)
-    page.goto(app_url)
-    page.wait_for_selector('[data-testid="stApp"]')
-    idle(page)
-    page.get_by_role("link", name="Workload").click()
-    page.get_by_role("heading", name="Workload").wait_for()
-    idle(page)
+    page = open_workload(browser, app_url)
     page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(sample))
     idle(page)
     page.get_by_role("button", name="Measure the uploaded sample").click()

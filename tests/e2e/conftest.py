@@ -8,6 +8,7 @@ new_page's default timeout, the others through until(). A wait that gives up say
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -105,23 +106,83 @@ def settled(page) -> None:
 
 
 GRID_ROW_Y_PX = 35 + 17  # a data grid's first row, from its top: the header, then half a row
+FIRST_CELL_X_PX = 60  # a data grid's first column after the row marker, from its left edge
 
 
-def edit_grid_cell(page, grid, x_px: float, down: int, right: int, value: str) -> None:
-    """Type into a data grid's cell: click the first row `x_px` from the grid's left edge, arrows to the cell,
-    Enter, fill the overlay, Enter (typing straight onto a selected cell loses the first keystroke). The caller
-    waits for the rerun."""
+def focused_grid_cell(page) -> tuple[int, int] | None:
+    """The data grid cell that has the keyboard's focus, as (column, row) in the grid's own numbering (its
+    accessible table's cells are `glide-cell-COLUMN-ROW`; column 1 is the first after the row marker); None where
+    no cell has it."""
+    found = re.fullmatch(r"glide-cell-(\d+)-(\d+)", page.evaluate("() => document.activeElement?.id ?? ''"))
+    return (int(found[1]), int(found[2])) if found else None
+
+
+def _arrow_to(page, target: tuple[int, int], step_s: float = 2.0) -> bool:
+    """Press arrows one at a time from the focused cell toward `target` (column, row), each time waiting for the
+    focus to reach the next cell (the grid moves it a frame or more after the key); True once it is there. A
+    keypress lost under load (seen under two CPU hogs: the editor opened on the read-only row column) or a slow
+    one is judged from where the focus really is, so the next press corrects either way."""
+    for _ in range(4 * (abs(target[0]) + abs(target[1])) + 20):
+        at = focused_grid_cell(page)
+        if at is None or at == target:
+            return at == target
+        if at[0] != target[0]:
+            step = 1 if target[0] > at[0] else -1
+            key, nxt = ("ArrowRight" if step > 0 else "ArrowLeft"), (at[0] + step, at[1])
+        else:
+            step = 1 if target[1] > at[1] else -1
+            key, nxt = ("ArrowDown" if step > 0 else "ArrowUp"), (at[0], at[1] + step)
+        page.keyboard.press(key)
+        try:
+            page.wait_for_function(
+                "(id) => document.activeElement?.id === id || document.activeElement?.tagName === 'CANVAS'",
+                arg=f"glide-cell-{nxt[0]}-{nxt[1]}", timeout=scaled_ms(step_s * 1000))
+        except Exception:  # noqa: BLE001 - lost or slow: the next round reads where the focus is
+            pass
+        if page.evaluate("() => document.activeElement?.tagName") == "CANVAS":  # a dynamic editor's trailing
+            return nxt == target and key == "ArrowDown"  # row, which takes a new row, has no accessible cell
+    return False
+
+
+def edit_grid_at(page, grid, column: int, row: int, value: str, budget: float = 60.0) -> None:
+    """Type `value` into the data grid's cell (column, row) (focused_grid_cell's numbering): click the first row's
+    first cell, arrows until that cell has the focus (checked, not assumed; else again from the click), Enter,
+    fill the overlay once it is the editable editor, Enter (typing straight onto a selected cell loses the first
+    keystroke). The caller waits for the rerun."""
     grid.scroll_into_view_if_needed()
-    box = grid.bounding_box()
-    page.mouse.click(box["x"] + x_px, box["y"] + GRID_ROW_Y_PX)
-    page.wait_for_timeout(150)  # an arrow pressed at once after the click can be lost
-    for key, times in (("ArrowDown", down), ("ArrowRight", right)):
-        for _ in range(times):
-            page.keyboard.press(key)
-            page.wait_for_timeout(50)
+    editor = page.locator("#portal .gdg-input")
+
+    def opened_on_target() -> bool:
+        if editor.count():
+            page.keyboard.press("Escape")  # an editor opened on another cell
+        box = grid.bounding_box()  # a click each round: a focus left from before the last rerun takes no keys
+        page.mouse.click(box["x"] + FIRST_CELL_X_PX, box["y"] + GRID_ROW_Y_PX)
+        try:  # the click's focus reaches the grid's cell a frame or more later
+            page.wait_for_function("() => /^glide-cell-/.test(document.activeElement?.id ?? '')",
+                                   timeout=scaled_ms(5000))
+        except Exception:  # noqa: BLE001 - the click was lost: go round again
+            return False
+        page.wait_for_timeout(150)  # an arrow pressed at once after the click can be lost
+        if not _arrow_to(page, (column, row)):
+            return False
+        page.keyboard.press("Enter")
+        try:
+            editor.wait_for(timeout=scaled_ms(5000))
+        except Exception:  # noqa: BLE001 - the Enter was lost: go round again
+            return False
+        return editor.is_enabled()  # a read-only cell's editor is disabled: never typed into
+
+    until(opened_on_target, f"the grid's editor on column {column}, row {row}", budget,
+          shows=lambda: f"focus on {focused_grid_cell(page)}; " + page_text(page))
+    editor.fill(value)
     page.keyboard.press("Enter")
-    page.locator("#portal .gdg-input").fill(value)
-    page.keyboard.press("Enter")
+
+
+def grid_column(grid, header: str) -> int:
+    """The grid column (focused_grid_cell's numbering) whose header reads `header`."""
+    head = grid.locator("th").filter(has_text=re.compile(rf"^\s*{re.escape(header)}\s*$")).first
+    head.wait_for(state="attached")  # the grid's accessible table, hidden
+    return int(head.get_attribute("aria-colindex"))
 
 
 def idle(page, pause_ms: float = 300) -> None:

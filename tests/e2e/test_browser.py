@@ -47,8 +47,9 @@ def calibrated_server(tmp_path):
 def _load_preset(page, label: str) -> None:
     choose = page.locator('[data-testid="stPopoverBody"] [data-testid="stSelectbox"]')
     click_until(page, page.get_by_role("button", name="Presets"), choose, "the Presets popover to open")
-    choose.click()
-    page.get_by_role("option", name=label).click()
+    option = page.get_by_role("option", name=label)
+    click_until(page, choose, option, f"the preset list to show {label!r}")
+    option.click()
     page.get_by_role("button", name="Load preset").click()
     page.get_by_text(re.compile(r"^Loaded preset")).wait_for()  # the toast: the rerun is done
     page.keyboard.press("Escape")  # widgets keep a popover open after a rerun; close it like a user would

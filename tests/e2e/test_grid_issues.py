@@ -8,11 +8,11 @@ import re
 
 import pytest
 
-from tests.e2e.conftest import edit_grid_cell, new_page
+from tests.e2e.conftest import edit_grid_at, new_page
 
 VIEWPORT = {"width": 1440, "height": 900}
 UI_TIMEOUT_MS = 60_000
-NAME_X_PX = 130  # from the grid's left edge: past the row marker and the row number, into the name column
+NAME_COL = 2  # hidden cell columns: 0 row marker, 1 row number, 2 name
 ISSUE_COL = 3  # hidden cell columns: 0 row marker, 1 row number, 2 name, 3 issue (once a row has one)
 
 pytestmark = pytest.mark.timeout(300)
@@ -25,8 +25,8 @@ def _idle(page) -> None:
 
 
 def _edit_cell(page, down: int, right: int, value: str) -> None:
-    """Type into a grid cell: click the first row's name, arrows to the cell, Enter, fill the overlay, Enter."""
-    edit_grid_cell(page, page.locator('[data-testid="stDataFrameResizable"]').first, NAME_X_PX, down, right, value)
+    """Type into the grid cell `down` rows below the first and `right` columns right of the name column."""
+    edit_grid_at(page, page.locator('[data-testid="stDataFrameResizable"]').first, NAME_COL + right, down, value)
     _idle(page)
 
 

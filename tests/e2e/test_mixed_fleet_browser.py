@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.conftest import edit_grid_cell, idle, new_page, settled
+from tests.e2e.conftest import edit_grid_at, idle, new_page, settled
 
 VIEWPORT = {"width": 1440, "height": 900}
 EDITOR = '.st-key-topology_host_groups [data-testid="stDataFrameResizable"]'
-FIRST_CELL_X_PX = 60  # the hosts column, from the editor's left edge
+HOSTS_COL = 1  # the editor's grid columns: 0 its row marker, 1 hosts
 HOSTS, HBM, DDR, SSD, DEVICE = 0, 1, 2, 3, 4  # columns right of the hosts column
 
 pytestmark = pytest.mark.timeout(300)
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.timeout(300)
 
 def _edit(page, row: int, col: int, value: str) -> None:
     """Type into the host-group editor's cell (its empty last row takes a new group), then wait for the rerun."""
-    edit_grid_cell(page, page.locator(EDITOR), FIRST_CELL_X_PX, row, col, value)
+    edit_grid_at(page, page.locator(EDITOR), HOSTS_COL + col, row, value)
     idle(page)
 
 

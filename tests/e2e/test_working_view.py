@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import idle, new_page, until
+from tests.e2e.conftest import click_until, edit_grid_at, grid_column, idle, new_page, until
 
 VIEWPORT = {"width": 1440, "height": 900}
 UI_TIMEOUT_MS = 120_000
@@ -38,20 +38,7 @@ def _headline(page) -> str:
 def _type_into_cell(page, row: int, column: str, value: str) -> None:
     """Edit one cell of the Tables grid (the column found by its header) and commit it with Enter."""
     grid = page.locator('[data-testid="stDataFrameResizable"]').first
-    grid.locator("th").filter(has_text=column).first.wait_for(state="attached")  # the grid's hidden cells
-    headers = [h.strip() for h in grid.locator("th").all_inner_texts() if h.strip()]
-    box = grid.bounding_box()
-    page.mouse.click(box["x"] + 60, box["y"] + 35 + 17)  # the first data cell
-    page.keyboard.press("Home")
-    for _ in range(row):
-        page.keyboard.press("ArrowDown")
-    for _ in range(headers.index(column)):
-        page.keyboard.press("ArrowRight")
-    page.keyboard.press("Enter")
-    editor = page.locator("#portal .gdg-input")
-    editor.wait_for()
-    editor.fill(value)
-    editor.press("Enter")
+    edit_grid_at(page, grid, grid_column(grid, column), row, value)
 
 
 def _headline_changes(page, before: str, contains: str = "") -> str:
@@ -98,10 +85,12 @@ def test_first_view_then_edits_update_the_headline_and_an_error_shows_no_stale_p
 
 
 def _load_synthetic(page, count: int) -> None:
-    page.get_by_role("button", name="Presets").click()
     body = page.locator('[data-testid="stPopoverBody"]')
-    body.locator('[data-testid="stSelectbox"]').first.click()
-    page.get_by_role("option", name=re.compile(r"^Synthetic")).click()
+    choose = body.locator('[data-testid="stSelectbox"]').first
+    click_until(page, page.get_by_role("button", name="Presets"), choose, "the Presets popover to open")
+    synthetic = page.get_by_role("option", name=re.compile(r"^Synthetic"))
+    click_until(page, choose, synthetic, "the preset list to show the synthetic preset")
+    synthetic.click()
     box = page.locator(".st-key-tables_syn_count input")
     box.fill(str(count))
     box.press("Enter")

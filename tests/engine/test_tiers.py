@@ -317,8 +317,8 @@ def test_the_step_memory_holds_the_cache_in_hbm_and_not_the_table():
 @pytest.mark.parametrize("seed", range(12))
 def test_a_config_torchrecs_planner_plans_is_never_refused_by_ours(seed):
     """Seeded random configs over the new options (kernel lists with and without the offload tiers, sharding types,
-    SSD per rank: the default, none, a mixed fleet's list, a small one): wherever TorchRec 1.8's planner finds a
-    plan, ours finds one, and ours keeps every rank within its SSD."""
+    SSD per rank: the default, none, a mixed fleet's list, a small one; virtual tables, some bucketed): wherever
+    TorchRec 1.8's planner finds a plan, ours finds one, and ours keeps every rank within its SSD."""
     rng = np.random.default_rng(seed)
     raw = tutorial()
     raw["topology"].update(world_size=4, local_world_size=2)
@@ -338,6 +338,9 @@ def test_a_config_torchrecs_planner_plans_is_never_refused_by_ours(seed):
                 "compute_kernels": sorted(set(rng.choice(kinds, int(rng.integers(1, 4))).tolist())),
                 "sharding_types": sorted(set(rng.choice(types, int(rng.integers(1, 3))).tolist()))}
         t["use_virtual_table"] = bool(rng.random() < 0.5)
+        if rng.random() < 0.5:  # whole buckets of the 1,024 or 4,096 rows, one per rank at least (TorchRec's rules)
+            t["total_num_buckets"] = int(2 ** rng.integers(2, 11))
+            t["virtual_table_eviction_policy"] = {"type": str(rng.choice(["no_eviction", "count_based"]))}
     for t in raw["tables"]:  # TorchRec's planner plans these and its DMP refuses them; ours refuses them by name
         kernels = raw["constraints"].get(t["name"], {}).get("compute_kernels", ["fused"])
         if not t["use_virtual_table"] and all(k.endswith("_virtual_table") for k in kernels):

@@ -236,7 +236,8 @@ VIRTUAL_NEEDS = {
               "table should not be None); no_eviction is the one that needs nothing more",
     "l2": "with an eviction policy other than no_eviction also needs KeyValueParams' l2_cache_size and "
           "kvzch_tbe_config, which a config here cannot give (KeyError: 'l2_cache_size'), on CUDA too",
-    "cuda": _CUDA,
+    "cuda": "builds it from this plan and config (row_wise, total_num_buckets, no_eviction) on CUDA only: fbgemm's "
+            "SSDTableBatchedEmbeddingBags (on CPU: Torch not compiled with CUDA enabled)",
 }
 
 

@@ -104,6 +104,21 @@ def test_the_rules_are_torchrecs_and_apply_where_torchrec_applies_them():
     assert engine.plan(cfg).tables["large_table_0"].sharding_type.value != "row_wise"
 
 
+def test_2d_groups_count_the_groups_ranks():
+    """2D sharding (DMPCollection): the plan, TorchRec's planner and the kernel's process group are one group's, so
+    2 buckets on groups of 2 of a world of 4 are enough, and they are cut over the group's 2 ranks as TorchRec's."""
+    from engine.torchrec_compat import to_sharding_plan, torchrec_sharding_plan
+
+    raw = virtual(2, {"type": "no_eviction"}, world_size=4, local_world_size=4, sharding_group_size=2)
+    cfg = engine.parse_config(raw)
+    tables = engine.plan(cfg).tables
+    assert [s.sizes[0] for s in tables["large_table_0"].shards] == [2048, 2048]
+    ours = to_sharding_plan(cfg, tables).plan[""]["large_table_0"]
+    assert ours == torchrec_sharding_plan(cfg).plan[""]["large_table_0"]
+    del raw["topology"]["sharding_group_size"]
+    assert "2 buckets are fewer than the 4 ranks" in refused(raw)
+
+
 def test_a_table_not_declared_virtual_keeps_the_even_cut_as_torchrec():
     raw = virtual(8, kernels=("fused",), declared=False)
     cfg = engine.parse_config(raw)

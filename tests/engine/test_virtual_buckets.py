@@ -9,6 +9,8 @@ import dataclasses
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import engine
 from engine.virtual import POLICIES
@@ -191,3 +193,31 @@ def test_the_text_export_names_each_virtual_tables_keywords():
     assert engine.virtual_table_keywords(cfg.table("small_table_0")) == {}
     plain = engine.parse_config(tutorial())
     assert "EmbeddingBagConfig" not in engine.torchrec_format(engine.plan(plain), plain)
+
+
+# ---- the cut, over random tables ------------------------------------------------------------------------------
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 16), st.integers(1, 64), st.integers(1, 4_000), st.integers(0, 3))
+def test_the_bucketed_cut_is_torchrecs_tiles_the_table_and_its_shapes_agree(world, per_rank, bucket_rows, extra):
+    """For any world, buckets (at least one per rank) and rows (whole buckets): our shards are TorchRec 1.8's
+    calculate_shard_sizes_and_offsets with num_buckets, tile the table exactly, and the distinct shapes the planner
+    prices count the same shards."""
+    import torch
+    from torchrec.distributed.sharding_plan import calculate_shard_sizes_and_offsets
+
+    from engine.geometry import distinct_shapes, geometry
+    from engine.types import ShardingType, TableConfig, Topology
+
+    buckets = world * per_rank + min(extra, world - 1)
+    table = TableConfig("t", buckets * bucket_rows, 8, ("f",), use_virtual_table=True, total_num_buckets=buckets)
+    topo = Topology(world_size=world, local_world_size=world)
+    offsets, sizes = geometry(table, ShardingType.ROW_WISE, topo)
+    theirs = calculate_shard_sizes_and_offsets(torch.empty(table.num_embeddings, 8, device="meta"), world, world,
+                                               "row_wise", num_buckets=buckets)
+    assert (sizes.tolist(), offsets.tolist()) == (theirs[0], theirs[1])
+    assert (offsets[1:, 0] == offsets[:-1, 0] + sizes[:-1, 0]).all() and sizes[:, 0].sum() == table.num_embeddings
+    assert (sizes[:, 0] % bucket_rows == 0).all() and (sizes[:, 0] > 0).all()
+    shapes, counts, n = distinct_shapes(table, ShardingType.ROW_WISE, topo)
+    assert n == world and [tuple(s) for s in sizes.tolist()] == [s for s, c in zip(shapes, counts) for _ in range(c)]

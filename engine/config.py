@@ -28,6 +28,7 @@ from engine.readers import (
 )
 from engine.replicas import group_topology
 from engine.rules import check_placement_rules
+from engine.virtual import check_buckets, policy_to_dict
 from engine.types import (
     Config,
     Constraints,
@@ -83,6 +84,10 @@ def _reader(f: F.Field) -> Callable[..., Any]:
         return lambda v, path: read_ids(v, path, f)
     if kind == F.TABLE_NAMES:
         return read_table_names
+    if kind == F.Kind.EVICTION:
+        from engine.virtual import read_policy
+
+        return read_policy
     if kind == F.WORKLOAD:
         from engine import workload_block  # it reads with this module's checks
 
@@ -113,6 +118,8 @@ def _table(raw: Any, path: str) -> TableConfig:
             values[f.name] = _read(f, d[f.name], f"{path}.{f.name}")
         elif f.kind == F.NAMES:  # feature_names: the table's name
             values[f.name] = (values["name"],)
+        elif f.json_default is None:  # total_num_buckets, the eviction policy: none
+            values[f.name] = None
         else:
             values[f.name] = _read(f, f.json_default, f"{path}.{f.name}")
     table = TableConfig(**values)
@@ -263,6 +270,7 @@ def parse_config(data: Any, refuse_too_big: bool = False) -> Config:
         constraints[name] = constraint_fast(c, by_name[name]) or _constraint(c, f"constraints.{name}", by_name[name])
     topology = _topology(d["topology"])
     check_placement_rules(tables, constraints, group_topology(topology))  # 2D: pins name a group's ranks
+    check_buckets(tables, constraints, topology)
     check_load(tables, constraints, topology)
     check_pairs(len(tables), topology.world_size)
     return Config(tables=tables, constraints=constraints, topology=topology)
@@ -284,15 +292,22 @@ def _writer(f: F.Field) -> Optional[Callable[[Any], Any]]:
     return list if f.kind in (F.NAMES, F.FLOATS, F.INTS, F.IDS, F.TABLE_NAMES) else None
 
 
-_TABLE_WRITERS = tuple((f.name, _writer(f)) for f in F.TABLE if f.kind != F.BOOL)
-_TABLE_FLAGS = tuple(f.name for f in F.TABLE if f.kind == F.BOOL)  # written only where true (use_virtual_table)
+# a table's flags (use_virtual_table) and fields without a default (the virtual tables') are written only where set
+_SET_ONLY = tuple(f.name for f in F.TABLE if f.kind == F.BOOL or (f.json_default is None and f.kind != F.NAMES
+                                                               and not f.required))
+_TABLE_WRITERS = tuple((f.name, _writer(f)) for f in F.TABLE if f.name not in _SET_ONLY)
+
+
+def _set_only(name: str, v: Any) -> Any:
+    return policy_to_dict(v) if name == "virtual_table_eviction_policy" else v
 
 
 def config_to_dict(cfg: Config) -> dict:
-    """The config as JSON-ready data, every default written out but a table's false flags
+    """The config as JSON-ready data, every default written out but a table's fields that are false or absent
     (parse_config(config_to_dict(c)) == c)."""
     tables = [{**{name: getattr(t, name) if write is None else write(getattr(t, name))
-                  for name, write in _TABLE_WRITERS}, **{name: True for name in _TABLE_FLAGS if getattr(t, name)}}
+                  for name, write in _TABLE_WRITERS},
+               **{name: _set_only(name, v) for name in _SET_ONLY if (v := getattr(t, name)) not in (None, False)}}
               for t in cfg.tables]
     constraints = {}
     for name, c in cfg.constraints.items():

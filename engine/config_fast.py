@@ -14,7 +14,7 @@ from engine import limits as L
 from engine.types import Constraints, TableConfig
 
 
-_TABLE_KEYS = frozenset(F.TABLE_FIELDS)
+_TABLE_KEYS = frozenset(F.TABLE_FIELDS) - {"total_num_buckets", "virtual_table_eviction_policy"}  # checked there
 _POOLING, _DATA_TYPE = F.BY_NAME["pooling"], F.BY_NAME["data_type"]
 _POOLINGS = {m.value: m for m in _POOLING.choices}
 _DATA_TYPES = {m.value: m for m in _DATA_TYPE.choices}

@@ -85,7 +85,7 @@ def evaluate(cfg: Config, tables: dict[str, TablePlan], planner: str = "engine",
         for r in range(w)
     )
     notes = tuple(notes)
-    notes += tuple(n for n in plan_notes(cfg, tables) + grid_mean_notes(cfg, tables) + run_notes(tables)
+    notes += tuple(n for n in plan_notes(cfg, tables) + grid_mean_notes(cfg, tables) + run_notes(cfg, tables)
                    if n not in notes)  # a re-plan
     # passes on earlier notes
     return with_group_note(world, Plan(tables=dict(tables), ranks=stats, planner=planner,

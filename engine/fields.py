@@ -1,12 +1,7 @@
-"""Every field of a config, declared once: its type, unit, range, default, meaning, grid column, CSV and
-snippet names and TorchRec name. The config reader (engine.config), the defaults the estimates use, TorchRec's
-ParameterConstraints (engine.torchrec_compat), the dashboard's grid, importers and Tables page, and README's field
-tables (engine.field_tables) are derived from these declarations.
-
-Adding a per-table constraint: declare it in CONSTRAINT below (its range from engine.limits, or here), add the
-attribute to engine.types.Constraints, and run `python -m engine.field_tables --readme` to rewrite README's tables.
-A TorchRec option the planner only passes on (sharding=True) then reaches ParameterConstraints, each ParameterSharding
-and the dashboard's snippet with no other change.
+"""Every config field, declared once (type, unit, range, default, meaning, grid column, CSV/snippet/TorchRec names):
+engine.config, the estimates' defaults, TorchRec's ParameterConstraints, the dashboard's grid, importers and README's
+field tables derive from them. A new per-table constraint: declare it in CONSTRAINT, add it to engine.types.Constraints,
+run `python -m engine.field_tables --readme` (one TorchRec only passes on, sharding=True, then needs nothing more).
 """
 
 from __future__ import annotations
@@ -40,15 +35,14 @@ class Kind:
     WORKLOAD = "workload"  # a table's measured workload block (engine.workload_block)
     CAPS = "caps"  # per-rank capacities: lists of bytes, one entry per rank (custom_topology_data)
     DEVICES = "devices"  # groups of ranks in rank order, each with its accelerator (rank_devices)
-    # the grid tabs of the dashboard's Tables page a column sits on
-    TABLES_TAB = "tables"
+    EVICTION = "eviction"  # a virtual table's eviction policy block (engine.virtual)
+    TABLES_TAB = "tables"  # the grid tabs of the dashboard's Tables page a column sits on
     CONSTRAINTS_TAB = "constraints"
 
 
 NAME, NAMES, INT, FLOAT, BOOL, ENUM = Kind.NAME, Kind.NAMES, Kind.INT, Kind.FLOAT, Kind.BOOL, Kind.ENUM
 ENUMS, FLOATS, INTS, IDS = Kind.ENUMS, Kind.FLOATS, Kind.INTS, Kind.IDS
-TABLE_NAMES, PROFILE, WORKLOAD, CAPS = Kind.TABLE_NAMES, Kind.PROFILE, Kind.WORKLOAD, Kind.CAPS
-DEVICES = Kind.DEVICES
+TABLE_NAMES, PROFILE, WORKLOAD, CAPS, DEVICES = Kind.TABLE_NAMES, Kind.PROFILE, Kind.WORKLOAD, Kind.CAPS, Kind.DEVICES
 TABLES_TAB, CONSTRAINTS_TAB = Kind.TABLES_TAB, Kind.CONSTRAINTS_TAB
 
 
@@ -104,8 +98,7 @@ KERNEL_ALIASES = {"batched_fused": "fused", "batched_dense": "dense", "batched_f
                   "batched_fused_uvm_caching": "fused_uvm_caching"}
 _INFERENCE = "is one of TorchRec's inference kernels (quantized tables for serving); this planner plans training"
 # EmbeddingComputeKernel values of TorchRec 1.8 this planner refuses, and why
-TORCHREC_ONLY_KERNELS = {
-    "quant": _INFERENCE, "quant_uvm": _INFERENCE, "quant_uvm_caching": _INFERENCE,
+TORCHREC_ONLY_KERNELS = {"quant": _INFERENCE, "quant_uvm": _INFERENCE, "quant_uvm_caching": _INFERENCE,
     "customized_kernel": "is TorchRec's hook for a user's own kernel, whose memory and cost no planner knows",
     "fused_triton": "is TorchRec 1.8's Triton kernel for CUDA, which this planner does not price yet",
 }
@@ -139,6 +132,14 @@ TABLE: tuple[Field, ...] = (
           "`ssd_virtual_table`, `dram_virtual_table`, `dram_ssd_virtual_table` run only such tables, so they are "
           "planned only for them", "`false`", default=False, range_text="", torchrec="use_virtual_table",
           snippet=True),
+    Field("total_num_buckets", INT, "a virtual table's buckets (TorchRec's, read for virtual tables only): "
+          "`row_wise` gives each rank `buckets // ranks` whole buckets, one more on the first `buckets % ranks`",
+          "none", unit="buckets", lo=1, hi=L.MAX_NUM_EMBEDDINGS, torchrec="total_num_buckets", snippet=True,
+          range_note="; divides `num_embeddings`; >= the ranks where `row_wise` may be planned"),
+    Field("virtual_table_eviction_policy", Kind.EVICTION, 'a virtual table\'s eviction policy, `{"type": ..., field: '
+          "value}` with a TorchRec 1.8 class's fields: `no_eviction`, `count_based`, `timestamp_based`, "
+          "`count_timestamp_mixed`, `feature_score_based`, `feature_l2_norm_based`", "none", range_text="counts and "
+          "minutes >= 0", torchrec="virtual_table_eviction_policy"),
 )
 
 # ---- constraints.TABLE: TorchRec's ParameterConstraints (all optional) ----------------------------------------
@@ -291,9 +292,8 @@ RANK_DEVICES_FIELD = Field(
     range_text="groups' `ranks` add up to `world_size`; `compute_device` cuda")
 RANK_DEVICE_KEYS = ("ranks", "device")
 
-# Inside profile: the CPU estimate's cost terms (engine.estimate.cpu_terms), each in bytes of work at the topology's
-# ddr_mem_bw, its default the constant engine.constants holds. A profile carries the ones `python -m db calibrate
-# --terms` fitted on its device (device_name); an absent term takes its default. Read by engine.terms.
+# Inside profile: the CPU estimate's cost terms (engine.estimate.cpu_terms, read by engine.terms), in bytes of work at
+# ddr_mem_bw; `python -m db calibrate --terms` fits them on its device (device_name); absent, engine.constants'.
 
 
 def _term(name: str, default: float, unit: str, what: str) -> Field:

@@ -12,7 +12,7 @@ from typing import Optional
 
 import numpy as np
 
-from engine import tiers, widths
+from engine import tiers, virtual, widths
 from engine.clf import clf_geometries
 from engine.errors import PlanningError
 from engine.types import (
@@ -63,7 +63,8 @@ def geometry(table: TableConfig, st: ShardingType, topo: Topology, width: int = 
         return np.zeros((topo.world_size, 2), dtype=np.int64), np.tile([R, D], (topo.world_size, 1))
     if st.splits_rows:
         parts = topo.world_size if st is ShardingType.ROW_WISE else topo.local_world_size
-        rows = row_split(R, parts)
+        buckets = virtual.buckets_of(table) if st is ShardingType.ROW_WISE else None  # TorchRec cuts row_wise only
+        rows = row_split(R, parts) if buckets is None else virtual.bucket_rows(R, buckets, parts)
         starts = np.concatenate([[0], np.cumsum(rows)[:-1]])
         return np.stack([starts, np.zeros(parts, dtype=np.int64)], 1), np.stack([rows, np.full(parts, D)], 1)
     if st is ShardingType.GRID_SHARD:  # TorchRec's _calculate_grid_shard_sizes_and_offsets: piece by piece, each
@@ -107,6 +108,12 @@ def distinct_shapes(table: TableConfig, st: ShardingType, topo: Topology,
         return [(R, D)], [1], 1
     if st is ShardingType.DATA_PARALLEL:
         return [(R, D)], [topo.world_size], topo.world_size
+    buckets = virtual.buckets_of(table) if st is ShardingType.ROW_WISE else None
+    if buckets is not None:  # whole buckets, one more on the first buckets % ranks (engine.virtual.bucket_rows)
+        q, extra = divmod(buckets, topo.world_size)
+        size = R // buckets
+        shapes, counts = [((q + 1) * size, D), (q * size, D)], [extra, topo.world_size - extra]
+        return [s for s, n in zip(shapes, counts) if n], [n for n in counts if n], topo.world_size
     if st.splits_rows or st is ShardingType.GRID_SHARD:
         parts = topo.world_size if st is ShardingType.ROW_WISE else topo.local_world_size
         cols, k = (D, 1) if st.splits_rows else (width, D // width)

@@ -18,6 +18,7 @@ from engine.fields import KERNEL_ALIASES, TORCHREC_ONLY_KERNELS
 from engine.readers import read_enum, read_float, read_int, read_json, read_object, type_name
 from engine.errors import ConfigError
 from engine.geometry import row_split
+from engine.virtual import bucket_problem
 from engine.replicas import group_config
 from engine.tiling import grid_problem, tiling_problem
 from engine.types import (ComputeKernel, Config, MemoryParts, Perf, Plan, RankStats, Shard, ShardingType, TableConfig,
@@ -222,6 +223,8 @@ def _table_plan(raw: Any, path: str, cfg: Config, name: str) -> TablePlan:
                              table.num_embeddings, table.embedding_dim)
     if problem:
         raise ConfigError(f"{path}.shards", f"do not tile the table exactly: {problem}")
+    if st is ShardingType.ROW_WISE and (problem := bucket_problem(table, tp.shards, cfg.topology.world_size)):
+        raise ConfigError(f"{path}.shards", problem)
     if st is ShardingType.GRID_SHARD:
         lw = cfg.topology.local_world_size
         problem = grid_problem(np.array([s.offsets for s in shards], dtype=np.int64),

@@ -24,6 +24,7 @@ from engine import fields as F
 from engine.capacity import has_ssd, ssd_cap_of
 from engine.errors import PlanningError, human_bytes
 from engine.types import ComputeKernel, Config, Device, ShardingType, TableConfig, TablePlan, Topology
+from engine.virtual import keywords_text
 
 if TYPE_CHECKING:
     from engine.enumerate import Option
@@ -217,30 +218,58 @@ def check_ssd(cfg: Config, tables: dict[str, TablePlan]) -> None:
 
 # What TorchRec 1.8's DistributedModelParallel says when it builds these kernels for an EmbeddingBagCollection (tests/
 # engine/test_tiers.py runs it on gloo/CPU): the plans are TorchRec's planner's, the runs need more than a plan.
+_CUDA = "runs on CUDA only (fbgemm's SSDTableBatchedEmbeddingBags; on CPU: Torch not compiled with CUDA enabled)"
 RUN_LIMITS = {
-    KV: "runs on CUDA only (fbgemm's SSDTableBatchedEmbeddingBags; on CPU: Torch not compiled with CUDA enabled)",
-    ComputeKernel.SSD_VIRTUAL_TABLE: "runs only tables declared virtual (EmbeddingBagConfig use_virtual_table=True, "
-                                     "the table's use_virtual_table here) that also give total_num_buckets, which a "
-                                     "config here cannot say yet (without it: 'Unexpected `None`' from "
-                                     "_get_sharded_local_buckets_for_zero_collision)",
+    KV: _CUDA,
     ComputeKernel.DRAM_SSD_VIRTUAL_TABLE: "runs in an EmbeddingCollection only; an EmbeddingBagCollection refuses it "
                                           "('not supported for EmbeddingBagCollection (pooled embeddings)')",
 }
-RUN_LIMITS[ComputeKernel.DRAM_VIRTUAL_TABLE] = RUN_LIMITS[ComputeKernel.SSD_VIRTUAL_TABLE]
+# ssd_virtual_table and dram_virtual_table (on tables declared virtual): the first thing DMP refuses, in its order
+VIRTUAL_NEEDS = {
+    "row_wise": "runs them row_wise only: its other sharding types hand the kernel no total_num_buckets (table_wise, "
+                "table_row_wise: Unexpected `None` from _get_sharded_local_buckets_for_zero_collision) or no "
+                "use_virtual_table (column_wise: Try to create ZeroCollisionKeyValueEmbeddingBag for non virtual "
+                "tables)",
+    "buckets": "needs the table's total_num_buckets (without it: Unexpected `None` from "
+               "_get_sharded_local_buckets_for_zero_collision)",
+    "policy": "needs the table's virtual_table_eviction_policy (without it: virtual_table_eviction_policy for kvzch "
+              "table should not be None); no_eviction is the one that needs nothing more",
+    "l2": "with an eviction policy other than no_eviction also needs KeyValueParams' l2_cache_size and "
+          "kvzch_tbe_config, which a config here cannot give (KeyError: 'l2_cache_size'), on CUDA too",
+    "cuda": "builds it from this plan and config (row_wise, total_num_buckets, no_eviction) on CUDA only: fbgemm's "
+            "SSDTableBatchedEmbeddingBags (on CPU: Torch not compiled with CUDA enabled)",
+}
 
 
-def run_notes(tables: dict[str, TablePlan]) -> list[str]:
-    """One note per offload kernel the plan uses: what TorchRec 1.8's DMP needs to run it."""
-    used: dict[ComputeKernel, list[str]] = {}
+def virtual_need(table: TableConfig, tp: TablePlan) -> str:
+    """The first VIRTUAL_NEEDS key TorchRec 1.8's DMP stops a virtual table's ssd/dram_virtual_table shards at."""
+    if tp.sharding_type is not ShardingType.ROW_WISE:
+        return "row_wise"
+    if table.total_num_buckets is None:
+        return "buckets"
+    policy = table.virtual_table_eviction_policy
+    return "policy" if policy is None else "cuda" if policy.type == "no_eviction" else "l2"
+
+
+def run_notes(cfg: Config, tables: dict[str, TablePlan]) -> list[str]:
+    """One note per offload kernel the plan uses (per kernel and need, for the virtual tables' two): what TorchRec
+    1.8's DMP needs to run it."""
+    used: dict[tuple[ComputeKernel, str], list[str]] = {}
     for name, tp in tables.items():
-        if is_offload(tp.compute_kernel):
-            used.setdefault(tp.compute_kernel, []).append(name)
+        k = tp.compute_kernel
+        if is_offload(k):
+            why = RUN_LIMITS.get(k) or VIRTUAL_NEEDS[virtual_need(cfg.table(name), tp)]
+            used.setdefault((k, why), []).append(name)
     return [f"{k.value} ({', '.join(names[:5])}{', ...' if len(names) > 5 else ''}): TorchRec 1.8's "
-            f"DistributedModelParallel {RUN_LIMITS[k]}" for k, names in used.items()]
+            f"DistributedModelParallel {why}" for (k, why), names in used.items()]
 
 
 def virtual_comment(cfg: Config) -> str:
-    """A comment line for TorchRec-format text naming the tables declared virtual ('' where none is): their
-    EmbeddingBagConfig needs use_virtual_table=True for the virtual-table kernels to run."""
-    names = [t.name for t in cfg.tables if t.use_virtual_table]
-    return f"# EmbeddingBagConfig(..., use_virtual_table=True) for {', '.join(map(repr, names))}\n" if names else ""
+    """Comment lines for TorchRec-format text naming the tables declared virtual with the EmbeddingBagConfig keywords
+    they need (use_virtual_table=True, total_num_buckets, the eviction policy: one line per set of keywords; '' where
+    none is)."""
+    groups: dict[str, list[str]] = {}
+    for t in cfg.tables:
+        if t.use_virtual_table:
+            groups.setdefault(keywords_text(t), []).append(repr(t.name))
+    return "".join(f"# EmbeddingBagConfig(..., {kw}) for {', '.join(names)}\n" for kw, names in groups.items())

@@ -28,6 +28,7 @@ from torchrec.distributed.types import (
     ShardingPlan,
     ShardMetadata,
 )
+from torchrec.modules import embedding_configs
 from torchrec.optim import RowWiseAdagrad
 
 from engine import fields as F
@@ -46,9 +47,11 @@ from engine.types import (
     PoolingType,
     Shard,
     ShardingType,
+    TableConfig,
     TablePlan,
     Topology,
 )
+from engine.virtual import keywords
 
 DeviceLike = Union[str, Device, None]
 
@@ -120,6 +123,16 @@ def to_sharding_plan(cfg: Config, tables: dict[str, TablePlan], module_path: str
 # ---- the module and sharders that run a plan ----------------------------------------------------
 
 
+def virtual_keywords(t: TableConfig) -> dict:
+    """A virtual table's EmbeddingBagConfig keywords (engine.virtual.keywords), its eviction policy as TorchRec's own
+    class (torchrec.modules.embedding_configs); {} for another table."""
+    kw = keywords(t)
+    if "virtual_table_eviction_policy" in kw:
+        cls, fields = kw["virtual_table_eviction_policy"]
+        kw["virtual_table_eviction_policy"] = getattr(embedding_configs, cls)(**fields)
+    return kw
+
+
 def build_ebc(cfg: Config, device: Union[str, torch.device] = "meta") -> torchrec.EmbeddingBagCollection:
     """The config's tables as an EmbeddingBagCollection (on the meta device: no memory allocated)."""
     configs = []
@@ -130,7 +143,7 @@ def build_ebc(cfg: Config, device: Union[str, torch.device] = "meta") -> torchre
         configs.append(torchrec.EmbeddingBagConfig(
             name=t.name, num_embeddings=t.num_embeddings, embedding_dim=t.embedding_dim,
             feature_names=list(t.feature_names), pooling=torchrec.PoolingType[t.pooling.name],
-            data_type=torchrec.DataType[t.data_type.name], use_virtual_table=t.use_virtual_table,
+            data_type=torchrec.DataType[t.data_type.name], **virtual_keywords(t),
         ))
     return torchrec.EmbeddingBagCollection(tables=configs, device=torch.device(device))
 

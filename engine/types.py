@@ -94,9 +94,7 @@ class Optimizer(str, enum.Enum):
     ADAM = "adam"
 
     def state_multiplier(self, embedding_dim: int) -> float:
-        if self is Optimizer.ROWWISE_ADAGRAD:
-            return 1.0 / embedding_dim
-        return C.OPTIMIZER_STATE_MULTIPLIER[self.value]
+        return 1.0 / embedding_dim if self is Optimizer.ROWWISE_ADAGRAD else C.OPTIMIZER_STATE_MULTIPLIER[self.value]
 
 
 # Kernels TorchRec's EmbeddingBagCollectionSharder offers, by sharding type and device.
@@ -117,6 +115,8 @@ class TableConfig:
     pooling: PoolingType = PoolingType.SUM
     data_type: DataType = DataType.FP32
     use_virtual_table: bool = False  # TorchRec's: rows materialised as ids arrive; the virtual-table kernels need it
+    total_num_buckets: Optional[int] = None  # TorchRec's: a virtual table's row_wise cut in whole buckets
+    virtual_table_eviction_policy: Optional[tuple] = None  # TorchRec's, as an engine.virtual.EvictionPolicy
 
     def __post_init__(self) -> None:  # read several times per table while a config is checked: kept, not recomputed
         self.__dict__["weight_bytes"] = math.ceil(self.num_embeddings * self.embedding_dim * self.data_type.bytes)

@@ -78,8 +78,23 @@ DMP_COLLECTION_TAIL = (
     "# ... and model.sync() after each optimizer step: the all-reduce across groups the plan's estimate prices\n"
 )
 
-# the tables declared virtual (names as Python literals): TorchRec 1.8 runs its virtual-table kernels only on those
-VIRTUAL_NOTE = "VIRTUAL_TABLES = {names}  # build their EmbeddingBagConfig with use_virtual_table=True\n"
+# the tables declared virtual and their EmbeddingBagConfig keywords (a Python literal): TorchRec 1.8 runs its
+# virtual-table kernels only on those, with total_num_buckets and an eviction policy
+VIRTUAL_NOTE = '''VIRTUAL_TABLES = {tables}  # table: its EmbeddingBagConfig keywords (policy: class, fields)
+
+
+def virtual_table_keywords(name):
+    """EmbeddingBagConfig(..., **virtual_table_keywords(name)): use_virtual_table=True and the rest."""
+    from torchrec.modules import embedding_configs
+
+    kw = dict(VIRTUAL_TABLES.get(name, {{}}))
+    if "virtual_table_eviction_policy" in kw:
+        cls, fields = kw["virtual_table_eviction_policy"]
+        kw["virtual_table_eviction_policy"] = getattr(embedding_configs, cls)(**fields)
+    return kw
+
+
+'''
 GRID_NOTE = ("# grid_shard row-splits each piece over one host's ranks, and TorchRec reads the ranks per host\n"
              "# from the launch (LOCAL_WORLD_SIZE, torchrun --nproc-per-node): launch that many ranks per host\n")
 
@@ -151,9 +166,9 @@ def python_snippet(plan: engine.Plan, config: engine.Config, module_path: str = 
                                lws=int(group.local_world_size), group=int(group.world_size))
     grid = any(tp.sharding_type is engine.ShardingType.GRID_SHARD for _, tp in placed)
     wrap = DMP_COLLECTION_TAIL if engine.replica_count(topo) > 1 else DMP_TAIL
-    virtual = [str(t.name) for t in cfg.tables if t.use_virtual_table]
+    virtual = {str(t.name): kw for t in cfg.tables if (kw := engine.virtual_table_keywords(t))}
     return (head + "".join(lines) + SNIPPET_TAIL.format(cache=_literal(cache), options=_literal(options))
-            + (VIRTUAL_NOTE.format(names=_literal(virtual)) if virtual else "") + wrap + (GRID_NOTE if grid else ""))
+            + (VIRTUAL_NOTE.format(tables=_literal(virtual)) if virtual else "") + wrap + (GRID_NOTE if grid else ""))
 
 
 def share_link(token: str, public_url: Optional[str], browser_url: Optional[str], base_url_path: str = "") -> str:

@@ -98,7 +98,8 @@ def _cell(f: engine.Field) -> Any:
 
 
 # (column, field name, default as a file writes it, is a list of names) of the table fields
-# (a field with no column, use_virtual_table, rides in the row under its own name, not shown)
+# (a field with no column, use_virtual_table or a virtual table's buckets and policy, rides in the row under its own
+# name, not shown)
 _TABLE_CELLS = tuple((f.column or f.name, f.name, f.json_default, f.kind == K.NAMES) for f in engine.TABLE_FIELD_DECLS)
 _CONSTRAINT_CELLS = tuple((f.column, _cell(f)) for f in GRID_FIELDS if f.name in engine.CONSTRAINT_FIELDS)
 _EXTRA_KEYS = (*EXTRA_CONSTRAINT_FIELDS, *(COLUMN_FIELDS[c].name for c in FEATURE_COLUMNS))
@@ -162,7 +163,7 @@ def _table_of(row: dict) -> dict:
     table: dict[str, Any] = {}
     for f in engine.TABLE_FIELD_DECLS:
         v = row.get(f.column or f.name)
-        if f.kind == K.BOOL:  # a flag without a column: written where set
+        if f.column is None:  # no column (use_virtual_table, the virtual tables' fields): written where set
             if v is not None and v != f.json_default:
                 table[f.name] = v
         elif f.kind == K.NAMES:

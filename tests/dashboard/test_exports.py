@@ -111,11 +111,47 @@ def test_the_snippet_and_the_torchrec_text_carry_the_offload_tiers(tmp_path):
     text = exports.torchrec_text(typed(plan, cfg), typed_config(cfg))
     assert "'large_table_0': ParameterSharding(sharding_type='row_wise', compute_kernel='key_value'" in text
     assert "# EmbeddingBagConfig(..., use_virtual_table=True) for 'large_table_1'\n" in text
-    assert "VIRTUAL_TABLES = ['large_table_1']  # build their EmbeddingBagConfig with use_virtual_table=True" in snippet
+    assert "VIRTUAL_TABLES = {'large_table_1': {'use_virtual_table': True}}  # table: its EmbeddingBagConfig" in snippet
     plain = tutorial()
     plain_plan = engine.plan(engine.parse_config(plain))
     assert "use_virtual_table" not in exports.torchrec_text(plain_plan, typed_config(plain))
     assert "VIRTUAL_TABLES" not in exports.python_snippet(plain_plan, typed_config(plain))
+
+
+# run after the snippet: its virtual_table_keywords build TorchRec's own EmbeddingBagConfig keywords, as the engine's
+VIRTUAL_CHECK = """
+from engine.torchrec_compat import build_ebc
+for c in build_ebc(engine.parse_config(json.load(open(sys.argv[1])))).embedding_bag_configs():
+    kw = virtual_table_keywords(c.name)
+    assert kw.get("use_virtual_table", False) == c.use_virtual_table, c.name
+    assert kw.get("total_num_buckets") == c.total_num_buckets, c.name
+    assert kw.get("virtual_table_eviction_policy") == c.virtual_table_eviction_policy, c.name
+    assert type(kw.get("virtual_table_eviction_policy")) is type(c.virtual_table_eviction_policy), c.name
+print("keywords", sorted(VIRTUAL_TABLES))
+"""
+
+
+def test_the_snippet_and_the_text_carry_a_virtual_tables_buckets_and_eviction_policy(tmp_path):
+    """A bucketed virtual table (row_wise: whole buckets per rank) with a count-based eviction policy: the snippet's
+    ShardingPlan is the engine's, its virtual_table_keywords give TorchRec's EmbeddingBagConfig the buckets and the
+    policy as TorchRec's own class, and the TorchRec-format text says them."""
+    cfg = tutorial()
+    cfg["tables"][1].update(use_virtual_table=True, total_num_buckets=8,
+                            virtual_table_eviction_policy={"type": "count_based", "eviction_threshold": 3,
+                                                           "decay_rate": 0.5})
+    cfg["tables"][2].update(use_virtual_table=True, virtual_table_eviction_policy={"type": "no_eviction"})
+    cfg["topology"].update(world_size=3, local_world_size=3)
+    cfg["constraints"] = {"large_table_1": {"compute_kernels": ["ssd_virtual_table"], "sharding_types": ["row_wise"]}}
+    plan = engine.plan_to_dict(engine.plan(engine.parse_config(cfg)))
+    assert [s["sizes"][0] for s in plan["plan"]["large_table_1"]["shards"]] == [1536, 1536, 1024]
+    snippet = exports.python_snippet(typed(plan, cfg), typed_config(cfg), "model.ebc")
+    out = _same_as_the_engines(tmp_path, cfg, plan, snippet + VIRTUAL_CHECK)
+    assert out.endswith("keywords ['large_table_1', 'small_table_0']\nsame 4"), out
+    text = exports.torchrec_text(typed(plan, cfg), typed_config(cfg))
+    assert text.startswith("# EmbeddingBagConfig(..., use_virtual_table=True, total_num_buckets=8, "
+                           "virtual_table_eviction_policy=CountBasedEvictionPolicy(eviction_threshold=3, "
+                           "decay_rate=0.5)) for 'large_table_1'\n# EmbeddingBagConfig(..., use_virtual_table=True, "
+                           "virtual_table_eviction_policy=NoEvictionPolicy()) for 'small_table_0'\n{'': {")
 
 
 def test_share_urls():

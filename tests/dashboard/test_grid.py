@@ -160,10 +160,14 @@ def test_new_rows_get_unique_names_and_frames_have_editor_types():
 
 
 def test_a_virtual_table_stays_virtual_through_the_grid_and_its_edits():
-    """use_virtual_table has no column: it rides in the table's row, so an edit of the row keeps it."""
+    """use_virtual_table, total_num_buckets and the eviction policy have no column: they ride in the table's row, so
+    an edit of the row keeps them."""
     raw = tutorial()
-    raw["tables"][0]["use_virtual_table"] = True
+    policy = {"type": "count_based", "eviction_threshold": 3}
+    raw["tables"][0].update(use_virtual_table=True, total_num_buckets=64, virtual_table_eviction_policy=policy)
     rows = grid.apply_edits(grid.config_to_rows(raw), {"edited_rows": {0: {"rows": 8192}, 1: {"rows": 100}}})
     out = grid.rows_to_config(rows, raw["topology"])
     assert out["tables"][0]["use_virtual_table"] is True and out["tables"][0]["num_embeddings"] == 8192
-    assert "use_virtual_table" not in out["tables"][1]
+    assert out["tables"][0]["total_num_buckets"] == 64 and out["tables"][0]["virtual_table_eviction_policy"] == policy
+    assert not {"use_virtual_table", "total_num_buckets", "virtual_table_eviction_policy"} & out["tables"][1].keys()
+    assert engine.parse_config(out).table("large_table_0").total_num_buckets == 64

@@ -130,7 +130,8 @@ def test_a_file_with_endless_problems_lists_the_first_ones_and_says_it_stopped()
     assert out.message == f"Cannot import (more than {import_apply.MAX_PROBLEMS} problems); nothing was changed:"
     assert len(out.problems) == import_apply.MAX_PROBLEMS + 1 and out.problems[-1] == import_apply.STOPPED
     assert out.problems[:3] == (("row 1 ('t0'): 'colour': unknown field; known fields: name, num_embeddings, "
-                                 "embedding_dim, feature_names, pooling, data_type, use_virtual_table"),
+                                 "embedding_dim, feature_names, pooling, data_type, use_virtual_table, "
+                                 "total_num_buckets, virtual_table_eviction_policy"),
                                 "row 1 ('t0'): rows (num_embeddings): must be an integer, got a string",
                                 "row 1 ('t0'): dim (embedding_dim): must be from 1 to 65,536, got -1")
 

@@ -47,7 +47,7 @@ def test_a_virtual_table_in_a_snippet_stays_virtual():
     got = importers.from_torchrec_snippet('EmbeddingBagConfig(name="t", num_embeddings=10, embedding_dim=8, '
                                           'feature_names=["f"], use_virtual_table=True, total_num_buckets=10)')
     cfg = engine.parse_config({"tables": got.tables, "topology": tutorial()["topology"]})
-    assert cfg.table("t").use_virtual_table
+    assert cfg.table("t").use_virtual_table and cfg.table("t").total_num_buckets == 10
 
 
 def test_snippet_with_fstrings_enumerate_and_literal_calls():

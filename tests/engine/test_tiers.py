@@ -17,7 +17,7 @@ import pytest
 import engine
 from engine.cachecurve import miss_rate
 from engine.enumerate import table_options
-from engine.tiers import OFFLOAD, RUN_LIMITS, ssd_by_rank
+from engine.tiers import OFFLOAD, ssd_by_rank
 from engine.torchrec_compat import to_sharding_plan, torchrec_sharding_plan
 from tests.engine.test_vs_torchrec_estimator import torchrec_options
 from tests.factories import ROOT, tutorial
@@ -215,38 +215,87 @@ def test_our_sharding_plan_equals_torchrecs_planner_forced_to_the_same_choices(c
     assert mine == theirs
 
 
+@pytest.mark.parametrize("world, buckets, st, kernel", [
+    (3, 8, "row_wise", "dram_virtual_table"),  # 3, 3, 2 buckets of 512 rows
+    (4, 16, "row_wise", "ssd_virtual_table"),
+    (2, 4096, "row_wise", "dram_virtual_table"),  # a bucket per row
+    (3, 8, "row_wise", "fused"),  # TorchRec cuts a virtual table by its buckets whatever the kernel
+    (3, 8, "table_row_wise", "ssd_virtual_table"),  # ... and row_wise only: table_row_wise keeps the even cut
+])
+def test_a_bucketed_virtual_tables_sharding_plan_equals_torchrecs_planner_forced_to_the_same_choices(
+        world, buckets, st, kernel):
+    """A virtual table with total_num_buckets: its row_wise shards hold whole buckets, exactly as TorchRec 1.8's
+    planner cuts them (sharding_plan._calculate_rw_shard_sizes_and_offsets with num_buckets), every ParameterSharding
+    field equal; memory and cost are priced on the rows each shard holds."""
+    raw = config([kernel], [st], virtual=True, world_size=world, local_world_size=world)
+    raw["tables"][0]["total_num_buckets"] = buckets
+    cfg = engine.parse_config(raw)
+    plan = engine.plan(cfg)
+    mine = to_sharding_plan(cfg, plan.tables).plan[""]["large_table_0"]
+    theirs = torchrec_sharding_plan(cfg).plan[""]["large_table_0"]
+    assert mine == theirs and theirs.compute_kernel == kernel and theirs.sharding_type == st
+    rows = [s.sizes[0] for s in plan.tables["large_table_0"].shards]
+    if st == "row_wise":
+        q, extra = divmod(buckets, world)
+        assert rows == [4096 // buckets * (q + (r < extra)) for r in range(world)]
+    opt = next(o for o in table_options(cfg, 0) if o.sharding_type.value == st and o.kernel.value == kernel)
+    assert opt.sizes[:, 0].tolist() == rows
+    hbm = opt.est.hbm_bytes
+    if kernel == "fused":  # the weights differ by the rows: (1536 - 1024) x 64 x 4 bytes between ranks 0 and 2
+        assert hbm[0] - hbm[2] == (rows[0] - rows[2]) * 64 * 4 > 0
+
+
 DMP = """
-import sys, tempfile
+import json, sys, tempfile
 import torch, torch.distributed as dist
 import engine
 from engine.torchrec_compat import build_ebc, sharders, to_sharding_plan
 from torchrec.distributed.model_parallel import DistributedModelParallel
 from tests.engine.test_tiers import config
 
-cfg = engine.parse_config(config([sys.argv[1]], ["table_wise"], world_size=1, local_world_size=1))
+kernel, st, table = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+raw = config([kernel], [st], world_size=1, local_world_size=1)
+raw["tables"][0].update(table)
+cfg = engine.parse_config(raw)
 dist.init_process_group("gloo", init_method="file://" + tempfile.mktemp(), rank=0, world_size=1)
-plan = to_sharding_plan(cfg, engine.plan(cfg).tables, "", device="cpu")
-assert plan.plan[""]["large_table_0"].compute_kernel == sys.argv[1]
-DistributedModelParallel(build_ebc(cfg, "meta"), device=torch.device("cpu"), plan=plan, sharders=sharders(cfg, "cpu"))
+plan = engine.plan(cfg)
+sharding = to_sharding_plan(cfg, plan.tables, "", device="cpu")
+assert sharding.plan[""]["large_table_0"].compute_kernel == kernel
+print(json.dumps(plan.notes))
+DistributedModelParallel(build_ebc(cfg, "meta"), device=torch.device("cpu"), plan=sharding,
+                         sharders=sharders(cfg, "cpu"))
 print("built")
 """
+NO_EVICTION = {"total_num_buckets": 16, "virtual_table_eviction_policy": {"type": "no_eviction"}}
 
 
-@pytest.mark.parametrize("kernel, error", [
-    ("key_value", "AssertionError: Torch not compiled with CUDA enabled"),
-    ("ssd_virtual_table", "AssertionError: Unexpected `None`"),  # the virtual table's total_num_buckets
-    ("dram_virtual_table", "AssertionError: Unexpected `None`"),
-    ("dram_ssd_virtual_table", "not supported for EmbeddingBagCollection (pooled embeddings)"),
+@pytest.mark.parametrize("kernel, st, table, error", [
+    ("key_value", "table_wise", {}, "AssertionError: Torch not compiled with CUDA enabled"),
+    ("dram_ssd_virtual_table", "row_wise", {}, "not supported for EmbeddingBagCollection (pooled embeddings)"),
+    # the virtual-table kernels on a virtual table: DMP's refusals in its order, the last what a CPU build lacks
+    ("dram_virtual_table", "table_wise", NO_EVICTION, "AssertionError: Unexpected `None`"),
+    ("ssd_virtual_table", "table_row_wise", NO_EVICTION, "AssertionError: Unexpected `None`"),
+    ("dram_virtual_table", "column_wise", NO_EVICTION,
+     "AssertionError: Try to create ZeroCollisionKeyValueEmbeddingBag for non virtual tables"),
+    ("ssd_virtual_table", "row_wise", {}, "AssertionError: Unexpected `None`"),
+    ("ssd_virtual_table", "row_wise", {"total_num_buckets": 16},
+     "AssertionError: virtual_table_eviction_policy for kvzch table should not be None"),
+    ("dram_virtual_table", "row_wise", {**NO_EVICTION, "virtual_table_eviction_policy": {"type": "count_based"}},
+     "KeyError: 'l2_cache_size'"),
+    ("ssd_virtual_table", "row_wise", NO_EVICTION, "AssertionError: Torch not compiled with CUDA enabled"),
+    ("dram_virtual_table", "row_wise", NO_EVICTION, "AssertionError: Torch not compiled with CUDA enabled"),
 ])
-def test_dmp_on_gloo_cpu_refuses_each_offload_kernel_with_the_error_the_plan_notes(kernel, error):
+def test_dmp_on_gloo_cpu_refuses_each_offload_kernel_with_the_error_the_plan_notes(kernel, st, table, error):
     """TorchRec 1.8 on gloo/CPU builds none of the four for an EmbeddingBagCollection; the error is pinned here and
-    named in the plan's note (engine.tiers.RUN_LIMITS) and docs/estimator.md. When this test fails, TorchRec runs
-    the kernel: measure it against the estimate as for the other kernels."""
-    out = subprocess.run([sys.executable, "-c", DMP, kernel], capture_output=True, text=True, timeout=300, cwd=ROOT,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    named in the plan's note (engine.tiers.RUN_LIMITS, VIRTUAL_NEEDS) and docs/estimator.md, 13. A virtual table with
+    total_num_buckets and the no_eviction policy, sharded row_wise, gets as far as fbgemm's CUDA-only SSD TBE. When
+    this test fails, TorchRec runs the kernel: measure it against the estimate as for the other kernels."""
+    out = subprocess.run([sys.executable, "-c", DMP, kernel, st, json.dumps(table)], capture_output=True, text=True,
+                         timeout=300, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert out.returncode != 0 and "built" not in out.stdout
     assert error in out.stderr, out.stderr[-2000:]
-    assert error.split(": ", 1)[-1].split(" (")[0] in RUN_LIMITS[engine.ComputeKernel(kernel)]
+    note = next(n for n in json.loads(out.stdout.splitlines()[0]) if n.startswith(f"{kernel} (large_table_0)"))
+    assert error.split(": ", 1)[-1].split(" (")[0] in note
 
 
 def test_the_step_memory_holds_the_cache_in_hbm_and_not_the_table():
@@ -268,8 +317,8 @@ def test_the_step_memory_holds_the_cache_in_hbm_and_not_the_table():
 @pytest.mark.parametrize("seed", range(12))
 def test_a_config_torchrecs_planner_plans_is_never_refused_by_ours(seed):
     """Seeded random configs over the new options (kernel lists with and without the offload tiers, sharding types,
-    SSD per rank: the default, none, a mixed fleet's list, a small one): wherever TorchRec 1.8's planner finds a
-    plan, ours finds one, and ours keeps every rank within its SSD."""
+    SSD per rank: the default, none, a mixed fleet's list, a small one; virtual tables, some bucketed): wherever
+    TorchRec 1.8's planner finds a plan, ours finds one, and ours keeps every rank within its SSD."""
     rng = np.random.default_rng(seed)
     raw = tutorial()
     raw["topology"].update(world_size=4, local_world_size=2)
@@ -289,6 +338,9 @@ def test_a_config_torchrecs_planner_plans_is_never_refused_by_ours(seed):
                 "compute_kernels": sorted(set(rng.choice(kinds, int(rng.integers(1, 4))).tolist())),
                 "sharding_types": sorted(set(rng.choice(types, int(rng.integers(1, 3))).tolist()))}
         t["use_virtual_table"] = bool(rng.random() < 0.5)
+        if rng.random() < 0.5:  # whole buckets of the 1,024 or 4,096 rows, one per rank at least (TorchRec's rules)
+            t["total_num_buckets"] = int(2 ** rng.integers(2, 11))
+            t["virtual_table_eviction_policy"] = {"type": str(rng.choice(["no_eviction", "count_based"]))}
     for t in raw["tables"]:  # TorchRec's planner plans these and its DMP refuses them; ours refuses them by name
         kernels = raw["constraints"].get(t["name"], {}).get("compute_kernels", ["fused"])
         if not t["use_virtual_table"] and all(k.endswith("_virtual_table") for k in kernels):

@@ -92,14 +92,15 @@ def run_dryrun(cfg: Config, tables: dict[str, TablePlan], settings: DryrunSettin
             steps = rank_steps(cfg, rank, s, source, distinct)
             if seen is not None:
                 seen.add(steps)
-            ms, weight_b, opt_b = measure.measure_rank(steps, backend, device, optimizer, s)
+            ms, p25, weight_b, opt_b = measure.measure_rank(steps, backend, device, optimizer, s)
             batches = steps[0]
             io_b = sum(b.io_bytes for b in batches)
             est = estimates[r].perf
             results.append(RankResult(
                 rank=r, num_pieces=len(rank), lookups=sum(b.lookups for b in batches), measured_ms=ms,
                 measured_bytes=weight_b + opt_b + io_b, weight_bytes=weight_b, optimizer_bytes=opt_b,
-                io_bytes=io_b, estimated_ms=est.total, estimated_compute_ms=est.fwd_compute + est.bwd_compute))
+                io_bytes=io_b, estimated_ms=est.total, estimated_compute_ms=est.fwd_compute + est.bwd_compute,
+                measured_p25_ms=p25))
     corr = spearman([x.estimated_ms for x in results], [x.measured_ms for x in results])
     return DryrunResult(
         ranks=tuple(results), backend=backend, device=DryrunDevice(device.type), iters=s.iters, warmup=s.warmup,

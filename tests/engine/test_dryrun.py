@@ -66,7 +66,7 @@ def test_cli_json_for_the_tutorial_table_wise_plan(tmp_path):
     assert [r["rank"] for r in out["ranks"]] == [0, 1]
     for r, e in zip(out["ranks"], est["ranks"]):
         mine = [s for s in shards if s["rank"] == r["rank"]]
-        assert r["measured_ms"] > 0
+        assert 0 < r["measured_p25_ms"] <= r["measured_ms"]  # the same steps' 25th percentile beside their median
         assert r["estimated_ms"] == pytest.approx(e["cost_ms"])
         assert r["num_pieces"] == len(mine) == 2
         assert r["lookups"] == 2 * GLOBAL_BAGS  # every id of the global batch, for each of its 2 tables

@@ -227,8 +227,8 @@ def _search(cfg: Config, sets: list[TypeSet], fc: FixedCosts | None, work: Work,
     sets that placed, best first. The search spends the work from work.used to work.budget: the first candidate
     that places is always placed in full where nothing is to beat; the next only while the exploring share of that
     work can pay for its greedy placement. Raises the first placement error if nothing places."""
-    explore, probe, n = work.used + EXPLORE_SHARE * (work.budget - work.used), Placement(cfg.topology), len(
-        sets[0].options)
+    explore = work.used + EXPLORE_SHARE * (work.budget - work.used)
+    probe, n = Placement(cfg.topology), len(sets[0].options)
     state = {"best": beat, "error": None, "tried": 0, "failed": 0}
     streams, placed, kv = {}, {}, plans_kv(cfg)
 

@@ -223,10 +223,10 @@ def _search(cfg: Config, sets: list[TypeSet], fc: FixedCosts | None, work: Work,
     """Place each candidate choice greedily and improve it for a slice of the work, stopping early at the lower
     bound; keep the best, or `beat` (a plan found before) where none is better. Within one set, its choices in turn;
     over several (those limited to a few types), the cheapest choice within each set whose bound can beat the best
-    plan and whose types' collectives would save a noticeable share of its step, then the other choices within the
-    sets that placed, best first. The search spends the work from work.used to work.budget: the first candidate
-    that places is always placed in full where nothing is to beat; the next only while the exploring share of that
-    work can pay for its greedy placement. Raises the first placement error if nothing places."""
+    plan (a smaller set of options may also place better: not only collectives are saved), then the other choices
+    within the sets that placed, best first. The search spends the work from work.used to work.budget: the first
+    candidate that places is always placed in full where nothing is to beat; the next only while the exploring share
+    of that work can pay for its greedy placement. Raises the first placement error if nothing places."""
     explore = work.used + EXPLORE_SHARE * (work.budget - work.used)
     probe, n = Placement(cfg.topology), len(sets[0].options)
     state = {"best": beat, "error": None, "tried": 0, "failed": 0}
@@ -265,9 +265,8 @@ def _search(cfg: Config, sets: list[TypeSet], fc: FixedCosts | None, work: Work,
 
     for ts in sets:  # each set's first choice that places
         best = state["best"]
-        if best is not None and (ts.lower_ms >= best.cost[0] * (1 - 1e-9) or work.done(explore - n * work.unit)
-                                 or (ts.types and not fc.worth_trying(ts, best.pl, best.cost[0]))):
-            continue  # no plan within these types beats the best, or little to save, or no work left to try them
+        if best is not None and (ts.lower_ms >= best.cost[0] * (1 - 1e-9) or work.done(explore - n * work.unit)):
+            continue  # no plan within these types beats the best, or no work left to try them
         if run(ts, first_only=len(sets) > 1):
             break
     else:  # the other choices within each set that placed, best first, while the work lasts

@@ -4,6 +4,7 @@ same in every repetition and with one worker or several.
 
     python -m bench.sweep                       # 1,000 tables x 8 world sizes x 4 accelerators (issue 13's target)
     python -m bench.sweep --tables 100 --world-sizes 8,16 --devices h100_80gb --repeat 1 --out-dir /tmp/s
+    python -m bench.sweep --baseline OLD/sweep.json   # each point's step against another tree's run of the same grid
 
 Writes sweep.json (every figure and point) and sweep.md (the table) to --out-dir (default bench/results).
 """
@@ -49,6 +50,27 @@ def run_sweep(config: Path, args: argparse.Namespace, jobs: int) -> dict:
             "load_1min": os.getloadavg()[0]}
 
 
+def compare(points: list[dict], baseline: dict) -> tuple[dict, str]:
+    """Each planned point's estimated step over the baseline run's (a sweep.json of another tree, the same grid), and
+    one line: how many points are faster, slower and the same, the median of the faster and the worst ratio."""
+    before = {(p["device"], p["world_size"], p["batch_size"]): p["step_ms"] for p in baseline["points"]}
+    ratio = {}
+    for p in points:
+        old = before.get((p["device"], p["world_size"], p["batch_size"]))
+        if p["step_ms"] is not None and old:
+            ratio[(p["device"], p["world_size"], p["batch_size"])] = p["step_ms"] / old
+    faster = sorted(r for r in ratio.values() if r < 1 - 1e-9)
+    slower = [r for r in ratio.values() if r > 1 + 1e-9]
+    worst = max(ratio.values(), default=1.0)
+    line = (f"**Against the baseline** (`{baseline['command']}` on {baseline['date']}, load "
+            f"{baseline['load_before'][0]:.1f} / {baseline['load_after'][0]:.1f}; its median CPU seconds per run "
+            f"{statistics.median(r['cpu_s'] for r in baseline['runs'] if r['jobs'] == baseline['jobs']):.1f}): of "
+            f"{len(ratio)} points planned in both, {len(faster)} faster (median "
+            f"{statistics.median(faster) if faster else 1.0:.3f}x, down to {min(ratio.values(), default=1.0):.3f}x), "
+            f"{len(slower)} slower, {len(ratio) - len(faster) - len(slower)} the same; worst {worst:.4f}x.")
+    return ratio, line
+
+
 def markdown(results: dict) -> str:
     runs = results["runs"]
     walls = [r["wall_s"] for r in runs if r["jobs"] == results["jobs"]]
@@ -66,17 +88,22 @@ def markdown(results: dict) -> str:
         f"workers): {statistics.median(r['cpu_s'] for r in runs if r['jobs'] == results['jobs']):.1f}.",
         f"**Same points every time**: {'yes' if results['identical'] else 'NO'} (sha256 of the points over "
         f"{len(runs)} runs, with {sorted({r['jobs'] for r in runs})} worker processes).",
-        "",
-        "| device | GPUs | hosts | step ms | peak HBM / usable | samples/s | Pareto | why not |",
-        "|---|---|---|---|---|---|---|---|",
     ]
+    ratio = {}
+    if results.get("baseline"):
+        ratio, line = compare(points, results["baseline"])
+        lines.append(line)
+    lines += ["", "| device | GPUs | hosts | step ms | peak HBM / usable | samples/s | Pareto | why not |"
+              + (" vs baseline |" if ratio else ""), "|---|---|---|---|---|---|---|---|" + ("---|" if ratio else "")]
     for p in points:
         step = f"{p['step_ms']:.4g}" if p["step_ms"] is not None else "-"
         peak = f"{p['peak_hbm_fraction']:.1%}" if p["peak_hbm_fraction"] is not None else "-"
         rate = f"{p['samples_per_s']:,.0f}" if p["fits"] and p["samples_per_s"] else "-"
         why = p["reason"].replace("|", "/")[:160] + ("..." if len(p["reason"]) > 160 else "")
+        vs = ratio.get((p["device"], p["world_size"], p["batch_size"]))
         lines.append(f"| {p['device']} | {p['world_size']} | {p['hosts']} | {step} | {peak} | {rate} | "
-                     f"{'yes' if p['pareto'] else ''} | {why} |")
+                     f"{'yes' if p['pareto'] else ''} | {why} |" + (f" {vs:.4f}x |" if vs is not None else
+                                                                   " - |" if ratio else ""))
     return "\n".join(lines) + "\n"
 
 
@@ -90,6 +117,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--timeout", type=float, default=900)
     p.add_argument("--out-dir", type=Path, default=ROOT / "bench" / "results")
+    p.add_argument("--baseline", type=Path, help="a sweep.json of another tree (the same grid): each point's step "
+                   "against it, and how many are faster or slower")
     return p.parse_args(argv)
 
 
@@ -99,6 +128,11 @@ def main(argv: list[str] | None = None) -> int:
     results = {"command": command, "date": time.strftime("%Y-%m-%d %H:%M:%S %z"), "machine": machine(),
                "tables": args.tables, "effort": args.effort, "jobs": args.jobs, "target_s": TARGET_S,
                "load_before": list(os.getloadavg()), "runs": []}
+    if args.baseline is not None:
+        baseline = json.loads(args.baseline.read_text(encoding="utf-8"))
+        results["baseline"] = {**{k: baseline[k] for k in ("command", "date", "load_before", "load_after", "jobs")},
+                               "runs": [{k: r[k] for k in ("jobs", "wall_s", "cpu_s")} for r in baseline["runs"]],
+                               "points": baseline["runs"][0]["points"], "file": str(args.baseline)}
     with tempfile.TemporaryDirectory(prefix="sweep-") as tmp:
         config = Path(tmp) / "config.json"
         config.write_text(json.dumps(scale_config(args.tables, 8)), encoding="utf-8")

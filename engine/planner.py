@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine import constants as C
+from engine.bounds import fleet_worth, workset_bound_ms
 from engine.tiers import check_ssd, offloadable, plans_kv, ssd_pieces
 from engine.enumerate import Option, all_table_options
 from engine.clf import with_notes
@@ -39,7 +39,8 @@ class PlannerSettings:
     whole planning, and a plan it cut says so in its notes."""
 
     search: bool = True  # local search (and ruin and recreate) after each greedy placement
-    effort: int = 50_000  # work units of search (about 40 us each on this 2-core machine, quiet)
+    effort: int = 50_000  # work units of search (about 40 us each on this 2-core machine, quiet); under a profile
+    # that charges per sharding type, the sets limited to a few types get LIMITED_SHARE of it more
     seed: int = 0  # the ruin-and-recreate rounds' random generator
     time_budget_s: float = 60.0  # safety stop: wall-clock seconds for the whole planning
 
@@ -188,10 +189,13 @@ def _placeable(cfg: Config, options: list[list[Option]]) -> tuple[list[list[Opti
 
 
 # Of the work budget, the share spent trying candidate choices (the rest improves the best where its search was
-# cut short), and the most one candidate's local search may take.
+# cut short), and the most one candidate's local search may take after its greedy placement.
 EXPLORE_SHARE = 0.9
 CANDIDATE_SHARE = 0.15
 CLOSE_ENOUGH = 1e-3  # a plan this close to the lower bound (relative) ends the search
+# Where a profile charges per sharding type, the sets limited to a few types get this share of the effort on top of
+# the search over every type, which keeps its whole effort: limiting the types never makes the plan worse.
+LIMITED_SHARE = 0.5
 
 
 @dataclass
@@ -205,23 +209,27 @@ class _Found:
 
 
 def _try(cfg: Config, ts: TypeSet, recipe: Recipe, idx: np.ndarray, work: Work, settings: PlannerSettings,
-         limit: float) -> _Found:
-    """One candidate choice placed greedily and improved (up to `limit` work used); raises PlanningError."""
+         explore: float) -> _Found:
+    """One candidate choice placed greedily and improved for CANDIDATE_SHARE of the effort after its placement (up
+    to `explore` work used); raises PlanningError."""
     pl, fallbacks = place_greedy(cfg, ts.options, [ts.arr.options[i] for i in idx], recipe.balance_memory, work)
     if settings.search:
-        improve(pl, ts.options, work, limit=limit)
+        improve(pl, ts.options, work, limit=min(explore, work.used + CANDIDATE_SHARE * settings.effort))
     return _Found(pl, recipe, fallbacks, types=ts)
 
 
-def _search(cfg: Config, sets: list[TypeSet], fc: FixedCosts | None, work: Work, settings: PlannerSettings) -> _Found:
-    """Place each candidate choice greedily and improve it for a slice of the work, stopping early at the
-    bound; keep the best. First the cheapest choice within each set of sharding types (one set where the types'
-    costs do not depend on the plan), skipping the sets whose bound the best plan already meets; then the other
-    choices within the best plan's set. The first candidate that places is always placed in full; the next only
-    while the exploring share of the work can pay for its greedy placement. Raises the first placement error if no
-    candidate places."""
-    explore, probe, n = EXPLORE_SHARE * work.budget, Placement(cfg.topology), len(sets[0].options)
-    state = {"best": None, "error": None, "tried": 0, "failed": 0}
+def _search(cfg: Config, sets: list[TypeSet], fc: FixedCosts | None, work: Work, settings: PlannerSettings,
+            lower_ms: float, beat: _Found | None = None) -> _Found:
+    """Place each candidate choice greedily and improve it for a slice of the work, stopping early at the lower
+    bound; keep the best, or `beat` (a plan found before) where none is better. Within one set, its choices in turn;
+    over several (those limited to a few types), the cheapest choice within each set whose bound can beat the best
+    plan (a smaller set of options may also place better: not only collectives are saved), then the other choices
+    within the sets that placed, best first. The search spends the work from work.used to work.budget: the first
+    candidate that places is always placed in full where nothing is to beat; the next only while the exploring share
+    of that work can pay for its greedy placement. Raises the first placement error if nothing places."""
+    explore = work.used + EXPLORE_SHARE * (work.budget - work.used)
+    probe, n = Placement(cfg.topology), len(sets[0].options)
+    state = {"best": beat, "error": None, "tried": 0, "failed": 0}
     streams, placed, kv = {}, {}, plans_kv(cfg)
 
     def run(ts: TypeSet, first_only: bool) -> bool:
@@ -235,8 +243,7 @@ def _search(cfg: Config, sets: list[TypeSet], fc: FixedCosts | None, work: Work,
             if best is not None and (recipe.retry or work.done(explore - n * work.unit)):
                 return False  # the rest are retries and a plan was found, or no work left to place one more
             try:
-                found = _try(cfg, ts, recipe, idx, work, settings,
-                             min(explore, work.used + CANDIDATE_SHARE * work.budget))
+                found = _try(cfg, ts, recipe, idx, work, settings, explore)
             except PlanningError as e:
                 state["error"], state["failed"] = state["error"] or e, state["failed"] + 1
                 if best is None and work.done():  # refusing is bounded by the same work as planning
@@ -251,16 +258,15 @@ def _search(cfg: Config, sets: list[TypeSet], fc: FixedCosts | None, work: Work,
             placed.setdefault(id(ts), (found.cost, ts))  # the first plan within each set
             if best is None or better(found.cost, best.cost):
                 state["best"] = best = found
-            met = best.cost[0] <= sets[0].lower_ms * (1 + CLOSE_ENOUGH)
+            met = best.cost[0] <= lower_ms * (1 + CLOSE_ENOUGH)
             if met or first_only:
                 return met
         return False
 
-    for ts in sets:  # each set's first choice that places, every type at once first
+    for ts in sets:  # each set's first choice that places
         best = state["best"]
-        if best is not None and (ts.lower_ms >= best.cost[0] * (1 - 1e-9) or work.done(explore - n * work.unit)
-                                 or (ts.types and not fc.worth_trying(ts, best.pl, best.cost[0]))):
-            continue  # no plan within these types beats the best, or little to save, or no work left to try them
+        if best is not None and (ts.lower_ms >= best.cost[0] * (1 - 1e-9) or work.done(explore - n * work.unit)):
+            continue  # no plan within these types beats the best, or no work left to try them
         if run(ts, first_only=len(sets) > 1):
             break
     else:  # the other choices within each set that placed, best first, while the work lasts
@@ -269,8 +275,26 @@ def _search(cfg: Config, sets: list[TypeSet], fc: FixedCosts | None, work: Work,
                 break
     if state["best"] is None:
         raise state["error"]
-    state["best"].tried = state["tried"]
+    state["best"].tried = (beat.tried if beat is not None else 0) + state["tried"]
     return state["best"]
+
+
+def _refine(found: _Found, fc: FixedCosts | None, work: Work, settings: PlannerSettings,
+            lower_ms: float) -> tuple[int, int]:
+    """Improve the best plan while the work lasts (local search, then ruin and recreate short of the bound);
+    returns the improving steps and rounds."""
+    if not settings.search:
+        return 0, 0
+    steps, gains = improve(found.pl, found.types.options, work), 0
+    found.cost = score(found.pl, fc)
+    if found.cost[0] > lower_ms * (1 + CLOSE_ENOUGH):
+        pl, gains = perturb(found.pl, found.types.options, work, settings.seed)
+        cost = score(pl, fc)
+        if fc is None or better(cost, found.cost):  # its rounds compare loads alone
+            found.pl, found.cost = pl, cost
+        else:
+            gains = 0
+    return steps, gains
 
 
 def _notes(cfg: Config, arr: OptionArrays, found: _Found, steps: int, gains: int, work: Work,
@@ -321,41 +345,6 @@ def plan(cfg: Config, settings: PlannerSettings = PlannerSettings()) -> Plan:
         return with_group_note(cfg.topology, _plan(group_config(cfg), settings))  # 2D: one group's (engine.replicas)
 
 
-def _workset_bound_ms(options: list[list[Option]], arr: OptionArrays, probe: Placement) -> float:
-    """Where the working set is priced (CPU): no plan's slowest rank is faster than the average rank. A rank's rows
-    past the knee are at least its rows less knee / (the narrowest row's bytes), a convex function of its rows, so
-    the ranks together pay at least the term of the average of the tables' fewest rows (Jensen), on top of the
-    tables' cheapest costs. 0 elsewhere."""
-    if not probe.priced_ws or not options:
-        return 0.0
-    w = probe.topo.world_size
-    least_rows, narrowest = 0.0, np.inf
-    for opts in options:
-        if not opts:
-            continue
-        least_rows += min(float(o.est.workset_rows.sum()) for o in opts)
-        for o in opts:
-            held = o.est.workset_rows > 0
-            if held.any():
-                narrowest = min(narrowest, float((o.est.workset_bytes[held] / o.est.workset_rows[held]).min()))
-    if not np.isfinite(narrowest):
-        return 0.0
-    past = max(least_rows / w - C.CPU_WORKSET_KNEE_BYTES / narrowest, 0.0)
-    least_cost = float(arr.min_per_table(arr.cost_ms).sum())
-    return (least_cost + w * probe.ws_per_row * past) / w
-
-
-def _fleet_worth(options: list[list[Option]], probe: Placement) -> tuple[float, float]:
-    """(the ranks as so many ranks of the first device kind, a scale <= 1) for the lower bound: a rank of a kind whose
-    cheapest factor over the first kind is f does at most 1/f of a first-kind rank's work in the same time, and no
-    piece costs less than the smallest factor times its cost. (world_size, 1) where ranks are alike."""
-    if probe.kind is None:
-        return float(probe.topo.world_size), 1.0
-    f = np.array([o.kind_factor for opts in options for o in opts if o.kind_factor is not None])
-    least = f.min(axis=0) if len(f) else np.ones(int(probe.kind.max()) + 1)
-    return float((1.0 / least[probe.kind]).sum()), min(1.0, float(least.min()))
-
-
 def _plan(cfg: Config, settings: PlannerSettings) -> Plan:
     start = time.perf_counter()
     deadline = start + settings.time_budget_s
@@ -363,21 +352,21 @@ def _plan(cfg: Config, settings: PlannerSettings) -> Plan:
     placeable, arr = _placeable(cfg, all_table_options(cfg, deadline, settings.time_budget_s))
     w = cfg.topology.world_size
     probe = Placement(cfg.topology)
-    ranks_worth, scale = _fleet_worth(placeable, probe)
+    ranks_worth, scale = fleet_worth(placeable, probe)
     bound = max(relaxed_bound_ms(arr, ranks_worth, probe.hbm_total, probe.ddr_total) * scale,
-                _workset_bound_ms(placeable, arr, probe))
+                workset_bound_ms(placeable, arr, probe))
     work = Work(budget=float(settings.effort), world_size=w, deadline=deadline, start=start)
     fc = fixed_costs(cfg)
     sets = type_sets(arr, placeable, bound, fc, ranks_worth, scale)
-    found = _search(cfg, sets, fc, work, settings)
-    steps = gains = 0
-    if settings.search:
-        steps = improve(found.pl, found.types.options, work)
-        found.cost = score(found.pl, fc)
-        if found.cost[0] > sets[0].lower_ms * (1 + CLOSE_ENOUGH):
-            pl, gains = perturb(found.pl, found.types.options, work, settings.seed)
-            if fc is None or better(score(pl, fc), found.cost):  # its rounds compare loads alone
-                found.pl = pl
+    lower = lower_bound_ms(sets)
+    found = _search(cfg, sets[:1], fc, work, settings, lower)  # every type at once, with the whole effort
+    steps, gains = _refine(found, fc, work, settings, lower)
+    if len(sets) > 1 and found.cost[0] > lower * (1 + CLOSE_ENOUGH):  # then the sets of a few types, on top
+        work.grant(LIMITED_SHARE * settings.effort)
+        limited = _search(cfg, sets[1:], fc, work, settings, lower, beat=found)
+        if limited is not found:
+            steps, gains = _refine(limited, fc, work, settings, lower)
+            found = limited
     pl = found.pl
     tables = with_notes(cfg, {cfg.tables[t].name: to_table_plan(pl.choice[t], pl.ranks[t])
                               for t in range(len(cfg.tables))})
@@ -391,5 +380,5 @@ def _plan(cfg: Config, settings: PlannerSettings) -> Plan:
     prof = active(cfg.topology)  # every rank pays the profile's per-step cost: the bound does too
     floor_ms = prof.step_ms if prof and fc is None else 0.0  # (with fixed costs, the sets' bounds hold it)
     return evaluate(cfg, tables, planner="engine", planning_seconds=time.perf_counter() - start,
-                    lower_bound_ms=lower_bound_ms(sets) + floor_ms,
+                    lower_bound_ms=lower + floor_ms,
                     notes=tuple(_notes(cfg, arr, found, steps, gains, work, settings)))

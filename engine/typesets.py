@@ -1,7 +1,8 @@
 """A device profile's collective and launch costs depend on which sharding types a plan uses, not on its tables:
 each type in use adds its all-to-alls (or data-parallel all-reduces) to every rank's step (engine.profile). So the
-search also tries plans limited to one or two sharding types, scores placements with these costs, and the lower
-bound adds the least that any plan's types cost.
+search also tries plans limited to one or two sharding types (after the search over every type, on a share of work
+of their own: engine.planner), scores placements with these costs, and the lower bound adds the least that any
+plan's types cost.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from engine.strategy import OptionArrays
 from engine.types import Config, DeviceProfile, ShardingType
 
 MAX_SET = 2  # besides every type at once, the search tries each set of at most this many sharding types
-MIN_SAVING = 0.01  # ... where its types' collectives cost at least this share of the best plan's step less
 
 
 @dataclass(frozen=True)
@@ -39,13 +39,6 @@ class FixedCosts:
     def types_ms(self, types) -> float:
         """The least the sharding types `types` cost a plan's every rank (type_ms summed)."""
         return sum(self.type_ms(st) for st in set(types))
-
-    def worth_trying(self, ts: TypeSet, pl: Placement, cost_ms: float) -> bool:
-        """Whether limiting a plan to the set `ts` could save a noticeable share (MIN_SAVING) of the best plan's step
-        `cost_ms` (pl) in the collectives of the types it uses: where the types' costs are small beside the step,
-        the search spends its work on every type at once instead (a heuristic: no bound says the set cannot win)."""
-        used = self.types_ms(o.sharding_type for o in pl.choice.values())
-        return used - self.types_ms(ts.types) >= MIN_SAVING * cost_ms
 
     def loads(self, pl: Placement) -> np.ndarray:
         """Every rank's step with the profile's fixed costs (engine.profile.step_perf on the placement's loads)."""

@@ -37,6 +37,10 @@ class Work:
     def spend(self, evaluations: int = 1) -> None:
         self.used += evaluations * self.unit
 
+    def grant(self, units: float) -> None:
+        """Raise the budget by `units`: a later stage's own share, which takes nothing from the work before it."""
+        self.budget += units
+
     def left(self) -> float:
         return self.budget - self.used
 

@@ -1,7 +1,9 @@
 """Issue 28 (a walk leftover): an edit that leaves the plan as it was (a value set to what it already was, a
 constraint the plan already kept) still shows that it landed: the working view's change line says the edit was
 planned and nothing changed, and counts such edits in a row, so each one shows. Driven through the Tables page's
-bulk edit (the grids' own edits fire the same callback in the browser: tests/e2e/test_edit_landed_browser.py)."""
+bulk edit: AppTest fires no widget callback for a grid edit, and in the browser Streamlit's grid drops a value typed
+over itself before it reaches the app; a grid edit that leaves the plan as it was is
+tests/e2e/test_walk28_browser.py's."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import streamlit as st
 
 import engine
-from dashboard.plans import whatif
+from dashboard.plans import table_text, whatif
 from dashboard.serve import jobs, priority
 from dashboard.ui import services, state, views, workspace
 from dashboard.ui.state import CurrentPlan
@@ -176,8 +176,12 @@ def sweep_tab(config: dict) -> None:
                              edit=f"open the sweep point {whatif.point_label(p)}")
             state.flash(f"The workspace config is now {md(whatif.point_label(p))}.")
             st.rerun()
-    st.dataframe(whatif.points_frame(pts), hide_index=True, height=320, key="whatif_points",
-                 column_config={c: st.column_config.NumberColumn(format=f) for c, f in whatif.POINT_FORMATS.items()})
+    frame = whatif.points_frame(pts)
+    st.dataframe(frame, hide_index=True, height=320, key="whatif_points",
+                 column_config={**{c: st.column_config.NumberColumn(format=f) for c, f in whatif.POINT_FORMATS.items()},
+                                "why not": st.column_config.TextColumn(width=table_text.column_px(frame, "why not"),
+                                                                       help="the reason's first clause: the whole "
+                                                                            "reason is listed under the table")})
     refused = whatif.refusals(pts)
     if refused:  # a reason is a paragraph: in the table's last column it was cut at 1280 px (issue 28)
         refusals(refused, len(pts) - len(fits))

@@ -28,7 +28,12 @@ VIEWPORTS = ({"width": 1440, "height": 900}, {"width": 1280, "height": 720})
 UI_TIMEOUT_MS = 120_000
 CELL_PAD_PX = 2 * 8  # glide's padding either side of a cell's text
 FONT = '14px "Source Sans", sans-serif'  # the grids' cells (Streamlit's theme: 0.875rem)
-TABLE_FRAME = ".st-key-plan_tables_frame"
+
+
+def _frame(page, header: str):
+    """The data frame with a column `header` (its hidden header cells mirror the canvas)."""
+    return page.locator('[data-testid="stDataFrame"]').filter(
+        has=page.locator("th", has_text=re.compile(rf"^\s*{re.escape(header)}\s*$")))
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -100,8 +105,8 @@ def test_the_plan_tables_kernel_and_cache_columns_read_whole(page, tmp_path):
 
     _load_synthetic(page, 1000)
     _goto(page, "Plan")
-    grid = page.locator(TABLE_FRAME)
-    grid.locator('[data-testid="stDataFrame"]').wait_for()
+    grid = _frame(page, "kernel")
+    grid.wait_for(state="attached")
     for viewport in VIEWPORTS:
         page.set_viewport_size(viewport)
         settled(page)
@@ -167,7 +172,7 @@ def test_why_a_sweep_point_does_not_fit_is_readable_whole_at_1280(page, tmp_path
     box = listed.bounding_box()
     assert box["x"] + box["width"] <= VIEWPORTS[1]["width"]  # wrapped within the page
     assert listed.evaluate("(e) => e.scrollWidth <= e.clientWidth + 1")
-    frame = page.locator(".st-key-whatif_points")
+    frame = _frame(page, "why not")
     assert "The tables do not fit" in _cells(frame, _headers(frame).index("why not"))
 
 

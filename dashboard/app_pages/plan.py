@@ -5,7 +5,6 @@ plan made for an earlier config is never shown as the current one.
 
 import streamlit as st
 
-from dashboard.plans import headline
 
 from dashboard.ui import services, state, views, workspace
 from dashboard.text import count_text, md, ms_text, sig_text
@@ -80,9 +79,9 @@ def current_view(current) -> None:
     how = f"{current.how} · " if current.how else ""  # re-planned from the plan on screen, or from scratch and why
     tables = count_text(len(current.plan.tables), "table")
     st.caption(f"Plan by {md(services.planner_label(current.planner))} · {tables} · {how}{where}")
-    before = state.previous_plan()
-    if before is not None:
-        st.caption(f"Since the last plan: {md(headline.change_text(workspace.change_of(before, current)))}")
+    change = workspace.change_line(current)
+    if change is not None:
+        st.caption(change)
     views.calibrated_note(current.settings, current.config)
     views.plan_view(current.plan, current.config, "plan")
     st.subheader("Take it away", divider="gray")

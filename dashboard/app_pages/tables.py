@@ -136,6 +136,7 @@ toolbar(all_rows)
 tab_tables, tab_constraints = st.tabs([f"Tables ({len(all_rows)})", "Constraints"])
 with tab_tables:
     st.data_editor(grid.tables_frame(base_rows, base_column), key=state.TABLES_GRID, num_rows="dynamic",
+                   on_change=workspace.note_edit,
                    hide_index=False, height=grid.grid_height(len(base_rows), True),
                    column_config=TABLE_COLUMN_CONFIG, placeholder="",
                    column_order=column_order(grid.TABLE_COLUMNS, base_column))
@@ -146,6 +147,7 @@ with tab_constraints:
         st.caption(f"⚠ {row_checks.rows_text([i for i, t in enumerate(row_issues) if t])} to fix: see the issue column "
                    "and the list above.")
     st.data_editor(grid.constraints_frame(table_rows, issue_texts), key=state.CONSTRAINTS_GRID, num_rows="fixed",
+                   on_change=workspace.note_edit,
                    hide_index=False, height=grid.grid_height(len(table_rows), False),
                    column_config=CONSTRAINT_COLUMN_CONFIG, placeholder="",
                    column_order=column_order(grid.CONSTRAINT_COLUMNS, issue_texts))

@@ -13,11 +13,11 @@ from pathlib import Path
 import streamlit as st
 
 import engine
-from dashboard.plans import whatif
+from dashboard.plans import table_text, whatif
 from dashboard.serve import jobs, priority
 from dashboard.ui import services, state, views, workspace
 from dashboard.ui.state import CurrentPlan
-from dashboard.text import md, ms_text
+from dashboard.text import count_text, md, ms_text
 
 ROOT = Path(__file__).resolve().parents[2]
 POLL_S = 1.0
@@ -176,8 +176,30 @@ def sweep_tab(config: dict) -> None:
                              edit=f"open the sweep point {whatif.point_label(p)}")
             state.flash(f"The workspace config is now {md(whatif.point_label(p))}.")
             st.rerun()
-    st.dataframe(whatif.points_frame(pts), hide_index=True, height=320, key="whatif_points",
-                 column_config={c: st.column_config.NumberColumn(format=f) for c, f in whatif.POINT_FORMATS.items()})
+    frame = whatif.points_frame(pts)
+    st.dataframe(frame, hide_index=True, height=320, key="whatif_points",
+                 column_config={**{c: st.column_config.NumberColumn(format=f) for c, f in whatif.POINT_FORMATS.items()},
+                                "why not": st.column_config.TextColumn(width=table_text.column_px(frame, "why not"),
+                                                                       help="the reason's first clause: the whole "
+                                                                            "reason is listed under the table")})
+    refused = whatif.refusals(pts)
+    if refused:  # a reason is a paragraph: in the table's last column it was cut at 1280 px (issue 28)
+        refusals(refused, len(pts) - len(fits))
+
+
+MAX_REASONS, MAX_LABELS = 20, 4  # reasons listed under the sweep table, and points named with each
+
+
+def refusals(refused: list[tuple[str, list[str]]], n: int) -> None:
+    """Why the points that do not fit do not, each reason whole and once, with the points it refused."""
+    lines = []
+    for reason, labels in refused[:MAX_REASONS]:
+        more = f" and {len(labels) - MAX_LABELS:,} more" if len(labels) > MAX_LABELS else ""
+        lines.append(f"- **{'; '.join(md(x) for x in labels[:MAX_LABELS])}{more}**: {md(reason)}")
+    if len(refused) > MAX_REASONS:
+        lines.append(f"- and {len(refused) - MAX_REASONS:,} more reasons (`python -m engine sweep` lists each point's)")
+    with st.container(border=True, key="whatif_refusals"):
+        st.markdown(f"**Why {count_text(n, 'point')} {'does' if n == 1 else 'do'} not fit**\n" + "\n".join(lines))
 
 
 def replan_tab(config: dict) -> None:

@@ -162,9 +162,21 @@ def _shards_text(tp: engine.TablePlan) -> str:
     return ", ".join(f"[{r}, {c}]" for r, c in sizes)
 
 
+def _cache_cell(config: engine.Config, name: str, tp: engine.TablePlan) -> str:
+    """A UVM cache's load factor and where it comes from, short enough for a column ('0.2 (default)'); why it is that
+    size is the table's cache note (cache_notes)."""
+    if not tp.cache_note:
+        return ""
+    if tp.cache_load_factor is not None:
+        return f"{tp.cache_load_factor:.4g} (from the curve)"
+    typed = config.constraint(name).cache_load_factor
+    clf = engine.FIELDS["cache_load_factor"].default if typed is None else typed
+    return f"{clf:.4g} ({'default' if typed is None else 'typed'})"
+
+
 def table_frame(plan: engine.Plan, config: engine.Config) -> pd.DataFrame:
-    """One row per table: its shape, sharding type, kernel, ranks and shard sizes, and for a UVM cache the size the
-    plan gives it and why (engine.clf's note: from a measured miss curve, or the default)."""
+    """One row per table: its shape, sharding type, kernel, ranks and shard sizes, and for a UVM cache its load factor
+    and where it comes from (the why, engine.clf's note, is cache_notes': a sentence does not fit a column)."""
     tables = {t.name: t for t in config.tables}
     rows = []
     for name, tp in plan.tables.items():
@@ -172,8 +184,18 @@ def table_frame(plan: engine.Plan, config: engine.Config) -> pd.DataFrame:
         rows.append({"table": name, "rows": t.num_embeddings if t else None, "dim": t.embedding_dim if t else None,
                      "sharding": tp.sharding_type.value, "kernel": tp.compute_kernel.value,
                      "ranks": engine.ranks_list_text(tp.ranks), "shards": _shards_text(tp),
-                     "cache": tp.cache_note or ""})
+                     "cache": _cache_cell(config, name, tp)})
     return pd.DataFrame(rows, columns=["table", "rows", "dim", "sharding", "kernel", "ranks", "shards", "cache"])
+
+
+def cache_notes(plan: engine.Plan) -> list[tuple[str, list[str]]]:
+    """Why each UVM cache is the size it is (engine.clf's notes), each note once with the tables it is about, in the
+    plan's order: 1,000 tables on the default load factor share one note."""
+    by_note: dict[str, list[str]] = {}
+    for name, tp in plan.tables.items():
+        if tp.cache_note:
+            by_note.setdefault(tp.cache_note, []).append(name)
+    return list(by_note.items())
 
 
 # ---- why the slowest rank is slow ---------------------------------------------------------------

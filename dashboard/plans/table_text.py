@@ -66,3 +66,19 @@ def readable(frame: pd.DataFrame, ratios: tuple[str, ...] = ()) -> pd.DataFrame:
 
 
 __all__ = ["mib_cell", "ms_cell", "pct_cell", "ratio_cell", "readable"]
+
+
+# A grid column as wide as its longest text (st.column_config width, in px): the grids draw 14 px Source Sans, where
+# the characters of these cells (digits, '_', lower case) measure 5.4-6.9 px on average (Chromium, measureText), with
+# 8 px of padding each side.
+CHAR_PX = 7.2
+CELL_PAD_PX = 2 * 8 + 2
+MIN_COLUMN_PX = 50
+MAX_COLUMN_PX = 320
+
+
+def column_px(frame: pd.DataFrame, column: str, shown: object = str, max_px: int = MAX_COLUMN_PX) -> int:
+    """The width in px that shows every cell of `column` (as `shown` writes each value) and its header whole, within
+    MIN_COLUMN_PX..max_px."""
+    longest = max([len(str(column)), *(len(shown(v)) for v in frame[column] if v is not None)])
+    return int(min(max_px, max(MIN_COLUMN_PX, math.ceil(longest * CHAR_PX + CELL_PAD_PX))))

@@ -160,8 +160,23 @@ def points_frame(points: list[dict]) -> pd.DataFrame:
                      if p["peak_hbm_fraction"] is not None else math.nan,
                      "samples/s": round(p["samples_per_s"]) if p["fits"] and p["samples_per_s"] else math.nan,
                      "Pareto": "yes" if p["pareto"] else "", "fits": "yes" if p["fits"] else "no",
-                     "why not": p["reason"]})
+                     "why not": short_reason(p["reason"])})
     return pd.DataFrame(rows)
+
+
+def short_reason(reason: str) -> str:
+    """A refusal's first clause, for the sweep table's column ('The tables do not fit'): the whole of it, a paragraph
+    with what would help, is under the table (refusals)."""
+    return reason.split(": ", 1)[0] if reason else ""
+
+
+def refusals(points: list[dict]) -> list[tuple[str, list[str]]]:
+    """Each reason a point does not fit, whole and once, with the points it refused (point_label), in sweep order."""
+    by_reason: dict[str, list[str]] = {}
+    for p in points:
+        if not p["fits"] and p["reason"]:
+            by_reason.setdefault(p["reason"], []).append(point_label(p))
+    return list(by_reason.items())
 
 
 def pairs_frame(summary: dict, limit: int = 50) -> pd.DataFrame:

@@ -39,6 +39,7 @@ TORCHREC_JOB = "compare_torchrec_job"  # Compare: TorchRec's planner on a picked
 SWEEP_JOB, SWEEP_RESULT = "whatif_sweep_job", "whatif_sweep_result"  # What-if: the capacity sweep, its points
 REPLAN_RESULT = "whatif_replan_result"  # What-if: the last re-plan from a saved plan
 SCRATCH = "ws_scratch_plan"  # the working view: the plan from scratch asked for beside the re-plan on screen
+LAST_EDIT = "ws_last_edit"  # the working view: the plan on screen when the newest edit landed
 
 TABLES_GRID = "tables_grid"
 CONSTRAINTS_GRID = "tables_constraints_grid"
@@ -341,6 +342,7 @@ PAGE_VALUES = {  # what each holds
     SWEEP_RESULT: 'What-if\'s last sweep: {"points"} or {"error"}, and "key", its config\'s key',
     REPLAN_RESULT: "What-if's last re-plan: its summary, plan, config, where from, the byte limit, its config's key",
     SCRATCH: 'the headline\'s plan from scratch: {"for": the config key of the re-plan on screen, "result"}',
+    LAST_EDIT: 'the newest edit: {"before": the plan on screen then, "streak": edits in a row that left it as it was}',
     WORKLOAD_TASK: 'Workload\'s sample in the works: {"task": planpool.Task, "name", "bytes", "file_id", "key"}',
 }
 

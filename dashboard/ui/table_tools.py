@@ -8,7 +8,7 @@ import streamlit as st
 
 import engine
 from dashboard.tables import grid, import_apply, importers, presets, row_checks
-from dashboard.ui import state
+from dashboard.ui import state, workspace
 from dashboard.text import count_text, md
 
 # Short labels in one row: the import tool is a popover under the toolbar, and with its error it must fit the
@@ -56,6 +56,7 @@ def preset_tool() -> None:
             return
         if not with_topology:
             cfg["topology"] = state.topology()
+        workspace.note_edit()
         state.set_config(cfg, edit=f"load the preset {presets.TABLE_PRESETS[key]}")
         state.flash(f"Loaded preset: {presets.TABLE_PRESETS[key]} ({count_text(len(cfg['tables']), 'table')}).")
         st.rerun()
@@ -98,6 +99,7 @@ def import_tool() -> None:
     if outcome.config is None:
         said.error(refusal_markdown(outcome), icon=":material/error:")
         return
+    workspace.note_edit()
     state.set_config(outcome.config, edit=f"import ({mode})")
     state.flash(md(outcome.message))
     st.rerun()
@@ -162,6 +164,7 @@ def confirm_delete(rows: list[dict], request: dict) -> None:
 
 
 def _commit(rows: list[dict], message: str, edit: str) -> None:
+    workspace.note_edit()
     issues, _ = row_checks.row_issues(rows, state.topology())
     state.set_grid_base(rows, row_checks.issue_column(issues, row_checks.row_notes(rows)))
     state.update_config(grid.rows_to_config(rows, state.topology()), edit=edit)

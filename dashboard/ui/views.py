@@ -10,13 +10,15 @@ import re
 import streamlit as st
 
 import engine
-from dashboard.plans import analysis, exports, figure_cache, headline, measured, table_matrix
+from dashboard.plans import analysis, exports, figure_cache, headline, measured, table_matrix, table_text
 from dashboard.ui import services, state, workspace
 from dashboard.plans import calibration as calib
 from dashboard.tables import grid
 from dashboard.text import md, ms_text, sig_text
 
 HEATMAP_DEFAULT_ROWS = 40
+MAX_CACHE_NOTES = 50  # notes listed under the per-table frame; the Plan JSON has each
+MAX_NAMED_TABLES = 8  # tables a cache note names, then how many more
 TABLE_FRAME_HEIGHT_PX = 320  # at most: fewer tables get a frame as tall as their rows (grid.grid_height)
 # the four download buttons' columns, by the length of their labels: 'ShardingPlan Python snippet' was cut to
 # 'ShardingPlan Python ...' in a quarter of the row at 1280x720
@@ -121,11 +123,46 @@ def plan_view(plan: engine.Plan, config: engine.Config, prefix: str) -> None:
             st.markdown("\n".join(f"- {md(n)}" for n in plan.notes))
     tab_tables, tab_heat = st.tabs(["Per-table sharding", "Table-by-rank heatmap"])
     with tab_tables:
-        st.dataframe(figure_cache.table_frame(plan, config), hide_index=True, key=f"{prefix}_tables_frame",
+        frame = figure_cache.table_frame(plan, config)
+        st.dataframe(frame, hide_index=True, key=f"{prefix}_tables_frame",
                      height=min(TABLE_FRAME_HEIGHT_PX, grid.grid_height(len(plan.tables), False)),
-                     column_config={"rows": st.column_config.NumberColumn(format="localized")})  # 7,275,445
+                     column_config=table_columns(frame))
+        notes = analysis.cache_notes(plan)
+        if notes:
+            cache_notes(notes)
     with tab_heat:
         heatmap(matrix, prefix)
+
+
+def table_columns(frame) -> dict:
+    """The per-table frame's columns, each as wide as its longest cell (issue 28: on 1,000 tables 'fused_uvm_caching'
+    and the cache column were cut at 1440 and 1280 px), the lists of ranks and shards at most so wide that every
+    column is in view in the 818 px the frame has at 1280x720; rows with thousands separators (7,275,445)."""
+    out = {c: st.column_config.TextColumn(width=table_text.column_px(frame, c, max_px=LIST_COLUMN_PX.get(c, 320)),
+                                          help=CACHE_HELP if c == "cache" else None)
+           for c in frame.columns if c != "rows"}
+    out["rows"] = st.column_config.NumberColumn(format="localized",
+                                                width=table_text.column_px(frame, "rows", lambda v: f"{v:,}"))
+    return out
+
+
+LIST_COLUMN_PX = {"ranks": 80, "shards": 140}  # '0, 1, 2, 3', '1 x [7275445, 256]'; longer lists are cut
+CACHE_HELP = "a UVM cache's load factor (the share of the table's rows it holds) and where it comes from: why it is " \
+             "that size is under the table"
+
+
+def cache_notes(notes: list[tuple[str, list[str]]]) -> None:
+    """Why each UVM cache is the size it is: each note once, with the tables it is about (a sentence per table does
+    not fit the frame's cache column)."""
+    cached = sum(len(names) for _, names in notes)
+    with st.expander(f"Why each cache is that size ({cached:,} table{'' if cached == 1 else 's'} with a UVM cache)",
+                     icon=":material/memory:"):
+        for note, names in notes[:MAX_CACHE_NOTES]:
+            listed = ", ".join(md(n) for n in names[:MAX_NAMED_TABLES])
+            more = f" and {len(names) - MAX_NAMED_TABLES:,} more" if len(names) > MAX_NAMED_TABLES else ""
+            st.markdown(f"- **{listed}{more}**: {md(note)}")
+        if len(notes) > MAX_CACHE_NOTES:
+            st.caption(f"{len(notes) - MAX_CACHE_NOTES:,} more notes are in the Plan JSON (each table's cache_note).")
 
 
 @st.fragment

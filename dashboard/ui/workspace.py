@@ -19,6 +19,7 @@ from dashboard.serve import jobs
 from dashboard.tables import grid, row_checks
 
 from dashboard.ui import services, state
+from dashboard.plans.current import same_plan
 from dashboard.ui.state import CurrentPlan, PlanJob
 from dashboard.text import count_text, md, ms_text
 
@@ -184,10 +185,36 @@ def since_text(current: CurrentPlan) -> str:
          + (group if group else count_text(len(current.plan.ranks), 'rank'))
     if current.how:
         by += f", {current.how}"
+    change = change_line(current)
+    if change is None:
+        return f"{by}." if current.how else f"{by}; the first plan of this session."
+    return f"{by}. {change}."
+
+
+def change_line(current: CurrentPlan) -> str | None:
+    """What the newest edit did to the plan (markdown): 'Since the last plan: slowest rank A → B ms ...', or, when
+    the edit left the plan as it was (a value typed over itself, a constraint the plan already kept), that it was
+    planned and nothing changed: without it the strip would read as before and the edit would seem lost. None
+    before any change."""
+    edit = state.page_value(state.LAST_EDIT)
+    if edit is not None and edit["before"] is not None and same_plan(edit["before"], current):
+        n = edit["streak"]
+        what = "Edit planned" if n == 1 else f"{n:,} edits in a row planned"
+        return f"{what}: same plan, slowest rank {ms_text(current.plan.max_rank_cost_ms)} (same)"
     previous = state.previous_plan()
     if previous is None:
-        return f"{by}." if current.how else f"{by}; the first plan of this session."
-    return f"{by}. Since the last plan: {md(headline.change_text(change_of(previous, current)))}."
+        return None
+    return f"Since the last plan: {md(headline.change_text(change_of(previous, current)))}"
+
+
+def note_edit() -> None:
+    """An edit of the workspace landed (a grid's on_change, a table tool): keep the plan on screen then, so the strip
+    can tell once the edit is planned whether it changed that plan; edits in a row that left it as it was are
+    counted, so each one shows."""
+    on_screen, last = state.plan(), state.page_value(state.LAST_EDIT)
+    kept = last is not None and last["before"] is not None and on_screen is not None and \
+        same_plan(last["before"], on_screen)
+    state.set_page_value(state.LAST_EDIT, {"before": on_screen, "streak": last["streak"] + 1 if kept else 1})
 
 
 def scratch_offer(current: CurrentPlan) -> None:

@@ -88,8 +88,27 @@ def test_the_table_frame_says_which_cache_size_a_plan_gave_and_why():
     plan = _plan(cfg)
     frame = analysis.table_frame(typed(plan, cfg), typed_config(cfg)).set_index("table")
     note = plan["plan"]["large_table_1"]["cache_note"]
-    assert note and "ids.parquet" in note and frame.loc["large_table_1", "cache"] == note
+    assert note and "ids.parquet" in note
+    clf = plan["plan"]["large_table_1"].get("cache_load_factor")
+    # the column: the load factor and where it comes from, short enough to read in the frame; the why, whole, below it
+    assert frame.loc["large_table_1", "cache"] == (f"{clf:.4g} (from the curve)" if clf is not None else
+                                                   f"{engine.FIELDS['cache_load_factor'].default:.4g} (default)")
     assert frame.loc["large_table_0", "cache"] == ""  # no UVM cache
+    assert analysis.cache_notes(typed(plan, cfg)) == [(note, ["large_table_1"])]
+
+
+def test_cache_notes_name_each_note_once_with_its_tables():
+    cfg = tutorial()
+    cfg["constraints"] = {t["name"]: {"sharding_types": ["table_wise"], "compute_kernels": ["fused_uvm_caching"]}
+                         for t in cfg["tables"]}
+    cfg["constraints"]["small_table_1"]["cache_load_factor"] = 0.5
+    plan = typed(_plan(cfg), cfg)
+    frame = analysis.table_frame(plan, typed_config(cfg)).set_index("table")
+    assert frame.loc["large_table_0", "cache"] == "0.2 (default)"
+    assert frame.loc["small_table_1", "cache"] == "0.5 (typed)"
+    notes = analysis.cache_notes(plan)
+    assert [names for _, names in notes] == [["large_table_0", "large_table_1", "small_table_0"], ["small_table_1"]]
+    assert notes[0][0].startswith("cache load factor 0.2 (the default)")
 
 
 def test_run_metrics_as_a_table_and_progress():

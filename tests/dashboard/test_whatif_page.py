@@ -106,6 +106,11 @@ def test_sweep_figure_marks_every_kind_of_point() -> None:
     assert frame["peak HBM, % of usable"].tolist()[:2] == [50.0, 130.0] and frame["step ms"].tolist()[:2] == [2, 3]
     assert set(whatif.POINT_FORMATS) <= set(frame.columns)
     assert whatif.POINT_FORMATS == {"step ms": "%.3g ms", "peak HBM, % of usable": "%.3g%%", "samples/s": "localized"}
+    # a refusal is a paragraph: the column has its first clause, the whole of it is listed under the table
+    assert frame["why not"].tolist() == ["", "out of memory at the step's peak ...", "The tables do not fit"]
+    assert whatif.refusals(pts) == [
+        ("out of memory at the step's peak ...", ["H100 <b>, 16 GPUs (1 hosts), batch 512 per rank"]),
+        ("The tables do not fit: <script>", ["H100 <b>, 32 GPUs (1 hosts), batch 512 per rank"])]
 
 
 def test_the_sweep_axis_labels_each_tick_in_full() -> None:

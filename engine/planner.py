@@ -345,20 +345,37 @@ def plan(cfg: Config, settings: PlannerSettings = PlannerSettings()) -> Plan:
         return with_group_note(cfg.topology, _plan(group_config(cfg), settings))  # 2D: one group's (engine.replicas)
 
 
+def _bounds(cfg: Config, placeable: list[list[Option]], arr: OptionArrays
+            ) -> tuple[list[TypeSet], FixedCosts | None, float, float]:
+    """(the sets of types to search, the profile's fixed costs, the lower bound on `score`'s scale, the floor a
+    plan's bound adds to it: the profile's per-step cost, which every rank pays, where no fixed costs hold it)."""
+    probe = Placement(cfg.topology)
+    ranks_worth, scale = fleet_worth(placeable, probe)
+    bound = max(relaxed_bound_ms(arr, ranks_worth, probe.hbm_total, probe.ddr_total) * scale,
+                workset_bound_ms(placeable, arr, probe))
+    fc = fixed_costs(cfg)
+    sets = type_sets(arr, placeable, bound, fc, ranks_worth, scale)
+    prof = active(cfg.topology)
+    return sets, fc, lower_bound_ms(sets), (prof.step_ms if prof and fc is None else 0.0)
+
+
+def plan_lower_bound_ms(cfg: Config, options: list[list[Option]]) -> float:
+    """The lower bound a plan from scratch of `cfg` reports (Plan.lower_bound_ms; no plan's slowest rank is faster),
+    without the search: for a re-plan that makes no plan from scratch. `options`: all_table_options(cfg), `cfg` as
+    the planner sees it (2D: one group's, engine.replicas.group_config)."""
+    placeable, arr = _placeable(cfg, options)
+    _, _, lower, floor_ms = _bounds(cfg, placeable, arr)
+    return lower + floor_ms
+
+
 def _plan(cfg: Config, settings: PlannerSettings) -> Plan:
     start = time.perf_counter()
     deadline = start + settings.time_budget_s
     _refuse_early(cfg)
     placeable, arr = _placeable(cfg, all_table_options(cfg, deadline, settings.time_budget_s))
     w = cfg.topology.world_size
-    probe = Placement(cfg.topology)
-    ranks_worth, scale = fleet_worth(placeable, probe)
-    bound = max(relaxed_bound_ms(arr, ranks_worth, probe.hbm_total, probe.ddr_total) * scale,
-                workset_bound_ms(placeable, arr, probe))
+    sets, fc, lower, floor_ms = _bounds(cfg, placeable, arr)
     work = Work(budget=float(settings.effort), world_size=w, deadline=deadline, start=start)
-    fc = fixed_costs(cfg)
-    sets = type_sets(arr, placeable, bound, fc, ranks_worth, scale)
-    lower = lower_bound_ms(sets)
     found = _search(cfg, sets[:1], fc, work, settings, lower)  # every type at once, with the whole effort
     steps, gains = _refine(found, fc, work, settings, lower)
     if len(sets) > 1 and found.cost[0] > lower * (1 + CLOSE_ENOUGH):  # then the sets of a few types, on top
@@ -377,8 +394,6 @@ def _plan(cfg: Config, settings: PlannerSettings) -> Plan:
                             fixes=("co-locate tables of the same sharding type and column split",
                                    "pin them to the same ranks (constraints.<table>.ranks)"))
     check_ssd(cfg, tables)  # key_value's SSD: tracked while placing (Placement.ssd), and summed again here
-    prof = active(cfg.topology)  # every rank pays the profile's per-step cost: the bound does too
-    floor_ms = prof.step_ms if prof and fc is None else 0.0  # (with fixed costs, the sets' bounds hold it)
     return evaluate(cfg, tables, planner="engine", planning_seconds=time.perf_counter() - start,
                     lower_bound_ms=lower + floor_ms,
                     notes=tuple(_notes(cfg, arr, found, steps, gains, work, settings)))

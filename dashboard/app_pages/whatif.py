@@ -15,6 +15,7 @@ import streamlit as st
 import engine
 from dashboard.plans import table_text, whatif
 from dashboard.serve import jobs, priority
+from dashboard.tables import grid
 from dashboard.ui import services, state, views, workspace
 from dashboard.ui.state import CurrentPlan
 from dashboard.text import count_text, md, ms_text
@@ -177,7 +178,8 @@ def sweep_tab(config: dict) -> None:
             state.flash(f"The workspace config is now {md(whatif.point_label(p))}.")
             st.rerun()
     frame = whatif.points_frame(pts)
-    st.dataframe(frame, hide_index=True, height=320, key="whatif_points",
+    st.dataframe(frame, hide_index=True, key="whatif_points",  # (a point with no plan: the grid's grey None,
+                 height=min(POINTS_HEIGHT_PX, grid.grid_height(len(frame), False)),  # streamlit#7360)
                  column_config={**{c: st.column_config.NumberColumn(format=f) for c, f in whatif.POINT_FORMATS.items()},
                                 "why not": st.column_config.TextColumn(width=table_text.column_px(frame, "why not"),
                                                                        help="the reason's first clause: the whole "
@@ -187,6 +189,7 @@ def sweep_tab(config: dict) -> None:
         refusals(refused, len(pts) - len(fits))
 
 
+POINTS_HEIGHT_PX = 320  # at most: fewer points get a table as tall as their rows (grid.grid_height)
 MAX_REASONS, MAX_LABELS = 20, 4  # reasons listed under the sweep table, and points named with each
 
 

@@ -22,7 +22,7 @@ from engine.evaluate import evaluate
 from engine.placement import Placement
 from engine.replicas import group_config
 from engine.planfile import placement_problem
-from engine.planner import PlannerSettings, plan, rules_of, to_table_plan
+from engine.planner import PlannerSettings, plan, plan_lower_bound_ms, rules_of, to_table_plan
 from engine.work import safety_stop_note
 from engine.strategy import option_arrays
 from engine.replan.align import relabel
@@ -262,7 +262,8 @@ def replan(cfg: Config, old: dict[str, OldTable], max_move_bytes: Optional[int] 
     earlier plan's slowest rank, as its plan file gives it: an edit that made no rank slower moves nothing) and
     near the planner's lower bound for `cfg` (an edit that adds more load than the ranks can share); attempts are
     weighed against the faster of them, `kept` is not evaluated, and the result's `scratch`, `scratch_moves` and
-    `kept` are None. Without a byte limit, a table that loads the slowest rank may also take another option
+    `kept` are None (its plan still carries the planner's lower bound, engine.planner.plan_lower_bound_ms).
+    Without a byte limit, a table that loads the slowest rank may also take another option
     (engine.localsearch.reshard) while that rank is above the target. Deterministic: the same config, earlier
     plan and arguments give the same plan."""
     if max_move_bytes is not None and not 0 <= max_move_bytes <= L.MAX_MOVE_BYTES:
@@ -325,7 +326,8 @@ def replan(cfg: Config, old: dict[str, OldTable], max_move_bytes: Optional[int] 
         notes.append(safety_stop_note(best.work, settings.time_budget_s, "the re-plan's search"))
     result = evaluate(cfg, candidate if candidate is not None else scratch.tables, planner="engine",
                       planning_seconds=time.perf_counter() - start,
-                      lower_bound_ms=scratch.lower_bound_ms if scratch is not None else None, notes=tuple(notes))
+                      lower_bound_ms=scratch.lower_bound_ms if scratch is not None else plan_lower_bound_ms(
+                          cfg, options), notes=tuple(notes))
     moves = moved_bytes(cfg, old, result.tables)
     if candidate is None and max_move_bytes is not None and moves.total_bytes > max_move_bytes:
         raise PlanningError(f"{note}, which moves {moves.total_bytes:,} bytes, more than --max-move-bytes "

@@ -21,6 +21,7 @@ from PIL import Image
 
 import engine
 from dashboard.plans import table_text
+from dashboard.tables.grid import grid_height
 from tests.e2e.conftest import idle, new_page, serving, settled
 from tests.e2e.test_working_view import HEADLINE, _goto, _headline, _headline_changes, _type_into_cell
 
@@ -174,6 +175,8 @@ def test_why_a_sweep_point_does_not_fit_is_readable_whole_at_1280(page, tmp_path
     assert listed.evaluate("(e) => e.scrollWidth <= e.clientWidth + 1")
     frame = _frame(page, "why not")
     assert "The tables do not fit" in _cells(frame, _headers(frame).index("why not"))
+    frame.screenshot(path=str(tmp_path / "sweep_frame_1280.png"))
+    assert frame.bounding_box()["height"] <= grid_height(2, False) + 2  # two rows, not two and seven empty ones
 
 
 @pytest.mark.parametrize("viewport", VIEWPORTS, ids=["1440x900", "1280x720"])

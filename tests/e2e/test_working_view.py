@@ -64,6 +64,7 @@ def test_first_view_then_edits_update_the_headline_and_an_error_shows_no_stale_p
     _type_into_cell(page, 0, "dim", "256")
     edited = _headline_changes(page, first, "Since the last plan")
     assert re.search(r"Since the last plan: slowest rank [0-9.e-]+ → [0-9.e-]+ ms", edited), edited
+    assert re.search(r"[0-9.]+x the lower bound", edited), edited  # re-planned from the plan on screen: bounded too
     idle(page, 250)
     assert guide.count() == 0  # the newcomer acted: the guide is gone
     shown = re.search(r"Slowest rank ([0-9.e-]+ ms)", edited).group(1)

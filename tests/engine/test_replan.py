@@ -302,3 +302,4 @@ def test_an_interactive_replan_buys_back_a_slower_rank_with_few_moves() -> None:
     assert 0 < len(r.moved_tables) < len(moved_bytes(cfg, old, scratch.tables).by_table)
     assert r.plan.max_rank_cost_ms <= scratch.max_rank_cost_ms * 1.05
     assert set(r.plan.tables) == {t.name for t in cfg.tables}
+    assert r.plan.lower_bound_ms == scratch.lower_bound_ms  # the planner's bound, with no plan from scratch made

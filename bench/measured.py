@@ -139,7 +139,8 @@ def report_markdown(meta: dict, records: list[dict]) -> str:
     bench = [r for r in records if not r["held_out"]]
     later = [r for r in records if r["held_out"]]
     text = [f"Made by `{meta['command']}` on {meta['started']} UTC at commit {meta['commit']}, in "
-            f"{meta['wall_s'] / 60:.1f} min ({meta['cpus']} cores, no GPU; 1/5/15-min load average "
+            f"{meta['wall_s'] / 60:.1f} min ({meta['cpus']} cores of {meta.get('cpu', 'an unrecorded CPU')} on "
+            f"{meta['machine']}, no GPU; 1/5/15-min load average "
             f"{meta['load_before']} before, {meta['load_after']} after). Dry-run flags: `{' '.join(meta['flags'])}` "
             f"(plus `--distribution zipf --zipf-alpha A` on the zipf configs where the dry-run cannot read the "
             f"config's zipf_exponent). Each config: {meta['pairs']} rounds of three dry-runs, ours, "
@@ -193,7 +194,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     help_text, log = dryrun_help(), (lambda m: print(m, file=sys.stderr, flush=True))
     meta = {"command": ("python -m bench.measured " + " ".join(argv if argv is not None else sys.argv[1:])).strip(),
             "started": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "commit": git_commit(),
-            "cpus": os.cpu_count(), "machine": platform.platform(), "pairs": pairs,
+            "cpus": os.cpu_count(), "machine": platform.platform(), "cpu": engine.cpu_name(), "pairs": pairs,
             "load_before": " / ".join(f"{x:.1f}" for x in os.getloadavg()),
             "flags": dryrun_flags(iters, args.batches, MeasuredCase("", {}, None), help_text)}
     start = time.perf_counter()

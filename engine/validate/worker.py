@@ -60,14 +60,26 @@ def device_info(torch, device) -> dict:
     return info
 
 
-def cpu_name() -> str:
+def cpu_name(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """The CPU's name as runs and fitted terms record it: the model name, with its family, model and stepping where
+    the kernel gives them. A virtual machine's model name alone can cover different parts: "AMD EPYC" named two
+    machines whose dry-runs were 3-15x apart (docs/benchmarks.md), and terms fitted on one must not price the
+    other (engine.calibrate_apply)."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        fields: dict[str, str] = {}
+        for line in cpuinfo.read_text().splitlines():
+            if not line.strip():
+                break  # the first processor's block
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
     except OSError:
-        pass
-    return platform.processor() or platform.machine()
+        fields = {}
+    name = fields.get("model name")
+    if not name:
+        return platform.processor() or platform.machine()
+    part = [f"{label} {fields[key]}" for label, key in (("family", "cpu family"), ("model", "model"),
+                                                        ("stepping", "stepping")) if fields.get(key)]
+    return name if not part else f"{name} ({', '.join(part)})"
 
 
 def run(args: argparse.Namespace, rank: int, world_size: int) -> dict:

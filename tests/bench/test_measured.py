@@ -3,6 +3,7 @@ the quick mode end to end with real planners and real dry-runs."""
 
 import json
 import math
+import platform
 import sys
 
 import pytest
@@ -11,6 +12,7 @@ from bench.measured import dryrun_flags, rotated, same_sharding
 from bench.measured_cases import MAX_CONFIG_BYTES, OPTIMIZERS, MeasuredCase, cases, generate, quick_cases, \
     state_bytes
 from bench.measured_report import median_iqr, noise_band, order_check, rank_check, summarize, tally, verdict
+import engine
 from engine import parse_config
 from tests import processes
 from tests.factories import ROOT
@@ -117,6 +119,7 @@ def test_quick_mode_end_to_end(tmp_path):
     text = out.read_text()
     assert text.startswith("Made by `python -m bench.measured --quick --out ")
     assert "Each config: 2 rounds of three dry-runs" in text and "{" not in text.split("\n")[0]
+    assert f"cores of {engine.cpu_name()} on {platform.platform()}" in text  # which machine: its name is not enough
     data = json.loads(out.with_suffix(".json").read_text())
     [rec] = data["configs"]
     assert rec["name"] == "quick-2r-sgd-uniform" and "error" not in rec

@@ -14,7 +14,6 @@ the interval reach close to each run's own median, so a verdict says every run l
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import zlib
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ if __package__ in (None, ""):  # run as a script: python bench/measured_pool.py
 
 import numpy as np  # noqa: E402
 
-from bench.measured import same_sharding  # noqa: E402
+from bench.measured import read_run, same_sharding  # noqa: E402
 from bench.suite import ROOT  # noqa: E402
 import engine  # noqa: E402
 
@@ -44,6 +43,7 @@ class RunSeries:
     ab: Optional[np.ndarray]
     aa: np.ndarray
     single_verdict: str  # the run's own verdict (bench.measured_report: median against the A/A band)
+    ours_ms: float  # our plan's slowest rank, median over the run's "ours" dry-runs: the run's scale
 
 
 def run_label(path: Path, data: dict) -> str:
@@ -61,7 +61,8 @@ def series_of(label: str, rec: dict) -> Optional[RunSeries]:
         return None
     ab = _ratios(s["ours"], s["torchrec"]) if s.get("torchrec") else None
     verdict = rec.get("summary", {}).get("verdict", "identical plans" if ab is None else "?")
-    return RunSeries(label, ab, _ratios(s["ours_again"], s["ours"]), verdict)
+    return RunSeries(label, ab, _ratios(s["ours_again"], s["ours"]), verdict,
+                     float(np.median([r["max_rank_measured_ms"] for r in s["ours"]])))
 
 
 def same_plans(a: dict, b: dict) -> bool:
@@ -183,6 +184,7 @@ def pool_config(entry: dict, seed: int, resamples: int) -> dict:
     out["runs"] = [s.run for s in series]
     out["aa"] = interval([s.aa for s in series], config_seed(seed, key, "aa"), resamples)
     out["aa_excludes_1"] = out["aa"]["hi"] < 1 or out["aa"]["lo"] > 1
+    out["ours_ms"] = [s.ours_ms for s in series]
     if any(s.ab is None for s in series):
         out["identical_plans"] = True
         return out
@@ -202,19 +204,21 @@ def _iv(iv: dict) -> str:
 
 
 HEAD = ("| config | runs | pairs | ours / TorchRec pooled, median [90% interval] | verdict | <= 0.90x | "
-        "A/A pooled, median [90% interval] | each run: median [90% interval], its own verdict | runs agree |")
+        "A/A pooled, median [90% interval] | each run: median [90% interval], its own verdict | runs agree | "
+        "our plan's slowest rank per run, ms |")
 
 
 def row_markdown(r: dict) -> str:
     name = r["name"] + (f" (plans {r['group']}: plans differ between runs, not pooled)" if r["plans_differ"] else "")
     aa = _iv(r["aa"]) + (" (excludes 1)" if r["aa_excludes_1"] else "")
     if r["identical_plans"]:
-        cells = [name, str(len(r["runs"])), str(r["aa"]["pairs"]), "identical plans", "-", "-", aa, "-", "-"]
+        cells = [name, str(len(r["runs"])), str(r["aa"]["pairs"]), "identical plans", "-", "-", aa, "-", "-",
+                 " / ".join(f"{x:.2f}" for x in r["ours_ms"])]
     else:
         each = "; ".join(f"{p['run'].split(' (')[0]}: {_iv(p)}, {p['single_run_verdict']}" for p in r["per_run"])
         v = r["verdict"] + (" (one run: drift not sampled)" if len(r["runs"]) < 2 else "")
         cells = [name, str(len(r["runs"])), str(r["ab"]["pairs"]), _iv(r["ab"]), v, r["target"], aa, each,
-                 r["runs_agree"]]
+                 r["runs_agree"], " / ".join(f"{x:.2f}" for x in r["ours_ms"])]
     return "| " + " | ".join(cells) + " |"
 
 
@@ -230,8 +234,13 @@ def tally(rows: list[dict]) -> str:
 def report_markdown(meta: dict, rows: list[dict]) -> str:
     text = [f"Made by `{meta['command']}` (seed {meta['seed']}, {meta['resamples']} resamples). Nothing is timed: "
             "the pair ratios stored by these runs of `python -m bench.measured` are pooled:", ""]
-    text += [f"- {s['label']}: `{s['command']}` at commit {s['commit']}, 1/5/15-min load {s['load_before']} before, "
-             f"{s['load_after']} after" for s in meta["sources"]]
+    text += [f"- {s['label']}: `{s['command']}` at commit {s['commit']} on {s['machine']}, 1/5/15-min load "
+             f"{s['load_before']} before, {s['load_after']} after" for s in meta["sources"]]
+    machines = sorted({s["machine"] for s in meta["sources"]})
+    if len(machines) > 1:
+        text += ["", f"**The runs were made on {len(machines)} different machines** ({', '.join(machines)}; the "
+                 "platform string each run recorded): where a config's slowest-rank times (last column) differ "
+                 "several-fold between runs, the drift between them includes a change of machine, not only of day."]
     text += ["", "A pair ratio is ours / TorchRec's measured slowest rank in one round of one run (A/A: ours again / "
              "ours). Pooled median: over every pair of every run whose config and plans match. Its 90% interval: "
              "the 5th-95th percentiles of the median over a seeded hierarchical bootstrap (draw the runs with "
@@ -260,23 +269,14 @@ def report_markdown(meta: dict, rows: list[dict]) -> str:
 
 
 def load_run(path: Path) -> tuple[str, dict]:
-    """A stored run, or SystemExit with one line naming the file and the fix."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise SystemExit(f"error: {path}: {engine.one_line(str(e))}; give a JSON file `python -m bench.measured` "
-                         "wrote")
-    if not isinstance(data, dict) or not isinstance(data.get("configs"), list) or not all(
-            isinstance(c, dict) and "name" in c and "config" in c for c in data["configs"]):
-        raise SystemExit(f"error: {path} has no 'configs' list of named configs; give a JSON file "
-                         "`python -m bench.measured` wrote")
+    data = read_run(path)
     return run_label(path, data), data
 
 
 def pool(paths: list[Path], seed: int = 0, resamples: int = RESAMPLES, command: str = "") -> tuple[dict, list]:
     runs = [load_run(p) for p in paths]
     sources = [{"label": label, **{k: data.get("meta", {}).get(k, "?") for k in
-                                   ("command", "started", "commit", "load_before", "load_after")}}
+                                   ("command", "started", "commit", "load_before", "load_after", "machine")}}
                for label, data in runs]
     meta = {"command": command, "seed": seed, "resamples": resamples, "level": LEVEL, "target": TARGET,
             "sources": sources}

@@ -113,9 +113,10 @@ def test_the_stored_quiet_runs_end_to_end(tmp_path, capsys):
     assert rows["later-1"]["verdict"] == "faster"  # 0.915 then 0.824
     assert out.read_text().strip() == capsys.readouterr().out.strip()
     assert out.read_text().startswith("Made by `python -m bench.measured_pool ")
+    assert "**The runs were made on 2 different machines**" in out.read_text()  # fc-v782, then fc-v657
 
 
-@pytest.mark.parametrize("content, why", [("{", "give a JSON file"), ('{"configs": [{"x": 1}]}', "named configs")])
+@pytest.mark.parametrize("content, why", [("{", "give a file"), ('{"configs": [{"x": 1}]}', "named configs")])
 def test_bad_input_is_one_line(tmp_path, capsys, content, why):
     path = tmp_path / "bad.json"
     path.write_text(content)

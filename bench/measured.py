@@ -124,6 +124,21 @@ def measure_case(case: MeasuredCase, work: Path, pairs: int, flags: list[str], t
     return rec
 
 
+def read_run(path: Path, flag: str = "") -> dict:
+    """A stored run (the JSON `main` writes), or SystemExit with one line naming the file (after `flag`, the option
+    that gave it) and the fix; readers of stored runs (bench.measured_pool, bench.rank_error) share it."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise SystemExit(f"error: {flag}{path}: {engine.one_line(str(e))}; give a file `python -m bench.measured` "
+                         "wrote")
+    if not isinstance(data, dict) or not isinstance(data.get("configs"), list) or not all(
+            isinstance(c, dict) and "name" in c and "config" in c for c in data["configs"]):
+        raise SystemExit(f"error: {flag}{path} has no 'configs' list of named configs; give a file `python -m "
+                         "bench.measured` wrote")
+    return data
+
+
 def git_commit() -> str:
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,

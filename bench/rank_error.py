@@ -5,7 +5,7 @@ Spearman correlation of each plan's ranks, and a leave-one-config-out fit of the
 db calibrate --terms` makes: engine.held_out_predictions, each config's ranks priced with the terms fitted on the
 other configs' runs). No timing is taken here, so the machine's load does not enter.
 
-  python -m bench.rank_error [--json bench/results/measured.json] [--candidates] [--out FILE.md]
+  python -m bench.rank_error [--json RUN.json [RUN.json ...]] [--candidates] [--out FILE.md]
 
 --candidates adds candidate changes to the estimate judged held out on these plans and on the one-rank cost-term
 cases (bench.rank_error_candidates).
@@ -15,12 +15,13 @@ estimate is the estimate's forward + backward compute (what the dry-run times: t
 collectives). Noise: the standard error of a rank's median over n runs, 1.2533 x (IQR / 1.349) / sqrt(n)
 relative to the median (normal errors), times sqrt(2) for the ratio of two ranks; a plan's noise is the median of
 its ranks'. A plan's ranks are "resolved" where the measured spread (slowest / fastest - 1) exceeds twice that.
+Where every run of a plan also recorded each rank's 25th percentile step (`measured_p25_ms`, dry-runs since
+2026-11-27), the estimate is also held to that statistic (the one the CPU terms were fitted to), beside the median.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from dataclasses import dataclass, replace
@@ -32,6 +33,7 @@ if __package__ in (None, ""):  # run as a script: python bench/rank_error.py
 
 import numpy as np  # noqa: E402
 
+from bench.measured import read_run  # noqa: E402
 from bench.suite import ROOT  # noqa: E402
 import engine  # noqa: E402
 
@@ -54,6 +56,18 @@ class PlanRanks:
     measured: np.ndarray  # (runs, ranks) ms
     estimate: np.ndarray  # (ranks,) forward + backward compute ms, the current engine
     stored_estimate: np.ndarray  # (ranks,) the same as the run recorded it
+    measured_p25: Optional[np.ndarray] = None  # (runs, ranks) ms, each run's 25th percentile step; None: not recorded
+    run: str = ""  # which stored run (file) the plan comes from, where several are read
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        """(config, who), and the run where several stored runs are read (the same config may be in each)."""
+        return (self.config, self.who) + ((self.run,) if self.run else ())
+
+    @property
+    def p25(self) -> Optional[np.ndarray]:
+        """Each rank's median over runs of its 25th percentile step, where the runs recorded it."""
+        return None if self.measured_p25 is None else np.median(self.measured_p25, axis=0)
 
     @property
     def median(self) -> np.ndarray:
@@ -81,7 +95,13 @@ def _cpu(cfg: engine.Config) -> engine.Config:
     return replace(cfg, topology=replace(cfg.topology, compute_device=engine.Device.CPU))
 
 
-def plans_of(data: dict) -> list[PlanRanks]:
+def _p25(runs: list[dict]) -> Optional[np.ndarray]:
+    if not all("measured_p25_ms" in r for run in runs for r in run["ranks"]):
+        return None
+    return np.array([[r["measured_p25_ms"] for r in run["ranks"]] for run in runs], dtype=np.float64)
+
+
+def plans_of(data: dict, run: str = "") -> list[PlanRanks]:
     """Every measured plan of the stored run (configs that failed are left out)."""
     out = []
     for c in data["configs"]:
@@ -98,24 +118,27 @@ def plans_of(data: dict) -> list[PlanRanks]:
                 c["name"], who, bool(c.get("held_out")), runs[0]["backend"], cfg, tables,
                 np.array([[r["measured_ms"] for r in run["ranks"]] for run in runs], dtype=np.float64),
                 np.array([r.perf.fwd_compute + r.perf.bwd_compute for r in ranks]),
-                np.array([r["estimated_compute_ms"] for r in runs[0]["ranks"]], dtype=np.float64)))
+                np.array([r["estimated_compute_ms"] for r in runs[0]["ranks"]], dtype=np.float64), _p25(runs), run))
     return out
 
 
-def rank_checks(p: PlanRanks, estimate: np.ndarray) -> dict:
-    """One plan's ranks under an estimate: errors, the slowest rank named or not, Spearman."""
-    meas = p.median
+def rank_checks(p: PlanRanks, estimate: np.ndarray, meas: Optional[np.ndarray] = None) -> dict:
+    """One plan's ranks under an estimate against a statistic of the measured ranks (default their median): errors,
+    the slowest rank named or not, Spearman."""
+    meas = p.median if meas is None else meas
     return {"errors": np.abs(estimate - meas) / meas, "names_slowest": int(np.argmax(estimate)) == int(np.argmax(meas)),
             "spearman": engine.spearman(list(estimate), list(meas))}
 
 
-def held_out(plans: list[PlanRanks]) -> dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]:
+def held_out(plans: list[PlanRanks], p25: bool = False) -> dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]]:
     """{(config, who): (the defaults' per-rank ms, the ms with the terms fitted on the other configs)} for the plans
-    measured with FIT_BACKEND, as `db calibrate --terms` fits (engine.held_out_predictions, grouped by config)."""
-    fit = [p for p in plans if p.backend == FIT_BACKEND]
-    runs = [engine.term_run(p.cfg, p.tables, p.median, i, p.config, "stored", p.backend) for i, p in enumerate(fit)]
+    measured with FIT_BACKEND, as `db calibrate --terms` fits (engine.held_out_predictions, grouped by config); fitted
+    to each rank's median step, or with p25 to its 25th percentile step (plans that recorded it only)."""
+    fit = [p for p in plans if p.backend == FIT_BACKEND and (not p25 or p.p25 is not None)]
+    runs = [engine.term_run(p.cfg, p.tables, p.p25 if p25 else p.median, i, p.config, "stored", p.backend)
+            for i, p in enumerate(fit)]
     preds = engine.held_out_predictions(runs, by_group=True) if len({p.config for p in fit}) > 1 else []
-    return {(p.config, p.who): pr for p, pr in zip(fit, preds)}
+    return {p.key: pr for p, pr in zip(fit, preds)}
 
 
 def _q(values: list[float] | np.ndarray) -> str:
@@ -137,13 +160,13 @@ def _spearmen(checks: list[dict]) -> str:
     return f"median {np.median(vals):.2f}, >= 0.9 in {sum(v >= 0.9 for v in vals)} of {len(vals)}"
 
 
-def summary_rows(plans: list[PlanRanks], estimates: dict[tuple[str, str], np.ndarray]) -> list[list[str]]:
+def summary_rows(plans: list[PlanRanks], estimates: dict[tuple[str, ...], np.ndarray]) -> list[list[str]]:
     """Per subset (bench, later, all), the estimate's error, naming and Spearman (plans with an estimate only)."""
     rows = []
     for label, keep in (("bench configs", lambda p: not p.later), ("added later", lambda p: p.later),
                         ("all", lambda p: True)):
-        sel = [p for p in plans if keep(p) and (p.config, p.who) in estimates]
-        checks = [rank_checks(p, estimates[(p.config, p.who)]) for p in sel]
+        sel = [p for p in plans if keep(p) and p.key in estimates]
+        checks = [rank_checks(p, estimates[p.key]) for p in sel]
         res = [c for p, c in zip(sel, checks) if p.resolved]
         errs = np.concatenate([c["errors"] for c in checks]) if checks else []
         rows.append([label, str(len(sel)), str(len(errs)), _q(errs), _share([c["names_slowest"] for c in checks]),
@@ -167,9 +190,10 @@ def plan_rows(plans: list[PlanRanks], loco: dict) -> list[list[str]]:
     rows = []
     for p in plans:
         now = rank_checks(p, p.estimate)
-        after = rank_checks(p, loco[(p.config, p.who)][1]) if (p.config, p.who) in loco else None
+        after = rank_checks(p, loco[p.key][1]) if p.key in loco else None
         sp = now["spearman"]
-        rows.append([p.config + (" (later)" if p.later else ""), p.who, p.backend, _ms(p.median), _ms(p.estimate),
+        name = p.config + (" (later)" if p.later else "") + (f" [{p.run}]" if p.run else "")
+        rows.append([name, p.who, p.backend, _ms(p.median), _ms(p.estimate),
                      f"{100 * np.median(now['errors']):.1f}%",
                      f"{100 * p.spread:.1f}% / {100 * 2 * p.noise:.1f}%" + (" resolved" if p.resolved else ""),
                      "yes" if now["names_slowest"] else "no", "n/a" if sp is None else f"{sp:.2f}",
@@ -183,28 +207,81 @@ PLAN_HEAD = ["config", "plan", "backend", "measured ms per rank (median of runs)
              "held-out fit: names slowest"]
 
 
+def _signed(values: list[np.ndarray]) -> str:
+    """The median of estimate / measured - 1, in percent: where the estimate sits against the statistic."""
+    return f"{100 * np.median(np.concatenate(values)):+.1f}%"
+
+
+def statistic_rows(plans: list[PlanRanks]) -> list[list[str]]:
+    """Per subset, the current estimate held to each rank's median step and to its 25th percentile step, on the
+    plans whose runs recorded both: error, bias, ranks closer to each, and the slowest rank named under each."""
+    rows = []
+    loco = {False: held_out(plans), True: held_out(plans, p25=True)}
+    for label, keep in ((f"{FIT_BACKEND}, bench configs", lambda p: not p.later and p.backend == FIT_BACKEND),
+                        (f"{FIT_BACKEND}, added later", lambda p: p.later and p.backend == FIT_BACKEND),
+                        (f"{FIT_BACKEND}, all", lambda p: p.backend == FIT_BACKEND), ("every backend", lambda p: True)):
+        sel = [p for p in plans if keep(p) and p.p25 is not None]
+        if not sel:
+            continue
+        med = [rank_checks(p, p.estimate) for p in sel]
+        q25 = [rank_checks(p, p.estimate, p.p25) for p in sel]
+        em, eq = np.concatenate([c["errors"] for c in med]), np.concatenate([c["errors"] for c in q25])
+        same = [int(np.argmax(p.median)) == int(np.argmax(p.p25)) for p in sel]
+        fitted = [p for p in sel if p.key in loco[False] and p.key in loco[True]]
+        fm = [rank_checks(p, loco[False][p.key][1]) for p in fitted]
+        fq = [rank_checks(p, loco[True][p.key][1], p.p25) for p in fitted]
+        rows.append([label, str(len(sel)), str(len(em)), _q(em), _q(eq), f"{int(np.sum(eq < em))} of {len(em)}",
+                     _signed([p.estimate / p.median - 1 for p in sel]), _signed([p.estimate / p.p25 - 1 for p in sel]),
+                     _share([c["names_slowest"] for c in med]), _share([c["names_slowest"] for c in q25]),
+                     _share(same), _q(np.concatenate([c["errors"] for c in fm])) if fm else "n/a",
+                     _q(np.concatenate([c["errors"] for c in fq])) if fq else "n/a",
+                     _share([c["names_slowest"] for c in fm]), _share([c["names_slowest"] for c in fq])])
+    return rows
+
+
+STATISTIC_HEAD = ["plans", "count", "ranks", "error vs median step, median (IQR)", "error vs 25th percentile step",
+                  "ranks closer to the 25th percentile", "estimate / median - 1, median",
+                  "estimate / 25th percentile - 1, median", "names slowest (median)", "names slowest (25th percentile)",
+                  "same slowest rank under both", "held-out fit to the median: error", "held-out fit to the 25th "
+                  "percentile: error", "held-out fit: names slowest (median)", "(25th percentile)"]
+
+
+def _source_line(source: str, meta: dict) -> str:
+    return (f"{source} (measured by `{meta.get('command', '?')}` on {meta.get('started', '?')} UTC at commit "
+            f"{meta.get('commit', '?')}, 1-min load average {meta.get('load_before', '?')} before, "
+            f"{meta.get('load_after', '?')} after)")
+
+
 def report(data: dict, source: str, command: str, candidates: bool = False) -> str:
-    plans = plans_of(data)
+    return report_runs([(source, data)], command, candidates)
+
+
+def report_runs(runs: list[tuple[str, dict]], command: str, candidates: bool = False) -> str:
+    """The report over one or several stored runs (several: each plan labelled with its run's file)."""
+    plans = [p for source, data in runs for p in plans_of(data, source if len(runs) > 1 else "")]
     if not plans:
-        raise SystemExit(f"error: {source} holds no measured plan (every config failed or has no series)")
+        raise SystemExit(f"error: {', '.join(s for s, _ in runs)} hold no measured plan (every config failed or has "
+                         "no series)")
     loco = held_out(plans)
-    now = {(p.config, p.who): p.estimate for p in plans}
+    now = {p.key: p.estimate for p in plans}
     fbgemm = {k: v for k, v in now.items() if k in loco}
     changed = sum(not np.allclose(p.estimate, p.stored_estimate, rtol=1e-9, atol=1e-12) for p in plans)
-    meta = data.get("meta", {})
-    text = [f"Made by `{command}` from {source} (measured by `{meta.get('command', '?')}` on "
-            f"{meta.get('started', '?')} UTC at commit {meta.get('commit', '?')}, 1-min load average "
-            f"{meta.get('load_before', '?')} before, {meta.get('load_after', '?')} after). Nothing is timed here.",
+    text = [f"Made by `{command}` from " + "; ".join(_source_line(s, d.get("meta", {})) for s, d in runs)
+            + ". Nothing is timed here.",
             f"{len(plans)} plans of {len({p.config for p in plans})} configs; the current engine's estimate differs "
             f"from the one the run recorded on {changed} of them.", "",
             "**The estimate as it is** (every plan; ranks measured with the torch fallback included):", "",
             *_table(SUMMARY_HEAD, summary_rows(plans, now)), "",
             f"**The estimate as it is, {FIT_BACKEND} ranks only** (the kernels the CPU terms describe):", "",
-            *_table(SUMMARY_HEAD, summary_rows(plans, fbgemm)), "",
-            f"**Leave one config out** ({FIT_BACKEND} plans: each config's ranks priced with the terms `db calibrate "
-            "--terms` fits on the other configs' runs, engine.held_out_predictions):", "",
-            *_table(SUMMARY_HEAD, summary_rows(plans, {k: v[1] for k, v in loco.items()})), "",
-            "Per plan:", "", *_table(PLAN_HEAD, plan_rows(plans, loco)), ""]
+            *_table(SUMMARY_HEAD, summary_rows(plans, fbgemm)), ""]
+    stats = statistic_rows(plans)
+    if stats:
+        text += ["**Median step or 25th percentile step** (the plans whose runs recorded each rank's 25th percentile; "
+                 "a rank's figure is its median over the plan's runs):", "", *_table(STATISTIC_HEAD, stats), ""]
+    text += [f"**Leave one config out** ({FIT_BACKEND} plans: each config's ranks priced with the terms `db calibrate "
+             "--terms` fits on the other configs' runs, engine.held_out_predictions):", "",
+             *_table(SUMMARY_HEAD, summary_rows(plans, {k: v[1] for k, v in loco.items()})), "",
+             "Per plan:", "", *_table(PLAN_HEAD, plan_rows(plans, loco)), ""]
     if candidates:
         from bench.rank_error_candidates import candidates_markdown, residual_markdown
 
@@ -212,27 +289,27 @@ def report(data: dict, source: str, command: str, candidates: bool = False) -> s
     return "\n".join(text)
 
 
+def _read(path: Path) -> tuple[str, dict]:
+    """(its name, relative to the repository where it is inside it, the stored run)."""
+    data = read_run(path, "--json ")
+    return (str(path.resolve().relative_to(ROOT)) if path.resolve().is_relative_to(ROOT) else str(path)), data
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.rank_error", description=__doc__.splitlines()[0])
-    p.add_argument("--json", type=Path, default=DEFAULT_JSON, help="a `python -m bench.measured` JSON "
-                   "(default bench/results/measured.json)")
+    p.add_argument("--json", type=Path, nargs="+", default=[DEFAULT_JSON], help="one or more `python -m "
+                   "bench.measured` JSON files (default bench/results/measured.json)")
     p.add_argument("--candidates", action="store_true", help="also judge candidate changes to the estimate held out "
                    "(bench.rank_error_candidates)")
     p.add_argument("--out", type=Path, help="also write the Markdown report to this file")
     args = p.parse_args(argv)
     try:
-        data = json.loads(args.json.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        print(f"error: --json {args.json}: {engine.one_line(str(e))}; give a file `python -m bench.measured` wrote",
-              file=sys.stderr)
-        return 2
-    if not isinstance(data, dict) or not isinstance(data.get("configs"), list):
-        print(f"error: --json {args.json} has no 'configs' list; give a file `python -m bench.measured` wrote",
-              file=sys.stderr)
+        runs = [_read(path) for path in args.json]
+    except SystemExit as e:
+        print(e, file=sys.stderr)
         return 2
     command = ("python -m bench.rank_error " + " ".join(argv if argv is not None else sys.argv[1:])).strip()
-    text = report(data, str(args.json.resolve().relative_to(ROOT)) if args.json.resolve().is_relative_to(ROOT)
-                  else str(args.json), command, args.candidates)
+    text = report_runs(runs, command, args.candidates)
     if args.out:
         engine.write_text_file(args.out, text)
     print(text)

@@ -124,3 +124,43 @@ def test_the_candidates_table_agrees_with_the_report_on_the_estimate_as_it_is():
     from bench.rank_error_candidates import CANDIDATES
 
     assert all(f"| {c.label} | " in text for c in CANDIDATES)
+
+
+def with_p25(rec: dict, p25_share: float) -> dict:
+    """The record with every rank's median step divided by p25_share and its 25th percentile step where the median
+    was: the estimate now tracks the 25th percentile, and misses the median by 1 - p25_share."""
+    for runs in rec["series"].values():
+        for run in runs:
+            for r in run["ranks"]:
+                r["measured_p25_ms"] = r["measured_ms"]
+                r["measured_ms"] = r["measured_ms"] / p25_share
+    return rec
+
+
+def test_the_25th_percentile_is_reported_beside_the_median_from_several_files(tmp_path):
+    paths = []
+    for day in range(2):
+        data = {"meta": {"started": f"2026-11-2{day} 12:00"},
+                "configs": [with_p25(record(f"p{i}", 50 + i, 2 + i), 0.8) for i in range(2)]}
+        paths.append(tmp_path / f"day{day}.json")
+        paths[-1].write_text(json.dumps(data))
+    plans = rank_error.plans_of(json.loads(paths[0].read_text()), "day0")
+    for p in plans:
+        np.testing.assert_allclose(p.p25, 0.8 * p.median, rtol=1e-12)
+        assert rank_error.rank_checks(p, p.estimate, p.p25)["errors"].max() < 0.03  # 1% jitter
+        np.testing.assert_allclose(rank_error.rank_checks(p, p.estimate)["errors"], 0.2, atol=0.03)
+    out = tmp_path / "r.md"
+    assert rank_error.main(["--json", *map(str, paths), "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "4 plans of 2 configs" in text and f"| p1 [{paths[1]}] | ours | fbgemm |" in text
+    row = text.split("| fbgemm, all | 4 | 10 | ")[1].split("\n")[0].split(" | ")
+    assert float(row[0].split("%")[0]) == pytest.approx(20, abs=1) and float(row[1].split("%")[0]) < 3
+    assert row[2] == "10 of 10"  # every rank closer to its 25th percentile step
+    assert float(row[3].rstrip("%")) == pytest.approx(-20, abs=1) and abs(float(row[4].rstrip("%"))) < 3
+    assert row[7] == "4 of 4"  # the slowest rank is the same under both statistics
+
+
+def test_runs_without_the_25th_percentile_have_no_statistic_table():
+    data = {"meta": {}, "configs": [record("a", 31, 2), record("b", 32, 2)]}
+    assert all(p.p25 is None for p in rank_error.plans_of(data))
+    assert "25th percentile step" not in rank_error.report(data, "x.json", "cmd")

@@ -61,6 +61,7 @@ from engine.capacity import ssd_cap_of
 from engine.tiers import ssd_by_rank  # each rank's SSD bytes under a plan (key_value's backing store)
 from engine.tiers import virtual_comment  # TorchRec-format text: the tables declared virtual
 from engine.virtual import keywords as virtual_table_keywords  # their EmbeddingBagConfig keywords, as literals
+from engine.virtual import POLICY_TYPES as EVICTION_POLICY_TYPES  # TorchRec's policy classes by our type name
 from engine.validate.types import RunStatus
 from engine.widths import dim_note
 from engine.workloads import CRITEO_1TB_EMBEDDING_DIM, CRITEO_1TB_MULTI_HOT, CRITEO_1TB_ROWS
@@ -162,7 +163,7 @@ __all__ = [
     "parse_sweep_mix", "sweep_mix_text",
     "read_old_plan",
     "replan_moved_bytes", "replan_plan", "sharding_options", "dmp_collection_comment", "virtual_comment",
-    "virtual_table_keywords", "group_line",
+    "virtual_table_keywords", "group_line", "EVICTION_POLICY_TYPES",
     "group_topology", "replica_count", "ssd_by_rank", "ssd_cap_of",
     "torchrec_planner", "write_json_file",
     # where a table is, and whether it moved (the dashboard's comparisons and the store's)

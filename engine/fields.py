@@ -139,7 +139,7 @@ TABLE: tuple[Field, ...] = (
     Field("virtual_table_eviction_policy", Kind.EVICTION, 'a virtual table\'s eviction policy, `{"type": ..., field: '
           "value}` with a TorchRec 1.8 class's fields: `no_eviction`, `count_based`, `timestamp_based`, "
           "`count_timestamp_mixed`, `feature_score_based`, `feature_l2_norm_based`", "none", range_text="counts and "
-          "minutes >= 0", torchrec="virtual_table_eviction_policy"),
+          "minutes >= 0", torchrec="virtual_table_eviction_policy", snippet=True),
 )
 
 # ---- constraints.TABLE: TorchRec's ParameterConstraints (all optional) ----------------------------------------

@@ -36,6 +36,7 @@ POLICIES: dict[str, tuple[str, tuple[tuple[str, str], ...]]] = {
         _TRIGGER, ("eviction_threshold", _FLOAT), ("inference_eviction_threshold", _FLOAT))),
     "no_eviction": ("NoEvictionPolicy", ()),
 }
+POLICY_TYPES = {cls: kind for kind, (cls, _) in POLICIES.items()}  # a pasted snippet's class: our type name
 MAX_COUNT = 2**62  # counts, thresholds and minutes: non-negative int64
 
 

@@ -15,6 +15,7 @@ import engine
 
 CONFIG_CALLS = ("EmbeddingBagConfig", "EmbeddingConfig")
 TABLE_KEYS = tuple(f.name for f in engine.TABLE_FIELD_DECLS if f.snippet)  # EmbeddingBagConfig keywords read
+POLICY_KEY = "virtual_table_eviction_policy"  # a call of a TorchRec class, read by Reader.policy
 MAX_TABLES = 10_000
 MAX_CHARS = 1_000_000  # a snippet; 5,000 tables written out one call each fit
 MAX_TOKENS = 200_000  # counted before parsing: ast.parse holds ~500 bytes per token
@@ -230,13 +231,27 @@ class Reader:
             raise _Unsupported(call, "EmbeddingBagConfig arguments must be given by keyword")
         table: dict[str, Any] = {}
         for kw in call.keywords:
-            if kw.arg in TABLE_KEYS:
+            if kw.arg == POLICY_KEY:
+                table[kw.arg] = self.policy(kw.value, env)
+            elif kw.arg in TABLE_KEYS:
                 table[kw.arg] = self.value(kw.value, env)
             elif kw.arg is not None:
                 ignored.add(kw.arg[:40])
         if "name" not in table:
             raise _Unsupported(call, "EmbeddingBagConfig without name=")
         return table
+
+    def policy(self, node: ast.AST, env: dict) -> dict:
+        """TorchRec's eviction policy call (NoEvictionPolicy(), CountBasedEvictionPolicy(eviction_threshold=2), ...)
+        as the field's block {"type": ..., field: value}; its fields are checked where the config is read."""
+        kind = engine.EVICTION_POLICY_TYPES.get(_call_name(node.func)) if isinstance(node, ast.Call) else None
+        if kind is None:
+            raise _Unsupported(node, f"{POLICY_KEY} must call one of TorchRec's policy classes ("
+                               f"{', '.join(engine.EVICTION_POLICY_TYPES)})")
+        if node.args:
+            raise _Unsupported(node, f"{_call_name(node.func)} arguments must be given by keyword")
+        self.tick(node)
+        return {"type": kind, **{kw.arg: self.value(kw.value, env) for kw in node.keywords if kw.arg is not None}}
 
     def module_env(self, tree: ast.Module) -> dict:
         env: dict = {}

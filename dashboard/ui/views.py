@@ -63,13 +63,12 @@ def calibrated_note(settings: dict | None, config: engine.Config | None = None) 
 
 
 def bound_help(plan: engine.Plan) -> str:
-    """What the 'Vs lower bound' figure is, or why a plan has none: only a plan from scratch by our planner
-    computes the bound (TorchRec's planner has none; a re-plan keeps placements and does not search)."""
+    """What the 'Vs lower bound' figure is, or why a plan has none: our planner's plans carry the bound, re-plans
+    from the plan on screen too (engine.planner.plan_lower_bound_ms); TorchRec's planner has none."""
     if plan.lower_bound_ms:
         return "slowest rank over a bound no plan can beat"
     if plan.planner == "engine":
-        return ("a re-plan from the plan on screen computes no bound (it keeps most placements, without a search): "
-                "Plan from scratch gives one")
+        return "this plan carries no bound (a plan file written without one): Plan from scratch gives one"
     return "TorchRec's plans carry no bound"
 
 

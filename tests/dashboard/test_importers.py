@@ -50,6 +50,25 @@ def test_a_virtual_table_in_a_snippet_stays_virtual():
     assert cfg.table("t").use_virtual_table and cfg.table("t").total_num_buckets == 10
 
 
+def test_a_snippets_eviction_policy_is_read_as_the_fields_block_and_written_back_the_same():
+    """TorchRec's policy call, read into {"type": ..., field: value}; the export gives back the same class and
+    keywords. Anything but a keyword call of a policy class is refused in one line."""
+    text = ('from torchrec.modules.embedding_configs import CountBasedEvictionPolicy\n'
+            'EmbeddingBagConfig(name="t", num_embeddings=64, embedding_dim=8, feature_names=["f"], '
+            'use_virtual_table=True, total_num_buckets=8, virtual_table_eviction_policy=CountBasedEvictionPolicy('
+            'eviction_threshold=3, decay_rate=0.5))')
+    got = importers.from_torchrec_snippet(text)
+    assert got.tables[0]["virtual_table_eviction_policy"] == {"type": "count_based", "eviction_threshold": 3,
+                                                              "decay_rate": 0.5} and not got.notes
+    cfg = engine.parse_config({"tables": got.tables, "topology": tutorial()["topology"]})
+    assert engine.virtual_table_keywords(cfg.table("t"))["virtual_table_eviction_policy"] == (
+        "CountBasedEvictionPolicy", {"eviction_threshold": 3, "decay_rate": 0.5})  # the class and keywords exported
+    for bad in ("NoEvictionPolicy", "NoEvictionPolicy(1)", "print('x')"):
+        with pytest.raises(importers.ImportFormatError, match="virtual_table_eviction_policy|arguments must be given"):
+            importers.from_torchrec_snippet(text.replace(
+                "CountBasedEvictionPolicy(eviction_threshold=3, decay_rate=0.5)", bad))
+
+
 def test_snippet_with_fstrings_enumerate_and_literal_calls():
     text = '''
 from torchrec import EmbeddingBagConfig, DataType, PoolingType

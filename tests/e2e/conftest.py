@@ -122,9 +122,10 @@ def _arrow_to(page, target: tuple[int, int], step_s: float = 2.0) -> bool:
     focus to reach the next cell (the grid moves it a frame or more after the key); True once it is there. A
     keypress lost under load (seen under two CPU hogs: the editor opened on the read-only row column) or a slow
     one is judged from where the focus really is, so the next press corrects either way."""
+    missed = 0
     for _ in range(4 * (abs(target[0]) + abs(target[1])) + 20):
         at = focused_grid_cell(page)
-        if at is None or at == target:
+        if at is None or at == target or missed >= 2:  # two presses that moved nothing: click again (the caller)
             return at == target
         if at[0] != target[0]:
             step = 1 if target[0] > at[0] else -1
@@ -139,6 +140,7 @@ def _arrow_to(page, target: tuple[int, int], step_s: float = 2.0) -> bool:
                 arg=f"glide-cell-{nxt[0]}-{nxt[1]}", timeout=scaled_ms(step_s * 1000))
         except Exception:  # noqa: BLE001 - lost or slow: the next round reads where the focus is
             pass
+        missed = missed + 1 if focused_grid_cell(page) == at else 0
         if page.evaluate("() => document.activeElement?.tagName") == "CANVAS":  # a dynamic editor's trailing
             return nxt == target and key == "ArrowDown"  # row, which takes a new row, has no accessible cell
     return False
@@ -155,6 +157,10 @@ def edit_grid_at(page, grid, column: int, row: int, value: str, budget: float = 
     def opened_on_target() -> bool:
         if editor.count():
             page.keyboard.press("Escape")  # an editor opened on another cell
+        try:  # keys pressed while the page reruns were seen to move nothing (two CPU hogs): click once it is idle
+            page.locator('[data-testid="stStatusWidget"]').wait_for(state="hidden", timeout=scaled_ms(10_000))
+        except Exception:  # noqa: BLE001 - still running: try anyway, the checks below tell
+            pass
         box = grid.bounding_box()  # a click each round: a focus left from before the last rerun takes no keys
         page.mouse.click(box["x"] + FIRST_CELL_X_PX, box["y"] + GRID_ROW_Y_PX)
         try:  # the click's focus reaches the grid's cell a frame or more later

@@ -23,7 +23,7 @@ import engine
 from dashboard.plans import table_text
 from dashboard.tables.grid import grid_height
 from tests.e2e.conftest import idle, new_page, serving, settled
-from tests.e2e.test_working_view import HEADLINE, _goto, _headline, _headline_changes, _type_into_cell
+from tests.e2e.test_working_view import HEADLINE, _goto, _headline, _headline_changes, _load_synthetic, _type_into_cell
 
 VIEWPORTS = ({"width": 1440, "height": 900}, {"width": 1280, "height": 720})
 UI_TIMEOUT_MS = 120_000
@@ -49,26 +49,6 @@ def page(browser, tmp_path):
         idle(p)
         yield p
         p.screenshot(path=str(tmp_path / "last.png"))
-
-
-def _load_synthetic(page, count: int, max_rows: int | None = None) -> None:
-    """The Synthetic preset with `count` tables (and at most `max_rows` rows each), its topology too."""
-    page.get_by_role("button", name="Presets").click()
-    body = page.locator('[data-testid="stPopoverBody"]')
-    body.locator('[data-testid="stSelectbox"]').first.click()
-    page.get_by_role("option", name=re.compile(r"^Synthetic")).click()
-    for key, value in (("tables_syn_count", count), ("tables_syn_max_rows", max_rows)):
-        if value is not None:
-            box = page.locator(f".st-key-{key} input")
-            box.fill(str(value))
-            box.press("Enter")
-            idle(page, 250)
-    page.get_by_role("button", name="Load preset").click()
-    page.get_by_text(re.compile(r"^Loaded preset")).first.wait_for()
-    page.keyboard.press("Escape")
-    body.wait_for(state="hidden")
-    page.get_by_role("tab", name=f"Tables ({count})").wait_for()
-    idle(page)
 
 
 def _text_px(page, texts: list[str]) -> list[float]:
@@ -105,6 +85,7 @@ def test_the_plan_tables_kernel_and_cache_columns_read_whole(page, tmp_path):
         assert drawn + CELL_PAD_PX <= width, (kernel, drawn, width)
 
     _load_synthetic(page, 1000)
+    idle(page)
     _goto(page, "Plan")
     grid = _frame(page, "kernel")
     grid.wait_for(state="attached")
@@ -151,6 +132,7 @@ def _pick(page, key: str, labels: list[str]) -> None:
 def test_why_a_sweep_point_does_not_fit_is_readable_whole_at_1280(page, tmp_path):
     page.set_viewport_size(VIEWPORTS[1])
     _load_synthetic(page, 1000, max_rows=10_000_000_000)  # too large for 8 or 16 GPUs
+    idle(page)
     _goto(page, "What-if")
     page.get_by_role("heading", name="What-if").wait_for()
     idle(page)

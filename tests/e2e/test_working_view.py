@@ -85,17 +85,20 @@ def test_first_view_then_edits_update_the_headline_and_an_error_shows_no_stale_p
     assert not page.get_by_text(shown, exact=True).is_visible()  # collapsed: its numbers are not on screen
 
 
-def _load_synthetic(page, count: int) -> None:
+def _load_synthetic(page, count: int, max_rows: int | None = None) -> None:
+    """The Synthetic preset with `count` tables (and at most `max_rows` rows each), its topology too."""
     body = page.locator('[data-testid="stPopoverBody"]')
     choose = body.locator('[data-testid="stSelectbox"]').first
     click_until(page, page.get_by_role("button", name="Presets"), choose, "the Presets popover to open")
     synthetic = page.get_by_role("option", name=re.compile(r"^Synthetic"))
     click_until(page, choose, synthetic, "the preset list to show the synthetic preset")
     synthetic.click()
-    box = page.locator(".st-key-tables_syn_count input")
-    box.fill(str(count))
-    box.press("Enter")
-    idle(page, 250)
+    for key, value in (("tables_syn_count", count), ("tables_syn_max_rows", max_rows)):
+        if value is not None:
+            box = page.locator(f".st-key-{key} input")
+            box.fill(str(value))
+            box.press("Enter")
+            idle(page, 250)
     page.get_by_role("button", name="Load preset").click()
     page.get_by_text(re.compile(r"^Loaded preset")).first.wait_for()
     page.keyboard.press("Escape")

@@ -8,6 +8,7 @@ import re
 import pytest
 
 from tests.e2e.conftest import idle, new_page, settled
+from tests.waits import until
 
 VIEWPORT = {"width": 1440, "height": 900}
 GROUP = "one sharding group: ranks 0-1 of 4, 2 replicas (2D, DMPCollection)"
@@ -45,5 +46,9 @@ def test_group_size_on_the_topology_page_and_group_and_replicas_on_the_plan_page
     page.get_by_text(re.compile(r"The plan is one sharding group: ranks 0-1 of 4, 2 replicas")).wait_for()
     settled(page)
     page.screenshot(path=str(tmp_path / "3-plan-one-group.png"))
-    titles = page.locator('[data-testid="stPlotlyChart"] :is(.gtitle, .annotation-text)').all_text_contents()
+    chart_titles = page.locator('[data-testid="stPlotlyChart"] :is(.gtitle, .annotation-text)')
+    # settled() holds vacuously before any chart is on the page (seen in a clean-clone CI run): wait for the two
+    until(lambda: sum(GROUP in t for t in chart_titles.all_text_contents()) >= 2, "the charts' group titles", 60,
+          shows=lambda: str(chart_titles.all_text_contents()))
+    titles = chart_titles.all_text_contents()
     assert sum(GROUP in t for t in titles) == 2, titles  # the memory and cost charts' titles

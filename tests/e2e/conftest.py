@@ -12,7 +12,9 @@ import re
 import socket
 import subprocess
 import sys
+import time
 import urllib.request
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -146,42 +148,134 @@ def _arrow_to(page, target: tuple[int, int], step_s: float = 2.0) -> bool:
     return False
 
 
+ROW_PX = 35  # a data grid row's height
+
+
+def selected_grid_cell(grid) -> tuple[int, int] | None:
+    """The cell the data grid `grid` (a locator) has selected, as (column, row) in focused_grid_cell's numbering:
+    the grid's own state (its accessible table marks the cell aria-selected), whether or not the keyboard's focus
+    followed it; None where no cell is selected."""
+    ids = grid.evaluate("(g) => [...g.querySelectorAll('[data-testid^=\"glide-cell-\"][aria-selected=\"true\"]')]"
+                        ".map((e) => e.dataset.testid)")
+    found = [re.fullmatch(r"glide-cell-(\d+)-(\d+)", i) for i in ids]
+    cells = [(int(f[1]), int(f[2])) for f in found if f]
+    return cells[0] if len(cells) == 1 else None
+
+
+def _select_by_click(page, grid, overlay, target: tuple[int, int]) -> tuple[float, float] | None:
+    """Select the cell `target` (column, row) with clicks alone, no key: the row's height is fixed, so the row is
+    clicked at its middle, and the column is found by bisecting x on the column the grid says it selected. Returns
+    the point that selected it; None where the cell is not in sight (a row below the grid's box, a column right of
+    it, a dynamic editor's trailing row without an accessible cell) or the clicks kept being lost. A click on the
+    cell already selected opens its editor (the grid's second-click activation): closed again unless it is the
+    target's (a select cell's menu as well as a text editor)."""
+    column, row = target
+    if grid.locator(f'[data-testid="glide-cell-{column}-{row}"]').count() == 0:
+        return None
+    box = grid.bounding_box()
+    if box is None:
+        return None
+    y = box["y"] + GRID_ROW_Y_PX + ROW_PX * row
+    if y > box["y"] + box["height"] - ROW_PX / 2:
+        return None
+    x, left, right = FIRST_CELL_X_PX, None, None  # left: an x right of which the column is; right: one left of it
+    for _ in range(24):
+        before = selected_grid_cell(grid)
+        page.mouse.click(box["x"] + x, y)
+        moved = until_or_not(lambda: overlay.count() or selected_grid_cell(grid) != before, 2.0)
+        page.wait_for_timeout(60)  # the selection and the focus settle a frame after the click
+        now = selected_grid_cell(grid)
+        if overlay.count():
+            if now == target:
+                return box["x"] + x, y
+            _close_overlay(page, overlay)
+        if not moved or now is None or now[1] != row:
+            continue  # the click was lost or is still on its way: the same x again
+        if now[0] == column:
+            return box["x"] + x, y
+        if now[0] < column:
+            left = x
+            x = (x + right) / 2 if right is not None else x + 60
+        else:
+            right = x
+            if left is None:
+                return None
+            x = (left + x) / 2
+        if x > box["width"] - 4 or (right is not None and left is not None and right - left < 2):
+            return None
+    return None
+
+
+def _close_overlay(page, overlay) -> None:
+    """Close the grid's overlay editor with Escape (a select cell's takes two: its menu, then the editor)."""
+    for _ in range(3):
+        if not overlay.count():
+            return
+        page.keyboard.press("Escape")
+        until_or_not(lambda: overlay.count() == 0, 1.0)
+
+
+def until_or_not(cond: Callable[[], object], budget: float) -> bool:
+    """Poll `cond()` up to `budget` seconds (scaled for the load now); whether it came to hold. For a wait whose
+    running out is itself an answer (a click lost), unlike `until`, which fails."""
+    deadline = time.monotonic() + budget_s(budget)
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.03)
+    return bool(cond())
+
+
 def edit_grid_at(page, grid, column: int, row: int, value: str, budget: float = 60.0) -> None:
-    """Type `value` into the data grid's cell (column, row) (focused_grid_cell's numbering): click the first row's
-    first cell, arrows until that cell has the focus (checked, not assumed; else again from the click), Enter,
-    fill the overlay once it is the editable editor, Enter (typing straight onto a selected cell loses the first
-    keystroke). The caller waits for the rerun."""
+    """Type `value` into the data grid's cell (column, row) (focused_grid_cell's numbering) and commit it with Enter.
+    The cell is selected with clicks where it is in sight (_select_by_click: the grid's own selection is checked,
+    no arrow key needed; under load keys were seen to move nothing for minutes while clicks still landed), else
+    from the first row's first cell with arrows (the trailing row that takes a new row, a cell out of sight). Its
+    editor opens with Enter, or with a second click on the cell where the key is lost; the value is filled only once
+    the editor is open and editable on the target (typing straight onto a selected cell loses the first keystroke).
+    Each failed round starts again from the click. The caller waits for the rerun."""
     grid.scroll_into_view_if_needed()
     editor = page.locator("#portal .gdg-input")
+    overlay = page.locator('#portal [id^="gdg-overlay-"]')  # any cell's editor (a text box, a select's menu)
 
     def opened_on_target() -> bool:
-        if editor.count():
-            page.keyboard.press("Escape")  # an editor opened on another cell
-        try:  # keys pressed while the page reruns were seen to move nothing (two CPU hogs): click once it is idle
+        _close_overlay(page, overlay)  # an editor opened on another cell
+        try:  # keys pressed while the page reruns were seen to move nothing (two CPU hogs): start once it is idle
             page.locator('[data-testid="stStatusWidget"]').wait_for(state="hidden", timeout=scaled_ms(10_000))
         except Exception:  # noqa: BLE001 - still running: try anyway, the checks below tell
             pass
-        box = grid.bounding_box()  # a click each round: a focus left from before the last rerun takes no keys
-        page.mouse.click(box["x"] + FIRST_CELL_X_PX, box["y"] + GRID_ROW_Y_PX)
-        try:  # the click's focus reaches the grid's cell a frame or more later
-            page.wait_for_function("() => /^glide-cell-/.test(document.activeElement?.id ?? '')",
-                                   timeout=scaled_ms(5000))
-        except Exception:  # noqa: BLE001 - the click was lost: go round again
+        point = _select_by_click(page, grid, overlay, (column, row))
+        if point is None and not _selected_by_keys(page, grid, (column, row)):
             return False
-        page.wait_for_timeout(150)  # an arrow pressed at once after the click can be lost
-        if not _arrow_to(page, (column, row)):
-            return False
-        page.keyboard.press("Enter")
+        if not editor.count():
+            page.keyboard.press("Enter")
+            if not until_or_not(editor.count, 3.0) and point is not None:
+                page.mouse.click(*point)  # the Enter was lost: the second click on a selected cell opens it too
         try:
-            editor.wait_for(timeout=scaled_ms(5000))
-        except Exception:  # noqa: BLE001 - the Enter was lost: go round again
+            editor.wait_for(timeout=scaled_ms(3000))
+        except Exception:  # noqa: BLE001 - neither opened it: go round again
             return False
-        return editor.is_enabled()  # a read-only cell's editor is disabled: never typed into
+        on_target = point is None or selected_grid_cell(grid) == (column, row)
+        return on_target and editor.is_enabled()  # a read-only cell's editor is disabled: never typed into
 
     until(opened_on_target, f"the grid's editor on column {column}, row {row}", budget,
-          shows=lambda: f"focus on {focused_grid_cell(page)}; " + page_text(page))
+          shows=lambda: f"focus on {focused_grid_cell(page)}, selected {selected_grid_cell(grid)}; "
+                        + page_text(page))
     editor.fill(value)
     page.keyboard.press("Enter")
+
+
+def _selected_by_keys(page, grid, target: tuple[int, int]) -> bool:
+    """Select `target` from the first row's first cell with arrows (_arrow_to); whether the focus reached it."""
+    box = grid.bounding_box()  # a click each round: a focus left from before the last rerun takes no keys
+    page.mouse.click(box["x"] + FIRST_CELL_X_PX, box["y"] + GRID_ROW_Y_PX)
+    try:  # the click's focus reaches the grid's cell a frame or more later
+        page.wait_for_function("() => /^glide-cell-/.test(document.activeElement?.id ?? '')",
+                               timeout=scaled_ms(5000))
+    except Exception:  # noqa: BLE001 - the click was lost: go round again
+        return False
+    page.wait_for_timeout(150)  # an arrow pressed at once after the click can be lost
+    return _arrow_to(page, target)
 
 
 def grid_column(grid, header: str) -> int:

@@ -76,13 +76,27 @@ def same_sharding(a: dict, b: dict) -> bool:
 
 
 def measure_case(case: MeasuredCase, work: Path, pairs: int, flags: list[str], torchrec_timeout_s: float,
-                 log=print) -> dict:
-    """Plan a case with both planners and run the rounds; the record of the config (runs, summary, notes)."""
+                 log=print, fit_from: Optional[list] = None) -> dict:
+    """Plan a case with both planners and run the rounds; the record of the config (runs, summary, notes). With
+    `fit_from` (bench.measured_fit.fit_sources' plans), ours is planned, and both plans dry-run, with the CPU terms
+    fitted on the other configs' ranks of those runs (TorchRec's planner gets the config as it is)."""
     cfg_path = work / f"{case.name}.json"
     cfg_path.write_text(json.dumps(case.config))
     rec: dict = {"name": case.name, "held_out": case.held_out, "zipf_alpha": case.zipf_alpha, "config": case.config,
                  "flags": flags, "notes": []}
-    ours = run_planner("plan", cfg_path, 300)
+    plan_path = cfg_path
+    if fit_from is not None:
+        from bench.measured_fit import fitted_config  # bench.measured_fit reads runs through this module
+
+        try:
+            fitted, rec["fit"] = fitted_config(case.name, case.config, fit_from)
+        except engine.EngineError as e:
+            rec["error"] = f"fit: {engine.one_line(str(e))}"
+            return rec
+        plan_path = work / f"{case.name}.fitted.json"
+        plan_path.write_text(json.dumps(fitted))
+        rec["fitted_config"] = fitted
+    ours = run_planner("plan", plan_path, 300)
     theirs = run_planner("torchrec-plan", cfg_path, torchrec_timeout_s)
     rec["planning_s"] = {"ours": ours.wall_s, "torchrec": theirs.wall_s}
     if not ours.ok:
@@ -108,7 +122,7 @@ def measure_case(case: MeasuredCase, work: Path, pairs: int, flags: list[str], t
         for i in range(pairs):
             order = rotated(base, i)
             for who in order:
-                series[who].append(dryrun(cfg_path, paths[who.replace("_again", "")], flags))
+                series[who].append(dryrun(plan_path, paths[who.replace("_again", "")], flags))
             log(f"{case.name} round {i + 1}/{pairs}: " + ", ".join(
                 f"{w} {series[w][-1]['max_rank_measured_ms']:.2f} ms" for w in order))
     except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError, KeyError) as e:
@@ -162,6 +176,7 @@ def report_markdown(meta: dict, records: list[dict]) -> str:
             "TorchRec's and ours again, the order rotated by one each round (round 1: ours, TorchRec's, ours again; "
             "round 2: TorchRec's, ours again, ours; ...), so each takes every position; a pair is the two runs of "
             "one round. A plan's time is its slowest rank's measured_ms.", "",
+            *_fit_lines(meta, records),
             "Ratios: ours / TorchRec's measured slowest rank, pair by pair (median and interquartile range); A/A: "
             "ours again / ours, the noise floor. Verdict: the median ratio outside the A/A band (the A/A quartile "
             "furthest from 1, mirrored) is faster or slower, else within noise. Estimate columns use the dry-run's "
@@ -172,6 +187,19 @@ def report_markdown(meta: dict, records: list[dict]) -> str:
         text += ["Held-out configs (added later; settings drawn from their seeds):", "", tally(later), "",
                  table_markdown(later), ""]
     return "\n".join(text)
+
+
+def _fit_lines(meta: dict, records: list[dict]) -> list[str]:
+    """What the report says of the fitted terms (--fit-from), if any."""
+    if not meta.get("fit_from"):
+        return []
+    fitted = [r["fit"] for r in records if "fit" in r]
+    counts = f"{min(f['plans'] for f in fitted)}-{max(f['plans'] for f in fitted)}" if fitted else "no"
+    return [f"**Ours is planned with fitted terms**: each config's own CPU terms, fitted (engine.fit_terms, as `python "
+            f"-m db calibrate --terms` fits) on the measured ranks of {counts} plans of the other configs in "
+            f"{', '.join(f'`{f}`' for f in meta['fit_from'])} (runs of this machine), never on its own; both plans "
+            "are dry-run with those terms, so the estimate columns are the fitted estimate. TorchRec's planner gets "
+            "the config as it is.", ""]
 
 
 def write_report(out: Path, meta: dict, records: list[dict], start: float, planned: int) -> str:
@@ -198,6 +226,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--quick", action="store_true", help="one small config, 2 rounds (for tests)")
     p.add_argument("--torchrec-timeout", type=float, default=600, metavar="S", help="default %(default)s")
     p.add_argument("--out", type=Path, default=RESULTS, help="the Markdown report; the JSON goes beside it")
+    p.add_argument("--fit-from", type=Path, nargs="+", metavar="RUN.json", help="plan ours with the CPU terms fitted "
+                   "on these stored runs of this machine, each config left out of its own fit (bench.measured_fit)")
     args = p.parse_args(argv)
     pool = quick_cases() if args.quick else cases()
     selected = [c for c in pool if not args.configs or c.name in args.configs]
@@ -206,18 +236,24 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"error: no config matches --configs, or --pairs/--iters below 1; configs: "
               f"{', '.join(c.name for c in pool)}", file=sys.stderr)
         return 2
+    fit_from = None
+    if args.fit_from:
+        from bench.measured_fit import fit_sources
+
+        fit_from = fit_sources(args.fit_from)
     help_text, log = dryrun_help(), (lambda m: print(m, file=sys.stderr, flush=True))
     meta = {"command": ("python -m bench.measured " + " ".join(argv if argv is not None else sys.argv[1:])).strip(),
             "started": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "commit": git_commit(),
             "cpus": os.cpu_count(), "machine": platform.platform(), "cpu": engine.cpu_name(), "pairs": pairs,
             "load_before": " / ".join(f"{x:.1f}" for x in os.getloadavg()),
-            "flags": dryrun_flags(iters, args.batches, MeasuredCase("", {}, None), help_text)}
+            "flags": dryrun_flags(iters, args.batches, MeasuredCase("", {}, None), help_text),
+            "fit_from": [str(f) for f in args.fit_from or []]}
     start = time.perf_counter()
     records: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         for case in selected:
             records.append(measure_case(case, Path(tmp), pairs, dryrun_flags(iters, args.batches, case, help_text),
-                                        args.torchrec_timeout, log))
+                                        args.torchrec_timeout, log, fit_from))
             log(f"{case.name}: {records[-1].get('summary', {}).get('verdict', records[-1].get('error', 'done'))}")
             text = write_report(args.out, meta, records, start, len(selected))
     print(text)

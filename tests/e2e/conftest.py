@@ -317,6 +317,16 @@ def click_until(page, target, shown, what: str, budget: float = 60.0, retry_s: f
     until(clicked_and_shown, what, budget, shows=lambda: page_text(page))
 
 
+def choose(page, label: str, scope=None, budget: float = 60.0) -> None:
+    """Pick the radio option or turn on the checkbox or toggle whose label holds `label` (within `scope`, default the
+    page), clicking until its input is checked: a click that lands while the page reruns can be lost (a clean-clone
+    CI run imported a snippet as JSON after its format's click went nowhere). Never clicks a checked one again."""
+    scope = scope or page
+    checked = scope.locator("label:has(input:checked)", has_text=label).first
+    click_until(page, scope.get_by_text(label).first, checked, f"{label!r} chosen", budget)
+    idle(page, 150)
+
+
 def page_text(page) -> str:
     """What a page shows a person now (its visible text), trimmed."""
     return trimmed(page.locator("body").inner_text(timeout=READ_TIMEOUT_MS))

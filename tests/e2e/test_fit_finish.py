@@ -10,7 +10,7 @@ import re
 import pytest
 
 from dashboard.tables import grid
-from tests.e2e.conftest import new_page, settled
+from tests.e2e.conftest import choose, new_page, settled
 
 VIEWPORTS = ({"width": 1280, "height": 720}, {"width": 1440, "height": 900})
 UI_TIMEOUT_MS = 120_000
@@ -65,8 +65,7 @@ def test_a_refused_snippet_shows_its_error_and_the_import_button_whole(app_url, 
     assert grid_box["height"] <= grid.grid_height(4, True) + 2, grid_box
     page.get_by_role("button", name="Import", exact=True).click()
     body = page.locator('[data-testid="stPopoverBody"]')
-    body.get_by_text("TorchRec snippet").click()
-    settled(page)
+    choose(page, "TorchRec snippet", body)
     paste = body.locator("textarea")
     paste.fill(BAD_SNIPPET)
     paste.press("Control+Enter")  # the text area's value reaches the server before the click

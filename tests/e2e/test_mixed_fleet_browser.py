@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.conftest import edit_grid_at, idle, new_page, settled
+from tests.e2e.conftest import choose, edit_grid_at, idle, new_page, settled
 
 VIEWPORT = {"width": 1440, "height": 900}
 EDITOR = '.st-key-topology_host_groups [data-testid="stDataFrameResizable"]'
@@ -39,7 +39,7 @@ def test_host_groups_name_their_device_and_the_plan_labels_ranks_with_it(app_url
             box.fill(value)
             box.press("Enter")
             idle(page)
-        page.get_by_text("Hosts differ in memory or device").click()
+        choose(page, "Hosts differ in memory or device")
         page.locator(EDITOR).wait_for()
         idle(page)
 

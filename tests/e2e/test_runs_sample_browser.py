@@ -14,7 +14,7 @@ import pytest
 import engine
 from dashboard.plans import run_ids
 from db.store import Store
-from tests.e2e.conftest import click_until, idle, new_page, serving, settled
+from tests.e2e.conftest import choose, click_until, idle, new_page, serving, settled
 from tests.factories import tutorial
 
 VIEWPORT = {"width": 1440, "height": 900}
@@ -49,7 +49,7 @@ def test_a_run_on_an_uploaded_sample_and_a_bad_file_refused(browser, tmp_path):
         page.goto(f"{app_url}/runs")
         page.get_by_role("heading", name="Runs", exact=True).wait_for()
         settled(page)
-        page.get_by_text("A sample of real ids").click()
+        choose(page, "A sample of real ids")
         bad = bad_csv(tmp_path, cfg)
         page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(bad))
         idle(page)  # the upload's rerun started and ended (settled alone can look before it starts)

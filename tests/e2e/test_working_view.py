@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import click_until, edit_grid_at, grid_column, idle, new_page, until
+from tests.e2e.conftest import choose, click_until, edit_grid_at, grid_column, idle, new_page, until
 
 VIEWPORT = {"width": 1440, "height": 900}
 UI_TIMEOUT_MS = 120_000
@@ -136,8 +136,7 @@ def test_torchrec_on_a_thousand_tables_runs_in_the_background_and_cancel_ends_it
     _goto(page, "Plan")
     page.get_by_role("heading", name="Plan").wait_for()
     idle(page, 250)
-    page.get_by_text("TorchRec's EmbeddingShardingPlanner (baseline)").click()
-    idle(page, 250)
+    choose(page, "TorchRec's EmbeddingShardingPlanner (baseline)")
     page.get_by_role("button", name="Plan", exact=True).click()
     page.wait_for_function("([sel]) => document.querySelector(sel)?.innerText"
                            ".includes('planning 1,000 tables in the background')", arg=[JOB])  # the box, then its text

@@ -245,6 +245,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     meta = {"command": ("python -m bench.measured " + " ".join(argv if argv is not None else sys.argv[1:])).strip(),
             "started": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "commit": git_commit(),
             "cpus": os.cpu_count(), "machine": platform.platform(), "cpu": engine.cpu_name(), "pairs": pairs,
+            **{k: v for k, v in engine.machine_identity().items() if k in ("caches", "libraries")},
             "load_before": " / ".join(f"{x:.1f}" for x in os.getloadavg()),
             "flags": dryrun_flags(iters, args.batches, MeasuredCase("", {}, None), help_text),
             "fit_from": [str(f) for f in args.fit_from or []]}

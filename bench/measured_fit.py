@@ -3,14 +3,14 @@
 would fit on the other configs' measured ranks of those stored runs (engine.fit_terms over engine.term_run, every
 rank priced at the reference DDR bandwidth, as db.calibration does), written into the config's profile
 (engine.apply_terms). The measured comparison with TorchRec's plan then tests the planner placing against fitted
-terms on configs the fit never saw. Only runs of this machine are read (the platform and CPU they recorded): the
+terms on configs the fit never saw. Only runs of this machine are read (the platform, CPU, caches and libraries
+they recorded): the
 same plans measured 3-17x apart on two VMs that both call themselves "AMD EPYC", so terms fitted on another
 machine are refused, naming both.
 """
 
 from __future__ import annotations
 
-import platform
 from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
@@ -21,26 +21,29 @@ import db.calibration
 import engine
 
 
-def this_machine() -> dict[str, str]:
-    """What bench.measured records of the machine it ran on."""
-    return {"machine": platform.platform(), "cpu": engine.cpu_name()}
+def this_machine() -> dict:
+    """What bench.measured records of the machine it ran on: the platform ("machine"), the CPU's name, its caches
+    and the kernels' library versions (engine.machine_identity)."""
+    ident = engine.machine_identity()
+    return {"machine": ident["platform"], "cpu": ident["cpu"], "caches": ident["caches"],
+            "libraries": ident["libraries"]}
 
 
-def fit_sources(paths: Sequence[Path], here: dict[str, str] | None = None) -> list[PlanRanks]:
-    """The measured plans of stored runs of this machine (`here`, default this_machine(): the platform must match,
-    the CPU where the run recorded one, as runs before 2026-11-27 did not); SystemExit with one line naming the file
-    and both machines where a run was made elsewhere, or recorded no platform."""
+def fit_sources(paths: Sequence[Path], here: dict | None = None) -> list[PlanRanks]:
+    """The measured plans of stored runs of this machine (`here`, default this_machine()): the platform must match,
+    and the CPU, caches and library versions wherever the run recorded them (runs before 2026-11-27 recorded the
+    platform only). SystemExit with one line naming the file, what differs and the fix where a run was made
+    elsewhere or recorded no platform."""
     here = here or this_machine()
     plans: list[PlanRanks] = []
     for path in paths:
         data = read_run(path, "--fit-from ")
         meta = data.get("meta") if isinstance(data.get("meta"), dict) else {}
-        theirs = {k: str(meta.get(k) or "") for k in here}
-        if not theirs["machine"] or any(theirs[k] != here[k] for k in here if theirs[k]):
-            said = ", ".join(f"{k} {theirs[k] or 'unrecorded'!r}" for k in here)
-            raise SystemExit(f"error: --fit-from {path} was measured on another machine ({said}); this is "
-                             f"{here['cpu']!r} on {here['machine']!r}: terms are fitted per machine; measure here "
-                             "first (python -m bench.measured) and fit on that run")
+        differ = [k for k in here if (meta.get(k) or k == "machine") and meta.get(k) != here[k]]
+        if differ:
+            said = "; ".join(f"its {k} {meta.get(k) or 'unrecorded'!r}, here {here[k]!r}" for k in differ)
+            raise SystemExit(f"error: --fit-from {path} was measured on another machine ({said}): terms are fitted "
+                             "per machine; measure here first (python -m bench.measured) and fit on that run")
         plans += plans_of(data, str(path))
     return plans
 

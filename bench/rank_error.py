@@ -58,6 +58,7 @@ class PlanRanks:
     stored_estimate: np.ndarray  # (ranks,) the same as the run recorded it
     measured_p25: Optional[np.ndarray] = None  # (runs, ranks) ms, each run's 25th percentile step; None: not recorded
     run: str = ""  # which stored run (file) the plan comes from, where several are read
+    fitted: bool = False  # dry-run with terms fitted on other configs' runs (bench.measured --fit-from)
 
     @property
     def key(self) -> tuple[str, ...]:
@@ -118,7 +119,8 @@ def plans_of(data: dict, run: str = "") -> list[PlanRanks]:
                 c["name"], who, bool(c.get("held_out")), runs[0]["backend"], cfg, tables,
                 np.array([[r["measured_ms"] for r in run["ranks"]] for run in runs], dtype=np.float64),
                 np.array([r.perf.fwd_compute + r.perf.bwd_compute for r in ranks]),
-                np.array([r["estimated_compute_ms"] for r in runs[0]["ranks"]], dtype=np.float64), _p25(runs), run))
+                np.array([r["estimated_compute_ms"] for r in runs[0]["ranks"]], dtype=np.float64), _p25(runs), run,
+                "fitted_config" in c))
     return out
 
 
@@ -274,6 +276,12 @@ def report_runs(runs: list[tuple[str, dict]], command: str, candidates: bool = F
             *_table(SUMMARY_HEAD, summary_rows(plans, now)), "",
             f"**The estimate as it is, {FIT_BACKEND} ranks only** (the kernels the CPU terms describe):", "",
             *_table(SUMMARY_HEAD, summary_rows(plans, fbgemm)), ""]
+    fitted = {p.key: p.stored_estimate for p in plans if p.backend == FIT_BACKEND and p.fitted}
+    if fitted:
+        text += [f"**The estimate the run recorded, where ours was planned with fitted terms** (`bench.measured "
+                 f"--fit-from`; {FIT_BACKEND} ranks of the {len(fitted)} plans dry-run with the terms fitted on the "
+                 "other configs' earlier runs of this machine: held out by config and by run):", "",
+                 *_table(SUMMARY_HEAD, summary_rows(plans, fitted)), ""]
     stats = statistic_rows(plans)
     if stats:
         text += ["**Median step or 25th percentile step** (the plans whose runs recorded each rank's 25th percentile; "

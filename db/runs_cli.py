@@ -31,6 +31,7 @@ from engine import RUN_EXIT_CODES as EXIT_CODES
 from engine import ValidationJob as Job
 from engine import say_progress as say
 from engine import cpu_name as engine_cpu_name
+from engine import machine_identity as engine_machine_identity
 
 EXIT_USAGE, EXIT_CANCELLED = 2, 130
 Command = Callable[[argparse.Namespace], int]
@@ -77,7 +78,8 @@ def cmd_dryrun(args: argparse.Namespace) -> int:
         sink.fail(str(e) if isinstance(e, EngineError) else f"{type(e).__name__}: {e}")
         raise
     # per-term calibration fits per device, and says how busy the machine was while its runs measured
-    sink.record({**data, "device_name": _device_name(args.device), "load_average": os.getloadavg()[0]})
+    machine = {k: v for k, v in engine_machine_identity().items() if k != "cpu"} if args.device != "cuda" else {}
+    sink.record({**data, "device_name": _device_name(args.device), "load_average": os.getloadavg()[0], **machine})
     print(json.dumps(data, indent=1) if args.json else text)
     return 0
 

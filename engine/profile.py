@@ -57,9 +57,22 @@ def active(topo: Topology) -> DeviceProfile | None:
     return prof if prof is not None and prof.applies(topo) else None
 
 
+CPU_DEFAULTS_NOTE = ("CPU estimate from the default cost terms, fitted on one 2-core AMD EPYC VM: another VM of "
+                     "the same name ran the same plans 3-17x faster (docs/benchmarks.md), so until this machine's "
+                     "terms are fitted read it as relative (which rank, which plan); fit them from dry-runs recorded "
+                     "here: python -m db calibrate --terms --config C.json --config-out C.json")
+
+
 def notes(topo: Topology) -> list[str]:
-    """What a plan says about its profile: which one priced it, or why it did not."""
+    """What a plan says about its profile: which one priced it, or why it did not; on a CPU topology without
+    fitted terms, that the default terms describe another machine."""
     prof = getattr(topo, "profile", None)
+    defaults = [CPU_DEFAULTS_NOTE] if topo.compute_device is Device.CPU and (
+        prof is None or not prof.applies(topo) or not prof.terms) else []
+    return _profile_notes(topo, prof) + defaults
+
+
+def _profile_notes(topo: Topology, prof: DeviceProfile | None) -> list[str]:
     if prof is None:
         return []
     where = f"{prof.device.value}/{prof.backend} on {prof.hosts} host{'s' if prof.hosts > 1 else ''}"

@@ -13,6 +13,7 @@ import argparse
 import datetime
 import os
 import platform
+import re
 import socket
 import sys
 import time
@@ -56,7 +57,9 @@ def device_info(torch, device) -> dict:
         props = torch.cuda.get_device_properties(device)
         info.update(device_name=props.name, device_memory_bytes=int(props.total_memory))
     else:
-        info.update(device_name=cpu_name())
+        ident = machine_identity()
+        info.update(device_name=ident["cpu"], platform=ident["platform"], caches=ident["caches"],
+                    libraries=ident["libraries"])
     return info
 
 
@@ -80,6 +83,50 @@ def cpu_name(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
     part = [f"{label} {fields[key]}" for label, key in (("family", "cpu family"), ("model", "model"),
                                                         ("stepping", "stepping")) if fields.get(key)]
     return name if not part else f"{name} ({', '.join(part)})"
+
+
+CACHE_DIR = Path("/sys/devices/system/cpu/cpu0/cache")
+LIBRARIES = ("torch", "fbgemm-gpu-cpu", "fbgemm-gpu", "torchrec")  # the kernels a CPU run's times depend on
+_SIZE_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}
+
+
+def cpu_caches(cache_dir: Path = CACHE_DIR) -> dict[str, int]:
+    """The first CPU's caches as the kernel lists them, in bytes: {"L1d", "L1i", "L2", "L3", ...}; empty where the
+    kernel says nothing (not Linux, a container without /sys)."""
+    out: dict[str, int] = {}
+    for index in sorted(cache_dir.glob("index*")):
+        try:
+            level = (index / "level").read_text().strip()
+            kind = (index / "type").read_text().strip()
+            size = (index / "size").read_text().strip().upper()
+        except OSError:
+            continue
+        found = re.fullmatch(r"(\d+)([KMG]?)B?", size)
+        if found is None:
+            continue
+        out[f"L{level}" + {"Data": "d", "Instruction": "i"}.get(kind, "")] = int(found[1]) * _SIZE_UNITS[found[2]]
+    return out
+
+
+def library_versions(names: tuple[str, ...] = LIBRARIES) -> dict[str, str]:
+    """The installed versions of the libraries whose kernels a run times (those installed; none is imported)."""
+    from importlib import metadata
+
+    out = {}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def machine_identity() -> dict:
+    """What a CPU measurement records of the machine it ran on, so that a fit can say which machine it is for: the
+    CPU's name (cpu_name), the platform string (which names a virtual machine's kernel build: two VMs both named
+    "AMD EPYC" measured the same plans 3-17x apart), the caches in bytes, and the kernels' library versions."""
+    return {"cpu": cpu_name(), "platform": platform.platform(), "caches": cpu_caches(),
+            "libraries": library_versions()}
 
 
 def run(args: argparse.Namespace, rank: int, world_size: int) -> dict:

@@ -33,13 +33,17 @@ def test_runs_of_another_machine_are_refused_naming_both(tmp_path):
     with pytest.raises(SystemExit) as e:
         fit_sources([STORED[0]], elsewhere)
     said = str(e.value)
-    assert str(STORED[0]) in said and stored["machine"] in said and "'Linux-other-vm'" in said
+    assert str(STORED[0]) in said and f"its machine {stored['machine']!r}, here 'Linux-other-vm'" in said
     assert "terms are fitted per machine" in said
-    # a run that recorded its CPU must match it too; one recorded before runs named their CPU is judged by platform
-    with pytest.raises(SystemExit, match="cpu 'AMD'"):
-        fit_sources([_as_here(tmp_path, STORED[0], {"machine": stored["machine"], "cpu": "AMD"})],
-                    {"machine": stored["machine"], "cpu": "Intel"})
-    assert fit_sources([STORED[0]], {"machine": stored["machine"], "cpu": "anything"})
+    # what a run recorded must match: its CPU, caches, libraries; one recorded before runs named them is judged by
+    # its platform alone
+    same = {"machine": stored["machine"], "cpu": "AMD", "caches": {"L2": 2**20}, "libraries": {"torch": "2.13.0"}}
+    recorded = _as_here(tmp_path, STORED[0], same)
+    assert fit_sources([recorded], same)
+    for key, other in (("cpu", "Intel"), ("caches", {"L2": 2**21}), ("libraries", {"torch": "2.12.0"})):
+        with pytest.raises(SystemExit, match=f"its {key} "):
+            fit_sources([recorded], {**same, key: other})
+    assert fit_sources([STORED[0]], {**same, "cpu": "anything"})
     with pytest.raises(SystemExit, match="no 'configs' list"):
         bad = tmp_path / "bad.json"
         bad.write_text("{}")
@@ -92,3 +96,8 @@ def test_quick_bench_plans_ours_with_fitted_terms_end_to_end(tmp_path):
         rec["ours_plan"], default), planner="file").ranks]
     assert got != pytest.approx(before, rel=0.05)
     assert platform.platform() in text
+    # the offline report reads the fitted estimate the run recorded, beside the defaults' re-pricing
+    report = processes.run([sys.executable, "-m", "bench.rank_error", "--json", str(out.with_suffix(".json"))],
+                           cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert report.returncode == 0, report.stderr
+    assert "**The estimate the run recorded, where ours was planned with fitted terms**" in report.stdout

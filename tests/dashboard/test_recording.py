@@ -97,6 +97,10 @@ def test_a_dashboard_dry_run_and_a_cli_dry_run_are_recorded_alike(store, db_url,
     assert {k: v for k, v in ui.device_info.items() if k not in timed} == \
         {k: v for k, v in cli.device_info.items() if k not in timed}
     assert ui.device_info["estimated_device"] == "cpu" and ui.device_info["notes"]
+    ident = engine.machine_identity()  # which machine: a fit of its terms can say which it is for
+    assert {k: ui.device_info[k] for k in ("device_name", "platform", "caches", "libraries")} == \
+        {"device_name": ident["cpu"], "platform": ident["platform"], "caches": ident["caches"],
+         "libraries": ident["libraries"]}
     assert "-m db dryrun" in ui.log and f"--run-id {ui.id}" in ui.log
 
 

@@ -20,7 +20,9 @@ from engine.calibrate_terms import (
     term_run,
 )
 from engine.errors import ConfigError, EngineError
+from engine.profile import CPU_DEFAULTS_NOTE
 from engine.terms import DEFAULTS, terms_of
+from tests.factories import tutorial
 
 TRUE = {**{n: v * 1.3 for n, v in DEFAULTS.items()}, "cpu_optimizer_work_rowwise_adagrad": 0.0, INTERCEPT: 0.2}
 NOISE = 0.03  # relative, seeded
@@ -142,6 +144,10 @@ def test_profile_terms_price_the_plan_on_their_device_and_hosts_only(synthetic):
                    run)
     np.testing.assert_allclose([r.perf.fwd_compute + r.perf.bwd_compute for r in got], want, rtol=1e-9)
     assert any("as fitted on 'test cpu'" in n for n in engine.plan(priced).notes)  # the plan says whose terms
+    assert CPU_DEFAULTS_NOTE not in engine.plan(priced).notes  # this machine's terms: no warning
+    unfitted = engine.plan(engine.parse_config(raw)).notes  # the defaults describe one other machine, and it says so
+    assert CPU_DEFAULTS_NOTE in unfitted and "python -m db calibrate --terms" in CPU_DEFAULTS_NOTE
+    assert CPU_DEFAULTS_NOTE not in engine.plan(engine.parse_config(tutorial())).notes  # a GPU topology
     two_hosts = engine.parse_config({**applied, "topology": {**applied["topology"], "local_world_size": 1}})
     assert terms_of(two_hosts.topology).by_name == DEFAULTS  # the profile is for one host: not applied
 

@@ -76,10 +76,12 @@ def same_sharding(a: dict, b: dict) -> bool:
 
 
 def measure_case(case: MeasuredCase, work: Path, pairs: int, flags: list[str], torchrec_timeout_s: float,
-                 log=print, fit_from: Optional[list] = None) -> dict:
+                 log=print, fit_from: Optional[list] = None, baseline: str = "torchrec") -> dict:
     """Plan a case with both planners and run the rounds; the record of the config (runs, summary, notes). With
     `fit_from` (bench.measured_fit.fit_sources' plans), ours is planned, and both plans dry-run, with the CPU terms
-    fitted on the other configs' ranks of those runs (TorchRec's planner gets the config as it is)."""
+    fitted on the other configs' ranks of those runs (TorchRec's planner gets the config as it is). With `baseline`
+    "defaults", the plan ours is compared with (the JSON's "torchrec" series) is our planner's on the config as it
+    is, priced with the default terms: whether fitting the terms made our plan faster when run."""
     cfg_path = work / f"{case.name}.json"
     cfg_path.write_text(json.dumps(case.config))
     rec: dict = {"name": case.name, "held_out": case.held_out, "zipf_alpha": case.zipf_alpha, "config": case.config,
@@ -97,7 +99,9 @@ def measure_case(case: MeasuredCase, work: Path, pairs: int, flags: list[str], t
         plan_path.write_text(json.dumps(fitted))
         rec["fitted_config"] = fitted
     ours = run_planner("plan", plan_path, 300)
-    theirs = run_planner("torchrec-plan", cfg_path, torchrec_timeout_s)
+    theirs = run_planner("plan", cfg_path, 300) if baseline == "defaults" else \
+        run_planner("torchrec-plan", cfg_path, torchrec_timeout_s)
+    rec["baseline"] = baseline
     rec["planning_s"] = {"ours": ours.wall_s, "torchrec": theirs.wall_s}
     if not ours.ok:
         rec["error"] = f"ours: {ours.error}"
@@ -181,25 +185,30 @@ def report_markdown(meta: dict, records: list[dict]) -> str:
             "ours again / ours, the noise floor. Verdict: the median ratio outside the A/A band (the A/A quartile "
             "furthest from 1, mirrored) is faster or slower, else within noise. Estimate columns use the dry-run's "
             "estimated_ms (priced for cpu); a plan's measured per-rank time is the rank's median over its runs.", ""]
+    label = "defaults" if meta.get("baseline") == "defaults" else "TorchRec"
     if bench:
-        text += ["Bench configs:", "", tally(bench), "", table_markdown(bench), ""]
+        text += ["Bench configs:", "", tally(bench), "", table_markdown(bench, label), ""]
     if later:
         text += ["Held-out configs (added later; settings drawn from their seeds):", "", tally(later), "",
-                 table_markdown(later), ""]
+                 table_markdown(later, label), ""]
     return "\n".join(text)
 
 
 def _fit_lines(meta: dict, records: list[dict]) -> list[str]:
-    """What the report says of the fitted terms (--fit-from), if any."""
+    """What the report says of the fitted terms (--fit-from), if any, and of a baseline other than TorchRec's."""
     if not meta.get("fit_from"):
         return []
+    against = ["**The baseline is ours on the default terms, not TorchRec's** (`--baseline defaults`): wherever "
+               "this report says TorchRec's (its rounds, and the JSON's `torchrec` series), read our planner's plan "
+               "of the config as it is, priced with the default CPU terms; a ratio under 1 says fitting the terms "
+               "made our plan faster when run.", ""] if meta.get("baseline") == "defaults" else []
     fitted = [r["fit"] for r in records if "fit" in r]
     counts = f"{min(f['plans'] for f in fitted)}-{max(f['plans'] for f in fitted)}" if fitted else "no"
     return [f"**Ours is planned with fitted terms**: each config's own CPU terms, fitted (engine.fit_terms, as `python "
             f"-m db calibrate --terms` fits) on the measured ranks of {counts} plans of the other configs in "
             f"{', '.join(f'`{f}`' for f in meta['fit_from'])} (runs of this machine), never on its own; both plans "
             "are dry-run with those terms, so the estimate columns are the fitted estimate. TorchRec's planner gets "
-            "the config as it is.", ""]
+            "the config as it is.", "", *against]
 
 
 def write_report(out: Path, meta: dict, records: list[dict], start: float, planned: int) -> str:
@@ -228,10 +237,17 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--out", type=Path, default=RESULTS, help="the Markdown report; the JSON goes beside it")
     p.add_argument("--fit-from", type=Path, nargs="+", metavar="RUN.json", help="plan ours with the CPU terms fitted "
                    "on these stored runs of this machine, each config left out of its own fit (bench.measured_fit)")
+    p.add_argument("--baseline", choices=("torchrec", "defaults"), default="torchrec", help="the plan ours is "
+                   "measured against: TorchRec's (default), or with --fit-from ours on the default terms (the JSON "
+                   "keeps the series name 'torchrec' for it)")
     args = p.parse_args(argv)
     pool = quick_cases() if args.quick else cases()
     selected = [c for c in pool if not args.configs or c.name in args.configs]
     pairs, iters = args.pairs or (2 if args.quick else 7), args.iters or (5 if args.quick else 20)
+    if args.baseline == "defaults" and not args.fit_from:
+        print("error: --baseline defaults compares ours on fitted terms with ours on the defaults: give --fit-from "
+              "RUN.json too", file=sys.stderr)
+        return 2
     if not selected or pairs < 1 or iters < 1:
         print(f"error: no config matches --configs, or --pairs/--iters below 1; configs: "
               f"{', '.join(c.name for c in pool)}", file=sys.stderr)
@@ -248,13 +264,13 @@ def main(argv: Optional[list[str]] = None) -> int:
             **{k: v for k, v in engine.machine_identity().items() if k in ("caches", "libraries")},
             "load_before": " / ".join(f"{x:.1f}" for x in os.getloadavg()),
             "flags": dryrun_flags(iters, args.batches, MeasuredCase("", {}, None), help_text),
-            "fit_from": [str(f) for f in args.fit_from or []]}
+            "fit_from": [str(f) for f in args.fit_from or []], "baseline": args.baseline}
     start = time.perf_counter()
     records: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         for case in selected:
             records.append(measure_case(case, Path(tmp), pairs, dryrun_flags(iters, args.batches, case, help_text),
-                                        args.torchrec_timeout, log, fit_from))
+                                        args.torchrec_timeout, log, fit_from, args.baseline))
             log(f"{case.name}: {records[-1].get('summary', {}).get('verdict', records[-1].get('error', 'done'))}")
             text = write_report(args.out, meta, records, start, len(selected))
     print(text)

@@ -125,8 +125,10 @@ def row_markdown(r: dict) -> str:
     return "| " + " | ".join(cells + ["; ".join(r.get("notes", []))]) + " |"
 
 
-def table_markdown(rows: list[dict]) -> str:
-    return "\n".join([HEAD, "|" + "|".join(["---"] * (HEAD.count("|") - 1)) + "|"] + [row_markdown(r) for r in rows])
+def table_markdown(rows: list[dict], baseline: str = "TorchRec") -> str:
+    """The table of configs; `baseline` names the plan ours is compared with (TorchRec's, by default)."""
+    head = HEAD.replace("TorchRec", baseline)
+    return "\n".join([head, "|" + "|".join(["---"] * (head.count("|") - 1)) + "|"] + [row_markdown(r) for r in rows])
 
 
 def tally(rows: list[dict]) -> str:

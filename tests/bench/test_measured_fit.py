@@ -101,3 +101,26 @@ def test_quick_bench_plans_ours_with_fitted_terms_end_to_end(tmp_path):
                            cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert report.returncode == 0, report.stderr
     assert "**The estimate the run recorded, where ours was planned with fitted terms**" in report.stdout
+
+
+def test_ours_on_fitted_terms_against_ours_on_the_defaults(tmp_path):
+    no_fit = processes.run([sys.executable, "-m", "bench.measured", "--quick", "--baseline", "defaults", "--out",
+                            str(tmp_path / "x.md")], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert no_fit.returncode == 2 and "give --fit-from RUN.json too" in no_fit.stderr
+    sources = [_as_here(tmp_path, s, this_machine()) for s in STORED]
+    out = tmp_path / "measured.md"
+    proc = processes.run([sys.executable, "-m", "bench.measured", "--quick", "--pairs", "1", "--baseline", "defaults",
+                          "--out", str(out), "--fit-from", *map(str, sources)], cwd=ROOT, capture_output=True,
+                         text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    assert "**The baseline is ours on the default terms, not TorchRec's**" in text
+    assert "| ours / defaults measured, median (IQR) |" in text and "ours / TorchRec measured" not in text
+    [rec] = json.loads(out.with_suffix(".json").read_text())["configs"]
+    assert rec["baseline"] == "defaults" and "error" not in rec, rec.get("error")
+    (tmp_path / "c.json").write_text(json.dumps(rec["config"]))
+    plain = processes.run([sys.executable, "-m", "engine", "plan", "--json", str(tmp_path / "c.json")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert plain.returncode == 0, plain.stderr
+    baseline = rec.get("torchrec_plan") or rec["ours_plan"]  # identical plans: one series, A/A only
+    assert json.loads(plain.stdout)["plan"] == baseline["plan"]  # the baseline is our plan on the defaults

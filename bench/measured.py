@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -157,6 +156,14 @@ def read_run(path: Path, flag: str = "") -> dict:
     return data
 
 
+def machine_meta() -> dict:
+    """What a run records of its machine (engine.machine_identity): the platform as "machine", the CPU's name, its
+    caches and the kernels' library versions; bench.measured_fit compares a stored run's with this machine's."""
+    ident = engine.machine_identity()
+    return {"machine": ident["platform"], "cpu": ident["cpu"], "caches": ident["caches"],
+            "libraries": ident["libraries"]}
+
+
 def git_commit() -> str:
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
@@ -207,8 +214,8 @@ def _fit_lines(meta: dict, records: list[dict]) -> list[str]:
     return [f"**Ours is planned with fitted terms**: each config's own CPU terms, fitted (engine.fit_terms, as `python "
             f"-m db calibrate --terms` fits) on the measured ranks of {counts} plans of the other configs in "
             f"{', '.join(f'`{f}`' for f in meta['fit_from'])} (runs of this machine), never on its own; both plans "
-            "are dry-run with those terms, so the estimate columns are the fitted estimate. TorchRec's planner gets "
-            "the config as it is.", "", *against]
+            "are dry-run with those terms, so the estimate columns are the fitted estimate. The baseline is planned "
+            "on the config as it is.", "", *against]
 
 
 def write_report(out: Path, meta: dict, records: list[dict], start: float, planned: int) -> str:
@@ -260,8 +267,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     help_text, log = dryrun_help(), (lambda m: print(m, file=sys.stderr, flush=True))
     meta = {"command": ("python -m bench.measured " + " ".join(argv if argv is not None else sys.argv[1:])).strip(),
             "started": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "commit": git_commit(),
-            "cpus": os.cpu_count(), "machine": platform.platform(), "cpu": engine.cpu_name(), "pairs": pairs,
-            **{k: v for k, v in engine.machine_identity().items() if k in ("caches", "libraries")},
+            "cpus": os.cpu_count(), **machine_meta(), "pairs": pairs,
             "load_before": " / ".join(f"{x:.1f}" for x in os.getloadavg()),
             "flags": dryrun_flags(iters, args.batches, MeasuredCase("", {}, None), help_text),
             "fit_from": [str(f) for f in args.fit_from or []], "baseline": args.baseline}

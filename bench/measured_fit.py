@@ -4,9 +4,8 @@ would fit on the other configs' measured ranks of those stored runs (engine.fit_
 rank priced at the reference DDR bandwidth, as db.calibration does), written into the config's profile
 (engine.apply_terms). The measured comparison with TorchRec's plan then tests the planner placing against fitted
 terms on configs the fit never saw. Only runs of this machine are read (the platform, CPU, caches and libraries
-they recorded): the
-same plans measured 3-17x apart on two VMs that both call themselves "AMD EPYC", so terms fitted on another
-machine are refused, naming both.
+they recorded): the same plans measured 3-17x apart on two VMs that both call themselves "AMD EPYC", so terms fitted
+on another machine are refused, naming what differs.
 """
 
 from __future__ import annotations
@@ -15,24 +14,17 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
+from bench.measured import machine_meta as this_machine
 from bench.measured import read_run
 from bench.rank_error import FIT_BACKEND, PlanRanks, plans_of
 import db.calibration
 import engine
 
 
-def this_machine() -> dict:
-    """What bench.measured records of the machine it ran on: the platform ("machine"), the CPU's name, its caches
-    and the kernels' library versions (engine.machine_identity)."""
-    ident = engine.machine_identity()
-    return {"machine": ident["platform"], "cpu": ident["cpu"], "caches": ident["caches"],
-            "libraries": ident["libraries"]}
-
-
 def fit_sources(paths: Sequence[Path], here: dict | None = None) -> list[PlanRanks]:
-    """The measured plans of stored runs of this machine (`here`, default this_machine()): the platform must match,
-    and the CPU, caches and library versions wherever the run recorded them (runs before 2026-11-27 recorded the
-    platform only). SystemExit with one line naming the file, what differs and the fix where a run was made
+    """The measured plans of stored runs of this machine (`here`, default bench.measured.machine_meta()): the platform
+    must match, and the CPU, caches and library versions wherever the run recorded them (runs before 2026-11-27
+    recorded the platform only). SystemExit with one line naming the file, what differs and the fix where a run was made
     elsewhere or recorded no platform."""
     here = here or this_machine()
     plans: list[PlanRanks] = []

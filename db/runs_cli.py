@@ -30,8 +30,7 @@ from engine import (
 from engine import RUN_EXIT_CODES as EXIT_CODES
 from engine import ValidationJob as Job
 from engine import say_progress as say
-from engine import cpu_name as engine_cpu_name
-from engine import machine_identity as engine_machine_identity
+from engine import cpu_device_info as engine_cpu_device_info
 
 EXIT_USAGE, EXIT_CANCELLED = 2, 130
 Command = Callable[[argparse.Namespace], int]
@@ -78,19 +77,19 @@ def cmd_dryrun(args: argparse.Namespace) -> int:
         sink.fail(str(e) if isinstance(e, EngineError) else f"{type(e).__name__}: {e}")
         raise
     # per-term calibration fits per device, and says how busy the machine was while its runs measured
-    machine = {k: v for k, v in engine_machine_identity().items() if k != "cpu"} if args.device != "cuda" else {}
-    sink.record({**data, "device_name": _device_name(args.device), "load_average": os.getloadavg()[0], **machine})
+    sink.record({**data, **_device(args.device), "load_average": os.getloadavg()[0]})
     print(json.dumps(data, indent=1) if args.json else text)
     return 0
 
 
-def _device_name(device: str) -> str:
-    """The name of the device a dry-run measured on: the GPU's, or the CPU's model name (as validation records)."""
+def _device(device: str) -> dict:
+    """What a dry-run stores of the device it measured on, as validation runs do: the GPU's name, or the CPU's name
+    with the machine's platform, caches and library versions (engine.cpu_device_info)."""
     if device == "cuda":
         import torch
 
-        return torch.cuda.get_device_name(0)
-    return engine_cpu_name()
+        return {"device_name": torch.cuda.get_device_name(0)}
+    return engine_cpu_device_info()
 
 
 def cmd_import_results(args: argparse.Namespace) -> int:

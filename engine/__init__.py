@@ -83,7 +83,7 @@ from engine.validate.command import say as say_progress
 from engine.validate.run import Stopped, stop_on_sigterm
 from engine.validate.types import Job as ValidationJob
 from engine.validate.types import ValidationResult
-from engine.validate.worker import cpu_name, machine_identity
+from engine.validate.worker import cpu_device_info, cpu_name, machine_identity
 # calibration from stored runs: one lookup scalar (engine.calibrate), and each cost term per device (calibrate_terms)
 from engine.calibrate import HeldOut, StepObservation, median_error
 from engine.calibrate import leave_one_out as calibration_leave_one_out
@@ -171,7 +171,7 @@ __all__ = [
     # for the store
     "MAX_WORLD_SIZE", "MEMORY_PREFIX", "PLAN_FORMAT_VERSION", "RUN_EXIT_CODES", "Stopped", "ValidationJob",
     "ValidationResult", "add_dryrun_arguments", "add_validate_arguments", "dryrun_result", "run_validate",
-    "say_progress", "stop_on_sigterm", "write_text_file", "cpu_name", "machine_identity",
+    "say_progress", "stop_on_sigterm", "write_text_file", "cpu_device_info", "cpu_name", "machine_identity",
     "HeldOut", "StepObservation", "TermFit", "TermRun", "apply_terms", "calibration_leave_one_out", "fit_terms",
     "held_out_predictions", "median_error", "step_observation", "term_run", "CPU_TERM_DEFAULTS",
     # for bench

@@ -30,25 +30,32 @@ def budget_s(seconds: float) -> float:
     return seconds * slowdown()
 
 
+def held_within(cond: Callable[[], object], budget: float) -> bool:
+    """Poll `cond()` every 20 ms up to `budget` seconds scaled by slowdown(); whether it came to hold. For a wait
+    whose running out is itself an answer (a click that was lost); `until` is the one that fails."""
+    deadline = time.monotonic() + budget_s(budget)
+    while not cond():
+        if time.monotonic() > deadline:
+            return bool(cond())
+        time.sleep(0.02)
+    return True
+
+
 def until(cond: Callable[[], object], what: str = "the condition", budget: float = 10.0,
           shows: Callable[[], str] | None = None) -> bool:
-    """Wait until `cond()` holds (polled every 20 ms), up to `budget` seconds scaled by slowdown(); returns True
+    """Wait until `cond()` holds (held_within), up to `budget` seconds scaled by slowdown(); returns True
     (`assert until(...)` reads well). Past the budget: an AssertionError that says what was waited for, for how
     long, and what `shows()` says now (a page's visible text, trimmed)."""
     allowed = budget_s(budget)
-    deadline = time.monotonic() + allowed
-    while not cond():
-        if time.monotonic() > deadline:
-            seen = ""
-            if shows is not None:
-                try:
-                    seen = "\nIt showed: " + trimmed(shows())
-                except Exception as e:  # noqa: BLE001 - the wait's failure is the news, not this
-                    seen = f"\n(what it showed could not be read: {type(e).__name__}: {e})"
-            raise AssertionError(f"waited {allowed:.0f} s ({budget:g} s x slowdown {allowed / budget:.1f}) for "
-                                 f"{what}{seen}")
-        time.sleep(0.02)
-    return True
+    if held_within(cond, budget):
+        return True
+    seen = ""
+    if shows is not None:
+        try:
+            seen = "\nIt showed: " + trimmed(shows())
+        except Exception as e:  # noqa: BLE001 - the wait's failure is the news, not this
+            seen = f"\n(what it showed could not be read: {type(e).__name__}: {e})"
+    raise AssertionError(f"waited {allowed:.0f} s ({budget:g} s x slowdown {allowed / budget:.1f}) for {what}{seen}")
 
 
 def trimmed(text: str, limit: int = SNAPSHOT_CHARS) -> str:

@@ -57,9 +57,7 @@ def device_info(torch, device) -> dict:
         props = torch.cuda.get_device_properties(device)
         info.update(device_name=props.name, device_memory_bytes=int(props.total_memory))
     else:
-        ident = machine_identity()
-        info.update(device_name=ident["cpu"], platform=ident["platform"], caches=ident["caches"],
-                    libraries=ident["libraries"])
+        info.update(cpu_device_info())
     return info
 
 
@@ -127,6 +125,13 @@ def machine_identity() -> dict:
     "AMD EPYC" measured the same plans 3-17x apart), the caches in bytes, and the kernels' library versions."""
     return {"cpu": cpu_name(), "platform": platform.platform(), "caches": cpu_caches(),
             "libraries": library_versions()}
+
+
+def cpu_device_info() -> dict:
+    """What a CPU run stores of its machine in its device_info (validation runs, `db dryrun`): machine_identity with
+    the CPU's name as device_name, the name per-term calibration fits by."""
+    ident = machine_identity()
+    return {"device_name": ident.pop("cpu"), **ident}
 
 
 def run(args: argparse.Namespace, rank: int, world_size: int) -> dict:

@@ -12,16 +12,14 @@ import re
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
-from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from tests import processes
-from tests.waits import budget_s, trimmed, until
+from tests.waits import budget_s, held_within, trimmed, until
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -182,7 +180,7 @@ def _select_by_click(page, grid, overlay, target: tuple[int, int]) -> tuple[floa
     for _ in range(24):
         before = selected_grid_cell(grid)
         page.mouse.click(box["x"] + x, y)
-        moved = until_or_not(lambda: overlay.count() or selected_grid_cell(grid) != before, 2.0)
+        moved = held_within(lambda: overlay.count() or selected_grid_cell(grid) != before, 2.0)
         page.wait_for_timeout(60)  # the selection and the focus settle a frame after the click
         now = selected_grid_cell(grid)
         if overlay.count():
@@ -212,18 +210,7 @@ def _close_overlay(page, overlay) -> None:
         if not overlay.count():
             return
         page.keyboard.press("Escape")
-        until_or_not(lambda: overlay.count() == 0, 1.0)
-
-
-def until_or_not(cond: Callable[[], object], budget: float) -> bool:
-    """Poll `cond()` up to `budget` seconds (scaled for the load now); whether it came to hold. For a wait whose
-    running out is itself an answer (a click lost), unlike `until`, which fails."""
-    deadline = time.monotonic() + budget_s(budget)
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.03)
-    return bool(cond())
+        held_within(lambda: overlay.count() == 0, 1.0)
 
 
 def edit_grid_at(page, grid, column: int, row: int, value: str, budget: float = 60.0) -> None:
@@ -249,7 +236,7 @@ def edit_grid_at(page, grid, column: int, row: int, value: str, budget: float = 
             return False
         if not editor.count():
             page.keyboard.press("Enter")
-            if not until_or_not(editor.count, 3.0) and point is not None:
+            if not held_within(editor.count, 3.0) and point is not None:
                 page.mouse.click(*point)  # the Enter was lost: the second click on a selected cell opens it too
         try:
             editor.wait_for(timeout=scaled_ms(3000))

@@ -122,8 +122,12 @@ def time_steps(cfg, iters: int, seed: int) -> dict:
 
 
 def measure(selected: list[Case], out: Path, iters: int, reps: int, log=print) -> None:
+    """Time the cases in a seeded shuffled order, appending one JSON line per case and repetition to `out`; each row
+    records the machine (bench.measured.machine_meta), so a fit can refuse cases timed elsewhere."""
+    from bench.measured import machine_meta
     import engine
 
+    machine = machine_meta()
     order = [(r, c) for r in range(reps) for c in selected]
     rng = np.random.default_rng(5)
     order = [order[i] for i in rng.permutation(len(order))]
@@ -135,7 +139,8 @@ def measure(selected: list[Case], out: Path, iters: int, reps: int, log=print) -
         got = time_steps(cfg, iters, rep)
         est = engine.evaluate(cfg, table_wise_plan(cfg)).ranks[0].cost_ms
         row = {"case": case.name, "rep": rep, "tables": case.tables, "optimizer": case.optimizer,
-               "batch_size": case.batch_size, **got, "estimated_ms": est, "load1": load, "wall_s": time.time() - t0}
+               "batch_size": case.batch_size, **got, "estimated_ms": est, "load1": load, "wall_s": time.time() - t0,
+               "machine": machine}
         with out.open("a") as f:
             f.write(json.dumps(row) + "\n")
         log(f"[{n + 1}/{len(order)}] {case.name:28s} p25 {got['p25_ms']:9.3f} ms, estimated {est:9.3f} "

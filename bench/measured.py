@@ -75,31 +75,44 @@ def same_sharding(a: dict, b: dict) -> bool:
 
 
 def measure_case(case: MeasuredCase, work: Path, pairs: int, flags: list[str], torchrec_timeout_s: float,
-                 log=print, fit_from: Optional[list] = None, baseline: str = "torchrec") -> dict:
+                 log=print, fit_from: Optional[list] = None, baseline: str = "torchrec", fit_cases: list = (),
+                 min_gain: Optional[str] = None) -> dict:
     """Plan a case with both planners and run the rounds; the record of the config (runs, summary, notes). With
     `fit_from` (bench.measured_fit.fit_sources' plans), ours is planned, and both plans dry-run, with the CPU terms
     fitted on the other configs' ranks of those runs (TorchRec's planner gets the config as it is). With `baseline`
     "defaults", the plan ours is compared with (the JSON's "torchrec" series) is our planner's on the config as it
-    is, priced with the default terms: whether fitting the terms made our plan faster when run."""
+    is, priced with the default terms: whether fitting the terms made our plan faster when run. `fit_cases`
+    (bench.measured_fit.fit_cases) join every fit. With `min_gain` ("auto": bench.measured_fit.pair_margin, or a
+    fraction), ours is planned against TorchRec's plan as `engine plan --baseline --min-gain` plans it: TorchRec's
+    plan is kept unless ours is estimated faster by more than that."""
     cfg_path = work / f"{case.name}.json"
     cfg_path.write_text(json.dumps(case.config))
     rec: dict = {"name": case.name, "held_out": case.held_out, "zipf_alpha": case.zipf_alpha, "config": case.config,
                  "flags": flags, "notes": []}
     plan_path = cfg_path
     if fit_from is not None:
-        from bench.measured_fit import fitted_config  # bench.measured_fit reads runs through this module
+        from bench.measured_fit import fitted_config, pair_margin  # bench.measured_fit reads runs through this module
 
         try:
-            fitted, rec["fit"] = fitted_config(case.name, case.config, fit_from)
+            fitted, rec["fit"] = fitted_config(case.name, case.config, fit_from, fit_cases)
+            if min_gain == "auto":
+                rec["guard"] = pair_margin(case.name, fit_from, fit_cases)
         except engine.EngineError as e:
             rec["error"] = f"fit: {engine.one_line(str(e))}"
             return rec
         plan_path = work / f"{case.name}.fitted.json"
         plan_path.write_text(json.dumps(fitted))
         rec["fitted_config"] = fitted
-    ours = run_planner("plan", plan_path, 300)
     theirs = run_planner("plan", cfg_path, 300) if baseline == "defaults" else \
         run_planner("torchrec-plan", cfg_path, torchrec_timeout_s)
+    extra: list[str] = []
+    if min_gain is not None and theirs.ok:
+        if "guard" not in rec:  # auto: pair_margin set it above
+            rec["guard"] = {"min_gain": float(min_gain)}
+        guard = rec["guard"]
+        (work / f"{case.name}.baseline.json").write_text(json.dumps(theirs.plan))
+        extra = ["--baseline", str(work / f"{case.name}.baseline.json"), "--min-gain", f"{guard['min_gain']:.6f}"]
+    ours = run_planner("plan", plan_path, 300, extra)
     rec["baseline"] = baseline
     rec["planning_s"] = {"ours": ours.wall_s, "torchrec": theirs.wall_s}
     if not ours.ok:
@@ -108,6 +121,10 @@ def measure_case(case: MeasuredCase, work: Path, pairs: int, flags: list[str], t
     if not theirs.ok:
         rec["notes"].append(f"TorchRec: {theirs.error}; only the A/A series measured")
     identical = theirs.ok and same_sharding(ours.plan, theirs.plan)
+    if extra:
+        said = [n for n in ours.plan.get("notes", []) if "(--baseline)" in n]
+        rec["guard"]["kept"] = "torchrec" if identical else "ours"
+        rec["notes"] += [n.replace("the baseline plan (--baseline)", "TorchRec's plan") for n in said[:1]]
     if identical:
         rec["notes"].append("identical plans (same sharding of every table): one series, A/A only")
     plans = {"ours": ours.plan, "torchrec": theirs.plan if theirs.ok and not identical else None}
@@ -201,10 +218,27 @@ def report_markdown(meta: dict, records: list[dict]) -> str:
     return "\n".join(text)
 
 
+def _guard_lines(meta: dict, records: list[dict]) -> list[str]:
+    """What the report says of --min-gain: how ours was planned against TorchRec's plan, and where it was kept."""
+    guards = [(r["name"], r["guard"]) for r in records if "kept" in r.get("guard", {})]
+    if meta.get("min_gain") is None or not guards:
+        return []
+    gains = [g["min_gain"] for _, g in guards]
+    kept = [n for n, g in guards if g["kept"] == "torchrec"]
+    how = ("the estimate's error on the ratio of two plans' slowest ranks, median over the pairs of the other "
+           "configs measured in one run of the fit's sources, each priced with terms fitted on neither "
+           "(bench.measured_fit.pair_margin)" if meta["min_gain"] == "auto" else "given")
+    return [f"**Ours is planned against TorchRec's plan** (`engine plan --baseline TORCHREC.json --min-gain F`, "
+            f"`--min-gain {meta['min_gain']}`): TorchRec's plan is kept unless ours is estimated faster by more than "
+            f"F = {100 * min(gains):.1f}-{100 * max(gains):.1f}% ({how}). TorchRec's plan was kept for "
+            f"{len(kept)} of {len(guards)} configs" + (f" ({', '.join(kept)}): identical plans, A/A only." if kept
+                                                       else "."), ""]
+
+
 def _fit_lines(meta: dict, records: list[dict]) -> list[str]:
     """What the report says of the fitted terms (--fit-from), if any, and of a baseline other than TorchRec's."""
     if not meta.get("fit_from"):
-        return []
+        return _guard_lines(meta, records)
     against = ["**The baseline is ours on the default terms, not TorchRec's** (`--baseline defaults`): wherever "
                "this report says TorchRec's (its rounds, and the JSON's `torchrec` series), read our planner's plan "
                "of the config as it is, priced with the default CPU terms; a ratio under 1 says fitting the terms "
@@ -213,9 +247,12 @@ def _fit_lines(meta: dict, records: list[dict]) -> list[str]:
     counts = f"{min(f['plans'] for f in fitted)}-{max(f['plans'] for f in fitted)}" if fitted else "no"
     return [f"**Ours is planned with fitted terms**: each config's own CPU terms, fitted (engine.fit_terms, as `python "
             f"-m db calibrate --terms` fits) on the measured ranks of {counts} plans of the other configs in "
-            f"{', '.join(f'`{f}`' for f in meta['fit_from'])} (runs of this machine), never on its own; both plans "
-            "are dry-run with those terms, so the estimate columns are the fitted estimate. The baseline is planned "
-            "on the config as it is.", "", *against]
+            f"{', '.join(f'`{f}`' for f in meta['fit_from'])} (runs of this machine)"
+            + (f" and the one-rank cost-term cases of {', '.join(f'`{f}`' for f in meta['fit_cases'])} (timed on this "
+               "machine)" if meta.get("fit_cases") else "")
+            + ", never on its own; both plans are dry-run with those terms, so the estimate columns are the fitted "
+            "estimate. The baseline is planned on the config as it is.", "", *against,
+            *_guard_lines(meta, records)]
 
 
 def write_report(out: Path, meta: dict, records: list[dict], start: float, planned: int) -> str:
@@ -232,6 +269,13 @@ def write_report(out: Path, meta: dict, records: list[dict], start: float, plann
     return text
 
 
+def _gain_ok(text: str) -> bool:
+    try:
+        return text == "auto" or 0 <= float(text) < 0.9
+    except ValueError:
+        return False
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.measured", description=__doc__.splitlines()[0])
     p.add_argument("--configs", nargs="*", help="only these configs (default: all)")
@@ -244,6 +288,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--out", type=Path, default=RESULTS, help="the Markdown report; the JSON goes beside it")
     p.add_argument("--fit-from", type=Path, nargs="+", metavar="RUN.json", help="plan ours with the CPU terms fitted "
                    "on these stored runs of this machine, each config left out of its own fit (bench.measured_fit)")
+    p.add_argument("--fit-cases", type=Path, nargs="+", metavar="CASES.jsonl", default=[], help="with --fit-from: "
+                   "one-rank cost-term cases timed on this machine (python -m bench.cost_terms measure) join every fit")
+    p.add_argument("--min-gain", metavar="auto|F", help="plan ours against TorchRec's plan, kept unless ours is "
+                   "estimated faster by more than F (engine plan --baseline --min-gain); auto: the estimate's held-out "
+                   "error on two plans' ratio (bench.measured_fit.pair_margin; needs --fit-from)")
     p.add_argument("--baseline", choices=("torchrec", "defaults"), default="torchrec", help="the plan ours is "
                    "measured against: TorchRec's (default), or with --fit-from ours on the default terms (the JSON "
                    "keeps the series name 'torchrec' for it)")
@@ -259,24 +308,35 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"error: no config matches --configs, or --pairs/--iters below 1; configs: "
               f"{', '.join(c.name for c in pool)}", file=sys.stderr)
         return 2
-    fit_from = None
+    if (args.fit_cases or args.min_gain == "auto") and not args.fit_from:
+        print("error: --fit-cases and --min-gain auto need --fit-from RUN.json (the runs the terms are fitted on)",
+              file=sys.stderr)
+        return 2
+    if args.min_gain is not None and (args.baseline == "defaults" or not _gain_ok(args.min_gain)):
+        print(f"error: --min-gain must be auto or a fraction from 0 to 0.9 (against TorchRec's plan, not with "
+              f"--baseline defaults), got {args.min_gain!r}", file=sys.stderr)
+        return 2
+    fit_from, fit_cases = None, []
     if args.fit_from:
+        from bench.measured_fit import fit_cases as read_cases
         from bench.measured_fit import fit_sources
 
-        fit_from = fit_sources(args.fit_from)
+        fit_from, fit_cases = fit_sources(args.fit_from), read_cases(args.fit_cases) if args.fit_cases else []
     help_text, log = dryrun_help(), (lambda m: print(m, file=sys.stderr, flush=True))
     meta = {"command": ("python -m bench.measured " + " ".join(argv if argv is not None else sys.argv[1:])).strip(),
             "started": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "commit": git_commit(),
             "cpus": os.cpu_count(), **machine_meta(), "pairs": pairs,
             "load_before": " / ".join(f"{x:.1f}" for x in os.getloadavg()),
             "flags": dryrun_flags(iters, args.batches, MeasuredCase("", {}, None), help_text),
-            "fit_from": [str(f) for f in args.fit_from or []], "baseline": args.baseline}
+            "fit_from": [str(f) for f in args.fit_from or []], "baseline": args.baseline,
+            "fit_cases": [str(f) for f in args.fit_cases], "min_gain": args.min_gain}
     start = time.perf_counter()
     records: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         for case in selected:
             records.append(measure_case(case, Path(tmp), pairs, dryrun_flags(iters, args.batches, case, help_text),
-                                        args.torchrec_timeout, log, fit_from, args.baseline))
+                                        args.torchrec_timeout, log, fit_from, args.baseline, fit_cases,
+                                        args.min_gain))
             log(f"{case.name}: {records[-1].get('summary', {}).get('verdict', records[-1].get('error', 'done'))}")
             text = write_report(args.out, meta, records, start, len(selected))
     print(text)

@@ -17,7 +17,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 if __package__ in (None, ""):  # run as a script: python bench/planner_vs_torchrec.py
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -50,10 +50,10 @@ class Row:
     torchrec_est: dict = field(default_factory=dict)  # "ours" / "torchrec": max-rank ms by TorchRec's estimator
 
 
-def run_planner(command: str, config_path: Path, timeout_s: float) -> Run:
+def run_planner(command: str, config_path: Path, timeout_s: float, extra: Sequence[str] = ()) -> Run:
     start = time.perf_counter()
     try:
-        proc = subprocess.run([sys.executable, "-m", "engine", command, str(config_path), "--json"], cwd=ROOT,
+        proc = subprocess.run([sys.executable, "-m", "engine", command, str(config_path), "--json", *extra], cwd=ROOT,
                               capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         return Run(False, time.perf_counter() - start, error=f"no plan within {timeout_s:.0f} s")

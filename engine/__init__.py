@@ -11,6 +11,7 @@ from engine.errors import ConfigError, EngineError, PlanningError
 from engine.evaluate import evaluate
 from engine.planfile import load_plan, parse_plan, plan_to_dict, read_plan_file, read_rank_stats
 from engine.planner import PlannerSettings, plan
+from engine.keep import keep_baseline  # a plan in use kept unless ours is estimably faster (--baseline)
 from engine.report import summary, torchrec_format
 from engine.types import (
     ComputeKernel,
@@ -149,7 +150,7 @@ __all__ = [
     "ComputeKernel", "Config", "ConfigError", "Constraints", "DataType", "Device", "EngineError", "MemoryParts",
     "Optimizer", "Perf", "Plan", "PlannerSettings", "PlanningError", "PoolingType", "RankStats", "Shard",
     "ShardingType", "TableConfig", "TablePlan", "Topology", "complete_topology", "config_to_dict", "evaluate",
-    "load_config", "load_plan", "parse_config", "parse_plan", "plan", "plan_to_dict", "read_plan_file",
+    "keep_baseline", "load_config", "load_plan", "parse_config", "parse_plan", "plan", "plan_to_dict", "read_plan_file",
     "read_rank_stats", "summary", "torchrec_format",
     # for the dashboard
     "apply_workload", "generated_sample_bytes", "read_sample", "SampleError", "sample_rows", "stats_progress_text",

@@ -52,6 +52,19 @@ def _budget(text: str) -> float:
     return value
 
 
+def _gain(text: str) -> float:
+    from engine.keep import MAX_MIN_GAIN
+
+    try:
+        value = float(text.rstrip("%")) / (100.0 if text.endswith("%") else 1.0)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value < MAX_MIN_GAIN:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(f"must be a fraction from 0 to under {MAX_MIN_GAIN:g} (e.g. 0.06 or 6%), got "
+                                         f"{_short(text)}")
+    return value
+
+
 def _write_out(path: str, data: dict) -> None:
     """--out written whole or not at all: on a full disk the earlier file stays as it was."""
     try:
@@ -79,7 +92,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
                                time_budget_s=args.time_budget)
     with without_cyclic_gc():  # reading, planning and writing 100,000 tables make millions of acyclic objects
         cfg = load_config(args.config, refuse_too_big=True)  # tables that cannot fit: refused once they are read
-        _emit(plan(cfg, settings), cfg, args)
+        if args.min_gain is not None and args.baseline is None:
+            raise EngineError("--min-gain is the gain ours must show over --baseline PLAN.json: give --baseline too")
+        baseline = load_plan(args.baseline, cfg) if args.baseline is not None else None  # before planning
+        result = plan(cfg, settings)
+        if baseline is not None:
+            from engine.keep import keep_baseline
+
+            result = keep_baseline(cfg, result, baseline, args.min_gain or 0.0, "the baseline plan (--baseline)")
+        _emit(result, cfg, args)
     return 0
 
 
@@ -211,6 +232,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--time-budget", type=_budget, default=PlannerSettings.time_budget_s, metavar="SECONDS",
                    help="safety stop on the whole planning, in wall-clock seconds (default %(default)s); a plan "
                         "it cuts short says so in its notes")
+    p.add_argument("--baseline", metavar="PLAN.json", help="a plan already in use (yours, or TorchRec's): it is kept "
+                   "unless ours is estimated faster by more than --min-gain (engine.keep)")
+    p.add_argument("--min-gain", type=_gain, metavar="F", help="with --baseline: the share by which ours must beat "
+                   "its estimated slowest rank, e.g. 0.06 or 6%% (default 0): the estimate's error on two plans' "
+                   "ratio on your device (bench/results/measured_guard.md)")
     p.set_defaults(func=cmd_plan)
     one_line_errors(p, "plan")
 

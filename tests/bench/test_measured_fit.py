@@ -1,21 +1,33 @@
 """Our plans priced with CPU terms fitted on this machine's stored runs, each config left out of its own fit
 (bench.measured_fit, `python -m bench.measured --fit-from`): runs of another machine are refused, a config's own
-ranks never enter its fit, and the quick bench end to end plans and dry-runs with the fitted terms."""
+ranks never enter its fit, and the quick bench end to end plans and dry-runs with the fitted terms. One-rank cases
+timed here join the fit (--fit-cases; cases timed elsewhere are refused), and --min-gain plans ours against
+TorchRec's plan, kept unless ours is estimably faster (auto: the held-out error on two plans' ratio)."""
 
 import json
 import platform
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from bench.measured_fit import fit_sources, fitted_config, this_machine
+from bench.measured_fit import fit_cases, fit_sources, fitted_config, pair_margin, this_machine
 from bench.measured_cases import cases, quick_cases
 import engine
 from tests import processes
 from tests.factories import ROOT
 
 STORED = [ROOT / "bench" / "results" / "measured_later.json", ROOT / "bench" / "results" / "measured_bench_rerun.json"]
+CASES = ROOT / "bench" / "results" / "cost_terms_v657.jsonl"
+
+
+def _cases_as_here(tmp_path: Path, here: dict, rows: list | None = None) -> Path:
+    """The stored one-rank cases (or `rows`), each saying it was timed on `here`."""
+    rows = rows if rows is not None else [json.loads(line) for line in CASES.read_text().splitlines()]
+    out = tmp_path / "cases.jsonl"
+    out.write_text("".join(json.dumps({**r, "machine": here}) + "\n" for r in rows))
+    return out
 
 
 def _as_here(tmp_path: Path, source: Path, here: dict[str, str]) -> Path:
@@ -124,3 +136,108 @@ def test_ours_on_fitted_terms_against_ours_on_the_defaults(tmp_path):
     assert plain.returncode == 0, plain.stderr
     baseline = rec.get("torchrec_plan") or rec["ours_plan"]  # identical plans: one series, A/A only
     assert json.loads(plain.stdout)["plan"] == baseline["plan"]  # the baseline is our plan on the defaults
+
+
+def test_cases_timed_elsewhere_or_unrecorded_are_refused_naming_the_line(tmp_path):
+    here = {"machine": "Linux-here", "cpu": "X"}
+    rows = [json.loads(line) for line in CASES.read_text().splitlines()][:6]
+    path = _cases_as_here(tmp_path, here, rows)
+    got = fit_cases([path], here)
+    assert [name for name, *_ in got] == sorted({r["case"] for r in rows})
+    name, cfg, tables, ms = got[0]
+    assert ms == pytest.approx(float(sorted(r["median_ms"] for r in rows if r["case"] == name)[
+        len([r for r in rows if r["case"] == name]) // 2]))  # the median over its repetitions (1 or 3 here)
+    assert cfg.topology.world_size == 1 and set(tables) == {t.name for t in cfg.tables}
+    lines = path.read_text().splitlines()
+    other = json.loads(lines[3])
+    for machine, said in (({"machine": "Linux-other", "cpu": "X"}, "its machine 'Linux-other', here 'Linux-here'"),
+                          (None, "its machine 'unrecorded', here 'Linux-here'"),
+                          ({"machine": "Linux-here", "cpu": "Y"}, "its cpu 'Y', here 'X'")):
+        changed = {k: v for k, v in other.items() if k != "machine"} | ({"machine": machine} if machine else {})
+        path.write_text("\n".join(lines[:3] + [json.dumps(changed)] + lines[4:]) + "\n")
+        with pytest.raises(SystemExit) as e:
+            fit_cases([path], here)
+        assert f"--fit-cases {path} line 4 was timed on another machine ({said})" in str(e.value)
+    path.write_text("not json\n")
+    with pytest.raises(SystemExit, match="line 1 is not a case `python -m bench.cost_terms measure` wrote"):
+        fit_cases([path], here)
+
+
+def test_cases_join_the_fit_and_the_margin_never_reads_the_config_itself(tmp_path):
+    here = {"machine": json.loads(STORED[0].read_text())["meta"]["machine"], "cpu": "x"}
+    plans = fit_sources(STORED, here)
+    cases_here = fit_cases([_cases_as_here(tmp_path, here)], here)
+    case = next(c for c in cases() if c.name == "later-3")
+    _, without = fitted_config(case.name, case.config, plans)
+    cfg, info = fitted_config(case.name, case.config, plans, cases_here)
+    assert info["cases"] == len(cases_here) == 59 and info["ranks"] == without["ranks"] + 59
+    assert info["values"] != without["values"]
+    assert engine.parse_config(cfg).topology.profile is not None
+    margin = pair_margin(case.name, plans, cases_here)
+    others = [p for p in plans if p.config != case.name and p.backend == "fbgemm"]
+    both = {(p.run, p.config) for p in others if p.who == "ours"} & {(p.run, p.config) for p in others
+                                                                      if p.who == "torchrec"}
+    assert margin["pairs"] == len(both) > 5 and 0 < margin["min_gain"] < margin["p75"] < 1
+    # the config's own measurements never enter; another config's do
+    own = [replace(p, measured=p.measured * 3.0) if p.config == case.name else p for p in plans]
+    assert pair_margin(case.name, own, cases_here) == margin
+    first = next(p for p in others if p.who == "ours")
+    slower = first.measured.copy()
+    slower[:, 0] *= 2.0  # its rank 0 measured twice as slow
+    moved = [replace(p, measured=slower) if p is first else p for p in plans]
+    assert pair_margin(case.name, moved, cases_here) != margin
+    with pytest.raises(engine.EngineError, match="give --min-gain as a number"):
+        pair_margin(case.name, [p for p in plans if p.who == "ours"], cases_here)
+
+
+def test_cost_term_cases_record_this_machine_and_feed_the_fit(tmp_path):
+    out = tmp_path / "cases.jsonl"
+    proc = processes.run([sys.executable, "-m", "bench.cost_terms", "measure", "--only", "pool/1", "--iters", "2",
+                          "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    [row] = [json.loads(line) for line in out.read_text().splitlines()]
+    assert row["case"] == "pool/1" and row["machine"] == this_machine()
+    [(name, _, _, ms)] = fit_cases([out])
+    assert name == "pool/1" and ms == row["median_ms"] > 0
+
+
+def test_quick_bench_keeps_torchrecs_plan_unless_ours_beats_the_gain(tmp_path):
+    for args, said in ((["--fit-cases", str(CASES)], "--fit-cases and --min-gain auto need --fit-from"),
+                       (["--min-gain", "auto"], "--fit-cases and --min-gain auto need --fit-from"),
+                       (["--min-gain", "2"], "--min-gain must be auto or a fraction from 0 to 0.9")):
+        bad = processes.run([sys.executable, "-m", "bench.measured", "--quick", "--out", str(tmp_path / "x.md"),
+                             *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
+        assert bad.returncode == 2 and said in bad.stderr, bad.stderr
+    out = tmp_path / "measured.md"
+    proc = processes.run([sys.executable, "-m", "bench.measured", "--quick", "--pairs", "1", "--min-gain", "0.89",
+                          "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    [rec] = json.loads(out.with_suffix(".json").read_text())["configs"]
+    assert rec["guard"] == {"min_gain": 0.89, "kept": "torchrec"} and "torchrec_plan" not in rec  # A/A only
+    assert rec["notes"][0].startswith("TorchRec's plan kept: ours is not estimably faster")
+    assert "not over the 89.0% --min-gain" in rec["notes"][0]
+    text = out.read_text()
+    assert "**Ours is planned against TorchRec's plan**" in text and "`--min-gain 0.89`" in text
+    assert f"TorchRec's plan was kept for 1 of 1 configs ({quick_cases()[0].name})" in text
+
+
+def test_quick_bench_with_cases_and_the_held_out_margin_end_to_end(tmp_path):
+    here = this_machine()
+    sources = [_as_here(tmp_path, s, here) for s in STORED]
+    out = tmp_path / "measured.md"
+    proc = processes.run([sys.executable, "-m", "bench.measured", "--quick", "--pairs", "1", "--out", str(out),
+                          "--fit-from", *map(str, sources), "--fit-cases", str(_cases_as_here(tmp_path, here)),
+                          "--min-gain", "auto"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    [rec] = json.loads(out.with_suffix(".json").read_text())["configs"]
+    assert "error" not in rec, rec.get("error")
+    assert rec["fit"]["cases"] == 59
+    guard = rec["guard"]
+    assert 0 < guard["min_gain"] < guard["p75"] and guard["pairs"] > 5
+    plans = fit_sources(sources, here)
+    assert guard == {**pair_margin(quick_cases()[0].name, plans, fit_cases([tmp_path / "cases.jsonl"], here)),
+                     "kept": guard["kept"]}
+    said = [n for n in rec["notes"] if "--min-gain" in n]
+    assert said and said[0].startswith("ours replaces TorchRec's plan" if guard["kept"] == "ours"
+                                       else "TorchRec's plan kept")
+    assert "the one-rank cost-term cases of" in out.read_text()

@@ -92,6 +92,19 @@ def config_of(case: Case) -> dict:
                          "batch_size": case.batch_size, "optimizer": case.optimizer}}
 
 
+def case_config(row: dict):
+    """The engine config of a measured row (its case name, tables, optimizer and batch size)."""
+    import engine
+
+    return engine.parse_config(config_of(Case(row["case"], tuple(tuple(t) for t in row["tables"]), row["optimizer"],
+                                              row["batch_size"])))
+
+
+def case_group(name: str) -> str:
+    """What a case varies, held out together in fits: opt/adagrad, optdim/sgd, else the first part (ws, dim, ...)."""
+    return name.rsplit("/", 1)[0] if name.startswith("opt") else name.split("/")[0]
+
+
 def table_wise_plan(cfg) -> dict:
     import engine
 

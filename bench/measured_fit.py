@@ -22,6 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
+from bench.cost_terms import case_group
 from bench.measured import machine_meta as this_machine
 from bench.measured import read_run
 from bench.rank_error import FIT_BACKEND, PlanRanks, plans_of
@@ -58,7 +59,7 @@ def fit_cases(paths: Sequence[Path], here: dict | None = None) -> list[tuple[str
     measured ms: the median over repetitions of each one's median step, the dry-run's statistic). Every row must say
     it was timed on this machine (its "machine" record, as bench.measured.machine_meta writes it): SystemExit with
     one line naming the file, the line and what differs otherwise."""
-    from bench.cost_terms import Case, config_of, table_wise_plan
+    from bench.cost_terms import case_config, table_wise_plan
 
     here = here or this_machine()
     by: dict[str, list[dict]] = {}
@@ -83,16 +84,9 @@ def fit_cases(paths: Sequence[Path], here: dict | None = None) -> list[tuple[str
             by.setdefault(row["case"], []).append(row)
     out = []
     for name, rows in sorted(by.items()):
-        r = rows[0]
-        cfg = engine.parse_config(config_of(Case(name, tuple(tuple(t) for t in r["tables"]), r["optimizer"],
-                                                 r["batch_size"])))
+        cfg = case_config(rows[0])
         out.append((name, cfg, table_wise_plan(cfg), float(np.median([x["median_ms"] for x in rows]))))
     return out
-
-
-def case_group(name: str) -> str:
-    """What a cost-term case varies (held out together): opt/adagrad, optdim/sgd, else the first part (ws, dim...)."""
-    return "case:" + (name.rsplit("/", 1)[0] if name.startswith("opt") else name.split("/")[0])
 
 
 def _runs(plans: Sequence[PlanRanks], cases: Sequence = ()) -> list:
@@ -102,8 +96,8 @@ def _runs(plans: Sequence[PlanRanks], cases: Sequence = ()) -> list:
 
     runs = [engine.term_run(at(p.cfg), p.tables, p.median, i, p.config, engine.cpu_name(), p.backend)
             for i, p in enumerate(plans)]
-    return runs + [engine.term_run(at(cfg), tables, [ms], len(runs) + i, case_group(name), engine.cpu_name(),
-                                   FIT_BACKEND) for i, (name, cfg, tables, ms) in enumerate(cases)]
+    return runs + [engine.term_run(at(cfg), tables, [ms], len(runs) + i, "case:" + case_group(name),
+                                   engine.cpu_name(), FIT_BACKEND) for i, (name, cfg, tables, ms) in enumerate(cases)]
 
 
 def fitted_config(name: str, config: dict, plans: Sequence[PlanRanks], cases: Sequence = ()) -> tuple[dict, dict]:
@@ -138,4 +132,4 @@ def pair_margin(name: str, plans: Sequence[PlanRanks], cases: Sequence = ()) -> 
             "pairs": len(errors)}
 
 
-__all__ = ["case_group", "fit_cases", "fit_sources", "fitted_config", "pair_margin", "this_machine"]
+__all__ = ["fit_cases", "fit_sources", "fitted_config", "pair_margin", "this_machine"]

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.cost_terms import DATA as COST_TERMS_DATA
-from bench.cost_terms import Case, config_of, table_wise_plan
+from bench.cost_terms import case_config, case_group, table_wise_plan
 from bench.cost_terms_fit import load_rows
 import engine
 
@@ -107,9 +107,8 @@ def cost_term_cases(path: Path = COST_TERMS_DATA) -> list[Ranks]:
     out = []
     for r in load_rows(path, "median_ms"):
         name = r["case"]
-        cfg = engine.parse_config(config_of(Case(name, tuple(tuple(t) for t in r["tables"]), r["optimizer"],
-                                                 r["batch_size"])))
-        group = name.rsplit("/", 1)[0] if name.startswith("opt") else name.split("/")[0]
+        cfg = case_config(r)
+        group = case_group(name)
         out.append(ranks_of("cost_terms", group, cfg, table_wise_plan(cfg), np.array([r["measured_ms"]])))
     return out
 

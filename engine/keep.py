@@ -1,6 +1,6 @@
 """Keep a baseline plan unless ours is estimably faster (issue 24): `python -m engine plan CONFIG --baseline PLAN.json
 --min-gain F`. The estimate's error on the ratio of two plans' slowest ranks is several percent even where its terms
-were fitted on the machine that runs them (bench/results/measured_guard.md: 6% median, held out by config), so a
+were fitted on the machine that runs them (docs/benchmarks.md: 4.4-6.5% median, held out by config), so a
 plan the estimate calls 3% faster than the plan a team already runs (or TorchRec's) is as likely to be slower. With a
 baseline, the planner's plan replaces it only where its estimated slowest rank beats the baseline's by more than
 min_gain; otherwise the baseline comes back, evaluated under the same estimate, and its notes say why, with both

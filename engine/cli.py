@@ -9,6 +9,7 @@ import argparse
 import importlib
 import json
 import sys
+from dataclasses import replace
 from typing import Optional
 
 from engine import atomicfile
@@ -19,6 +20,7 @@ from engine.errors import EngineError, one_line
 from engine.evaluate import evaluate
 from engine.planfile import load_plan, plan_to_dict
 from engine.planner import PlannerSettings, plan, without_cyclic_gc
+from engine.readers import read_json
 from engine.report import summary, torchrec_format
 from engine.types import Config, Plan
 
@@ -95,7 +97,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
         if args.min_gain is not None and args.baseline is None:
             raise EngineError("--min-gain is the gain ours must show over --baseline PLAN.json: give --baseline too")
         baseline = load_plan(args.baseline, cfg) if args.baseline is not None else None  # before planning
+        measured: list[str] = []
+        if args.table_costs is not None:
+            from engine.table_costs import apply_table_costs
+
+            cfg, measured = apply_table_costs(cfg, read_json(args.table_costs, "--table-costs"), args.table_costs)
         result = plan(cfg, settings)
+        if measured:
+            result = replace(result, notes=(*result.notes, *measured))
         if baseline is not None:
             from engine.keep import keep_baseline
 
@@ -237,6 +246,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-gain", type=_gain, metavar="F", help="with --baseline: the share by which ours must beat "
                    "its estimated slowest rank, e.g. 0.06 or 6%% (default 0): the estimate's error on two plans' "
                    "ratio on your device (bench/results/measured_guard.md)")
+    p.add_argument("--table-costs", metavar="COSTS.json", help="each table's compute as measured alone on the "
+                   "device (python -m engine measure-tables), in place of the estimate's (engine.table_costs)")
     p.set_defaults(func=cmd_plan)
     one_line_errors(p, "plan")
 
@@ -299,7 +310,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 # Measuring commands live next to what they measure; each module has register(subparsers) and imports
 # torch only inside its command function, so `plan` stays fast.
-EXTRA_COMMAND_MODULES: list[str] = ["engine.dryrun.command", "engine.validate.command", "engine.stats.command"]
+EXTRA_COMMAND_MODULES: list[str] = ["engine.dryrun.command", "engine.dryrun.table_costs",
+                                     "engine.validate.command", "engine.stats.command"]
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -55,6 +55,7 @@ class TableLoad:
     # fused_uvm_caching's hit rate: 1 - the miss rate the table's measured curve gives at cache_load_factor; None
     # without a curve: the cache load factor itself, as TorchRec prices it (engine.workload_block.miss_rate)
     cache_hit: float | None = None
+    scale: float | None = None  # the table's measured / estimated compute (None: not measured; engine.table_costs)
 
     @property
     def hit_rate(self) -> float:
@@ -75,7 +76,7 @@ def table_load(table: TableConfig, c: Constraints, topo: Topology, clf: float | 
     if clf is None:
         clf = F.cache_load_factor(c)
     hit = None if c.workload is None else 1.0 - miss_rate(c.workload, table.num_embeddings, clf)
-    return TableLoad(inputs, outputs, c.is_weighted, clf, c.zipf_exponent, hit)
+    return TableLoad(inputs, outputs, c.is_weighted, clf, c.zipf_exponent, hit, c.compute_scale)
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,7 @@ class Pieces:
     opt_row_work: np.ndarray  # and per touched row
     cache_hit: np.ndarray  # fused_uvm_caching's hit rate (TableLoad.hit_rate)
     measured_hit: np.ndarray | float = np.nan  # the hit rate a miss curve gives (NaN: none; engine.tiers)
+    scale: np.ndarray | float = np.nan  # measured / estimated compute of the row's table (NaN: not measured)
 
 
 def pieces_of(table: TableConfig, load: TableLoad, topo: Topology, rows: np.ndarray, cols: np.ndarray,
@@ -116,7 +118,8 @@ def pieces_of(table: TableConfig, load: TableLoad, topo: Topology, rows: np.ndar
                   full(n, table.pooling is not PoolingType.NONE), full(n, load.cache_load_factor),
                   full(n, topo.optimizer.state_multiplier(table.embedding_dim)), full(n, load.zipf),
                   full(n, k.optimizer_work(opt)), full(n, k.optimizer_row_work(opt)), full(n, load.hit_rate),
-                  full(n, np.nan if load.cache_hit is None else load.cache_hit))
+                  full(n, np.nan if load.cache_hit is None else load.cache_hit),
+                  full(n, np.nan if load.scale is None else load.scale))
 
 
 def pieces_for(tables: list[TableConfig], loads: list[TableLoad], topo: Topology, owner: np.ndarray,
@@ -137,7 +140,8 @@ def pieces_for(tables: list[TableConfig], loads: list[TableLoad], topo: Topology
                   per_row([topo.optimizer.state_multiplier(t.embedding_dim) for t in tables]),
                   per_row([x.zipf for x in loads]), np.full(len(owner), k.optimizer_work(opt)),
                   np.full(len(owner), k.optimizer_row_work(opt)), per_row([x.hit_rate for x in loads]),
-                  per_row([np.nan if x.cache_hit is None else x.cache_hit for x in loads]))
+                  per_row([np.nan if x.cache_hit is None else x.cache_hit for x in loads]),
+                  per_row([np.nan if x.scale is None else x.scale for x in loads]))
 
 
 def device_bw(topo: Topology, kernel: ComputeKernel, hit: float, measured_hit: float = np.nan) -> float:
@@ -213,7 +217,18 @@ def perf_parts(table: TableConfig, load: TableLoad, topo: Topology, st: Sharding
 
 def pieces_perf_parts(p: Pieces, topo: Topology, st: ShardingType) -> tuple[np.ndarray, np.ndarray]:
     """Per-row time as `work / kernel bandwidth + fixed`: (work bytes, fixed ms), both (rows, 6).
-    Compute scales with the kernel's bandwidth; communication does not."""
+    Compute scales with the kernel's bandwidth; communication does not. A table whose compute was measured alone
+    (Pieces.scale, engine.table_costs) has its forward and backward compute work scaled by it."""
+    work, fixed = _perf_parts(p, topo, st)
+    scale = np.broadcast_to(np.asarray(p.scale, dtype=np.float64), (len(work),))
+    measured = ~np.isnan(scale)
+    if measured.any():
+        work[measured, 0] *= scale[measured]
+        work[measured, 2] *= scale[measured]
+    return work, fixed
+
+
+def _perf_parts(p: Pieces, topo: Topology, st: ShardingType) -> tuple[np.ndarray, np.ndarray]:
     W, L = topo.world_size, topo.local_world_size
     rows, cols = p.rows, p.cols
     tdt = p.dtype_bytes
@@ -377,7 +392,9 @@ def piece_workset(p: Pieces, topo: Topology, st: ShardingType) -> tuple[np.ndarr
     else:
         touched = touched_rows(p, p.batch_inputs * topo.world_size, local=False)
     ws = working_set_bytes(p, touched)
-    empty = p.rows * p.cols == 0
+    # a table measured alone (engine.table_costs): its measured time holds its working set, and on the VM measured
+    # the ranks of such tables add up without the term (docs/estimator.md, "Tables measured alone")
+    empty = (p.rows * p.cols == 0) | ~np.isnan(np.broadcast_to(np.asarray(p.scale, dtype=np.float64), ws.shape))
     ws[empty] = 0.0
     touched = np.where(empty, 0.0, touched)
     return ws, touched

@@ -59,13 +59,14 @@ def cmd_dryrun(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_dryrun_arguments(p: argparse.ArgumentParser) -> None:
-    """CONFIG.json, --plan and every flag of a dry-run (what dryrun_result reads)."""
+def add_dryrun_arguments(p: argparse.ArgumentParser, plan: bool = True) -> None:
+    """CONFIG.json, --plan (with plan) and every flag of a dry-run (what dryrun_result reads)."""
     d = DryrunSettings()
     p.add_argument("config", metavar="CONFIG.json")
-    p.add_argument("--plan", required=True, metavar="PLAN.json",
-                   help="the plan to measure (python -m engine plan --out)")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    if plan:
+        p.add_argument("--plan", required=True, metavar="PLAN.json",
+                       help="the plan to measure (python -m engine plan --out)")
+        p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--device", choices=[x.value for x in DryrunDevice], default=d.device.value,
                    help="where to run the kernels (default %(default)s; cuda only where one is available)")
     p.add_argument("--backend", choices=[x.value for x in Backend], default=d.backend.value,

@@ -1,0 +1,101 @@
+"""`python -m engine measure-tables CONFIG.json --out COSTS.json`: every table dry-run alone (engine.table_costs).
+
+Each table is the one table-wise piece of rank 0 under the config's topology, priced for the device measured
+(engine.pricing), timed as `python -m engine dryrun` times a rank (fresh ids every step, the median step); `--reps`
+rounds, each in a seeded shuffled order with its own ids, give each table the median of its rounds. A one-row table
+gives the step's fixed time. torch is imported only when the command runs; bad flags print one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from engine.cliutil import one_line_errors
+from engine.config import load_config
+from engine.errors import EngineError
+from engine.pricing import priced_for
+from engine.replicas import group_config
+from engine.table_costs import (FIXED_TABLE, FORMAT, VERSION, alone, alone_estimate, fixed_alone, table_record,
+                                topology_record)
+from engine.types import Config, Device
+
+from engine.dryrun.types import DryrunSettings
+
+
+def measure_tables(cfg: Config, settings: DryrunSettings, reps: int = 3,
+                   log: Callable[[str], None] = lambda _: None) -> dict:
+    """The table-costs file's content for cfg (already priced for the device measured)."""
+    from engine.dryrun.run import run_dryrun
+    from engine.validate.worker import cpu_name
+
+    if reps < 1:
+        raise EngineError(f"--reps must be >= 1, got {reps}")
+    names = [t.name for t in cfg.tables]
+    times: dict[str, list[float]] = {n: [] for n in [*names, FIXED_TABLE]}
+    backend = device = None
+    started = time.perf_counter()
+    rng = np.random.default_rng(settings.seed)
+    for rep in range(reps):
+        order = [*names, FIXED_TABLE]
+        order = [order[i] for i in rng.permutation(len(order))]
+        s = replace(settings, seed=settings.seed + rep)
+        for k, name in enumerate(order):
+            one, plan = fixed_alone(cfg) if name == FIXED_TABLE else alone(cfg, name)
+            result = run_dryrun(one, plan, s)
+            backend, device = result.backend, result.device
+            times[name].append(result.ranks[0].measured_ms)
+            log(f"[{rep + 1}/{reps}] {k + 1}/{len(order)} {name}: {result.ranks[0].measured_ms:.3f} ms")
+    tables = {}
+    for name in names:
+        est, ws = alone_estimate(cfg, name)
+        tables[name] = {"ms": float(np.median(times[name])), "reps_ms": times[name],
+                        "estimated_ms": est + ws, **table_record(cfg.table(name), cfg.constraint(name))}
+    return {"format": FORMAT, "version": VERSION, "topology": topology_record(cfg),
+            "device_name": cpu_name() if device is not None and device.value == "cpu" else (device and device.value),
+            "backend": backend.value if backend is not None else None, "reps": reps, "iters": settings.iters,
+            "warmup": settings.warmup, "threads": settings.threads, "seed": settings.seed,
+            "fixed_ms": float(np.median(times[FIXED_TABLE])), "fixed_reps_ms": times[FIXED_TABLE],
+            "measure_s": round(time.perf_counter() - started, 3), "tables": tables}
+
+
+def cmd_measure_tables(args: argparse.Namespace) -> int:
+    from engine.dryrun.command import settings_of
+
+    cfg = load_config(args.config)
+    settings = settings_of(args)
+    pricing = priced_for(group_config(cfg), Device(settings.device.value), "dry-run")
+    log = (lambda line: print(line, file=sys.stderr)) if args.progress else (lambda _: None)
+    data = measure_tables(pricing.config, settings, args.reps, log)
+    text = json.dumps(data, indent=1)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+        t = data["tables"]
+        print(f"measured {len(t)} tables alone on {data['device_name']} ({data['backend']}) in "
+              f"{data['measure_s']:.1f} s: fixed step {data['fixed_ms']:.3f} ms; wrote {args.out}; plan with "
+              f"python -m engine plan {args.config} --table-costs {args.out}")
+        if pricing.note:
+            print(f"note: {pricing.note}")
+    else:
+        print(text)
+    return 0
+
+
+def register(sub) -> None:
+    from engine.dryrun.command import add_dryrun_arguments
+
+    p = sub.add_parser("measure-tables", help="dry-run every table alone: measured costs for plan --table-costs")
+    add_dryrun_arguments(p, plan=False)
+    p.add_argument("--reps", type=int, default=3, help="rounds over the tables, each in a shuffled order; a table's "
+                                                        "figure is the median of its rounds (default %(default)s)")
+    p.add_argument("--out", metavar="COSTS.json", help="write the costs here (default: print them)")
+    p.add_argument("--progress", action="store_true", help="a line per table measured, on stderr")
+    p.set_defaults(func=cmd_measure_tables)
+    one_line_errors(p, "measure-tables")

@@ -1,0 +1,153 @@
+"""Tables measured alone (issue 24): each table's compute as a dry-run measures it, in place of the estimate's.
+
+The estimate prices a table from its shape and load with a handful of terms; on this VM its per-rank error is 9-15%
+median held out, and ranks a planner balanced under it differ by 10-25% when run. Most of that is per table: the
+sum of a rank's tables each dry-run alone names its slowest rank in 16-17 of 18 measured plans, the estimate in 13
+(docs/estimator.md, "Tables measured alone"). So `python -m engine measure-tables CONFIG --out COSTS.json` dry-runs
+every table alone, as the one table-wise piece of rank 0 under the config's topology (the global batch, fresh ids
+every step), and a one-row table for the step's fixed time; `python -m engine plan CONFIG --table-costs COSTS.json`
+sets each table's compute_scale to
+
+    (measured ms - fixed ms) / the estimate's compute of the table alone, beside its working set
+
+so every piece of the table, whatever its sharding, costs its share of the measured time, and a rank of measured
+tables costs the sum of theirs: the measured time holds the table's own working set, so the rank's working-set term
+(engine.workset) leaves measured tables out. On the VM measured, ranks added up that way name their slowest rank in
+16 of 21 resolved plans, 13 with the fitted working-set term on top (docs/estimator.md, "Tables measured alone").
+Comms and fixed costs stay the estimate's. The scale is taken against the estimate the plan is priced with (the
+config's profile and terms), when the file is read.
+
+A file measured under another topology (world size, batch size, optimizer, device kind) or with a table of another
+shape or load is refused, naming the table and the field; tables it does not list keep the estimate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from engine import limits as L
+from engine.errors import ConfigError, EngineError
+from engine.evaluate import evaluate
+from engine.types import ComputeKernel, Config, Constraints, Shard, ShardingType, TableConfig, TablePlan
+
+FORMAT = "table-costs"
+VERSION = 1
+FIXED_TABLE = "__fixed__"  # the one-row table whose step is the fixed time (a name no config can hold: __ reserved)
+FIXED_SHAPE = (1, 4)  # rows, dim
+MEASURE_AGAIN = "measure again: python -m engine measure-tables CONFIG.json --out COSTS.json"
+MIN_SCALE = 1.0 / L.MAX_COMPUTE_SCALE
+
+
+def table_record(t: TableConfig, c: Constraints) -> dict[str, Any]:
+    """What a measurement of the table depends on (compared when a file is applied)."""
+    return {"num_embeddings": t.num_embeddings, "embedding_dim": t.embedding_dim, "data_type": t.data_type.value,
+            "pooling": t.pooling.value, "features": len(t.feature_names),
+            "pooling_factors": list(c.pooling_factors) if c.pooling_factors else None,
+            "num_poolings": list(c.num_poolings) if c.num_poolings else None,
+            "batch_sizes": list(c.batch_sizes) if c.batch_sizes else None,
+            "is_weighted": c.is_weighted, "zipf_exponent": c.zipf_exponent}
+
+
+def topology_record(cfg: Config) -> dict[str, Any]:
+    topo = cfg.topology
+    return {"world_size": topo.world_size, "batch_size": topo.batch_size, "optimizer": topo.optimizer.value,
+            "compute_device": topo.compute_device.value}
+
+
+def alone(cfg: Config, name: str) -> tuple[Config, dict[str, TablePlan]]:
+    """The config with only table `name` (its compute_scale 1), and the plan that puts it whole on rank 0."""
+    t = cfg.table(name)
+    c = replace(cfg.constraint(name), compute_scale=None, ranks=None, hosts=None, colocate=None, apart=None)
+    one = replace(cfg, tables=(t,), constraints={name: c})
+    return one, {name: TablePlan(ShardingType.TABLE_WISE, ComputeKernel.FUSED, (0,),
+                                 (Shard((0, 0), (t.num_embeddings, t.embedding_dim), 0),))}
+
+
+def fixed_alone(cfg: Config) -> tuple[Config, dict[str, TablePlan]]:
+    """A one-row, four-wide table, one id per sample, alone on rank 0: its step is the kernel call's fixed time."""
+    t = TableConfig(FIXED_TABLE, FIXED_SHAPE[0], FIXED_SHAPE[1], (FIXED_TABLE,))
+    return alone(replace(cfg, tables=(t,), constraints={}), FIXED_TABLE)
+
+
+def alone_estimate(cfg: Config, name: str) -> tuple[float, float]:
+    """(the table's compute ms alone beside its working set, the working set's ms), as the config prices it."""
+    one, plan = alone(cfg, name)
+    r = evaluate(one, plan, planner="file").ranks[0]
+    return r.perf.fwd_compute + r.perf.bwd_compute - r.workset_ms, r.workset_ms
+
+
+def read_costs(data: Any, source: str) -> dict[str, Any]:
+    """The file's content checked for shape: EngineError naming the file and what is wrong otherwise."""
+    def bad(what: str) -> EngineError:
+        return EngineError(f"{source}: {what}; it is not a file `python -m engine measure-tables` wrote "
+                           f"({MEASURE_AGAIN})")
+
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise bad(f'no "format": "{FORMAT}"')
+    if data.get("version") != VERSION:
+        raise bad(f"version {data.get('version')!r}, this engine reads version {VERSION}")
+    if not isinstance(data.get("topology"), dict) or not isinstance(data.get("tables"), dict):
+        raise bad('no "topology" or "tables" object')
+    fixed = data.get("fixed_ms")
+    if not isinstance(fixed, (int, float)) or isinstance(fixed, bool) or not 0 <= fixed < 1e6:
+        raise bad(f'"fixed_ms" {fixed!r} is not a time in ms')
+    for name, rec in data["tables"].items():
+        ms = rec.get("ms") if isinstance(rec, dict) else None
+        if not isinstance(ms, (int, float)) or isinstance(ms, bool) or not 0 < ms < 1e6:
+            raise bad(f'table {name!r} has no measured "ms" above 0')
+    return data
+
+
+def apply_table_costs(cfg: Config, data: Any, source: str = "the table costs") -> tuple[Config, list[str]]:
+    """cfg with each table the file measured given compute_scale (the module's docstring), and the notes a plan
+    carries: what was applied, from which device, and the scales' range. ConfigError/EngineError (one line) for a
+    file of another topology or tables."""
+    data = read_costs(data, source)
+    want, got = topology_record(cfg), data["topology"]
+    for key, value in want.items():
+        if got.get(key) != value:
+            fix = (f"measure on {value} (measure-tables --device {value}), or plan for {got.get(key)}"
+                   if key == "compute_device" else MEASURE_AGAIN)
+            raise ConfigError(f"topology.{key}", f"{source} was measured with {key} {got.get(key)!r}, the config has "
+                                                 f"{value!r}: {fix}")
+    known = {t.name for t in cfg.tables}
+    fixed = float(data["fixed_ms"])
+    scales: dict[str, float] = {}
+    clipped: list[str] = []
+    for name, rec in data["tables"].items():
+        if name not in known:
+            raise ConfigError(f"tables.{name}", f"{source} measured a table {name!r} the config does not have: "
+                                                f"{MEASURE_AGAIN}")
+        now = table_record(cfg.table(name), cfg.constraint(name))
+        for key, value in now.items():
+            if rec.get(key) != value:
+                raise ConfigError(f"tables.{name}.{key}", f"{source} measured it with {key} {rec.get(key)!r}, the "
+                                                          f"config has {value!r}: {MEASURE_AGAIN}")
+        est, _ = alone_estimate(cfg, name)
+        raw = (float(rec["ms"]) - fixed) / est if est > 0 else 1.0
+        s = float(np.clip(raw, MIN_SCALE, L.MAX_COMPUTE_SCALE))
+        if s != raw:
+            clipped.append(name)
+        scales[name] = s
+    constraints = dict(cfg.constraints)
+    for name, s in scales.items():
+        constraints[name] = replace(cfg.constraint(name), compute_scale=s)
+    notes = []
+    if scales:
+        v = np.array(list(scales.values()))
+        notes.append(f"compute of {len(scales)} of {len(cfg.tables)} tables as measured alone on "
+                     f"{data.get('device_name') or 'an unrecorded device'} ({data.get('backend', '?')}, {source}): "
+                     f"measured / estimated {v.min():.2f} to {v.max():.2f}, median {np.median(v):.2f}")
+    if len(scales) < len(cfg.tables):
+        notes.append(f"{len(cfg.tables) - len(scales)} tables not in {source} keep the estimate")
+    if clipped:
+        notes.append(f"scale held to {MIN_SCALE:g}-{L.MAX_COMPUTE_SCALE:g} for {', '.join(clipped[:5])}"
+                     + (f" and {len(clipped) - 5} more" if len(clipped) > 5 else ""))
+    return replace(cfg, constraints=constraints), notes
+
+
+__all__ = ["FORMAT", "VERSION", "alone", "alone_estimate", "apply_table_costs", "fixed_alone", "read_costs",
+           "table_record", "topology_record"]

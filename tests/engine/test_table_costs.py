@@ -1,0 +1,147 @@
+"""Tables measured alone (engine.table_costs, `engine measure-tables`, `engine plan --table-costs`): a table's
+compute_scale multiplies every piece's compute, the scale is the measured time beyond the fixed step and the working
+set over the estimate of the table alone, the planner places against it, a file of another topology or table is
+refused naming the field, and the commands run end to end on this machine's kernels."""
+
+import json
+from dataclasses import replace
+
+import pytest
+
+import engine
+import engine.table_costs
+from engine.table_costs import (FORMAT, VERSION, alone_estimate, apply_table_costs, table_record,
+                                topology_record)
+from tests.engine.test_cli import run
+from tests.factories import write
+
+
+def _config(world: int = 2, dims=(64, 64, 64), rows=(20_000, 20_000, 20_000)) -> dict:
+    return {"tables": [{"name": f"t{i}", "num_embeddings": r, "embedding_dim": d, "feature_names": [f"f{i}"]}
+                       for i, (r, d) in enumerate(zip(rows, dims))],
+            "constraints": {f"t{i}": {"pooling_factors": [40.0], "sharding_types": ["table_wise"]}
+                            for i in range(len(rows))},
+            "topology": {"world_size": world, "local_world_size": world, "compute_device": "cpu", "batch_size": 128,
+                         "optimizer": "sgd"}}
+
+
+def _costs(cfg: engine.Config, ms: dict[str, float], fixed: float = 0.05) -> dict:
+    return {"format": FORMAT, "version": VERSION, "topology": topology_record(cfg), "device_name": "test CPU",
+            "backend": "fbgemm", "fixed_ms": fixed,
+            "tables": {n: {"ms": v, **table_record(cfg.table(n), cfg.constraint(n))} for n, v in ms.items()}}
+
+
+def _tw(cfg: engine.Config, ranks: dict[str, int]) -> dict:
+    return {t.name: engine.TablePlan(engine.ShardingType.TABLE_WISE, engine.ComputeKernel.FUSED, (ranks[t.name],),
+                                     (engine.Shard((0, 0), (t.num_embeddings, t.embedding_dim), ranks[t.name]),))
+            for t in cfg.tables}
+
+
+def test_compute_scale_multiplies_the_tables_compute_and_nothing_else():
+    raw = _config()
+    cfg = engine.parse_config(raw)
+    plan = _tw(cfg, {"t0": 0, "t1": 1, "t2": 1})
+    before = engine.evaluate(cfg, plan).ranks
+    raw["constraints"]["t0"]["compute_scale"] = 3.0
+    scaled = engine.evaluate(engine.parse_config(raw), plan).ranks
+    assert scaled[1] == before[1]  # the other rank is untouched
+    p0, s0 = before[0].perf, scaled[0].perf
+    ws = before[0].workset_ms
+    assert ws > 0 and scaled[0].workset_ms == 0  # a measured table's time holds its working set
+    assert s0.fwd_compute + s0.bwd_compute == pytest.approx(3 * (p0.fwd_compute + p0.bwd_compute - ws))
+    assert (s0.fwd_comms, s0.bwd_comms, s0.prefetch_compute) == (p0.fwd_comms, p0.bwd_comms, p0.prefetch_compute)
+    assert engine.config_to_dict(engine.parse_config(raw))["constraints"]["t0"]["compute_scale"] == 3.0
+
+
+@pytest.mark.parametrize("bad", [0, -1, 101, "x"])
+def test_a_bad_compute_scale_names_the_field(bad):
+    raw = _config()
+    raw["constraints"]["t1"]["compute_scale"] = bad
+    with pytest.raises(engine.ConfigError, match=r"constraints\.t1\.compute_scale"):
+        engine.parse_config(raw)
+
+
+def test_the_scale_is_the_measured_time_beyond_the_fixed_step_over_the_estimate_alone():
+    cfg = engine.parse_config(_config())
+    est, ws = alone_estimate(cfg, "t1")
+    assert est > 0 and ws > 0
+    fixed = 0.05
+    got, notes = apply_table_costs(cfg, _costs(cfg, {"t1": fixed + 2.5 * est}, fixed), "costs.json")
+    assert got.constraint("t1").compute_scale == pytest.approx(2.5)
+    assert got.constraint("t0").compute_scale is None  # not measured: the estimate as it is
+    one, plan = engine.table_costs.alone(got, "t1")
+    alone_rank = engine.evaluate(replace(got, tables=one.tables, constraints={"t1": got.constraint("t1")}), plan)
+    assert alone_rank.ranks[0].perf.fwd_compute + alone_rank.ranks[0].perf.bwd_compute == pytest.approx(2.5 * est)
+    assert "compute of 1 of 3 tables as measured alone on test CPU (fbgemm, costs.json)" in notes[0]
+    assert "2 tables not in costs.json keep the estimate" in notes[1]
+    # a measurement under the fixed step is held to the floor, and says so
+    low, said = apply_table_costs(cfg, _costs(cfg, {"t1": fixed / 2}, fixed), "costs.json")
+    assert low.constraint("t1").compute_scale == pytest.approx(0.01)
+    assert any(n.startswith("scale held to 0.01-100 for t1") for n in said)
+
+
+def test_the_planner_gives_a_table_measured_slow_a_rank_of_its_own():
+    cfg = engine.parse_config(_config(world=2, dims=(64, 64, 64)))
+    est = {t.name: sum(alone_estimate(cfg, t.name)) for t in cfg.tables}
+    # the estimate: three equal tables; measured, t2 costs three times the others
+    measured, _ = apply_table_costs(cfg, _costs(cfg, {"t0": est["t0"], "t1": est["t1"], "t2": 3 * est["t2"]}, 0.0))
+    plan = engine.plan(measured)
+    on = {name: tp.ranks for name, tp in plan.tables.items()}
+    assert on["t0"] == on["t1"] != on["t2"]  # t2 alone, the two cheap ones together
+    assert engine.evaluate(measured, plan.tables).max_rank_cost_ms == pytest.approx(plan.max_rank_cost_ms)
+
+
+def test_a_file_of_another_topology_or_table_is_refused_naming_the_field():
+    cfg = engine.parse_config(_config())
+    costs = _costs(cfg, {"t0": 1.0})
+    other = engine.parse_config(_config(world=4))
+    with pytest.raises(engine.ConfigError, match=r"topology\.world_size: c\.json was measured with world_size 2, "
+                                                 r"the config has 4: measure again"):
+        apply_table_costs(other, costs, "c.json")
+    gpu = _config()
+    gpu["topology"]["compute_device"] = "cuda"
+    with pytest.raises(engine.ConfigError, match=r"topology\.compute_device: .* the config has 'cuda': measure on "
+                                                 r"cuda \(measure-tables --device cuda\), or plan for cpu"):
+        apply_table_costs(engine.parse_config(gpu), costs, "c.json")
+    bigger = engine.parse_config(_config(rows=(30_000, 20_000, 20_000)))
+    with pytest.raises(engine.ConfigError, match=r"tables\.t0\.num_embeddings: c\.json measured it with "
+                                                 r"num_embeddings 20000, the config has 30000"):
+        apply_table_costs(bigger, costs, "c.json")
+    costs["tables"]["gone"] = dict(costs["tables"]["t0"])
+    with pytest.raises(engine.ConfigError, match=r"tables\.gone: .*does not have"):
+        apply_table_costs(cfg, costs, "c.json")
+    for bad, what in (({"format": "x"}, "no \"format\""), ({**costs, "version": 9}, "version 9"),
+                      ({**costs, "fixed_ms": "soon"}, "fixed_ms"),
+                      ({**costs, "tables": {"t0": {"ms": 0}}}, "table 't0' has no measured")):
+        with pytest.raises(engine.EngineError, match=what):
+            apply_table_costs(cfg, bad, "c.json")
+
+
+def test_measure_tables_then_plan_with_them_end_to_end(tmp_path):
+    cfg_path = write(tmp_path, _config(dims=(16, 64, 128)))
+    out = tmp_path / "costs.json"
+    said = run("measure-tables", cfg_path, "--out", out, "--iters", 3, "--warmup", 1, "--reps", 2).stdout
+    assert "measured 3 tables alone on " in said and f"wrote {out}" in said
+    data = json.loads(out.read_text())
+    assert data["format"] == FORMAT and data["topology"]["world_size"] == 2 and data["reps"] == 2
+    assert set(data["tables"]) == {"t0", "t1", "t2"}
+    assert all(len(t["reps_ms"]) == 2 and t["ms"] > 0 for t in data["tables"].values())
+    assert 0 < data["fixed_ms"] < min(t["ms"] for t in data["tables"].values())
+    plan = json.loads(run("plan", cfg_path, "--table-costs", out, "--json").stdout)
+    assert any(n.startswith("compute of 3 of 3 tables as measured alone on ") for n in plan["notes"])
+    # the same scales as the engine's API gives, so the plan is the one it makes
+    cfg = engine.parse_config(_config(dims=(16, 64, 128)))
+    measured, _ = apply_table_costs(cfg, data, str(out))
+    assert {n: tp["ranks"] for n, tp in plan["plan"].items()} == \
+        {n: list(tp.ranks) for n, tp in engine.plan(measured).tables.items()}
+
+
+def test_plan_says_what_is_wrong_with_a_costs_file_in_one_line(tmp_path):
+    cfg_path = write(tmp_path, _config())
+    proc = run("plan", cfg_path, "--table-costs", tmp_path / "none.json", check=False)
+    assert proc.returncode == 2 and "does not exist" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    other = write(tmp_path, _costs(engine.parse_config(_config(world=4)), {"t0": 1.0}), "c.json")
+    proc = run("plan", cfg_path, "--table-costs", other, check=False)
+    assert proc.returncode == 2 and "topology.world_size" in proc.stderr and "measure-tables" in proc.stderr
+    proc = run("measure-tables", cfg_path, "--reps", 0, check=False)
+    assert proc.returncode == 2 and "--reps must be >= 1" in proc.stderr

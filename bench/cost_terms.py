@@ -68,6 +68,11 @@ def cases() -> list[Case]:
     # skew: Zipf ids touch fewer distinct rows
     for s in (0.8, 1.1, 1.4):
         out.append(Case(f"zipf/{s:g}", ((500_000, 64, 16.0, s),) * 4))
+    # skew at three table sizes: does a skewed table's cost per id grow with its size as a uniform one's does
+    for s in (0.0, 1.05):
+        for dim in (32, 128):
+            for rows in (20_000, 200_000, 2_000_000):
+                out.append(Case(f"zipfsize/{s:g}/{dim}/{rows}", ((rows, dim, 16.0, s),)))
     # mixed ranks, as plans make them
     rng = np.random.default_rng(11)
     for i in range(10):

@@ -29,6 +29,7 @@ import engine  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "measured.md"
 DRYRUN_TIMEOUT_S = 900
+TABLE_COST_REPS = 3  # measure-tables rounds per config (--table-costs)
 
 
 def dryrun_flags(iters: int, batches: int, case: MeasuredCase, help_text: str) -> list[str]:
@@ -76,7 +77,7 @@ def same_sharding(a: dict, b: dict) -> bool:
 
 def measure_case(case: MeasuredCase, work: Path, pairs: int, flags: list[str], torchrec_timeout_s: float,
                  log=print, fit_from: Optional[list] = None, baseline: str = "torchrec", fit_cases: list = (),
-                 min_gain: Optional[str] = None) -> dict:
+                 min_gain: Optional[str] = None, table_costs: bool = False) -> dict:
     """Plan a case with both planners and run the rounds; the record of the config (runs, summary, notes). With
     `fit_from` (bench.measured_fit.fit_sources' plans), ours is planned, and both plans dry-run, with the CPU terms
     fitted on the other configs' ranks of those runs (TorchRec's planner gets the config as it is). With `baseline`
@@ -84,7 +85,9 @@ def measure_case(case: MeasuredCase, work: Path, pairs: int, flags: list[str], t
     is, priced with the default terms: whether fitting the terms made our plan faster when run. `fit_cases`
     (bench.measured_fit.fit_cases) join every fit. With `min_gain` ("auto": bench.measured_fit.pair_margin, or a
     fraction), ours is planned against TorchRec's plan as `engine plan --baseline --min-gain` plans it: TorchRec's
-    plan is kept unless ours is estimated faster by more than that."""
+    plan is kept unless ours is estimated faster by more than that. With `table_costs`, every table is first dry-run
+    alone (`python -m engine measure-tables`, with the rounds' flags) and both plans are priced, and ours planned, with
+    each table's compute as measured (engine.apply_table_costs): the config the rounds read carries the scales."""
     cfg_path = work / f"{case.name}.json"
     cfg_path.write_text(json.dumps(case.config))
     rec: dict = {"name": case.name, "held_out": case.held_out, "zipf_alpha": case.zipf_alpha, "config": case.config,
@@ -103,6 +106,26 @@ def measure_case(case: MeasuredCase, work: Path, pairs: int, flags: list[str], t
         plan_path = work / f"{case.name}.fitted.json"
         plan_path.write_text(json.dumps(fitted))
         rec["fitted_config"] = fitted
+    if table_costs:
+        costs_path = work / f"{case.name}.costs.json"
+        start = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-m", "engine", "measure-tables", str(plan_path), "--out",
+                               str(costs_path), "--reps", str(TABLE_COST_REPS), *flags], cwd=ROOT, capture_output=True,
+                              text=True, timeout=DRYRUN_TIMEOUT_S)
+        if proc.returncode != 0:
+            rec["error"] = "measure-tables: " + (proc.stderr.strip().splitlines() or ["failed"])[-1][:300]
+            return rec
+        costs = json.loads(costs_path.read_text())
+        priced, said = engine.apply_table_costs(engine.parse_config(json.loads(plan_path.read_text())), costs,
+                                                "measure-tables")
+        rec["table_costs"] = {"wall_s": time.perf_counter() - start, "measure_s": costs["measure_s"],
+                              "fixed_ms": costs["fixed_ms"], "backend": costs["backend"], "reps": TABLE_COST_REPS,
+                              "tables": {k: v["ms"] for k, v in costs["tables"].items()},
+                              "scales": {t.name: priced.constraint(t.name).compute_scale for t in priced.tables},
+                              "notes": said}
+        plan_path = work / f"{case.name}.measured.json"
+        plan_path.write_text(json.dumps(engine.config_to_dict(priced)))
+        rec["measured_config"] = engine.config_to_dict(priced)
     theirs = run_planner("plan", cfg_path, 300) if baseline == "defaults" else \
         run_planner("torchrec-plan", cfg_path, torchrec_timeout_s)
     extra: list[str] = []
@@ -204,7 +227,7 @@ def report_markdown(meta: dict, records: list[dict]) -> str:
             "TorchRec's and ours again, the order rotated by one each round (round 1: ours, TorchRec's, ours again; "
             "round 2: TorchRec's, ours again, ours; ...), so each takes every position; a pair is the two runs of "
             "one round. A plan's time is its slowest rank's measured_ms.", "",
-            *_fit_lines(meta, records),
+            *_fit_lines(meta, records), *_table_cost_lines(meta, records),
             "Ratios: ours / TorchRec's measured slowest rank, pair by pair (median and interquartile range); A/A: "
             "ours again / ours, the noise floor. Verdict: the median ratio outside the A/A band (the A/A quartile "
             "furthest from 1, mirrored) is faster or slower, else within noise. Estimate columns use the dry-run's "
@@ -216,6 +239,20 @@ def report_markdown(meta: dict, records: list[dict]) -> str:
         text += ["Held-out configs (added later; settings drawn from their seeds):", "", tally(later), "",
                  table_markdown(later, label), ""]
     return "\n".join(text)
+
+
+def _table_cost_lines(meta: dict, records: list[dict]) -> list[str]:
+    """What the report says of --table-costs: every table measured alone before ours is planned."""
+    costs = [r["table_costs"] for r in records if "table_costs" in r]
+    if not meta.get("table_costs") or not costs:
+        return []
+    scales = [s for c in costs for s in c["scales"].values() if s is not None]
+    took = [c["wall_s"] for c in costs]
+    return [f"**Every table measured alone first** (`python -m engine measure-tables`, {costs[0]['reps']} rounds, the "
+            f"rounds' dry-run flags): both plans are priced, and ours planned, with each table's compute as measured "
+            f"(`engine plan --table-costs`, engine.table_costs); measured / estimated {min(scales):.2f}-"
+            f"{max(scales):.2f} over {len(scales)} tables; {min(took):.1f}-{max(took):.1f} s per config, not counted "
+            "in the planning times.", ""]
 
 
 def _guard_lines(meta: dict, records: list[dict]) -> list[str]:
@@ -293,6 +330,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--min-gain", metavar="auto|F", help="plan ours against TorchRec's plan, kept unless ours is "
                    "estimated faster by more than F (engine plan --baseline --min-gain); auto: the estimate's held-out "
                    "error on two plans' ratio (bench.measured_fit.pair_margin; needs --fit-from)")
+    p.add_argument("--table-costs", action="store_true", help="dry-run every table alone first (python -m engine "
+                   "measure-tables) and price both plans, and plan ours, with each table's compute as measured")
     p.add_argument("--baseline", choices=("torchrec", "defaults"), default="torchrec", help="the plan ours is "
                    "measured against: TorchRec's (default), or with --fit-from ours on the default terms (the JSON "
                    "keeps the series name 'torchrec' for it)")
@@ -329,14 +368,15 @@ def main(argv: Optional[list[str]] = None) -> int:
             "load_before": " / ".join(f"{x:.1f}" for x in os.getloadavg()),
             "flags": dryrun_flags(iters, args.batches, MeasuredCase("", {}, None), help_text),
             "fit_from": [str(f) for f in args.fit_from or []], "baseline": args.baseline,
-            "fit_cases": [str(f) for f in args.fit_cases], "min_gain": args.min_gain}
+            "fit_cases": [str(f) for f in args.fit_cases], "min_gain": args.min_gain,
+            "table_costs": args.table_costs}
     start = time.perf_counter()
     records: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         for case in selected:
             records.append(measure_case(case, Path(tmp), pairs, dryrun_flags(iters, args.batches, case, help_text),
                                         args.torchrec_timeout, log, fit_from, args.baseline, fit_cases,
-                                        args.min_gain))
+                                        args.min_gain, args.table_costs))
             log(f"{case.name}: {records[-1].get('summary', {}).get('verdict', records[-1].get('error', 'done'))}")
             text = write_report(args.out, meta, records, start, len(selected))
     print(text)

@@ -241,3 +241,21 @@ def test_quick_bench_with_cases_and_the_held_out_margin_end_to_end(tmp_path):
     assert said and said[0].startswith("ours replaces TorchRec's plan" if guard["kept"] == "ours"
                                        else "TorchRec's plan kept")
     assert "the one-rank cost-term cases of" in out.read_text()
+
+
+def test_quick_bench_plans_ours_with_every_table_measured_alone(tmp_path):
+    out = tmp_path / "measured.md"
+    proc = processes.run([sys.executable, "-m", "bench.measured", "--quick", "--pairs", "1", "--iters", "3",
+                          "--table-costs", "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    [rec] = json.loads(out.with_suffix(".json").read_text())["configs"]
+    assert "error" not in rec, rec.get("error")
+    names = {t["name"] for t in rec["config"]["tables"]}
+    costs = rec["table_costs"]
+    assert set(costs["tables"]) == set(costs["scales"]) == names and costs["reps"] == 3
+    assert 0 < costs["fixed_ms"] < min(costs["tables"].values())
+    # the config the rounds read carries the scales the engine makes of those measurements
+    measured = rec["measured_config"]["constraints"]
+    assert {n: measured[n]["compute_scale"] for n in names} == pytest.approx(costs["scales"])
+    assert costs["notes"][0].startswith(f"compute of {len(names)} of {len(names)} tables as measured alone on ")
+    assert "**Every table measured alone first**" in out.read_text()

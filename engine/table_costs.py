@@ -31,7 +31,9 @@ import numpy as np
 from engine import limits as L
 from engine.errors import ConfigError, EngineError
 from engine.evaluate import evaluate
-from engine.types import ComputeKernel, Config, Constraints, Shard, ShardingType, TableConfig, TablePlan
+from engine.profile import BACKEND
+from engine.types import (ComputeKernel, Config, Constraints, Device, DeviceProfile, Shard, ShardingType, TableConfig,
+                          TablePlan, Topology)
 
 FORMAT = "table-costs"
 VERSION = 1
@@ -61,7 +63,10 @@ def alone(cfg: Config, name: str) -> tuple[Config, dict[str, TablePlan]]:
     """The config with only table `name` (its compute_scale 1), and the plan that puts it whole on rank 0."""
     t = cfg.table(name)
     c = replace(cfg.constraint(name), compute_scale=None, ranks=None, hosts=None, colocate=None, apart=None)
-    one = replace(cfg, tables=(t,), constraints={name: c})
+    topo = cfg.topology
+    if topo.profile is not None:  # the table's compute alone: none of the step's fixed costs
+        topo = replace(topo, profile=replace(topo.profile, step_ms=0.0, collective_ms=0.0, launch_ms=0.0, piece_ms=0.0))
+    one = replace(cfg, tables=(t,), constraints={name: c}, topology=topo)
     return one, {name: TablePlan(ShardingType.TABLE_WISE, ComputeKernel.FUSED, (0,),
                                  (Shard((0, 0), (t.num_embeddings, t.embedding_dim), 0),))}
 
@@ -135,7 +140,8 @@ def apply_table_costs(cfg: Config, data: Any, source: str = "the table costs") -
     constraints = dict(cfg.constraints)
     for name, s in scales.items():
         constraints[name] = replace(cfg.constraint(name), compute_scale=s)
-    notes = []
+    topo, step_note = _with_fixed_step(cfg.topology, fixed, data.get("device_name"))
+    notes = [step_note] if step_note else []
     if scales:
         v = np.array(list(scales.values()))
         notes.append(f"compute of {len(scales)} of {len(cfg.tables)} tables as measured alone on "
@@ -146,7 +152,25 @@ def apply_table_costs(cfg: Config, data: Any, source: str = "the table costs") -
     if clipped:
         notes.append(f"scale held to {MIN_SCALE:g}-{L.MAX_COMPUTE_SCALE:g} for {', '.join(clipped[:5])}"
                      + (f" and {len(clipped) - 5} more" if len(clipped) > 5 else ""))
-    return replace(cfg, constraints=constraints), notes
+    return replace(cfg, constraints=constraints, topology=topo), notes
+
+
+def _with_fixed_step(topo: Topology, fixed: float, device_name: str | None) -> tuple[Topology, str]:
+    """The topology whose profile carries the measured fixed step as every rank's step_ms (CPU, where the dry-run
+    is what is planned for): each rank runs its kernels once a step, however many tables it holds. A profile that
+    already prices a fixed step (python -m db calibrate) keeps its own."""
+    if topo.compute_device is not Device.CPU:
+        return topo, ""
+    prof = topo.profile
+    said = f"fixed step {fixed:.3g} ms per rank, as measured"
+    if prof is None:
+        made = DeviceProfile(Device.CPU, BACKEND[Device.CPU], topo.num_hosts, None, step_ms=fixed,
+                             source=f"measure-tables: the fixed step of a rank's kernels on "
+                                    f"{device_name or 'the CPU'}; no other fixed costs measured")
+        return replace(topo, profile=made), said
+    if not prof.applies(topo) or prof.step_ms > 0:
+        return topo, f"the profile's own fixed step kept ({prof.step_ms:.3g} ms), not the measured {fixed:.3g} ms"
+    return replace(topo, profile=replace(prof, step_ms=fixed)), said
 
 
 __all__ = ["FORMAT", "VERSION", "alone", "alone_estimate", "apply_table_costs", "fixed_alone", "read_costs",

@@ -257,5 +257,6 @@ def test_quick_bench_plans_ours_with_every_table_measured_alone(tmp_path):
     # the config the rounds read carries the scales the engine makes of those measurements
     measured = rec["measured_config"]["constraints"]
     assert {n: measured[n]["compute_scale"] for n in names} == pytest.approx(costs["scales"])
-    assert costs["notes"][0].startswith(f"compute of {len(names)} of {len(names)} tables as measured alone on ")
+    assert costs["notes"][0] == f"fixed step {costs['fixed_ms']:.3g} ms per rank, as measured"
+    assert costs["notes"][1].startswith(f"compute of {len(names)} of {len(names)} tables as measured alone on ")
     assert "**Every table measured alone first**" in out.read_text()

@@ -71,9 +71,20 @@ def test_the_scale_is_the_measured_time_beyond_the_fixed_step_over_the_estimate_
     assert got.constraint("t0").compute_scale is None  # not measured: the estimate as it is
     one, plan = engine.table_costs.alone(got, "t1")
     alone_rank = engine.evaluate(replace(got, tables=one.tables, constraints={"t1": got.constraint("t1")}), plan)
-    assert alone_rank.ranks[0].perf.fwd_compute + alone_rank.ranks[0].perf.bwd_compute == pytest.approx(2.5 * est)
-    assert "compute of 1 of 3 tables as measured alone on test CPU (fbgemm, costs.json)" in notes[0]
-    assert "2 tables not in costs.json keep the estimate" in notes[1]
+    # the table alone is priced at what was measured: its share, and the fixed step every rank carries once
+    assert alone_rank.ranks[0].perf.fwd_compute + alone_rank.ranks[0].perf.bwd_compute == \
+        pytest.approx(fixed + 2.5 * est)
+    assert got.topology.profile.step_ms == fixed and got.topology.profile.source.startswith("measure-tables: ")
+    assert notes[0] == "fixed step 0.05 ms per rank, as measured"
+    assert "compute of 1 of 3 tables as measured alone on test CPU (fbgemm, costs.json)" in notes[1]
+    assert "2 tables not in costs.json keep the estimate" in notes[2]
+    # a profile that prices its own fixed step (python -m db calibrate) keeps it, and the scale is the same
+    raw = _config()
+    raw["topology"]["profile"] = {"device": "cpu", "backend": "gloo", "hosts": 1, "step_ms": 0.3}
+    own = engine.parse_config(raw)
+    kept, said = apply_table_costs(own, _costs(own, {"t1": fixed + 2.5 * est}, fixed), "costs.json")
+    assert kept.topology.profile.step_ms == 0.3 and kept.constraint("t1").compute_scale == pytest.approx(2.5)
+    assert said[0] == "the profile's own fixed step kept (0.3 ms), not the measured 0.05 ms"
     # a measurement under the fixed step is held to the floor, and says so
     low, said = apply_table_costs(cfg, _costs(cfg, {"t1": fixed / 2}, fixed), "costs.json")
     assert low.constraint("t1").compute_scale == pytest.approx(0.01)

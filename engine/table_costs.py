@@ -14,8 +14,10 @@ so every piece of the table, whatever its sharding, costs its share of the measu
 tables costs the sum of theirs: the measured time holds the table's own working set, so the rank's working-set term
 (engine.workset) leaves measured tables out. On the VM measured, ranks added up that way name their slowest rank in
 16 of 21 resolved plans, 13 with the fitted working-set term on top (docs/estimator.md, "Tables measured alone").
-Comms and fixed costs stay the estimate's. The scale is taken against the estimate the plan is priced with (the
-config's profile and terms), when the file is read.
+The fixed step is carried once by every rank: on a CPU topology it becomes the profile's step_ms (a profile already
+pricing a fixed step, from python -m db calibrate, keeps its own); comms stay the estimate's. The scale is taken
+against the estimate the plan is priced with (the config's terms, without the profile's fixed costs), when the file
+is read.
 
 A file measured under another topology (world size, batch size, optimizer, device kind) or with a table of another
 shape or load is refused, naming the table and the field; tables it does not list keep the estimate.

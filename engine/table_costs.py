@@ -39,7 +39,7 @@ from engine.types import (ComputeKernel, Config, Constraints, Device, DeviceProf
 
 FORMAT = "table-costs"
 VERSION = 1
-FIXED_TABLE = "__fixed__"  # the one-row table whose step is the fixed time (a name no config can hold: __ reserved)
+FIXED_TABLE = "fixed_step"  # the one-row table whose step is the fixed time, measured in a config of its own
 FIXED_SHAPE = (1, 4)  # rows, dim
 MEASURE_AGAIN = "measure again: python -m engine measure-tables CONFIG.json --out COSTS.json"
 MIN_SCALE = 1.0 / L.MAX_COMPUTE_SCALE

@@ -13,18 +13,17 @@ import json
 import sys
 import time
 from dataclasses import replace
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
+from engine import atomicfile
 from engine.cliutil import one_line_errors
 from engine.config import load_config
 from engine.errors import EngineError
 from engine.pricing import priced_for
 from engine.replicas import group_config
-from engine.table_costs import (FIXED_TABLE, FORMAT, VERSION, alone, alone_estimate, fixed_alone, table_record,
-                                topology_record)
+from engine.table_costs import FORMAT, VERSION, alone, alone_estimate, fixed_alone, table_record, topology_record
 from engine.types import Config, Device
 
 from engine.dryrun.types import DryrunSettings
@@ -39,20 +38,22 @@ def measure_tables(cfg: Config, settings: DryrunSettings, reps: int = 3,
     if reps < 1:
         raise EngineError(f"--reps must be >= 1, got {reps}")
     names = [t.name for t in cfg.tables]
-    times: dict[str, list[float]] = {n: [] for n in [*names, FIXED_TABLE]}
+    times: dict[str, list[float]] = {n: [] for n in names}
+    fixed: list[float] = []  # apart from the tables: a config may name a table as the fixed one is named
     backend = device = None
     started = time.perf_counter()
     rng = np.random.default_rng(settings.seed)
     for rep in range(reps):
-        order = [*names, FIXED_TABLE]
+        order: list[str | None] = [*names, None]  # None: the fixed step's one-row table
         order = [order[i] for i in rng.permutation(len(order))]
         s = replace(settings, seed=settings.seed + rep)
         for k, name in enumerate(order):
-            one, plan = fixed_alone(cfg) if name == FIXED_TABLE else alone(cfg, name)
+            one, plan = fixed_alone(cfg) if name is None else alone(cfg, name)
             result = run_dryrun(one, plan, s)
             backend, device = result.backend, result.device
-            times[name].append(result.ranks[0].measured_ms)
-            log(f"[{rep + 1}/{reps}] {k + 1}/{len(order)} {name}: {result.ranks[0].measured_ms:.3f} ms")
+            (fixed if name is None else times[name]).append(result.ranks[0].measured_ms)
+            log(f"[{rep + 1}/{reps}] {k + 1}/{len(order)} {'the fixed step' if name is None else name}: "
+                f"{result.ranks[0].measured_ms:.3f} ms")
     tables = {}
     for name in names:
         est, ws = alone_estimate(cfg, name)
@@ -62,7 +63,7 @@ def measure_tables(cfg: Config, settings: DryrunSettings, reps: int = 3,
             "device_name": cpu_name() if device is not None and device.value == "cpu" else (device and device.value),
             "backend": backend.value if backend is not None else None, "reps": reps, "iters": settings.iters,
             "warmup": settings.warmup, "threads": settings.threads, "seed": settings.seed,
-            "fixed_ms": float(np.median(times[FIXED_TABLE])), "fixed_reps_ms": times[FIXED_TABLE],
+            "fixed_ms": float(np.median(fixed)), "fixed_reps_ms": fixed,
             "measure_s": round(time.perf_counter() - started, 3), "tables": tables}
 
 
@@ -74,9 +75,11 @@ def cmd_measure_tables(args: argparse.Namespace) -> int:
     pricing = priced_for(group_config(cfg), Device(settings.device.value), "dry-run")
     log = (lambda line: print(line, file=sys.stderr)) if args.progress else (lambda _: None)
     data = measure_tables(pricing.config, settings, args.reps, log)
-    text = json.dumps(data, indent=1)
     if args.out:
-        Path(args.out).write_text(text + "\n")
+        try:
+            atomicfile.write_json(args.out, data)  # whole or not at all
+        except OSError as e:
+            raise EngineError(f"cannot write --out {args.out!r}: {e.strerror or e}") from None
         t = data["tables"]
         print(f"measured {len(t)} tables alone on {data['device_name']} ({data['backend']}) in "
               f"{data['measure_s']:.1f} s: fixed step {data['fixed_ms']:.3f} ms; wrote {args.out}; plan with "
@@ -84,7 +87,7 @@ def cmd_measure_tables(args: argparse.Namespace) -> int:
         if pricing.note:
             print(f"note: {pricing.note}")
     else:
-        print(text)
+        print(json.dumps(data, indent=1))
     return 0
 
 

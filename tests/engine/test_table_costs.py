@@ -156,3 +156,18 @@ def test_plan_says_what_is_wrong_with_a_costs_file_in_one_line(tmp_path):
     assert proc.returncode == 2 and "topology.world_size" in proc.stderr and "measure-tables" in proc.stderr
     proc = run("measure-tables", cfg_path, "--reps", 0, check=False)
     assert proc.returncode == 2 and "--reps must be >= 1" in proc.stderr
+
+
+def test_a_table_named_as_the_fixed_step_is_measured_as_itself(tmp_path):
+    raw = _config(rows=(2_000, 2_000, 2_000))
+    raw["tables"][0]["name"] = "fixed_step"
+    raw["constraints"]["fixed_step"] = raw["constraints"].pop("t0")
+    cfg_path = write(tmp_path, raw)
+    out = tmp_path / "costs.json"
+    run("measure-tables", cfg_path, "--out", out, "--iters", 2, "--warmup", 0, "--reps", 2)
+    data = json.loads(out.read_text())
+    assert set(data["tables"]) == {"fixed_step", "t1", "t2"}
+    assert len(data["tables"]["fixed_step"]["reps_ms"]) == len(data["fixed_reps_ms"]) == 2
+    proc = run("measure-tables", cfg_path, "--out", tmp_path / "no" / "such" / "dir.json", "--iters", 1, check=False)
+    assert proc.returncode == 2 and "cannot write --out" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1

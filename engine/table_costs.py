@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from engine import limits as L
-from engine.errors import ConfigError, EngineError
+from engine.errors import ConfigError, EngineError, one_line
 from engine.evaluate import evaluate
 from engine.profile import BACKEND
 from engine.types import (ComputeKernel, Config, Constraints, Device, DeviceProfile, Shard, ShardingType, TableConfig,
@@ -43,6 +43,7 @@ FIXED_TABLE = "fixed_step"  # the one-row table whose step is the fixed time, me
 FIXED_SHAPE = (1, 4)  # rows, dim
 MEASURE_AGAIN = "measure again: python -m engine measure-tables CONFIG.json --out COSTS.json"
 MIN_SCALE = 1.0 / L.MAX_COMPUTE_SCALE
+MAX_SAID = 200  # characters of a device or backend name a note quotes
 
 
 def table_record(t: TableConfig, c: Constraints) -> dict[str, Any]:
@@ -142,12 +143,13 @@ def apply_table_costs(cfg: Config, data: Any, source: str = "the table costs") -
     constraints = dict(cfg.constraints)
     for name, s in scales.items():
         constraints[name] = replace(cfg.constraint(name), compute_scale=s)
-    topo, step_note = _with_fixed_step(cfg.topology, fixed, data.get("device_name"))
+    device, backend = _said(data.get("device_name")), _said(data.get("backend"))
+    topo, step_note = _with_fixed_step(cfg.topology, fixed, device)
     notes = [step_note] if step_note else []
     if scales:
         v = np.array(list(scales.values()))
         notes.append(f"compute of {len(scales)} of {len(cfg.tables)} tables as measured alone on "
-                     f"{data.get('device_name') or 'an unrecorded device'} ({data.get('backend', '?')}, {source}): "
+                     f"{device or 'an unrecorded device'} ({backend or '?'}, {source}): "
                      f"measured / estimated {v.min():.2f} to {v.max():.2f}, median {np.median(v):.2f}")
     if len(scales) < len(cfg.tables):
         notes.append(f"{len(cfg.tables) - len(scales)} tables not in {source} keep the estimate")
@@ -155,6 +157,11 @@ def apply_table_costs(cfg: Config, data: Any, source: str = "the table costs") -
         notes.append(f"scale held to {MIN_SCALE:g}-{L.MAX_COMPUTE_SCALE:g} for {', '.join(clipped[:5])}"
                      + (f" and {len(clipped) - 5} more" if len(clipped) > 5 else ""))
     return replace(cfg, constraints=constraints, topology=topo), notes
+
+
+def _said(value: Any) -> str:
+    """A name the file gives (its device, its backend), as one short line of text: data, never layout."""
+    return one_line(value)[:MAX_SAID] if isinstance(value, str) else ""
 
 
 def _with_fixed_step(topo: Topology, fixed: float, device_name: str | None) -> tuple[Topology, str]:

@@ -121,6 +121,11 @@ def test_a_file_of_another_topology_or_table_is_refused_naming_the_field():
     costs["tables"]["gone"] = dict(costs["tables"]["t0"])
     with pytest.raises(engine.ConfigError, match=r"tables\.gone: .*does not have"):
         apply_table_costs(cfg, costs, "c.json")
+    # names the file gives are quoted as one short line: no newline, no layout, whatever they hold
+    odd = {**_costs(cfg, {"t0": 1.0}), "device_name": "cpu\n# heading | " + "x" * 5000, "backend": 7}
+    _, said = apply_table_costs(cfg, odd, "c.json")
+    assert all("\n" not in n and len(n) < 600 for n in said)
+    assert "on cpu\\n# heading | xxx" in said[1] and "(?, c.json)" in said[1]
     for bad, what in (({"format": "x"}, "no \"format\""), ({**costs, "version": 9}, "version 9"),
                       ({**costs, "fixed_ms": "soon"}, "fixed_ms"),
                       ({**costs, "tables": {"t0": {"ms": 0}}}, "table 't0' has no measured")):

@@ -19,6 +19,8 @@ def workset_bound_ms(options: list[list[Option]], arr: OptionArrays, probe: Plac
     tables' cheapest costs. 0 elsewhere."""
     if not probe.priced_ws or not options:
         return 0.0
+    if probe.ws_price.ramp:  # tables measured alone: the pressure term is >= 0 and the pieces' costs hold the rest
+        return float(arr.min_per_table(arr.cost_ms).sum()) / probe.topo.world_size
     w = probe.topo.world_size
     least_rows, narrowest = 0.0, np.inf
     for opts in options:
@@ -33,7 +35,7 @@ def workset_bound_ms(options: list[list[Option]], arr: OptionArrays, probe: Plac
         return 0.0
     past = max(least_rows / w - C.CPU_WORKSET_KNEE_BYTES / narrowest, 0.0)
     least_cost = float(arr.min_per_table(arr.cost_ms).sum())
-    return (least_cost + w * probe.ws_per_row * past) / w
+    return (least_cost + w * probe.ws_price.per_row * past) / w
 
 
 def fleet_worth(options: list[list[Option]], probe: Placement) -> tuple[float, float]:

@@ -23,16 +23,16 @@ import numpy as np
 
 from engine.errors import EngineError
 from engine.evaluate import evaluate
-from engine.fields import PROFILE_TERM_NAMES, PROFILE_TERMS
+from engine.fields import FITTED_TERM_NAMES, PROFILE_TERM_NAMES, PROFILE_TERMS
 from engine.fitting import nnls_active_set, standard_errors
 from engine.profile import BACKEND
 from engine.terms import DEFAULTS
 from engine.types import Config, Device, DeviceProfile, TablePlan
 
 INTERCEPT = "rank_step_ms"  # ms per rank-step: fitted beside the terms, not written to a profile
-TERMS = (*PROFILE_TERM_NAMES, INTERCEPT)  # the order identifiability is decided in: the intercept last
+TERMS = (*FITTED_TERM_NAMES, INTERCEPT)  # the order identifiability is decided in: the intercept last
 UNITS = {**{f.name: f.unit for f in PROFILE_TERMS}, INTERCEPT: "ms per rank-step"}
-TERM_DEFAULTS = {**DEFAULTS, INTERCEPT: 0.0}
+TERM_DEFAULTS = {**{n: DEFAULTS[n] for n in FITTED_TERM_NAMES}, INTERCEPT: 0.0}
 COND_MAX = 1e3  # a term whose column takes the unit-scaled design's condition number past this is not fitted
 REL_SE_MAX = 0.5  # a term whose standard error is over this share of max(value, default) is not fitted
 MIN_DOF = 2  # measurements (ranks) beyond the fitted terms, for the residuals to give an uncertainty
@@ -67,7 +67,7 @@ def _hint(name: str) -> str:
 class TermRun:
     """One run: per rank, the ms each term prices per byte (features), the ms no term scales, and the measured ms."""
 
-    features: np.ndarray  # (W, len(PROFILE_TERM_NAMES))
+    features: np.ndarray  # (W, len(FITTED_TERM_NAMES))
     offset: np.ndarray  # (W,)
     measured_ms: np.ndarray  # (W,)
     run_id: int = 0
@@ -95,7 +95,7 @@ def term_features(cfg: Config, tables: dict[str, TablePlan]) -> tuple[np.ndarray
     cfg = replace(cfg, topology=replace(cfg.topology, compute_device=Device.CPU, profile=None))
     zero = dict.fromkeys(PROFILE_TERM_NAMES, 0.0)
     base = _compute_ms(cfg, tables, zero)
-    cols = [(_compute_ms(cfg, tables, {**zero, name: PROBE}) - base) / PROBE for name in PROFILE_TERM_NAMES]
+    cols = [(_compute_ms(cfg, tables, {**zero, name: PROBE}) - base) / PROBE for name in FITTED_TERM_NAMES]
     return np.stack(cols, axis=1), base
 
 

@@ -96,3 +96,11 @@ CPU_OPTIMIZER_ROW_WORK: dict[str, float] = {  # the same, per touched row (rowwi
 # costs a miss whatever its width (measured: narrow and wide rows alike, bench/results/cost_terms.md).
 CPU_WORKSET_KNEE_BYTES: float = 2**20
 CPU_WORKSET_ROW_WORK: float = 6040.0
+# Tables measured alone (engine.table_costs) slow each other down on a rank: each distinct row a piece touches costs
+# the profile's cpu_pressure_row_work times the share of the ramp from CPU_PRESSURE_FROM_BYTES to
+# CPU_PRESSURE_TO_BYTES that its rank's touched working set is past, less the same at its table's own working set
+# (which its measured time holds). The ramp: held out over 105 measured fbgemm plans of this VM, 0.25-1 MiB to
+# 12-64 MiB fit alike (4.6-4.9% median per-rank error, against 9.3% without the term); the one-factor
+# measurements saw the cost per id double by about 8 MiB and stay so to 15.5 (bench/interplay.py).
+CPU_PRESSURE_FROM_BYTES: float = 0.5 * 2**20
+CPU_PRESSURE_TO_BYTES: float = 16.5 * 2**20

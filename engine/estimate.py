@@ -8,7 +8,7 @@ across the shards instead of charged in full to each; data-parallel all-reduce u
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -19,7 +19,7 @@ from engine.profile import active, piece_perf
 from engine.replicas import sync_ms, synced_bytes
 from engine.terms import CpuTerms, terms_of
 from engine.cachecurve import miss_rate
-from engine.workset import distinct_array
+from engine.workset import WorksetPrice, distinct_array, pressure, workset_price
 from engine.types import ComputeKernel, Constraints, Device, Perf, PoolingType, ShardingType, TableConfig, Topology
 
 N_PERF = 6  # columns of a perf array, in Perf's field order
@@ -218,13 +218,22 @@ def perf_parts(table: TableConfig, load: TableLoad, topo: Topology, st: Sharding
 def pieces_perf_parts(p: Pieces, topo: Topology, st: ShardingType) -> tuple[np.ndarray, np.ndarray]:
     """Per-row time as `work / kernel bandwidth + fixed`: (work bytes, fixed ms), both (rows, 6).
     Compute scales with the kernel's bandwidth; communication does not. A table whose compute was measured alone
-    (Pieces.scale, engine.table_costs) has its forward and backward compute work scaled by it."""
+    (Pieces.scale, engine.table_costs) has its forward and backward compute work scaled by it; where the tables'
+    pressure on each other was measured too (engine.workset.WorksetPrice.ramp), each piece's own pressure comes
+    off (pressure_alone_ms), no more than nine tenths of its compute."""
     work, fixed = _perf_parts(p, topo, st)
-    scale = np.broadcast_to(np.asarray(p.scale, dtype=np.float64), (len(work),))
-    measured = ~np.isnan(scale)
+    measured = _measured(p, len(work))
     if measured.any():
+        scale = np.broadcast_to(np.asarray(p.scale, dtype=np.float64), (len(work),))
         work[measured, 0] *= scale[measured]
         work[measured, 2] *= scale[measured]
+    price = workset_price(topo)
+    if price.ramp and len(work):
+        ms = pressure_alone_ms(p, topo, st, price)
+        compute = (work[:, 0] + work[:, 2]) / topo.ddr_mem_bw + fixed[:, 0] + fixed[:, 2]
+        ms = np.maximum(ms, -0.9 * np.maximum(compute, 0.0))
+        fixed[:, 0] += ms / 3.0  # compute, split forward : backward 1 : 2 as the rank's term is (add_workset)
+        fixed[:, 2] += ms * 2.0 / 3.0
     return work, fixed
 
 
@@ -385,19 +394,56 @@ def estimate_pieces(p: Pieces, topo: Topology, st: ShardingType,
 def piece_workset(p: Pieces, topo: Topology, st: ShardingType) -> tuple[np.ndarray, np.ndarray]:
     """(bytes, distinct rows) each piece touches in a step (CPU topologies; zeros elsewhere, where the term is not
     measured)."""
-    if topo.compute_device is not Device.CPU or terms_of(topo).workset_row_work == 0:
+    price = workset_price(topo)
+    if price.per_row == 0:
         return np.zeros(len(p.rows)), np.zeros(len(p.rows))
-    if st is ShardingType.DATA_PARALLEL:
-        touched = touched_rows(p, p.batch_inputs, local=True)
-    else:
-        touched = touched_rows(p, p.batch_inputs * topo.world_size, local=False)
+    touched = _touched(p, topo, st)
     ws = working_set_bytes(p, touched)
-    # a table measured alone (engine.table_costs): its measured time holds its working set, and on the VM measured
-    # the ranks of such tables add up without the term (docs/estimator.md, "Tables measured alone")
-    empty = (p.rows * p.cols == 0) | ~np.isnan(np.broadcast_to(np.asarray(p.scale, dtype=np.float64), ws.shape))
+    empty = p.rows * p.cols == 0
+    if not price.ramp:
+        # a table measured alone (engine.table_costs) without its pressure measured: its measured time holds its
+        # working set, and on the VM measured the ranks of such tables add up without the knee's term
+        # (docs/estimator.md, "Tables measured alone")
+        empty = empty | _measured(p, len(ws))
     ws[empty] = 0.0
     touched = np.where(empty, 0.0, touched)
     return ws, touched
+
+
+def table_workset(table: TableConfig, c: Constraints, topo: Topology) -> tuple[float, float]:
+    """(bytes, distinct rows) a table whole on one rank touches in a step (the global batch's ids), as a table
+    measured alone runs (engine.table_costs)."""
+    n, d = np.array([float(table.num_embeddings)]), np.array([float(table.embedding_dim)])
+    p = pieces_of(table, table_load(table, c, topo), topo, n, d)
+    touched = _touched(p, topo, ShardingType.TABLE_WISE)
+    return float(working_set_bytes(p, touched)[0]), float(touched[0])
+
+
+def _touched(p: Pieces, topo: Topology, st: ShardingType) -> np.ndarray:
+    if st is ShardingType.DATA_PARALLEL:
+        return touched_rows(p, p.batch_inputs, local=True)
+    return touched_rows(p, p.batch_inputs * topo.world_size, local=False)
+
+
+def _measured(p: Pieces, n: int) -> np.ndarray:
+    return ~np.isnan(np.broadcast_to(np.asarray(p.scale, dtype=np.float64), (n,)))
+
+
+def pressure_alone_ms(p: Pieces, topo: Topology, st: ShardingType, price: WorksetPrice) -> np.ndarray:
+    """Per piece, what its own table's working set costs it where tables were measured alone (price.ramp): the
+    pressure its table alone puts on its touched rows (taken off: the measured time holds it, and the rank's term
+    adds the rank's pressure back), and for a table not measured, the knee's term of the table alone (added: the
+    rank's term no longer holds it). ms, per piece."""
+    touched = _touched(p, topo, st)
+    if st is ShardingType.DATA_PARALLEL:
+        whole = distinct_array(p.batch_inputs * topo.world_size, p.num_embeddings, p.zipf)
+    else:
+        whole = touched_rows(replace(p, rows=p.num_embeddings), p.batch_inputs * topo.world_size, local=False)
+    table_bytes = working_set_bytes(replace(p, cols=p.embedding_dim), whole)
+    own = price.per_row * touched * pressure(table_bytes)
+    knee = WorksetPrice(terms_of(topo).workset_row_work / topo.ddr_mem_bw)
+    alone = knee.ms(table_bytes, touched)  # the piece's rows at its table's whole working set
+    return np.where(_measured(p, len(own)), -own, alone)
 
 
 def estimate_shards(table: TableConfig, c: Constraints, topo: Topology, st: ShardingType,

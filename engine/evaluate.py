@@ -9,8 +9,8 @@ import numpy as np
 
 from engine.capacity import usable_ddr_of, usable_hbm_of
 from engine.errors import ConfigError
-from engine.estimate import estimate_pieces, perf_from_row, pieces_for, table_load
-from engine.workset import rank_workset_ms
+from engine.estimate import estimate_pieces, perf_from_row, pieces_for, pressure_alone_ms, table_load
+from engine.workset import rank_workset_ms, workset_price
 from engine.memory import StepMemory, over_memory
 from engine.profile import step_perf
 from engine.fleet import kind_topologies, kinds
@@ -45,6 +45,8 @@ def evaluate(cfg: Config, tables: dict[str, TablePlan], planner: str = "engine",
     out = np.zeros(w, dtype=np.int64)
     count = np.zeros(w, dtype=np.int64)
     workset, workset_rows = np.zeros(w), np.zeros(w)
+    own = np.zeros(w)  # tables measured alone, their pressure probed: each piece's own pressure, in its cost
+    price = workset_price(topo)
     memory = StepMemory(cfg)
     groups: dict[tuple, list[tuple[int, np.ndarray, np.ndarray, np.ndarray]]] = {}
     index = {t.name: i for i, t in enumerate(cfg.tables)}
@@ -72,8 +74,11 @@ def evaluate(cfg: Config, tables: dict[str, TablePlan], planner: str = "engine",
         np.add.at(count, ranks, 1)
         np.add.at(workset, ranks, est.workset_bytes)
         np.add.at(workset_rows, ranks, est.workset_rows)
+        if price.ramp:
+            np.add.at(own, ranks, np.minimum(pressure_alone_ms(pieces, topo, st, price), 0.0))
     workset_ms = rank_workset_ms(workset, workset_rows, topo)
     add_workset(perf, workset_ms)
+    workset_ms = workset_ms + own  # with the ramp: what the rank's tables cost each other beyond their times alone
     perf = step_perf(cfg, tables, perf)  # a device profile's per-step, per-collective and per-launch costs
     parts = memory.parts()
     stats = tuple(

@@ -321,8 +321,14 @@ PROFILE_TERMS: tuple[Field, ...] = (
       for o in ("adagrad", "rowwise_adagrad", "adam")),
     _term("cpu_workset_row_work", C.CPU_WORKSET_ROW_WORK, "bytes per row past the knee",
           "each distinct row a step touches on a rank past its first CPU_WORKSET_KNEE_BYTES"),
+    _term("cpu_pressure_row_work", 0.0, "bytes per touched row at full pressure",
+          "tables measured alone slowing each other down on a rank: each distinct row a step touches, times how far "
+          "its rank's working set is up the ramp from CPU_PRESSURE_FROM_BYTES to CPU_PRESSURE_TO_BYTES less how far "
+          "its table's own is (fitted per config by `python -m engine measure-tables`; 0: off)"),
 )
 PROFILE_TERM_NAMES = tuple(f.name for f in PROFILE_TERMS)
+# the terms `python -m db calibrate --terms` fits; cpu_pressure_row_work is measured per config (engine.table_costs)
+FITTED_TERM_NAMES = tuple(n for n in PROFILE_TERM_NAMES if n != "cpu_pressure_row_work")
 
 # constraints.TABLE.workload: a block, not a scalar (no grid column); read by engine.workload_block, written only
 # when there is one. Kept out of CONSTRAINT so README's constraint table and the grid's columns stay scalars.

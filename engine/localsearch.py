@@ -94,7 +94,7 @@ def _best_swap(pl: Placement, fs: FreeShards, a: int, b: int, peak: float) -> tu
         val = np.maximum(peak - on_b[a] + on_b[x], pl.load[rx] - fs.c[x] * fs.f[x, kx] + fs.c[a] * fs.f[a, kx])
     elif pl.priced_ws:  # pl.after, inlined for both ranks of every candidate swap
         dw, dr = fs.w[a] - fs.w[x], fs.wr[a] - fs.wr[x]
-        k = pl.ws_per_row
+        k = pl.ws_price
         at_b = pl.base[b] - delta + ws_term(k, pl.ws[b] - dw, pl.wsr[b] - dr)
         at_x = pl.base[rx] + delta + ws_term(k, pl.ws[rx] + dw, pl.wsr[rx] + dr)
         val = np.maximum(at_b, at_x)

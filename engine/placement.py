@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine import constants as C
 from engine.capacity import ssd_caps, usable_caps
 from engine.fleet import kinds, per_rank
 from engine.placerules import PlacementRules
 from engine.tiers import SsdRoom, ssd_need
 from engine.enumerate import Option
-from engine.workset import rank_workset_ms
+from engine.workset import WorksetPrice, workset_price
 from engine.types import ShardingType, Topology
-from engine.terms import terms_of
 
 EPS = 1e-9
 FREE_PLACEMENT = (ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE, ShardingType.TABLE_COLUMN_WISE)
@@ -36,9 +34,8 @@ class Placement:
         self.topo = topo
         self.rules = rules  # placement rules (pins, co-location, apart); None: none
         self.balance_memory = balance_memory  # place by free memory first, load second (tight configs)
-        self.priced_ws = bool(rank_workset_ms(np.array([2.0 * C.CPU_WORKSET_KNEE_BYTES + 1.0]), np.array([1.0]),
-                                              topo)[0] > 0)
-        self.ws_per_row = terms_of(topo).workset_row_work / topo.ddr_mem_bw if self.priced_ws else 0.0
+        self.ws_price = workset_price(topo)
+        self.priced_ws = self.ws_price.per_row > 0
         self.load = np.zeros(w)
         self.base = np.zeros(w)
         self.ws = np.zeros(w)
@@ -107,7 +104,7 @@ class Placement:
     def ws_ms(self, ws: np.ndarray, wsr: np.ndarray) -> np.ndarray:
         """The working-set term of ranks touching `ws` bytes in `wsr` rows (engine.workset.rank_workset_ms, inlined:
         the search asks it often)."""
-        return ws_term(self.ws_per_row, ws, wsr)
+        return self.ws_price.ms(ws, wsr)
 
     def loads_with(self, opt: Option, ranks: np.ndarray) -> np.ndarray:
         """Every rank's load if the option were added on `ranks`."""
@@ -368,10 +365,9 @@ def _share(used: np.ndarray, cap: np.ndarray) -> np.ndarray:
     return np.divide(used, cap, out=np.where(used > 0, np.inf, 0.0), where=cap > 0)
 
 
-def ws_term(per_row: float, ws: np.ndarray, wsr: np.ndarray) -> np.ndarray:
-    """engine.workset.rank_workset_ms with its constant folded: per_row x the rows past the knee."""
-    past = np.maximum(ws - C.CPU_WORKSET_KNEE_BYTES, 0.0)
-    return per_row * np.maximum(wsr, 0.0) * past / np.maximum(ws, 1.0)
+def ws_term(price: WorksetPrice, ws: np.ndarray, wsr: np.ndarray) -> np.ndarray:
+    """engine.workset.rank_workset_ms with the topology's price already read (the search asks it often)."""
+    return price.ms(ws, wsr)
 
 
 def better(new: tuple[float, float], old: tuple[float, float]) -> bool:

@@ -63,12 +63,19 @@ CPU_DEFAULTS_NOTE = ("CPU estimate from the default cost terms, fitted on one 2-
                      "here: python -m db calibrate --terms --config C.json --config-out C.json")
 
 
+PRESSURE_TERM = "cpu_pressure_row_work"  # set from measured probe ranks (engine.table_costs), not db calibrate
+
+
+def _fitted(prof: DeviceProfile) -> list[str]:
+    return [n for n, _ in prof.terms if n != PRESSURE_TERM]
+
+
 def notes(topo: Topology) -> list[str]:
     """What a plan says about its profile: which one priced it, or why it did not; on a CPU topology without
     fitted terms, that the default terms describe another machine."""
     prof = getattr(topo, "profile", None)
     defaults = [CPU_DEFAULTS_NOTE] if topo.compute_device is Device.CPU and (
-        prof is None or not prof.applies(topo) or not prof.terms) else []
+        prof is None or not prof.applies(topo) or not _fitted(prof)) else []
     return _profile_notes(topo, prof) + defaults
 
 
@@ -82,8 +89,7 @@ def _profile_notes(topo: Topology, prof: DeviceProfile | None) -> list[str]:
     if prof.published:
         return [f"step priced with profile {where}; its fixed costs are defaults from published figures until a "
                 f"GPU profile is measured (python -m db calibrate --device cuda)"]
-    fitted = [f"CPU terms {', '.join(n for n, _ in prof.terms)} as fitted on {prof.device_name!r}"] \
-        if prof.terms else []
+    fitted = [f"CPU terms {', '.join(_fitted(prof))} as fitted on {prof.device_name!r}"] if _fitted(prof) else []
     return [f"step priced with profile {where} ({prof.source})", *fitted]
 
 

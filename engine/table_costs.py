@@ -32,8 +32,10 @@ import numpy as np
 
 from engine import limits as L
 from engine.errors import ConfigError, EngineError, one_line
+from engine.estimate import table_workset
 from engine.evaluate import evaluate
-from engine.profile import BACKEND
+from engine.profile import BACKEND, PRESSURE_TERM
+from engine.workset import pressure
 from engine.types import (ComputeKernel, Config, Constraints, Device, DeviceProfile, Shard, ShardingType, TableConfig,
                           TablePlan, Topology)
 
@@ -44,6 +46,7 @@ FIXED_SHAPE = (1, 4)  # rows, dim
 MEASURE_AGAIN = "measure again: python -m engine measure-tables CONFIG.json --out COSTS.json"
 MIN_SCALE = 1.0 / L.MAX_COMPUTE_SCALE
 MAX_SAID = 200  # characters of a device or backend name a note quotes
+MIN_PRESSURE_ROWS = 1000.0  # probes whose rows past their tables' own pressure sum to fewer say nothing of it
 
 
 def table_record(t: TableConfig, c: Constraints) -> dict[str, Any]:
@@ -64,14 +67,30 @@ def topology_record(cfg: Config) -> dict[str, Any]:
 
 def alone(cfg: Config, name: str) -> tuple[Config, dict[str, TablePlan]]:
     """The config with only table `name` (its compute_scale 1), and the plan that puts it whole on rank 0."""
-    t = cfg.table(name)
-    c = replace(cfg.constraint(name), compute_scale=None, ranks=None, hosts=None, colocate=None, apart=None)
+    return together(cfg, [name])
+
+
+def together(cfg: Config, names: list[str]) -> tuple[Config, dict[str, TablePlan]]:
+    """The config with only these tables (compute_scale 1, no placement rules), and the plan that puts them all whole
+    on rank 0, priced with none of the step's fixed costs and no pressure term: their compute alone."""
+    tables = tuple(cfg.table(n) for n in names)
+    constraints = {n: replace(cfg.constraint(n), compute_scale=None, ranks=None, hosts=None, colocate=None,
+                              apart=None) for n in names}
     topo = cfg.topology
     if topo.profile is not None:  # the table's compute alone: none of the step's fixed costs
-        topo = replace(topo, profile=replace(topo.profile, step_ms=0.0, collective_ms=0.0, launch_ms=0.0, piece_ms=0.0))
-    one = replace(cfg, tables=(t,), constraints={name: c}, topology=topo)
-    return one, {name: TablePlan(ShardingType.TABLE_WISE, ComputeKernel.FUSED, (0,),
-                                 (Shard((0, 0), (t.num_embeddings, t.embedding_dim), 0),))}
+        prof = replace(topo.profile, step_ms=0.0, collective_ms=0.0, launch_ms=0.0, piece_ms=0.0,
+                       terms=tuple((k, v) for k, v in topo.profile.terms if k != PRESSURE_TERM))
+        topo = replace(topo, profile=prof)
+    one = replace(cfg, tables=tables, constraints=constraints, topology=topo)
+    return one, {t.name: TablePlan(ShardingType.TABLE_WISE, ComputeKernel.FUSED, (0,),
+                                   (Shard((0, 0), (t.num_embeddings, t.embedding_dim), 0),)) for t in tables}
+
+
+def probe_groups(names: list[str], world_size: int, rng: np.random.Generator) -> list[list[str]]:
+    """One round's probe ranks: the tables dealt at random into world_size ranks (a table-wise plan's ranks, as a
+    planner might make them), each rank of two or more tables (one alone says nothing of the pressure)."""
+    order = [names[i] for i in rng.permutation(len(names))]
+    return [list(g) for g in np.array_split(np.array(order, dtype=object), max(world_size, 1)) if len(g) >= 2]
 
 
 def fixed_alone(cfg: Config) -> tuple[Config, dict[str, TablePlan]]:
@@ -85,6 +104,33 @@ def alone_estimate(cfg: Config, name: str) -> tuple[float, float]:
     one, plan = alone(cfg, name)
     r = evaluate(one, plan, planner="file").ranks[0]
     return r.perf.fwd_compute + r.perf.bwd_compute - r.workset_ms, r.workset_ms
+
+
+def pressure_fit(cfg: Config, data: dict[str, Any]) -> tuple[float, list[dict[str, Any]]]:
+    """The tables' pressure on each other from the file's probe ranks (measure-tables: random ranks of the config's
+    tables, each dry-run whole): ms per touched row at full pressure, fitted by least squares through 0 on
+
+        probe ms - fixed - sum(alone ms - fixed)  =  a x (rows x pressure(bytes) - sum(rows_t x pressure(bytes_t)))
+
+    (engine.workset.pressure; rows and bytes: what each table whole touches in a step, summed over the probe), and
+    per probe its figures. 0 where the probes' rows past their own pressure sum to under MIN_PRESSURE_ROWS (the
+    ranks stay in their tables' caches: nothing to fit) or the fit is negative."""
+    fixed = float(data["fixed_ms"])
+    own = {t.name: table_workset(t, cfg.constraint(t.name), cfg.topology) for t in cfg.tables}
+    xs, ys, rows = [], [], []
+    for probe in data.get("probes", []):
+        names = probe["tables"]
+        b = sum(own[n][0] for n in names)
+        r = sum(own[n][1] for n in names)
+        x = r * float(pressure(b)) - sum(own[n][1] * float(pressure(own[n][0])) for n in names)
+        y = float(probe["ms"]) - fixed - sum(float(data["tables"][n]["ms"]) - fixed for n in names)
+        xs.append(x)
+        ys.append(y)
+        rows.append({"tables": len(names), "bytes": b, "rows": r, "past_own_rows": x, "beyond_alone_ms": y})
+    x, y = np.array(xs), np.array(ys)
+    if not len(x) or float(x.sum()) < MIN_PRESSURE_ROWS:
+        return 0.0, rows
+    return max(float(x @ y / (x @ x)), 0.0), rows
 
 
 def read_costs(data: Any, source: str) -> dict[str, Any]:
@@ -106,6 +152,17 @@ def read_costs(data: Any, source: str) -> dict[str, Any]:
         ms = rec.get("ms") if isinstance(rec, dict) else None
         if not isinstance(ms, (int, float)) or isinstance(ms, bool) or not 0 < ms < 1e6:
             raise bad(f'table {name!r} has no measured "ms" above 0')
+    probes = data.get("probes", [])  # absent in files from before the probes: the pressure is not priced
+    if not isinstance(probes, list) or len(probes) > L.MAX_TABLES:
+        raise bad('"probes" is not a list of probe ranks')
+    for i, probe in enumerate(probes):
+        names = probe.get("tables") if isinstance(probe, dict) else None
+        ms = probe.get("ms") if isinstance(probe, dict) else None
+        if (not isinstance(names, list) or len(names) < 2 or len(set(map(str, names))) != len(names)
+                or not all(isinstance(n, str) and n in data["tables"] for n in names)):
+            raise bad(f"probe {i} does not list two or more distinct tables the file measured")
+        if not isinstance(ms, (int, float)) or isinstance(ms, bool) or not 0 < ms < 1e6:
+            raise bad(f'probe {i} has no measured "ms" above 0')
     return data
 
 
@@ -146,6 +203,7 @@ def apply_table_costs(cfg: Config, data: Any, source: str = "the table costs") -
     device, backend = _said(data.get("device_name")), _said(data.get("backend"))
     topo, step_note = _with_fixed_step(cfg.topology, fixed, device)
     notes = [step_note] if step_note else []
+    topo, pressure_note = _with_pressure(replace(cfg, topology=topo), data, device)
     if scales:
         v = np.array(list(scales.values()))
         notes.append(f"compute of {len(scales)} of {len(cfg.tables)} tables as measured alone on "
@@ -153,6 +211,8 @@ def apply_table_costs(cfg: Config, data: Any, source: str = "the table costs") -
                      f"measured / estimated {v.min():.2f} to {v.max():.2f}, median {np.median(v):.2f}")
     if len(scales) < len(cfg.tables):
         notes.append(f"{len(cfg.tables) - len(scales)} tables not in {source} keep the estimate")
+    if pressure_note:
+        notes.append(pressure_note)
     if clipped:
         notes.append(f"scale held to {MIN_SCALE:g}-{L.MAX_COMPUTE_SCALE:g} for {', '.join(clipped[:5])}"
                      + (f" and {len(clipped) - 5} more" if len(clipped) > 5 else ""))
@@ -182,5 +242,26 @@ def _with_fixed_step(topo: Topology, fixed: float, device_name: str | None) -> t
     return replace(topo, profile=replace(prof, step_ms=fixed)), said
 
 
-__all__ = ["FORMAT", "VERSION", "alone", "alone_estimate", "apply_table_costs", "fixed_alone", "read_costs",
-           "table_record", "topology_record"]
+def _with_pressure(cfg: Config, data: dict[str, Any], device_name: str) -> tuple[Topology, str]:
+    """The topology whose profile prices the tables' pressure on each other as the file's probe ranks measured it
+    (pressure_fit), replacing any the profile had: it is the config's own, on the device measured."""
+    topo, prof = cfg.topology, cfg.topology.profile
+    if topo.compute_device is not Device.CPU or prof is None or not prof.applies(topo):
+        return topo, ""
+    probes = data.get("probes", [])
+    if not probes:
+        return topo, ("the tables' pressure on each other is not priced: the file has no probe ranks (measured "
+                      f"before they were added; {MEASURE_AGAIN})")
+    ms_per_row, _ = pressure_fit(cfg, data)
+    work = float(min(ms_per_row * topo.ddr_mem_bw, L.MAX_TERM_WORK))
+    terms = tuple(sorted({**dict(prof.terms), PRESSURE_TERM: work}.items()))
+    said = (f"tables' pressure on each other as {len(probes)} probe ranks measured on {device_name or 'the device'}: "
+            f"{ms_per_row * 1e6:.3g} ns per touched row at full pressure")
+    if work == 0:
+        said = (f"tables' pressure on each other not priced: {len(probes)} probe ranks on "
+                f"{device_name or 'the device'} measured none (their ranks stay within their tables' caches)")
+    return replace(topo, profile=replace(prof, terms=terms)), said
+
+
+__all__ = ["FORMAT", "VERSION", "alone", "alone_estimate", "apply_table_costs", "fixed_alone", "pressure_fit",
+           "probe_groups", "read_costs", "table_record", "together", "topology_record"]

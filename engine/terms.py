@@ -48,6 +48,10 @@ class CpuTerms:
     def workset_row_work(self) -> float:
         return self["cpu_workset_row_work"]
 
+    @property
+    def pressure_row_work(self) -> float:
+        return self["cpu_pressure_row_work"]
+
     def optimizer_work(self, optimizer: str) -> float:
         """Per touched weight: 0 for sgd (the row terms hold its update)."""
         return self.by_name.get(f"cpu_optimizer_work_{optimizer}", 0.0)

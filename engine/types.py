@@ -373,7 +373,8 @@ class RankStats:
     memory: Optional[MemoryParts] = None  # the step's memory part by part (engine.memory)
     workset_bytes: float = 0.0  # bytes the rank's step touches (CPU estimates; 0 elsewhere)
     workset_rows: float = 0.0  # the distinct rows they are
-    workset_ms: float = 0.0  # their cost beyond the cache, inside fwd_compute and bwd_compute (1 : 2)
+    workset_ms: float = 0.0  # their cost beyond the cache, inside fwd_compute and bwd_compute (1 : 2); with tables
+    # measured alone and their pressure probed (engine.workset.WorksetPrice.ramp): what they cost each other
 
     @property
     def cost_ms(self) -> float:

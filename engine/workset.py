@@ -10,6 +10,7 @@ holding a share f of the rows touches f of the table's distinct rows.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -91,11 +92,44 @@ def rows_beyond(workset_bytes: np.ndarray, workset_rows: np.ndarray) -> np.ndarr
     return np.where(b > 0, np.asarray(workset_rows) * past / np.maximum(b, 1.0), 0.0)
 
 
+def pressure(workset_bytes: np.ndarray | float) -> np.ndarray:
+    """How far a working set is up the ramp from CPU_PRESSURE_FROM_BYTES to CPU_PRESSURE_TO_BYTES: 0 to 1."""
+    b = np.asarray(workset_bytes, dtype=np.float64)
+    return np.clip((b - C.CPU_PRESSURE_FROM_BYTES) / (C.CPU_PRESSURE_TO_BYTES - C.CPU_PRESSURE_FROM_BYTES), 0.0, 1.0)
+
+
+@dataclass(frozen=True)
+class WorksetPrice:
+    """How a rank's touched working set (its bytes, and the distinct rows they are) is priced, in ms: rows past the
+    knee at per_row each (the estimate's term), or, where tables were measured alone (ramp), every row at per_row
+    times the rank's pressure (the tables' own working sets are in their measured times; engine.estimate takes
+    each piece's pressure alone off its cost). per_row 0: not priced."""
+
+    per_row: float  # ms
+    ramp: bool = False
+
+    def ms(self, ws: np.ndarray, wsr: np.ndarray) -> np.ndarray:
+        if self.ramp:
+            return self.per_row * np.maximum(wsr, 0.0) * pressure(ws)
+        past = np.maximum(ws - C.CPU_WORKSET_KNEE_BYTES, 0.0)
+        return self.per_row * np.maximum(wsr, 0.0) * past / np.maximum(ws, 1.0)
+
+
+def workset_price(topo: Topology) -> WorksetPrice:
+    """The topology's price of a rank's working set (CPU only; its profile's terms, engine.terms)."""
+    if topo.compute_device is not Device.CPU:
+        return WorksetPrice(0.0)
+    k = terms_of(topo)
+    if k.pressure_row_work > 0:
+        return WorksetPrice(k.pressure_row_work / topo.ddr_mem_bw, ramp=True)
+    return WorksetPrice(k.workset_row_work / topo.ddr_mem_bw)
+
+
 def rank_workset_ms(workset_bytes: np.ndarray, workset_rows: np.ndarray, topo: Topology) -> np.ndarray:
-    """Per rank, the cost of its touched working set beyond the cache (CPU_WORKSET_*): every row past the knee is
-    CPU_WORKSET_ROW_WORK bytes of work at the DDR bandwidth (or the profile's cpu_workset_row_work, engine.terms).
-    Zero on other devices."""
-    work = terms_of(topo).workset_row_work
-    if topo.compute_device is not Device.CPU or work == 0:
+    """Per rank, the cost of its touched working set (workset_price): every row past the knee is
+    CPU_WORKSET_ROW_WORK bytes of work at the DDR bandwidth (or the profile's cpu_workset_row_work, engine.terms);
+    with tables measured alone, the pressure ramp instead. Zero on other devices."""
+    price = workset_price(topo)
+    if price.per_row == 0:
         return np.zeros(np.shape(workset_bytes))
-    return work * rows_beyond(workset_bytes, workset_rows) / topo.ddr_mem_bw
+    return price.ms(np.asarray(workset_bytes, dtype=np.float64), np.asarray(workset_rows, dtype=np.float64))

@@ -3,7 +3,9 @@
 Each table is the one table-wise piece of rank 0 under the config's topology, priced for the device measured
 (engine.pricing), timed as `python -m engine dryrun` times a rank (fresh ids every step, the median step); `--reps`
 rounds, each in a seeded shuffled order with its own ids, give each table the median of its rounds. A one-row table
-gives the step's fixed time. torch is imported only when the command runs; bad flags print one line and exit 2.
+gives the step's fixed time; after each round, the tables dealt at random into world_size probe ranks, each dry-run
+whole, give the tables' pressure on each other (engine.table_costs.pressure_fit).
+torch is imported only when the command runs; bad flags print one line and exit 2.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from engine.config import load_config
 from engine.errors import EngineError
 from engine.pricing import priced_for
 from engine.replicas import group_config
-from engine.table_costs import FORMAT, VERSION, alone, alone_estimate, fixed_alone, table_record, topology_record
+from engine.table_costs import (FORMAT, VERSION, alone, alone_estimate, fixed_alone, probe_groups, table_record,
+                                together, topology_record)
 from engine.types import Config, Device
 
 from engine.dryrun.types import DryrunSettings
@@ -43,6 +46,7 @@ def measure_tables(cfg: Config, settings: DryrunSettings, reps: int = 3,
     backend = device = None
     started = time.perf_counter()
     rng = np.random.default_rng(settings.seed)
+    probes: list[dict] = []
     for rep in range(reps):
         order: list[str | None] = [*names, None]  # None: the fixed step's one-row table
         order = [order[i] for i in rng.permutation(len(order))]
@@ -54,6 +58,11 @@ def measure_tables(cfg: Config, settings: DryrunSettings, reps: int = 3,
             (fixed if name is None else times[name]).append(result.ranks[0].measured_ms)
             log(f"[{rep + 1}/{reps}] {k + 1}/{len(order)} {'the fixed step' if name is None else name}: "
                 f"{result.ranks[0].measured_ms:.3f} ms")
+        for k, group in enumerate(probe_groups(names, cfg.topology.world_size, rng)):
+            result = run_dryrun(*together(cfg, group), s)
+            probes.append({"round": rep + 1, "tables": group, "ms": result.ranks[0].measured_ms})
+            log(f"[{rep + 1}/{reps}] probe rank {k + 1}: {len(group)} tables together: "
+                f"{result.ranks[0].measured_ms:.3f} ms")
     tables = {}
     for name in names:
         est, ws = alone_estimate(cfg, name)
@@ -63,7 +72,7 @@ def measure_tables(cfg: Config, settings: DryrunSettings, reps: int = 3,
             "device_name": cpu_name() if device is not None and device.value == "cpu" else (device and device.value),
             "backend": backend.value if backend is not None else None, "reps": reps, "iters": settings.iters,
             "warmup": settings.warmup, "threads": settings.threads, "seed": settings.seed,
-            "fixed_ms": float(np.median(fixed)), "fixed_reps_ms": fixed,
+            "fixed_ms": float(np.median(fixed)), "fixed_reps_ms": fixed, "probes": probes,
             "measure_s": round(time.perf_counter() - started, 3), "tables": tables}
 
 

@@ -20,11 +20,12 @@ from engine.calibrate_terms import (
     term_run,
 )
 from engine.errors import ConfigError, EngineError
+from engine.fields import FITTED_TERM_NAMES
 from engine.profile import CPU_DEFAULTS_NOTE
 from engine.terms import DEFAULTS, terms_of
 from tests.factories import tutorial
 
-TRUE = {**{n: v * 1.3 for n, v in DEFAULTS.items()}, "cpu_optimizer_work_rowwise_adagrad": 0.0, INTERCEPT: 0.2}
+TRUE = {**{n: DEFAULTS[n] * 1.3 for n in FITTED_TERM_NAMES}, "cpu_optimizer_work_rowwise_adagrad": 0.0, INTERCEPT: 0.2}
 NOISE = 0.03  # relative, seeded
 
 
@@ -52,7 +53,7 @@ def test_features_are_what_the_estimate_prices():
         run = term_run(cfg, tables, np.ones(2))
         ranks = engine.evaluate(cfg, tables).ranks  # no profile: the default terms
         compute = np.array([r.perf.fwd_compute + r.perf.bwd_compute for r in ranks])
-        np.testing.assert_allclose(run.offset + run.features @ np.array([DEFAULTS[n] for n in DEFAULTS]), compute,
+        np.testing.assert_allclose(run.offset + run.features @ np.array([DEFAULTS[n] for n in FITTED_TERM_NAMES]), compute,
                                    rtol=1e-9)
 
 
@@ -79,7 +80,7 @@ def test_held_out_by_config_never_fits_on_a_run_of_the_same_config(synthetic):
     grouped = held_out_predictions(runs, by_group=True)
     np.testing.assert_allclose(grouped[0][1], predict(solve(runs[2:]), runs[0]), rtol=1e-12)
     np.testing.assert_allclose(grouped[1][1], predict(solve(runs[2:]), runs[1]), rtol=1e-12)
-    np.testing.assert_allclose(grouped[0][0], runs[0].offset + runs[0].features @ np.array(list(DEFAULTS.values())))
+    np.testing.assert_allclose(grouped[0][0], runs[0].offset + runs[0].features @ np.array([DEFAULTS[n] for n in FITTED_TERM_NAMES]))
     by_run = held_out_predictions(runs)
     np.testing.assert_allclose(by_run[0][1], predict(solve(runs[1:]), runs[0]), rtol=1e-12)
     assert np.median(grouped[0][1] / runs[0].measured_ms) < 0.6  # the truth is half what was measured

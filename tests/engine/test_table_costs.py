@@ -4,14 +4,17 @@ set over the estimate of the table alone, the planner places against it, a file 
 refused naming the field, and the commands run end to end on this machine's kernels."""
 
 import json
+import re
 from dataclasses import replace
 
 import pytest
 
 import engine
 import engine.table_costs
-from engine.table_costs import (FORMAT, VERSION, alone_estimate, apply_table_costs, table_record,
+from engine.estimate import table_workset
+from engine.table_costs import (FORMAT, VERSION, alone_estimate, apply_table_costs, pressure_fit, table_record,
                                 topology_record)
+from engine.workset import pressure
 from tests.engine.test_cli import run
 from tests.factories import write
 
@@ -143,8 +146,12 @@ def test_measure_tables_then_plan_with_them_end_to_end(tmp_path):
     assert set(data["tables"]) == {"t0", "t1", "t2"}
     assert all(len(t["reps_ms"]) == 2 and t["ms"] > 0 for t in data["tables"].values())
     assert 0 < data["fixed_ms"] < min(t["ms"] for t in data["tables"].values())
+    # each round deals the three tables into two probe ranks: one of two tables (one alone says nothing)
+    assert [(p["round"], len(p["tables"])) for p in data["probes"]] == [(1, 2), (2, 2)]
+    assert all(p["ms"] > 0 and set(p["tables"]) <= {"t0", "t1", "t2"} for p in data["probes"])
     plan = json.loads(run("plan", cfg_path, "--table-costs", out, "--json").stdout)
     assert any(n.startswith("compute of 3 of 3 tables as measured alone on ") for n in plan["notes"])
+    assert any(n.startswith("tables' pressure on each other ") for n in plan["notes"])
     # the same scales as the engine's API gives, so the plan is the one it makes
     cfg = engine.parse_config(_config(dims=(16, 64, 128)))
     measured, _ = apply_table_costs(cfg, data, str(out))
@@ -176,3 +183,80 @@ def test_a_table_named_as_the_fixed_step_is_measured_as_itself(tmp_path):
     proc = run("measure-tables", cfg_path, "--out", tmp_path / "no" / "such" / "dir.json", "--iters", 1, check=False)
     assert proc.returncode == 2 and "cannot write --out" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+# ---- the tables' pressure on each other (probe ranks) ------------------------------------------------------------
+
+
+def _big(world: int = 2) -> dict:
+    """t0, t1: 5 MiB touched per step each; t2, t3: a few KiB."""
+    raw = _config(world, dims=(128, 128, 16, 16), rows=(200_000, 200_000, 1_000, 1_000))
+    return raw
+
+
+def _probe_ms(cfg: engine.Config, alone: dict[str, float], fixed: float, names: list[str], a: float) -> float:
+    own = {n: table_workset(cfg.table(n), cfg.constraint(n), cfg.topology) for n in names}
+    b, r = sum(v[0] for v in own.values()), sum(v[1] for v in own.values())
+    x = r * float(pressure(b)) - sum(v[1] * float(pressure(v[0])) for v in own.values())
+    return fixed + sum(alone[n] - fixed for n in names) + a * x
+
+
+def test_the_pressure_is_fitted_from_the_probe_ranks_and_a_probe_prices_as_measured():
+    cfg = engine.parse_config(_big())
+    alone, fixed, a = {"t0": 1.0, "t1": 1.2, "t2": 0.3, "t3": 0.2}, 0.05, 2e-4  # a: ms per touched row
+    groups = [["t0", "t1"], ["t2", "t3"], ["t0", "t2", "t3"]]
+    costs = {**_costs(cfg, alone, fixed), "probes": [{"round": 1, "tables": g, "ms": _probe_ms(cfg, alone, fixed, g, a)}
+                                                     for g in groups]}
+    got, said = pressure_fit(cfg, costs)
+    assert got == pytest.approx(a, rel=1e-9)
+    assert [round(r["beyond_alone_ms"], 9) >= 0 for r in said] == [True] * 3
+    priced, notes = apply_table_costs(cfg, costs, "costs.json")
+    assert dict(priced.topology.profile.terms)["cpu_pressure_row_work"] == pytest.approx(a * cfg.topology.ddr_mem_bw)
+    assert notes[-1] == ("tables' pressure on each other as 3 probe ranks measured on test CPU: 200 ns per touched "
+                         "row at full pressure")
+    # every probe rank, and every table alone, prices as measured (its scale, its own pressure off, the rank's on)
+    for g in [*groups, ["t0"], ["t3"]]:
+        rank = engine.evaluate(priced, _tw(priced, {t.name: 0 if t.name in g else 1 for t in cfg.tables})).ranks[0]
+        assert rank.perf.fwd_compute + rank.perf.bwd_compute == pytest.approx(_probe_ms(cfg, alone, fixed, g, a),
+                                                                              rel=1e-6)
+
+
+def test_the_planner_keeps_two_large_working_sets_apart_when_the_probes_measured_their_pressure():
+    cfg = engine.parse_config(_big())
+    alone, fixed = {"t0": 1.0, "t1": 1.0, "t2": 1.0, "t3": 1.0}, 0.05  # alone, every pairing costs the same
+    probe = [{"round": 1, "tables": ["t0", "t1"], "ms": 2.6}, {"round": 1, "tables": ["t2", "t3"], "ms": 1.95}]
+    priced, _ = apply_table_costs(cfg, {**_costs(cfg, alone, fixed), "probes": probe})
+    plan = engine.plan(priced)
+    assert plan.tables["t0"].ranks != plan.tables["t1"].ranks
+    crowded = engine.evaluate(priced, _tw(priced, {"t0": 0, "t1": 0, "t2": 1, "t3": 1}))
+    assert plan.max_rank_cost_ms < crowded.max_rank_cost_ms - 0.3
+    # probes that measured no pressure (the pair ran as its tables alone): the term is off, and said so
+    calm = [{"round": 1, "tables": ["t0", "t1"], "ms": 1.95}]
+    flat, notes = apply_table_costs(cfg, {**_costs(cfg, alone, fixed), "probes": calm}, "c.json")
+    assert dict(flat.topology.profile.terms)["cpu_pressure_row_work"] == 0
+    assert "measured none" in notes[-1]
+
+
+def test_a_file_without_probe_ranks_leaves_the_pressure_unpriced_and_says_so():
+    cfg = engine.parse_config(_big())
+    priced, notes = apply_table_costs(cfg, _costs(cfg, {"t0": 1.0, "t1": 1.0}), "old.json")
+    assert "cpu_pressure_row_work" not in dict(priced.topology.profile.terms)
+    assert notes[-1].startswith("the tables' pressure on each other is not priced: the file has no probe ranks")
+    rank = engine.evaluate(priced, _tw(priced, {"t0": 0, "t1": 0, "t2": 1, "t3": 1})).ranks[0]
+    assert rank.workset_ms == 0  # measured tables: their times hold their working sets, as before the probes
+
+
+@pytest.mark.parametrize("probes, why", [
+    ({"x": 1}, '"probes" is not a list'),
+    ([{"tables": ["t0"], "ms": 1.0}], "probe 0 does not list two or more distinct tables"),
+    ([{"tables": ["t0", "t0"], "ms": 1.0}], "probe 0 does not list two or more distinct tables"),
+    ([{"tables": ["t0", "t1"], "ms": 1.0}, {"tables": ["t0", "nope"], "ms": 1.0}], "probe 1 does not list"),
+    ([{"tables": ["t0", "t1"], "ms": -1}], 'probe 0 has no measured "ms" above 0'),
+    ([{"tables": ["t0", "t1"], "ms": True}], 'probe 0 has no measured "ms" above 0'),
+    (["t0"], "probe 0 does not list"),
+])
+def test_a_bad_probe_is_refused_naming_it(probes, why):
+    cfg = engine.parse_config(_big())
+    costs = {**_costs(cfg, {"t0": 1.0, "t1": 1.0}), "probes": probes}
+    with pytest.raises(engine.EngineError, match=re.escape(why)):
+        apply_table_costs(cfg, costs, "c.json")

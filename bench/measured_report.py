@@ -78,7 +78,15 @@ def summarize(series: dict) -> dict:
         out.update(ab_ratios=ab, ours_faster=sum(x < 1 for x in ab), pairs=len(ab),
                    verdict=verdict(out["ab"]["median"], out["band"]), torchrec_ranks=rank_check(theirs),
                    order=order_check(ours, theirs, out["ab"]["median"]))
+        out["balance_bound"] = balance_bound(out["torchrec_ranks"]["measured_median_ms"])
     return out
+
+
+def balance_bound(ranks_ms: list[float]) -> float:
+    """A plan's mean rank over its slowest, measured: the ratio to it that moving its work between ranks could give
+    at best, were the work the same wherever it ran (it is not quite: a rank's tables slow each other down, so a
+    placement that keeps large working sets apart can beat it)."""
+    return float(np.mean(ranks_ms) / max(ranks_ms)) if ranks_ms and max(ranks_ms) > 0 else 1.0
 
 
 def _q(s: dict) -> str:
@@ -100,7 +108,8 @@ def _ranks(rc: dict) -> str:
 HEAD = ("| config | ranks | tables | optimizer | ids | backend | ours / TorchRec measured, median (IQR) "
         "| ours faster | A/A median (IQR) | verdict | estimate says ours / TorchRec | estimate's order right "
         "| estimate names slowest rank: ours / TorchRec | Spearman est. vs meas.: ours / TorchRec "
-        "| measured spread slowest/fastest rank: ours / TorchRec | load 1-min before -> after | notes |")
+        "| measured spread slowest/fastest rank: ours / TorchRec | TorchRec's mean rank / its slowest (balancing it "
+        "gives at best) | load 1-min before -> after | notes |")
 
 
 def row_markdown(r: dict) -> str:
@@ -110,18 +119,19 @@ def row_markdown(r: dict) -> str:
     cells = [r["name"], str(cfg["topology"]["world_size"]), str(len(cfg["tables"])), cfg["topology"]["optimizer"],
              ids, "/".join(r.get("backends", [])) or "-"]
     if not s:
-        return "| " + " | ".join(cells + ["-"] * 10 + [r.get("error", "")]) + " |"
+        return "| " + " | ".join(cells + ["-"] * 11 + [r.get("error", "")]) + " |"
     load = f"{r['load_before'][0]:.1f} -> {r['load_after'][0]:.1f}"
     o = s["ours_ranks"]
     if "ab" not in s:
         cells += ["identical plans", "-", _q(s["aa"]), "-", "1.000", "-", _ranks(o), _rho(o["spearman"]),
-                  f"{o['measured_spread']:.2f}", load]
+                  f"{o['measured_spread']:.2f}", "-", load]
     else:
         t = s["torchrec_ranks"]
         cells += [_q(s["ab"]), f"{s['ours_faster']} of {s['pairs']}", _q(s["aa"]), s["verdict"],
                   f"{s['order']['estimated_ratio']:.3f}", _yn(s["order"]["matches"]),
                   f"{_ranks(o)} / {_ranks(t)}", f"{_rho(o['spearman'])} / {_rho(t['spearman'])}",
-                  f"{o['measured_spread']:.2f} / {t['measured_spread']:.2f}", load]
+                  f"{o['measured_spread']:.2f} / {t['measured_spread']:.2f}",
+                  f"{s['balance_bound']:.3f}" if "balance_bound" in s else "-", load]
     return "| " + " | ".join(cells + ["; ".join(r.get("notes", []))]) + " |"
 
 
@@ -142,5 +152,5 @@ def tally(rows: list[dict]) -> str:
     return f"{len(rows)} configs: " + ", ".join(parts) + "."
 
 
-__all__ = ["median_iqr", "noise_band", "order_check", "rank_check", "ratios", "summarize", "table_markdown", "tally",
-           "verdict"]
+__all__ = ["balance_bound", "median_iqr", "noise_band", "order_check", "rank_check", "ratios", "summarize",
+           "table_markdown", "tally", "verdict"]

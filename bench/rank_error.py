@@ -108,7 +108,8 @@ def plans_of(data: dict, run: str = "") -> list[PlanRanks]:
     for c in data["configs"]:
         if c.get("error") or "series" not in c:
             continue
-        cfg = _cpu(engine.parse_config(c["config"]))
+        # a --table-costs run priced both plans with the tables as measured (and their probed pressure): re-priced so
+        cfg = _cpu(engine.parse_config(c.get("measured_config") or c["config"]))
         for who in ("ours", "torchrec"):
             runs = c["series"].get(who, []) + (c["series"].get("ours_again", []) if who == "ours" else [])
             if not runs or f"{who}_plan" not in c:

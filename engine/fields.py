@@ -201,10 +201,12 @@ CONSTRAINT: tuple[Field, ...] = (
           column="zipf_exponent", width=130, help="skew of the ids over the rows (Zipf exponent s); empty: 0, uniform",
           number_format="%.2f", bulk=(0.0, 5.0, 0.0), csv=("zipf_exponent", "zipf")),
     Field("compute_scale", FLOAT, "the table's lookup compute as measured alone on the device, over the estimate's: "
-          "every piece's forward and backward compute is multiplied by it, and the rank's working-set term leaves "
-          "the table out (its measured time holds it). Ours: set by `python -m engine plan --table-costs COSTS.json` "
-          "from `python -m engine measure-tables` (docs/estimator.md, \"Tables measured alone\"); TorchRec has no "
-          "such field", "none (the estimate as it is)", lo=0.0, lo_open=True, hi=L.MAX_COMPUTE_SCALE),
+          "every piece's forward and backward compute is multiplied by it; its own working set is in its measured "
+          "time, so the rank's working-set term prices only what the rank's tables cost each other (the profile's "
+          "`cpu_pressure_row_work`, from the same file's probe ranks). Ours: set by `python -m engine plan "
+          "--table-costs COSTS.json` from `python -m engine measure-tables` (docs/estimator.md, \"Tables measured "
+          "alone\"); TorchRec has no such field", "none (the estimate as it is)", lo=0.0, lo_open=True,
+          hi=L.MAX_COMPUTE_SCALE),
     Field("ranks", IDS, "pin: every piece of the table on these ranks (ours; TorchRec's planner has no such "
           "constraint). Sharding types that put a piece on every rank (`row_wise`, `data_parallel`) are then ruled "
           "out", "any rank", lo=0, hi=L.MAX_WORLD_SIZE - 1, range_text="0 to world_size - 1", column="ranks",

@@ -10,10 +10,15 @@ sets each table's compute_scale to
 
     (measured ms - fixed ms) / the estimate's compute of the table alone, beside its working set
 
-so every piece of the table, whatever its sharding, costs its share of the measured time, and a rank of measured
-tables costs the sum of theirs: the measured time holds the table's own working set, so the rank's working-set term
-(engine.workset) leaves measured tables out. On the VM measured, ranks added up that way name their slowest rank in
-16 of 21 resolved plans, 13 with the fitted working-set term on top (docs/estimator.md, "Tables measured alone").
+so every piece of the table, whatever its sharding, costs its share of the measured time. Tables alone do not add
+up: a rank's tables evict each other's rows (on the VM measured, ranks of 2.3-3.2 MiB-a-step tables ran 1.4-1.7x
+their sum alone). So measure-tables also dry-runs probe ranks (the tables dealt at random into world_size ranks),
+and pressure_fit fits the config's pressure per touched row on them; each piece then costs its touched rows x that x
+(how far its rank's touched working set is up a 0.5-16.5 MiB ramp, less how far its table's own is, which its
+measured time holds): engine.workset.WorksetPrice, engine.estimate.pressure_alone_ms. Held out on 105 measured
+plans, that takes the per-rank error from 9.3% to 4.6% median and names the slowest rank in 93 of them against 79
+(bench/interplay.py; docs/estimator.md, "The tables' pressure on each other"). A file without probes (from before
+them) prices no pressure: the rank's working-set term leaves measured tables out, as it did.
 The fixed step is carried once by every rank: on a CPU topology it becomes the profile's step_ms (a profile already
 pricing a fixed step, from python -m db calibrate, keeps its own); comms stay the estimate's. The scale is taken
 against the estimate the plan is priced with (the config's terms, without the profile's fixed costs), when the file

@@ -82,6 +82,8 @@ def test_summary_of_a_series():
     s = summarize({"ours": ours, "torchrec": theirs, "ours_again": again})
     assert s["ab"]["median"] == 0.5 and s["ours_faster"] == 3 and s["pairs"] == 3
     assert s["verdict"] == "faster" and s["order"]["matches"] and s["ours_ranks"]["names_slowest"]
+    # TorchRec's ranks measure 20 and 5 ms (medians): balancing them gives 12.5 ms at best, 0.625 of its slowest
+    assert s["balance_bound"] == pytest.approx(12.5 / 20)
     alone = summarize({"ours": ours, "torchrec": [], "ours_again": again})
     assert "ab" not in alone and "verdict" not in alone
     assert tally([{"summary": s}, {"summary": alone}, {}]) == (
@@ -131,4 +133,7 @@ def test_quick_mode_end_to_end(tmp_path):
     assert s["verdict"] in ("faster", "slower", "within noise") and 0 <= s["ours_faster"] <= 2
     assert len(rec["load_before"]) == 3 and rec["backends"] == ["fbgemm"]
     row = [line for line in text.splitlines() if line.startswith("| quick-2r-sgd-uniform |")]
-    assert len(row) == 1 and row[0].count("|") == 18
+    assert len(row) == 1 and row[0].count("|") == 19
+    theirs = s["torchrec_ranks"]["measured_median_ms"]  # TorchRec's mean rank over its slowest, in its column
+    assert s["balance_bound"] == pytest.approx(sum(theirs) / len(theirs) / max(theirs)) and s["balance_bound"] <= 1
+    assert f"| {s['balance_bound']:.3f} |" in row[0]

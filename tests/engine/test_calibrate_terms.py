@@ -53,8 +53,8 @@ def test_features_are_what_the_estimate_prices():
         run = term_run(cfg, tables, np.ones(2))
         ranks = engine.evaluate(cfg, tables).ranks  # no profile: the default terms
         compute = np.array([r.perf.fwd_compute + r.perf.bwd_compute for r in ranks])
-        np.testing.assert_allclose(run.offset + run.features @ np.array([DEFAULTS[n] for n in FITTED_TERM_NAMES]), compute,
-                                   rtol=1e-9)
+        fitted = np.array([DEFAULTS[n] for n in FITTED_TERM_NAMES])
+        np.testing.assert_allclose(run.offset + run.features @ fitted, compute, rtol=1e-9)
 
 
 def test_known_terms_come_back_within_their_uncertainty(synthetic):
@@ -80,7 +80,8 @@ def test_held_out_by_config_never_fits_on_a_run_of_the_same_config(synthetic):
     grouped = held_out_predictions(runs, by_group=True)
     np.testing.assert_allclose(grouped[0][1], predict(solve(runs[2:]), runs[0]), rtol=1e-12)
     np.testing.assert_allclose(grouped[1][1], predict(solve(runs[2:]), runs[1]), rtol=1e-12)
-    np.testing.assert_allclose(grouped[0][0], runs[0].offset + runs[0].features @ np.array([DEFAULTS[n] for n in FITTED_TERM_NAMES]))
+    fitted = np.array([DEFAULTS[n] for n in FITTED_TERM_NAMES])
+    np.testing.assert_allclose(grouped[0][0], runs[0].offset + runs[0].features @ fitted)
     by_run = held_out_predictions(runs)
     np.testing.assert_allclose(by_run[0][1], predict(solve(runs[1:]), runs[0]), rtol=1e-12)
     assert np.median(grouped[0][1] / runs[0].measured_ms) < 0.6  # the truth is half what was measured

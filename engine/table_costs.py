@@ -251,9 +251,12 @@ def _with_pressure(cfg: Config, data: dict[str, Any], device_name: str) -> tuple
     """The topology whose profile prices the tables' pressure on each other as the file's probe ranks measured it
     (pressure_fit), replacing any the profile had: it is the config's own, on the device measured."""
     topo, prof = cfg.topology, cfg.topology.profile
-    if topo.compute_device is not Device.CPU or prof is None or not prof.applies(topo):
-        return topo, ""
     probes = data.get("probes", [])
+    if topo.compute_device is not Device.CPU:
+        return topo, ("the tables' pressure on each other is priced on CPU topologies only (the GPU estimate has no "
+                      "working-set term); the probe ranks are kept in the file") if probes else ""
+    if prof is None or not prof.applies(topo):
+        return topo, ""
     if not probes:
         return topo, ("the tables' pressure on each other is not priced: the file has no probe ranks (measured "
                       f"before they were added; {MEASURE_AGAIN})")

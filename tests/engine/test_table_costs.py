@@ -237,6 +237,16 @@ def test_the_planner_keeps_two_large_working_sets_apart_when_the_probes_measured
     assert "measured none" in notes[-1]
 
 
+def test_a_gpu_config_keeps_its_estimate_of_the_pressure_and_says_why():
+    raw = _big()
+    raw["topology"]["compute_device"] = "cuda"
+    cfg = engine.parse_config(raw)
+    probe = [{"round": 1, "tables": ["t0", "t1"], "ms": 2.6}]
+    priced, notes = apply_table_costs(cfg, {**_costs(cfg, {"t0": 1.0, "t1": 1.0}), "probes": probe})
+    assert priced.topology.profile is cfg.topology.profile  # no CPU terms on a GPU topology
+    assert notes[-1].startswith("the tables' pressure on each other is priced on CPU topologies only")
+
+
 def test_a_file_without_probe_ranks_leaves_the_pressure_unpriced_and_says_so():
     cfg = engine.parse_config(_big())
     priced, notes = apply_table_costs(cfg, _costs(cfg, {"t0": 1.0, "t1": 1.0}), "old.json")

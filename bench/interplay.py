@@ -27,8 +27,6 @@ from pathlib import Path
 import numpy as np
 
 import engine
-from engine.estimate import perf_parts, piece_workset, pieces_of, table_load, table_workset
-from engine.evaluate import shard_arrays
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MIB = float(2**20)
@@ -56,29 +54,17 @@ def ranks_of(path: Path) -> list[list[Rank]]:
         if not tc or "tables" not in tc:
             continue
         cfg = engine.parse_config(rec["config"])
-        topo, alone, fixed = cfg.topology, tc["tables"], float(tc["fixed_ms"])
-        whole = {t.name: table_workset(t, cfg.constraint(t.name), topo) for t in cfg.tables}
-        full = {t.name: float(perf_parts(t, table_load(t, cfg.constraint(t.name), topo), topo,
-                                         engine.ShardingType.TABLE_WISE, np.array([float(t.num_embeddings)]),
-                                         np.array([float(t.embedding_dim)]))[0].sum()) for t in cfg.tables}
+        alone, fixed = tc["tables"], float(tc["fixed_ms"])
         for side in ("ours", "torchrec"):
             if not rec.get(f"{side}_plan") or not rec["series"].get(side):
                 continue
             plan = engine.read_plan_file(rec[f"{side}_plan"], cfg)
             measured = np.median([[r["measured_ms"] for r in run["ranks"]] for run in rec["series"][side]], axis=0)
-            base = np.full(topo.world_size, fixed)
-            pieces: list[list] = [[] for _ in range(topo.world_size)]
-            for name, tp in plan.tables.items():
-                t, c = cfg.table(name), cfg.constraint(name)
-                ranks, rows, cols = (a.astype(float) if i else a for i, a in enumerate(shard_arrays(cfg, name, tp)))
-                load = table_load(t, c, topo)
-                b, r = piece_workset(pieces_of(t, load, topo, rows, cols), topo, tp.sharding_type)
-                work = perf_parts(t, load, topo, tp.sharding_type, rows, cols)[0].sum(axis=1)
-                for k, rank in enumerate(ranks):
-                    base[rank] += work[k] / full[name] * (float(alone[name]) - fixed)
-                    pieces[rank].append((float(b[k]), float(r[k]), *whole[name]))
-            out.append([Rank(rec["name"], path.name, side, float(m), float(a), p)
-                        for m, a, p in zip(measured, base, pieces)])
+            ranks = engine.pressure_pieces(cfg, plan.tables)
+            out.append([Rank(rec["name"], path.name, side, float(m),
+                             fixed + sum(share * (float(alone[name]) - fixed) for name, *_, share in pieces),
+                             [(b, r, tb, tr) for _, b, r, tb, tr, _ in pieces])
+                        for m, pieces in zip(measured, ranks)])
     return out
 
 

@@ -37,8 +37,8 @@ import numpy as np
 
 from engine import limits as L
 from engine.errors import ConfigError, EngineError, one_line
-from engine.estimate import table_workset
-from engine.evaluate import evaluate
+from engine.estimate import perf_parts, piece_workset, pieces_of, table_load, table_workset
+from engine.evaluate import evaluate, shard_arrays
 from engine.profile import BACKEND, PRESSURE_TERM
 from engine.workset import pressure
 from engine.types import (ComputeKernel, Config, Constraints, Device, DeviceProfile, Shard, ShardingType, TableConfig,
@@ -136,6 +136,26 @@ def pressure_fit(cfg: Config, data: dict[str, Any]) -> tuple[float, list[dict[st
     if not len(x) or float(x.sum()) < MIN_PRESSURE_ROWS:
         return 0.0, rows
     return max(float(x @ y / (x @ x)), 0.0), rows
+
+
+def rank_pieces(cfg: Config, tables: dict[str, TablePlan]) -> list[list[tuple[str, float, float, float, float, float]]]:
+    """Per rank, its pieces as the pressure sees them: (table, the bytes and distinct rows the piece touches in a
+    step, the same for its table whole on one rank, the piece's share of its table's estimated compute). For
+    bench.interplay, which fits the pressure's shape on stored runs."""
+    topo = cfg.topology
+    out: list[list] = [[] for _ in range(topo.world_size)]
+    for name, tp in tables.items():
+        t, c = cfg.table(name), cfg.constraint(name)
+        ranks, rows, cols = shard_arrays(cfg, name, tp)
+        load = table_load(t, c, topo)
+        b, r = piece_workset(pieces_of(t, load, topo, rows.astype(float), cols.astype(float)), topo, tp.sharding_type)
+        work = perf_parts(t, load, topo, tp.sharding_type, rows.astype(float), cols.astype(float))[0].sum(axis=1)
+        whole = perf_parts(t, load, topo, ShardingType.TABLE_WISE, np.array([float(t.num_embeddings)]),
+                           np.array([float(t.embedding_dim)]))[0].sum()
+        own = table_workset(t, c, topo)
+        for k, rank in enumerate(ranks):
+            out[int(rank)].append((name, float(b[k]), float(r[k]), *own, float(work[k] / whole) if whole else 0.0))
+    return out
 
 
 def read_costs(data: Any, source: str) -> dict[str, Any]:
@@ -272,4 +292,4 @@ def _with_pressure(cfg: Config, data: dict[str, Any], device_name: str) -> tuple
 
 
 __all__ = ["FORMAT", "VERSION", "alone", "alone_estimate", "apply_table_costs", "fixed_alone", "pressure_fit",
-           "probe_groups", "read_costs", "table_record", "together", "topology_record"]
+           "probe_groups", "rank_pieces", "read_costs", "table_record", "together", "topology_record"]

@@ -6,6 +6,7 @@ plan made for an earlier config is never shown as the current one.
 import streamlit as st
 
 
+from dashboard.plans import table_costs as tcosts
 from dashboard.ui import services, state, views, workspace
 from dashboard.text import count_text, md, ms_text, sig_text
 
@@ -83,6 +84,10 @@ def current_view(current) -> None:
     if change is not None:
         st.caption(change)
     views.calibrated_note(current.settings, current.config)
+    measured = tcosts.in_use(state.config())
+    if measured:
+        st.caption(f"{count_text(measured, 'table')} priced as measured alone on the device, with what they cost each "
+                   "other on a rank (Topology: Tables measured on the device).")
     views.plan_view(current.plan, current.config, "plan")
     st.subheader("Take it away", divider="gray")
     views.downloads(current.plan, current.config, "plan", current.label)

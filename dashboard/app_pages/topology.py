@@ -1,6 +1,7 @@
 """Topology: ranks, hosts, device, memory and bandwidths per rank, batch size; presets for common GPUs
-and clusters; bandwidths calibrated from the stored validation runs. Memory is entered in GiB, bandwidth in
-GiB/s (TorchRec's "GB/s" count 2**30 bytes too).
+and clusters; bandwidths calibrated from the stored validation runs; tables measured alone on the device
+(`python -m engine measure-tables`'s file, applied as `plan --table-costs` applies it). Memory is entered in
+GiB, bandwidth in GiB/s (TorchRec's "GB/s" count 2**30 bytes too).
 """
 
 import pandas as pd
@@ -8,6 +9,7 @@ import streamlit as st
 
 import engine
 from dashboard.plans import calibration as calib
+from dashboard.plans import table_costs as tcosts
 from dashboard.tables import host_groups, presets, row_checks
 from dashboard.ui import services, state, views
 from dashboard.text import md
@@ -317,6 +319,38 @@ def calibration_section(topology: dict) -> None:
         fitted(topology, result.calibration, in_use)
 
 
+def table_costs_section(config: dict) -> None:
+    """Upload a measure-tables file: the tables priced as measured alone, and their pressure on each other; or
+    stop using one."""
+    st.subheader("Tables measured on the device", divider="gray")
+    n, total = tcosts.in_use(config), len(config.get("tables") or [])
+    if n:
+        st.success(f"In use: {n} of {total} tables priced as measured alone on the device, with the fixed step and "
+                   "their pressure on each other as the file measured them (docs/estimator.md, \"Tables measured "
+                   "alone\").", icon=":material/speed:")
+        if st.button("Stop using the measured costs", key="topology_costs_off", icon=":material/undo:",
+                     help="every table back to the estimate's compute; a profile you calibrated keeps its figures"):
+            state.set_config(tcosts.without(config), edit="stop using measured table costs")
+            state.flash("Measured table costs no longer in use: every table is priced by the estimate.")
+            st.rerun()
+    st.caption("On the machine the plan is for, download the config (Plan page, Take it away) and run "
+               f"`{tcosts.COMMAND}`: every table is dry-run alone, then the tables dealt into probe ranks (seconds "
+               "for tens of tables). Upload the file here: each table's compute, the step's fixed time and what the "
+               "tables cost each other on a rank are then as measured. Its figures are checked against this config "
+               "and recomputed from the measured times.")
+    c1, c2 = st.columns([4, 1.4], vertical_alignment="bottom")
+    up = c1.file_uploader("Table costs (the JSON measure-tables wrote)", type=["json"], key="topology_costs_file")
+    if c2.button("Use these costs", key="topology_costs_use", type="primary", icon=":material/speed:",
+                 disabled=up is None, width="stretch"):
+        res = tcosts.apply(config, up.getvalue(), up.name)
+        if res.problem:
+            st.error(f"Cannot use {md(up.name)}: {md(res.problem)}", icon=":material/error:")
+            return
+        state.set_config(res.config, edit="measured table costs")
+        state.flash("Measured table costs in use. " + " ".join(f"{md(note)}." for note in res.notes))
+        st.rerun()
+
+
 st.title("Topology")
 views.workspace_headline()
 views.show_flash()
@@ -338,3 +372,4 @@ with preset_slot:
     preset_row(topology)
 check(topology)
 calibration_section(topology)
+table_costs_section(state.config())

@@ -1,0 +1,71 @@
+"""Tables measured alone, in the workspace (pure): a `python -m engine measure-tables` file applied to the config
+as `python -m engine plan --table-costs` applies it (engine.apply_table_costs: each table's compute_scale, the
+measured fixed step and the probes' pressure in the CPU profile), and taken off again. The file is data: it is
+read as JSON only, its scales and pressure are recomputed from its measured times against the config (never taken
+from it), and anything wrong with it is one line naming the field and the fix.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import engine
+
+MAX_BYTES = 16 * 2**20  # a costs file of 100,000 tables is about 40 MiB; here, configs up to tens of thousands
+MEASURED_PROFILE = "measure-tables: "  # the source of a profile apply_table_costs made (engine.table_costs)
+PRESSURE_TERM = "cpu_pressure_row_work"
+COMMAND = "python -m engine measure-tables CONFIG.json --out COSTS.json"
+
+
+@dataclass(frozen=True)
+class Applied:
+    config: dict | None  # the workspace config with the costs, or None when the file was refused
+    notes: tuple[str, ...] = ()
+    problem: str = ""  # one line: why the file was refused
+
+
+def apply(config: dict, data: bytes, name: str) -> Applied:
+    """The config with the file's measured costs applied; a refused file gives its problem and no config."""
+    label = engine.one_line(name)[:100] or "the file"
+    if len(data) > MAX_BYTES:
+        return Applied(None, problem=f"{label} is {engine.human_bytes(len(data))}; files up to "
+                                     f"{engine.human_bytes(MAX_BYTES)} are taken here: plan it with `python -m engine "
+                                     f"plan CONFIG.json --table-costs COSTS.json`")
+    try:
+        raw = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        return Applied(None, problem=f"{label} is not JSON ({engine.one_line(str(e))[:120]}): upload the file {COMMAND} "
+                                     "wrote")
+    try:
+        cfg = engine.parse_config(without(config))
+        priced, notes = engine.apply_table_costs(cfg, raw, label)
+    except (engine.ConfigError, engine.EngineError) as e:
+        return Applied(None, problem=engine.one_line(str(e))[:400])
+    return Applied(engine.config_to_dict(priced), tuple(notes))
+
+
+def in_use(config: dict) -> int:
+    """How many tables of the config carry a measured compute_scale."""
+    return sum(1 for c in (config.get("constraints") or {}).values()
+               if isinstance(c, dict) and c.get("compute_scale") is not None)
+
+
+def without(config: dict) -> dict:
+    """The config with no measured costs: no table's compute_scale, no probed pressure in the profile, and no profile
+    where measure-tables made it (its fixed step); a profile of the user's keeps its own figures."""
+    out = dict(config)
+    out["constraints"] = {name: {k: v for k, v in c.items() if k != "compute_scale"} if isinstance(c, dict) else c
+                          for name, c in (config.get("constraints") or {}).items()}
+    topo = dict(config.get("topology") or {})
+    prof = topo.get(engine.PROFILE_FIELD)
+    if isinstance(prof, dict):
+        if str(prof.get("source", "")).startswith(MEASURED_PROFILE):
+            topo.pop(engine.PROFILE_FIELD)
+        else:
+            topo[engine.PROFILE_FIELD] = {k: v for k, v in prof.items() if k != PRESSURE_TERM}
+    out["topology"] = topo
+    return out
+
+
+__all__ = ["Applied", "MAX_BYTES", "apply", "in_use", "without"]

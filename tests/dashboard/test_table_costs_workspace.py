@@ -1,0 +1,100 @@
+"""dashboard.plans.table_costs: a measure-tables file applied to the workspace config as `plan --table-costs`
+applies it, refused in one line naming the field when it does not fit, never trusted for what it can be recomputed
+from, and taken off again; the Topology page shows it in use and takes it off (AppTest; the upload itself, which
+AppTest cannot make, in tests/e2e/test_table_costs_browser.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import engine
+from dashboard.plans import table_costs as tcosts
+from engine.table_costs import FORMAT, VERSION, table_record, topology_record
+from tests.dashboard.helpers import goto, shown
+
+
+def _config(world: int = 2) -> dict:
+    return {"tables": [{"name": f"t{i}", "num_embeddings": 200_000 if i < 2 else 1_000, "embedding_dim": 64,
+                        "feature_names": [f"f{i}"]} for i in range(4)],
+            "constraints": {f"t{i}": {"pooling_factors": [30.0]} for i in range(4)},
+            "topology": {"world_size": world, "local_world_size": world, "compute_device": "cpu",
+                         "batch_size": 128, "optimizer": "sgd"}}
+
+
+def _file(raw: dict, probes: list | None = None, **over) -> bytes:
+    cfg = engine.parse_config(raw)
+    data = {"format": FORMAT, "version": VERSION, "topology": topology_record(cfg), "device_name": "test CPU",
+            "backend": "fbgemm", "fixed_ms": 0.05,
+            "tables": {t.name: {"ms": 1.0 if t.num_embeddings > 1_000 else 0.2,
+                                **table_record(t, cfg.constraint(t.name))} for t in cfg.tables},
+            "probes": [{"round": 1, "tables": ["t0", "t1"], "ms": 2.9},
+                       {"round": 1, "tables": ["t2", "t3"], "ms": 0.38}] if probes is None else probes}
+    return json.dumps({**data, **over}).encode()
+
+
+def test_a_file_is_applied_as_the_cli_applies_it_and_taken_off_again():
+    raw = _config()
+    got = tcosts.apply(raw, _file(raw), "costs.json")
+    assert got.problem == "" and tcosts.in_use(got.config) == 4
+    cli, notes = engine.apply_table_costs(engine.parse_config(raw), json.loads(_file(raw)), "costs.json")
+    assert got.config == engine.config_to_dict(cli) and list(got.notes) == notes
+    prof = got.config["topology"]["profile"]
+    assert prof["step_ms"] == 0.05 and prof["cpu_pressure_row_work"] > 0 and prof["source"].startswith("measure-tables")
+    assert any("pressure on each other as 2 probe ranks" in n for n in got.notes)
+    off = tcosts.without(got.config)
+    assert tcosts.in_use(off) == 0 and "profile" not in off["topology"]  # measure-tables made that profile
+    assert engine.parse_config(off) == engine.parse_config(raw)
+    # a second file replaces the first: its own fixed step, not "the profile's own kept"
+    again = tcosts.apply(got.config, _file(raw, fixed_ms=0.08), "second.json")
+    assert again.config["topology"]["profile"]["step_ms"] == 0.08
+
+
+def test_a_calibrated_profile_keeps_its_figures_when_the_costs_come_off():
+    raw = _config()
+    raw["topology"]["profile"] = {"device": "cpu", "backend": "gloo", "hosts": 1, "step_ms": 0.3,
+                                  "source": "db calibrate: 4 runs", "cpu_id_work": 123.0}
+    got = tcosts.apply(raw, _file(raw), "c.json")
+    prof = got.config["topology"]["profile"]
+    assert prof["step_ms"] == 0.3 and prof["cpu_id_work"] == 123.0 and prof["cpu_pressure_row_work"] > 0
+    off = tcosts.without(got.config)["topology"]["profile"]
+    assert off["step_ms"] == 0.3 and off["cpu_id_work"] == 123.0 and "cpu_pressure_row_work" not in off
+
+
+@pytest.mark.parametrize("data, why", [
+    (b"{not json", "is not JSON"),
+    ("\udcff".encode("utf-8", "surrogatepass"), "is not JSON"),
+    (json.dumps([1, 2]).encode(), 'no "format": "table-costs"'),
+    (_file(_config(world=4)), "topology.world_size: c.json was measured with world_size 4"),
+    (_file(_config(), probes=[{"tables": ["t0", "nope"], "ms": 1.0}]), "probe 0 does not list"),
+    (_file(_config(), fixed_ms="<script>"), '"fixed_ms" \'<script>\' is not a time in ms'),
+])
+def test_a_bad_file_is_refused_in_one_line_naming_what_is_wrong(data, why):
+    got = tcosts.apply(_config(), data, "c.json")
+    assert got.config is None and why in got.problem and "\n" not in got.problem
+
+
+def test_a_file_too_large_is_refused_before_it_is_read():
+    got = tcosts.apply(_config(), b" " * (tcosts.MAX_BYTES + 1), "big.json")
+    assert got.config is None and "files up to 16.00 MiB are taken here" in got.problem
+
+
+def test_a_hostile_file_name_is_one_short_line():
+    got = tcosts.apply(_config(), b"{", "a\nb\x1b[31m" + "x" * 500)
+    assert "\n" not in got.problem and "\x1b" not in got.problem and len(got.problem) < 400
+
+
+def test_the_topology_page_shows_measured_costs_in_use_and_takes_them_off(app):
+    raw = _config()
+    app.session_state["ws_config"] = tcosts.apply(raw, _file(raw), "c.json").config
+    goto(app, "topology")
+    assert any("In use: 4 of 4 tables priced as measured alone" in s for s in shown(app, "success"))
+    assert app.button(key="topology_costs_use").disabled  # nothing uploaded
+    goto(app, "plan")
+    assert any("4 tables priced as measured alone on the device" in c for c in shown(app, "caption"))
+    goto(app, "topology")
+    app.button(key="topology_costs_off").click().run()
+    assert not app.exception and tcosts.in_use(app.session_state["ws_config"]) == 0
+    assert not any("In use: 4 of 4" in s for s in shown(app, "success"))
+    assert engine.parse_config(app.session_state["ws_config"]) == engine.parse_config(raw)

@@ -109,7 +109,7 @@ from engine.replan import ddr_piece_ms as replan_ddr_piece_ms
 from engine.replan.moves import bytes_per_element as replan_bytes_per_element
 from engine.stats.lru import EXACT_MAX_LOOKUPS
 from engine.sweep import candidate_topology as sweep_topology  # a sweep point's topology (accelerator, world size)
-from engine.workset import distinct_rows
+from engine.workset import distinct_rows, prices_pressure
 
 # every field a table's constraints may hold: the scalars, and the workload block (no grid column: the grid keeps it)
 CONSTRAINT_FIELD_DECLS = (*CONSTRAINT, WORKLOAD_FIELD)
@@ -152,8 +152,8 @@ __all__ = [
     "ComputeKernel", "Config", "ConfigError", "Constraints", "DataType", "Device", "EngineError", "MemoryParts",
     "Optimizer", "Perf", "Plan", "PlannerSettings", "PlanningError", "PoolingType", "RankStats", "Shard",
     "ShardingType", "TableConfig", "TablePlan", "Topology", "complete_topology", "config_to_dict", "evaluate",
-    "apply_table_costs", "pressure_pieces", "keep_baseline", "load_config", "load_plan", "parse_config", "parse_plan",
-    "plan",
+    "apply_table_costs", "pressure_pieces", "prices_pressure", "keep_baseline", "load_config", "load_plan",
+    "parse_config", "parse_plan", "plan",
     "plan_to_dict", "read_plan_file", "read_rank_stats", "summary", "torchrec_format",
     # for the dashboard
     "apply_workload", "generated_sample_bytes", "read_sample", "SampleError", "sample_rows", "stats_progress_text",

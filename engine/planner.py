@@ -321,6 +321,9 @@ def _notes(cfg: Config, arr: OptionArrays, found: _Found, steps: int, gains: int
         notes.append(f"local search: {steps} improving steps")
     if gains:
         notes.append(f"ruin and recreate: {gains} improving rounds")
+    if found.pl.ws_price.ramp:
+        notes.append("lower bound: the tables' measured costs spread evenly, without what a rank's tables cost each "
+                     "other (no bound of that is known), so the slowest rank stays further above it")
     return notes + profile_notes(cfg.topology)
 
 

@@ -125,6 +125,12 @@ def workset_price(topo: Topology) -> WorksetPrice:
     return WorksetPrice(k.workset_row_work / topo.ddr_mem_bw)
 
 
+def prices_pressure(topo: Topology) -> bool:
+    """Whether the topology prices the pressure of tables measured alone on each other (RankStats.workset_ms is then
+    what a rank's tables cost each other beyond their times alone)."""
+    return workset_price(topo).ramp
+
+
 def rank_workset_ms(workset_bytes: np.ndarray, workset_rows: np.ndarray, topo: Topology) -> np.ndarray:
     """Per rank, the cost of its touched working set (workset_price): every row past the knee is
     CPU_WORKSET_ROW_WORK bytes of work at the DDR bandwidth (or the profile's cpu_workset_row_work, engine.terms);

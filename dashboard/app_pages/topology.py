@@ -339,7 +339,8 @@ def table_costs_section(config: dict) -> None:
                "tables cost each other on a rank are then as measured. Its figures are checked against this config "
                "and recomputed from the measured times.")
     c1, c2 = st.columns([4, 1.4], vertical_alignment="bottom")
-    up = c1.file_uploader("Table costs (the JSON measure-tables wrote)", type=["json"], key="topology_costs_file")
+    up = c1.file_uploader("Table costs (the JSON measure-tables wrote)", type=["json"], key="topology_costs_file",
+                          max_upload_size=tcosts.MAX_BYTES // 2**20)
     if c2.button("Use these costs", key="topology_costs_use", type="primary", icon=":material/speed:",
                  disabled=up is None, width="stretch"):
         res = tcosts.apply(config, up.getvalue(), up.name)
@@ -347,7 +348,8 @@ def table_costs_section(config: dict) -> None:
             st.error(f"Cannot use {md(up.name)}: {md(res.problem)}", icon=":material/error:")
             return
         state.set_config(res.config, edit="measured table costs")
-        state.flash("Measured table costs in use. " + " ".join(f"{md(note)}." for note in res.notes))
+        said = " ".join(f"{md(note[:1].upper() + note[1:])}." for note in res.notes)
+        state.flash(f"Measured table costs in use. {said}")
         st.rerun()
 
 

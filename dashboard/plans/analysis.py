@@ -201,8 +201,10 @@ def cache_notes(plan: engine.Plan) -> list[tuple[str, list[str]]]:
 # ---- why the slowest rank is slow ---------------------------------------------------------------
 
 
-def bottleneck(plan: engine.Plan, m: Optional[TableRankMatrix] = None, top: int = 3) -> list[str]:
-    """Sentences on the slowest rank: how far above average, which cost component, which tables."""
+def bottleneck(plan: engine.Plan, m: Optional[TableRankMatrix] = None, top: int = 3,
+               pressure: bool = False) -> list[str]:
+    """Sentences on the slowest rank: how far above average, which cost component, which tables. pressure: the
+    plan's topology prices what tables measured alone cost each other (engine.prices_pressure)."""
     if not plan.ranks:
         return []
     imb = imbalance(plan)
@@ -223,7 +225,13 @@ def bottleneck(plan: engine.Plan, m: Optional[TableRankMatrix] = None, top: int 
     if imb.max_ms > 0:
         share = parts_ms.get(comp, 0.0) / imb.max_ms * 100
         out.append(f"Most of its time is {COMPONENT_LABELS[comp]}: {ms_text(parts_ms.get(comp, 0.0))} ({share:.0f}%).")
-    if worst.workset_ms > 0 and imb.max_ms > 0:
+    if worst.workset_ms > 0 and imb.max_ms > 0 and pressure:
+        share = worst.workset_ms / imb.max_ms * 100
+        out.append(f"Its tables touch {worst.workset_rows:,.0f} rows in a step "
+                   f"({engine.human_bytes(int(worst.workset_bytes))} with their optimizer state) and evict each "
+                   f"other's: {ms_text(worst.workset_ms)} ({share:.0f}%) of its time, inside its compute, is what they "
+                   "cost each other beyond their times alone (the pressure the probe ranks measured, CPU).")
+    elif worst.workset_ms > 0 and imb.max_ms > 0:
         share = worst.workset_ms / imb.max_ms * 100
         out.append(f"Its step touches {worst.workset_rows:,.0f} rows ({engine.human_bytes(int(worst.workset_bytes))} "
                    f"with their optimizer state), more than the cache holds: {ms_text(worst.workset_ms)} "
@@ -242,7 +250,9 @@ def bottleneck(plan: engine.Plan, m: Optional[TableRankMatrix] = None, top: int 
             out.append(f"It is within 1% of the lower bound ({ms_text(imb.lower_bound_ms)}): no placement of these "
                        "options can make the slowest rank much faster; change the topology or the constraints.")
         else:
-            out.append(f"It is {(vs - 1) * 100:.1f}% above the lower bound ({ms_text(imb.lower_bound_ms)}).")
+            loose = (" The bound leaves out what a rank's tables cost each other, so it is loose here." if pressure
+                     else "")
+            out.append(f"It is {(vs - 1) * 100:.1f}% above the lower bound ({ms_text(imb.lower_bound_ms)}).{loose}")
     cap = worst.hbm_cap_bytes or 0
     if cap and worst.hbm_bytes / cap > 0.9:
         peak = (f"; at the step's peak it needs {engine.human_bytes(worst.memory.peak_hbm_bytes)}"

@@ -35,8 +35,8 @@ def apply(config: dict, data: bytes, name: str) -> Applied:
     try:
         raw = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        return Applied(None, problem=f"{label} is not JSON ({engine.one_line(str(e))[:120]}): upload the file {COMMAND} "
-                                     "wrote")
+        why = engine.one_line(str(e))[:120]
+        return Applied(None, problem=f"{label} is not JSON ({why}): upload the file {COMMAND} wrote")
     try:
         cfg = engine.parse_config(without(config))
         priced, notes = engine.apply_table_costs(cfg, raw, label)

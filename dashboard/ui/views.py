@@ -66,6 +66,9 @@ def bound_help(plan: engine.Plan) -> str:
     """What the 'Vs lower bound' figure is, or why a plan has none: our planner's plans carry the bound, re-plans
     from the plan on screen too (engine.planner.plan_lower_bound_ms); TorchRec's planner has none."""
     if plan.lower_bound_ms:
+        if any(n.startswith("lower bound: the tables' measured costs spread evenly") for n in plan.notes):
+            return ("slowest rank over a bound no plan can beat; with tables measured alone the bound leaves out what "
+                    "a rank's tables cost each other, so it is loose")
         return "slowest rank over a bound no plan can beat"
     if plan.planner == "engine":
         return "this plan carries no bound (a plan file written without one): Plan from scratch gives one"
@@ -116,7 +119,8 @@ def plan_view(plan: engine.Plan, config: engine.Config, prefix: str) -> None:
     with st.container(border=True):
         imb = analysis.imbalance(plan)
         st.markdown(f"**What makes rank {imb.bottleneck_rank} the slowest**")
-        st.markdown("\n".join(f"- {md(line)}" for line in analysis.bottleneck(plan, matrix)))
+        lines = analysis.bottleneck(plan, matrix, pressure=engine.prices_pressure(config.topology))
+        st.markdown("\n".join(f"- {md(line)}" for line in lines))
     if plan.notes:
         with st.expander(f"Planner notes ({len(plan.notes)})"):
             st.markdown("\n".join(f"- {md(n)}" for n in plan.notes))

@@ -10,6 +10,7 @@ import json
 import pytest
 
 import engine
+from dashboard.plans import analysis
 from dashboard.plans import table_costs as tcosts
 from engine.table_costs import FORMAT, VERSION, table_record, topology_record
 from tests.dashboard.helpers import goto, shown
@@ -49,6 +50,20 @@ def test_a_file_is_applied_as_the_cli_applies_it_and_taken_off_again():
     # a second file replaces the first: its own fixed step, not "the profile's own kept"
     again = tcosts.apply(got.config, _file(raw, fixed_ms=0.08), "second.json")
     assert again.config["topology"]["profile"]["step_ms"] == 0.08
+
+
+def test_why_the_slowest_rank_is_slow_names_what_its_tables_cost_each_other():
+    raw = _config()
+    cfg = engine.parse_config(tcosts.apply(raw, _file(raw), "c.json").config)
+    assert engine.prices_pressure(cfg.topology) and not engine.prices_pressure(engine.parse_config(raw).topology)
+    crowded = {t.name: engine.TablePlan(engine.ShardingType.TABLE_WISE, engine.ComputeKernel.FUSED, (r,),
+                                        (engine.Shard((0, 0), (t.num_embeddings, t.embedding_dim), r),))
+               for t, r in zip(cfg.tables, (0, 0, 1, 1))}  # the two large tables together on rank 0
+    plan = engine.evaluate(cfg, crowded)
+    lines = analysis.bottleneck(plan, pressure=True)
+    said = [line for line in lines if "cost each other beyond their times alone" in line]
+    assert len(said) == 1 and said[0].startswith("Its tables touch ") and plan.ranks[0].workset_ms > 0
+    assert not any("cost each other" in line for line in analysis.bottleneck(plan))  # the estimate's own wording
 
 
 def test_a_calibrated_profile_keeps_its_figures_when_the_costs_come_off():

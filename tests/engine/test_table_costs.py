@@ -230,6 +230,8 @@ def test_the_planner_keeps_two_large_working_sets_apart_when_the_probes_measured
     assert plan.tables["t0"].ranks != plan.tables["t1"].ranks
     crowded = engine.evaluate(priced, _tw(priced, {"t0": 0, "t1": 0, "t2": 1, "t3": 1}))
     assert plan.max_rank_cost_ms < crowded.max_rank_cost_ms - 0.3
+    assert plan.lower_bound_ms <= plan.max_rank_cost_ms  # the bound leaves the pressure out, and says so
+    assert any(n.startswith("lower bound: the tables' measured costs spread evenly") for n in plan.notes)
     # probes that measured no pressure (the pair ran as its tables alone): the term is off, and said so
     calm = [{"round": 1, "tables": ["t0", "t1"], "ms": 1.95}]
     flat, notes = apply_table_costs(cfg, {**_costs(cfg, alone, fixed), "probes": calm}, "c.json")

@@ -29,6 +29,7 @@ from engine.table_costs import (FORMAT, VERSION, alone, alone_estimate, fixed_al
                                 together, topology_record)
 from engine.types import Config, Device
 
+from engine.dryrun.collectives import collective_record
 from engine.dryrun.types import DryrunSettings
 
 
@@ -63,6 +64,11 @@ def measure_tables(cfg: Config, settings: DryrunSettings, reps: int = 3,
             probes.append({"round": rep + 1, "tables": group, "ms": result.ranks[0].measured_ms})
             log(f"[{rep + 1}/{reps}] probe rank {k + 1}: {len(group)} tables together: "
                 f"{result.ranks[0].measured_ms:.3f} ms")
+    collectives = None
+    if device is not None and device.value == "cpu":  # gloo's round, for the profile's collective_ms
+        collectives = collective_record(cfg.topology.world_size)
+        if collectives is not None:
+            log(f"a collective round among {cfg.topology.world_size} gloo processes: {collectives['round_ms']:.3f} ms")
     tables = {}
     for name in names:
         est, ws = alone_estimate(cfg, name)
@@ -73,6 +79,7 @@ def measure_tables(cfg: Config, settings: DryrunSettings, reps: int = 3,
             "backend": backend.value if backend is not None else None, "reps": reps, "iters": settings.iters,
             "warmup": settings.warmup, "threads": settings.threads, "seed": settings.seed,
             "fixed_ms": float(np.median(fixed)), "fixed_reps_ms": fixed, "probes": probes,
+            **({"collectives": collectives} if collectives is not None else {}),
             "measure_s": round(time.perf_counter() - started, 3), "tables": tables}
 
 

@@ -12,8 +12,8 @@ import pytest
 import engine
 import engine.table_costs
 from engine.estimate import table_workset
-from engine.table_costs import (FORMAT, VERSION, alone_estimate, apply_table_costs, pressure_fit, table_record,
-                                topology_record)
+from engine.table_costs import (COLLECTIVES_NOTE, FORMAT, VERSION, alone_estimate, apply_table_costs, pressure_fit,
+                                table_record, topology_record)
 from engine.workset import pressure
 from tests.engine.test_cli import run
 from tests.factories import write
@@ -152,6 +152,9 @@ def test_measure_tables_then_plan_with_them_end_to_end(tmp_path):
     plan = json.loads(run("plan", cfg_path, "--table-costs", out, "--json").stdout)
     assert any(n.startswith("compute of 3 of 3 tables as measured alone on ") for n in plan["notes"])
     assert any(n.startswith("tables' pressure on each other ") for n in plan["notes"])
+    coll = data["collectives"]  # gloo all-to-alls among the config's 2 ranks, timed
+    assert coll["world_size"] == 2 and coll["backend"] == "gloo" and 0 < coll["round_ms"] == coll["all_to_all_ms"]
+    assert any(n.startswith(f"collectives priced at {coll['round_ms']:.3g} ms a round") for n in plan["notes"])
     # the same scales as the engine's API gives, so the plan is the one it makes
     cfg = engine.parse_config(_config(dims=(16, 64, 128)))
     measured, _ = apply_table_costs(cfg, data, str(out))
@@ -212,7 +215,8 @@ def test_the_pressure_is_fitted_from_the_probe_ranks_and_a_probe_prices_as_measu
     assert [round(r["beyond_alone_ms"], 9) >= 0 for r in said] == [True] * 3
     priced, notes = apply_table_costs(cfg, costs, "costs.json")
     assert dict(priced.topology.profile.terms)["cpu_pressure_row_work"] == pytest.approx(a * cfg.topology.ddr_mem_bw)
-    assert notes[-1] == ("tables' pressure on each other as 3 probe ranks measured on test CPU: 200 ns per touched "
+    assert notes[-1] == COLLECTIVES_NOTE  # the profile measure-tables made prices no collectives, and says so
+    assert notes[-2] == ("tables' pressure on each other as 3 probe ranks measured on test CPU: 200 ns per touched "
                          "row at full pressure")
     # every probe rank, and every table alone, prices as measured (its scale, its own pressure off, the rank's on)
     for g in [*groups, ["t0"], ["t3"]]:
@@ -236,7 +240,34 @@ def test_the_planner_keeps_two_large_working_sets_apart_when_the_probes_measured
     calm = [{"round": 1, "tables": ["t0", "t1"], "ms": 1.95}]
     flat, notes = apply_table_costs(cfg, {**_costs(cfg, alone, fixed), "probes": calm}, "c.json")
     assert dict(flat.topology.profile.terms)["cpu_pressure_row_work"] == 0
-    assert "measured none" in notes[-1]
+    assert "measured none" in notes[-2]
+
+
+def test_a_profile_that_prices_the_collectives_gets_no_warning_about_them():
+    raw = _big()
+    raw["topology"]["profile"] = {"device": "cpu", "backend": "gloo", "hosts": 1, "collective_ms": 0.47,
+                                  "source": "db calibrate: validation runs"}
+    priced, notes = apply_table_costs(engine.parse_config(raw), _costs(engine.parse_config(raw), {"t0": 1.0}))
+    assert COLLECTIVES_NOTE not in notes and priced.topology.profile.collective_ms == 0.47
+    assert "1.24x slower per step" in COLLECTIVES_NOTE and "python -m db calibrate" in COLLECTIVES_NOTE
+
+
+def test_a_measured_collective_round_prices_every_sharding_type_a_plan_adds():
+    raw = _big()
+    cfg = engine.parse_config(raw)
+    costs = {**_costs(cfg, {t.name: 1.0 for t in cfg.tables}), "collectives": {"world_size": 2, "round_ms": 0.4}}
+    priced, notes = apply_table_costs(cfg, costs, "c.json")
+    assert priced.topology.profile.collective_ms == 0.4 and COLLECTIVES_NOTE not in notes
+    assert any(n.startswith("collectives priced at 0.4 ms a round, as measure-tables timed gloo all-to-alls among 2 "
+                            "processes on test CPU") for n in notes)
+    tw = engine.evaluate(priced, _tw(priced, {"t0": 0, "t1": 1, "t2": 0, "t3": 1}))
+    free = engine.evaluate(apply_table_costs(cfg, _costs(cfg, {t.name: 1.0 for t in cfg.tables}))[0],
+                           _tw(priced, {"t0": 0, "t1": 1, "t2": 0, "t3": 1}))
+    assert tw.max_rank_cost_ms > free.max_rank_cost_ms + 0.4  # table_wise's rounds, at 0.4 ms each
+    other = {**costs, "collectives": {"world_size": 4, "round_ms": 0.4}}  # measured among another number of ranks
+    assert COLLECTIVES_NOTE in apply_table_costs(cfg, other)[1]
+    with pytest.raises(engine.EngineError, match='"collectives" has no "round_ms" in ms'):
+        apply_table_costs(cfg, {**costs, "collectives": {"round_ms": "fast"}})
 
 
 def test_a_gpu_config_keeps_its_estimate_of_the_pressure_and_says_why():
@@ -253,7 +284,7 @@ def test_a_file_without_probe_ranks_leaves_the_pressure_unpriced_and_says_so():
     cfg = engine.parse_config(_big())
     priced, notes = apply_table_costs(cfg, _costs(cfg, {"t0": 1.0, "t1": 1.0}), "old.json")
     assert "cpu_pressure_row_work" not in dict(priced.topology.profile.terms)
-    assert notes[-1].startswith("the tables' pressure on each other is not priced: the file has no probe ranks")
+    assert notes[-2].startswith("the tables' pressure on each other is not priced: the file has no probe ranks")
     rank = engine.evaluate(priced, _tw(priced, {"t0": 0, "t1": 0, "t2": 1, "t3": 1})).ranks[0]
     assert rank.workset_ms == 0  # measured tables: their times hold their working sets, as before the probes
 

@@ -19,6 +19,9 @@ measured time holds): engine.workset.WorksetPrice, engine.estimate.pressure_alon
 plans, that takes the per-rank error from 9.3% to 4.6% median and names the slowest rank in 93 of them against 79
 (bench/interplay.py; docs/estimator.md, "The tables' pressure on each other"). A file without probes (from before
 them) prices no pressure: the rank's working-set term leaves measured tables out, as it did.
+On CPU it also times a collective round (engine.dryrun.collectives: gloo all-to-alls among world_size processes),
+which becomes the profile's collective_ms unless the profile has its own: a dry-run times kernels only, and a plan
+that added a sharding type for free ran 1.24x slower in real DMP steps (docs/benchmarks.md).
 The fixed step is carried once by every rank: on a CPU topology it becomes the profile's step_ms (a profile already
 pricing a fixed step, from python -m db calibrate, keeps its own); comms stay the estimate's. The scale is taken
 against the estimate the plan is priced with (the config's terms, without the profile's fixed costs), when the file

@@ -13,6 +13,7 @@ from engine.planfile import load_plan, parse_plan, plan_to_dict, read_plan_file,
 from engine.planner import PlannerSettings, plan
 from engine.keep import keep_baseline  # a plan in use kept unless ours is estimably faster (--baseline)
 from engine.table_costs import apply_table_costs  # tables measured alone (measure-tables, plan --table-costs)
+from engine.fields import PRESSURE_TERM  # the profile term plan --table-costs sets
 from engine.table_costs import rank_pieces as pressure_pieces  # each rank's pieces as the pressure sees them
 from engine.report import summary, torchrec_format
 from engine.types import (
@@ -152,8 +153,8 @@ __all__ = [
     "ComputeKernel", "Config", "ConfigError", "Constraints", "DataType", "Device", "EngineError", "MemoryParts",
     "Optimizer", "Perf", "Plan", "PlannerSettings", "PlanningError", "PoolingType", "RankStats", "Shard",
     "ShardingType", "TableConfig", "TablePlan", "Topology", "complete_topology", "config_to_dict", "evaluate",
-    "apply_table_costs", "pressure_pieces", "prices_pressure", "keep_baseline", "load_config", "load_plan",
-    "parse_config", "parse_plan", "plan",
+    "apply_table_costs", "PRESSURE_TERM", "pressure_pieces", "prices_pressure", "keep_baseline", "load_config",
+    "load_plan", "parse_config", "parse_plan", "plan",
     "plan_to_dict", "read_plan_file", "read_rank_stats", "summary", "torchrec_format",
     # for the dashboard
     "apply_workload", "generated_sample_bytes", "read_sample", "SampleError", "sample_rows", "stats_progress_text",

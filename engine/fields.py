@@ -330,7 +330,8 @@ PROFILE_TERMS: tuple[Field, ...] = (
 )
 PROFILE_TERM_NAMES = tuple(f.name for f in PROFILE_TERMS)
 # the terms `python -m db calibrate --terms` fits; cpu_pressure_row_work is measured per config (engine.table_costs)
-FITTED_TERM_NAMES = tuple(n for n in PROFILE_TERM_NAMES if n != "cpu_pressure_row_work")
+PRESSURE_TERM = "cpu_pressure_row_work"
+FITTED_TERM_NAMES = tuple(n for n in PROFILE_TERM_NAMES if n != PRESSURE_TERM)
 
 # constraints.TABLE.workload: a block, not a scalar (no grid column); read by engine.workload_block, written only
 # when there is one. Kept out of CONSTRAINT so README's constraint table and the grid's columns stay scalars.

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from engine.errors import ConfigError
-from engine.fields import PROFILE_TERM_NAMES, PROFILE_TERMS
+from engine.fields import PRESSURE_TERM, PROFILE_TERM_NAMES, PROFILE_TERMS  # PRESSURE_TERM: engine.table_costs sets it
 from engine.types import Config, Device, DeviceProfile, ShardingType, TablePlan, Topology
 
 BACKEND = {Device.CPU: "gloo", Device.CUDA: "nccl"}  # the backend validation runs use on each device
@@ -63,7 +63,6 @@ CPU_DEFAULTS_NOTE = ("CPU estimate from the default cost terms, fitted on one 2-
                      "here: python -m db calibrate --terms --config C.json --config-out C.json")
 
 
-PRESSURE_TERM = "cpu_pressure_row_work"  # set from measured probe ranks (engine.table_costs), not db calibrate
 
 
 def _fitted(prof: DeviceProfile) -> list[str]:

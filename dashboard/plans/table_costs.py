@@ -14,7 +14,6 @@ import engine
 
 MAX_BYTES = 16 * 2**20  # a costs file of 100,000 tables is about 40 MiB; here, configs up to tens of thousands
 MEASURED_PROFILE = "measure-tables: "  # the source of a profile apply_table_costs made (engine.table_costs)
-PRESSURE_TERM = "cpu_pressure_row_work"
 COMMAND = "python -m engine measure-tables CONFIG.json --out COSTS.json"
 
 
@@ -63,7 +62,7 @@ def without(config: dict) -> dict:
         if str(prof.get("source", "")).startswith(MEASURED_PROFILE):
             topo.pop(engine.PROFILE_FIELD)
         else:
-            topo[engine.PROFILE_FIELD] = {k: v for k, v in prof.items() if k != PRESSURE_TERM}
+            topo[engine.PROFILE_FIELD] = {k: v for k, v in prof.items() if k != engine.PRESSURE_TERM}
     out["topology"] = topo
     return out
 

@@ -145,7 +145,9 @@ def test_the_engines_torchrec_command_as_a_job_plans(tmp_path):
 def _held(tmp_path: Path, name: str) -> tuple[list[str], Path, Path]:
     """A command that writes its `started` marker, then runs until its `release` file exists (at most 60 s)."""
     started, release = tmp_path / f"{name}.started", tmp_path / f"{name}.release"
-    script = (f"import os, time; open({str(started)!r}, 'w').write(str(time.monotonic())); t = time.monotonic()\n"
+    # the marker is written whole, then renamed into place: a reader never sees it half written
+    script = (f"import os, time; open({str(started) + '.tmp'!r}, 'w').write(str(time.monotonic()))\n"
+              f"os.replace({str(started) + '.tmp'!r}, {str(started)!r}); t = time.monotonic()\n"
               f"while not os.path.exists({str(release)!r}) and time.monotonic() - t < 60: time.sleep(0.02)")
     return [PY, "-c", script], started, release
 

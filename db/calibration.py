@@ -31,7 +31,8 @@ def _per_rank_steps(store: Store, run: RunRecord, world_size: int, metric: str =
 
 def run_observation(store: Store, rec: PlanRecord, run: RunRecord, device: Device) -> StepObservation | None:
     """One stored run as the engine sees it: the config priced for the device and ranks per host it ran on,
-    its plan, and each rank's measured step; None when the run lacks a rank's step or its config no longer parses."""
+    its plan, each rank's measured step and own embedding time (where the run recorded it); None when the run lacks a
+    rank's step or its config no longer parses."""
     info = run.device_info or {}
     try:
         cfg = parse_config(rec.config)
@@ -47,8 +48,9 @@ def run_observation(store: Store, rec: PlanRecord, run: RunRecord, device: Devic
         return None
     cores = info.get("cpu_count") if device is Device.CPU else None
     cores = cores if isinstance(cores, int) and cores > 0 else None
+    own = _per_rank_steps(store, run, topo.world_size, EMBEDDING_METRIC)  # each rank's own work, where recorded
     return observation(replace(cfg, topology=topo), tables, measured, cores_per_host=cores, group=rec.config_name,
-                       run_id=run.id, plan=rec.token)
+                       run_id=run.id, plan=rec.token, own_ms=own)
 
 
 def _wanted(run: RunRecord, device: Device, device_name: str | None) -> bool:

@@ -32,6 +32,7 @@ COMPUTE_FIELD = {Device.CPU: "ddr_mem_bw", Device.CUDA: "hbm_mem_bw"}
 FIXED = ("step_ms", "collective_ms", "launch_ms", "piece_ms")  # the first four features' costs
 FEATURES = FIXED + ("compute", "intra_host_bw", "inter_host_bw")  # the last three: bytes, cost 1 / bandwidth
 N_FIXED = len(FIXED)
+COMPUTE = FEATURES.index("compute")
 ROUNDS = FIXED.index("collective_ms")
 MAX_PICK_ROUNDS = 30  # the slowest-rank assignment settles in a few rounds; a cycle stops here
 RANDOM_STARTS = 12  # seeded: the fit is the same every time
@@ -52,6 +53,8 @@ class StepObservation:
     hosts: int = 1
     cores_per_host: int | None = None  # CPU runs: the cores its host's ranks share
     plan: str = ""  # the plan measured: runs of one plan are combined (each rank's median step) before a fit
+    own_ms: np.ndarray | None = None  # (W,) each rank's own embedding time inside the step (lookups, backward and
+    # the fused update: a validation's embedding_ms), or None when the run has none
 
     @property
     def step_ms(self) -> float:
@@ -162,11 +165,14 @@ def step_features(cfg: Config, tables: dict[str, TablePlan]) -> tuple[np.ndarray
 
 
 def observation(cfg: Config, tables: dict[str, TablePlan], measured_ms: Sequence[float], *, cores_per_host: int | None,
-                group: str = "", run_id: int | None = None, plan: str = "") -> StepObservation:
-    """A run as an observation: the config as it ran (its device, ranks per host), the plan, per-rank step ms."""
+                group: str = "", run_id: int | None = None, plan: str = "",
+                own_ms: Sequence[float] | None = None) -> StepObservation:
+    """A run as an observation: the config as it ran (its device, ranks per host), the plan, per-rank step ms, and
+    where the run has them, each rank's own embedding ms."""
     x, bw = step_features(cfg, tables)
+    own = None if own_ms is None else np.asarray(own_ms, dtype=np.float64)
     return StepObservation(x, np.asarray(measured_ms, dtype=np.float64), bw, group,
-                           () if run_id is None else (run_id,), cfg.topology.num_hosts, cores_per_host, plan)
+                           () if run_id is None else (run_id,), cfg.topology.num_hosts, cores_per_host, plan, own)
 
 
 def combine(observations: Iterable[StepObservation]) -> list[StepObservation]:
@@ -180,7 +186,9 @@ def combine(observations: Iterable[StepObservation]) -> list[StepObservation]:
     for runs in groups.values():
         first = runs[0]
         measured = np.median(np.array([o.measured_ms for o in runs]), axis=0)
-        out.append(replace(first, measured_ms=measured, run_ids=tuple(i for o in runs for i in o.run_ids)))
+        own = (np.median(np.array([o.own_ms for o in runs]), axis=0)
+               if all(o.own_ms is not None for o in runs) else None)
+        out.append(replace(first, measured_ms=measured, own_ms=own, run_ids=tuple(i for o in runs for i in o.run_ids)))
     return out
 
 
@@ -239,17 +247,42 @@ def _solve(obs: list[StepObservation], cols: list[int], held: Sequence[int]) -> 
     return best
 
 
-def _fit_costs(obs: list[StepObservation]) -> tuple[np.ndarray, list[int], list[int]]:
-    """(costs, columns fitted, bandwidth columns held at the configured bandwidth because they fitted at 0)."""
+def own_cost(obs: Sequence[StepObservation]) -> float | None:
+    """The lookup work's cost (ms per byte of the compute feature) that each rank's own embedding time gives, by
+    least squares through 0 over every rank of every run; None unless every run has them and the fit is positive."""
+    if not obs or any(o.own_ms is None for o in obs):
+        return None
+    x = np.concatenate([o.features[:, COMPUTE] for o in obs])
+    y = np.concatenate([o.own_ms for o in obs])
+    xx = float(x @ x)
+    cost = float(x @ y) / xx if xx > 0 else 0.0
+    return cost if cost > 0 and math.isfinite(cost) else None
+
+
+def _fit_costs(obs: list[StepObservation]) -> tuple[np.ndarray, list[int], list[int], bool]:
+    """(costs, columns fitted, bandwidth columns held at the configured bandwidth because they fitted at 0, whether
+    the lookup cost is the ranks' own embedding time's). A synchronised step cannot tell the lookup work apart when
+    the plans measured spread it alike (every rank waits for the slowest, or for a core): its cost fits 0. Held at
+    the configured bandwidth, a default far off the machine makes every other cost fit 0 (on the VM measured, 12
+    runs of 6 plans of a 4-rank config: R^2 -90). Where the runs carry each rank's own embedding time, the lookup
+    cost is fitted to that instead (own_cost), and the fixed costs to the steps beside it."""
     used = [j for j in range(len(FEATURES)) if any(np.any(o.features[:, j] > 0) for o in obs)]
     held: list[int] = []
+    own = None
     while True:
         cols = [j for j in used if j not in held]
         costs = _solve(obs, cols, held)
         zero = [j for j in cols if j >= N_FIXED and costs[j] == 0]
+        if COMPUTE in zero and own is None and (own := own_cost(obs)) is not None:
+            obs = [replace(o, assumed_bw=(1.0 / own, *o.assumed_bw[1:])) for o in obs]  # held at the ranks' own
         if not zero:
-            return costs, cols, held
+            break
         held += zero
+    if own is not None and COMPUTE in held:
+        held.remove(COMPUTE)
+        cols = sorted(cols + [COMPUTE])
+        costs[COMPUTE] = own
+    return costs, cols, held, own is not None and COMPUTE in cols
 
 
 def _residual(obs: list[StepObservation], costs: np.ndarray, held: Sequence[int]) -> float:
@@ -291,7 +324,7 @@ def fit(observations: Iterable[StepObservation], device: Device, device_name: st
     if not obs:
         raise EngineError(f"no succeeded validation runs on {device.value} to calibrate from; record some "
                           "with `python -m db validate CONFIG.json --plan PLAN.json` first")
-    obs, share, (costs, cols, held) = _fit_cores(obs, device)
+    obs, share, (costs, cols, held, from_own) = _fit_cores(obs, device)
     patch, notes = {}, []
     if share < 1.0:
         notes.append(f"the ranks had {share:.0%} of their hosts' cores while measured (other work shared the "
@@ -302,6 +335,9 @@ def fit(observations: Iterable[StepObservation], device: Device, device_name: st
             notes.append(f"{name}: the runs do not determine it (its fitted cost is zero); left as configured")
         elif j in cols and costs[j] > 0 and math.isfinite(1.0 / costs[j]):
             patch[name] = float(min(L.MAX_BW, max(L.MIN_BW, 1.0 / costs[j])))
+            if j == COMPUTE and from_own:
+                notes.append(f"{name}: the steps do not determine it (the plans measured spread the lookups alike); "
+                             "fitted to each rank's own embedding time in the runs instead")
     for i, name in enumerate(FIXED):
         if costs[i] == 0 and i in cols:
             notes.append(f"{name}: fitted at zero (the runs do not show it)")

@@ -78,6 +78,29 @@ def test_a_bandwidth_the_runs_do_not_determine_stays_as_configured():
         fit(mixed, Device.CPU)
 
 
+def test_lookups_the_steps_cannot_see_are_fitted_to_each_ranks_own_embedding_time():
+    """4 ranks on 2 cores whose plans spread the same lookup work alike: the step is the host's work over its cores,
+    so the lookups' cost is a constant the fixed step absorbs. Held at a configured bandwidth 10x too slow, that
+    made every other cost fit 0 (on the VM measured: R^2 -90); the ranks' own embedding times fit it instead."""
+    rng = np.random.default_rng(3)
+    true = np.array([3.0, 0.4, 0.0, 0.05, 1 / 5e6, 0.0, 0.0])
+    runs = []
+    for i in range(10):
+        x = np.zeros((4, 7))
+        x[:, 0], x[:, 1], x[:, 2], x[:, 3] = 1.0, 15 * (1 + i % 2), 1 + i % 2, rng.integers(1, 10, 4)
+        x[:, 4] = 8e7 * rng.dirichlet(np.full(4, 60.0))  # the same lookup work, spread about evenly
+        step = synthetic_step(x, true, cores=2)
+        runs.append(StepObservation(x, np.full(4, step), (5e5, 6e8, 1e7), f"config{i % 3}", (i + 1,), 1, 2,
+                                    own_ms=x[:, 4] * true[4]))
+    cal = fit(runs, Device.CPU)
+    assert cal.patch["ddr_mem_bw"] == pytest.approx(5e6, rel=1e-9)
+    assert any("fitted to each rank's own embedding time" in n for n in cal.notes)
+    assert cal.r2 > 0.999 and cal.median_error < 1e-3
+    assert (cal.profile.step_ms, cal.profile.collective_ms, cal.profile.piece_ms) == pytest.approx((3.0, 0.4, 0.05))
+    blind = fit([replace(o, own_ms=None) for o in runs], Device.CPU)  # the same runs without their own times
+    assert "ddr_mem_bw" not in blind.patch and blind.median_error > 100 * cal.median_error
+
+
 def test_runs_of_one_plan_are_combined_rank_by_rank():
     o = synthetic_runs(1)[0]
     runs = [replace(o, measured_ms=o.measured_ms * k, run_ids=(i,), plan="p") for i, k in enumerate((1.0, 3.0, 1.2))]

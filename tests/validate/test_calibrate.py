@@ -31,6 +31,8 @@ def test_stored_runs_become_observations_of_their_plans(recorded_runs):
         st = o.group.removeprefix("tutorial_")
         assert o.features.shape == (2, 7) and (o.features[:, 1] == ROUNDS[st]).all()
         assert (o.measured_ms > 0).all() and o.hosts == 1 and o.cores_per_host == os.cpu_count()
+        assert o.own_ms.shape == (2,) and (o.own_ms > 0).all()  # each rank's embedding_ms, for the lookups' cost
+        assert (o.own_ms < o.measured_ms).all()  # a rank's own embedding work is inside its step
     cal = calibrate_from_store(store, Device.CPU)
     assert cal.n_runs == len(SHARDING_TYPES) and cal.profile.backend == "gloo" and cal.r2 is not None
     assert all(v > 0 and math.isfinite(v) for v in cal.patch.values())

@@ -1,8 +1,14 @@
 """Topology: ranks, hosts, device, memory and bandwidths per rank, batch size; presets for common GPUs
 and clusters; bandwidths calibrated from the stored validation runs; tables measured alone on the device
-(`python -m engine measure-tables`'s file, applied as `plan --table-costs` applies it). Memory is entered in
+(`python -m engine measure-tables`'s file, run here on the server's CPU in the background or uploaded, applied as
+`plan --table-costs` applies it). Memory is entered in
 GiB, bandwidth in GiB/s (TorchRec's "GB/s" count 2**30 bytes too).
 """
+
+import os
+import sys
+import tempfile
+from pathlib import Path
 
 import pandas as pd
 import streamlit as st
@@ -10,9 +16,10 @@ import streamlit as st
 import engine
 from dashboard.plans import calibration as calib
 from dashboard.plans import table_costs as tcosts
+from dashboard.serve import jobs, priority
 from dashboard.tables import host_groups, presets, row_checks
-from dashboard.ui import services, state, views
-from dashboard.text import md
+from dashboard.ui import services, state, views, workspace
+from dashboard.text import count_text, md
 
 
 CUSTOM = "custom"
@@ -22,6 +29,8 @@ MIXED_KEY = "topology_mixed"
 GROUPS_KEY = "topology_host_groups"
 GROUPS_BASE = "topology_host_groups_base"  # (the per-rank lists the editor's rows were made from, the rows)
 GPU_KEY = "topology_gpu"
+ROOT = Path(__file__).resolve().parents[2]
+POLL_S = 1.0
 
 
 def set_topology(topo: dict) -> None:
@@ -320,12 +329,12 @@ def calibration_section(topology: dict) -> None:
 
 
 def table_costs_section(config: dict) -> None:
-    """Upload a measure-tables file: the tables priced as measured alone, and their pressure on each other; or
-    stop using one."""
+    """Measure the tables here or upload a measure-tables file: the tables priced as measured alone, and their
+    pressure on each other; or stop using one."""
     st.subheader("Tables measured on the device", divider="gray")
     n, total = tcosts.in_use(config), len(config.get("tables") or [])
     if n:
-        st.success(f"In use: {n} of {total} tables priced as measured alone on the device, with the fixed step and "
+        st.success(f"In use: {n:,} of {total:,} tables priced as measured alone on the device, with the fixed step and "
                    "their pressure on each other as the file measured them (docs/estimator.md, \"Tables measured "
                    "alone\").", icon=":material/speed:")
         if st.button("Stop using the measured costs", key="topology_costs_off", icon=":material/undo:",
@@ -333,7 +342,8 @@ def table_costs_section(config: dict) -> None:
             state.set_config(tcosts.without(config), edit="stop using measured table costs")
             state.flash("Measured table costs no longer in use: every table is priced by the estimate.")
             st.rerun()
-    st.caption("On the machine the plan is for, download the config (Plan page, Take it away) and run "
+    measure_here(config)
+    st.caption("Or, on the machine the plan is for, download the config (Plan page, Take it away) and run "
                f"`{tcosts.COMMAND}`: every table is dry-run alone, then the tables dealt into probe ranks (seconds "
                "for tens of tables). Upload the file here: each table's compute, the step's fixed time and what the "
                "tables cost each other on a rank are then as measured. Its figures are checked against this config "
@@ -351,6 +361,117 @@ def table_costs_section(config: dict) -> None:
         said = " ".join(f"{md(note[:1].upper() + note[1:])}." for note in res.notes)
         state.flash(f"Measured table costs in use. {said}")
         st.rerun()
+
+
+def start_measure(config: dict, reps: int) -> jobs.Job:
+    """`python -m engine measure-tables` of the config (without the costs in use) on this server's CPU, in another
+    process once a slot of the server's heavy jobs (jobs.HEAVY) is free; it writes costs.json in its folder."""
+    workdir = Path(tempfile.mkdtemp(prefix="planner-measure-"))
+    engine.write_json_file(workdir / "config.json", tcosts.without(config), indent=None)
+    argv = tcosts.measure_argv(sys.executable, workdir / "config.json", workdir / "costs.json", reps)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+    return jobs.Job(argv, workdir, label="measure-tables", cwd=ROOT, env=env, slots=jobs.HEAVY,
+                    nice=priority.worker_nice())
+
+
+@st.fragment(run_every=POLL_S)
+def measure_progress() -> None:
+    job = state.page_value(state.MEASURE_JOB)
+    if job is None:
+        return
+    if not job["job"].live:
+        st.rerun()
+    done, last = tcosts.progress(job["job"].text(jobs.STDERR))
+    total = job["dry_runs"]
+    line = workspace.job_line(job["job"], f"Measuring {count_text(job['tables'], 'table')}", "The measurement")
+    if job["job"].running:
+        line += f". {min(done, total):,} of {total:,} dry-runs done" + (
+            f" (the newest: {md(last)})" if last else "") + ("; now a collective round" if done >= total else "")
+    if workspace.job_box("topology_measure_running", "topology_measure_cancel",
+                         f"{line}. The figures are this server's CPU's: other work on it while they are taken "
+                         "slows them."):
+        job["job"].close()
+        state.set_page_value(state.MEASURE_JOB, None)
+        st.rerun()
+
+
+def collect_measure(config: dict) -> None:
+    """A measurement that ended since the last run: its file is applied to the workspace config as an uploaded one
+    is (checked against it, its figures recomputed), and kept for download; or its one-line error is shown."""
+    job = state.page_value(state.MEASURE_JOB)
+    if job is None or job["job"].live:
+        return
+    state.set_page_value(state.MEASURE_JOB, None)
+    j = job["job"]
+    try:
+        if j.state is not jobs.JobState.DONE:
+            state.set_page_value(state.MEASURE_RESULT, {"error": j.error_line(), "flags": True})
+            return
+        try:
+            data = j.path("costs.json").read_bytes()
+        except OSError:
+            state.set_page_value(state.MEASURE_RESULT, {"error": "measure-tables ended without writing its file"})
+            return
+    finally:
+        j.close()
+    name = "measured-table-costs.json"
+    state.set_page_value(state.MEASURE_RESULT, {"file": data, "name": name})
+    res = tcosts.apply(config, data, name)
+    if res.problem:
+        state.set_page_value(state.MEASURE_RESULT, {"file": data, "name": name, "error": res.problem})
+        return
+    changed = state.config_key(config) != job["key"]
+    state.set_config(res.config, edit="measured table costs")
+    said = " ".join(f"{md(note[:1].upper() + note[1:])}." for note in res.notes)
+    state.flash(f"Measured {count_text(job['tables'], 'table')} on this server's CPU; the costs are in use."
+                + (" The config changed while they were measured: the file was checked against it as it is now."
+                   if changed else "") + f" {said}")
+    st.rerun()
+
+
+def measure_here(config: dict) -> None:
+    """Measure the tables on this server's CPU (a CPU config only), in the background, and use the file."""
+    collect_measure(config)
+    topo = config.get("topology") or {}
+    n = len(config.get("tables") or [])
+    result = state.page_value(state.MEASURE_RESULT)
+    if result is not None and "error" in result:
+        st.error(f"The measurement was not used: {md(result['error'])}" + (
+            ". Here it runs with measure-tables' defaults; for its other flags, run the command below on the machine "
+            "the plan is for and upload the file" if result.get("flags") else ""), icon=":material/error:")
+    if str(topo.get("compute_device") or "cuda") != "cpu":
+        st.caption("The config computes on GPUs: measure its tables on one of them (`"
+                   f"{tcosts.COMMAND} --device cuda`, where fbgemm-gpu runs) and upload the file below.")
+    else:
+        running = state.page_value(state.MEASURE_JOB) is not None
+        ws = int(topo.get("world_size") or 1)
+        c1, c2, c3 = st.columns([1.2, 1.6, 3], vertical_alignment="bottom")
+        reps = c1.number_input("Rounds", tcosts.REPS[0], tcosts.REPS[1], 3, 1, key="topology_measure_reps",
+                               help="rounds over the tables, each in a shuffled order; a table's figure is the median "
+                                    "of its rounds (measure-tables' --reps)")
+        runs = tcosts.dry_runs(n, ws, int(reps))
+        if c2.button("Measure them here", key="topology_measure_run", icon=":material/timer:", width="stretch",
+                     disabled=running or n == 0,
+                     help=f"{runs:,} dry-runs of the tables on this server's CPU, in the background"):
+            try:
+                engine.parse_config(tcosts.without(config))
+            except engine.ConfigError as e:
+                st.error(f"The config has a problem: {md(e)}. Fix it on Tables & constraints or Topology.",
+                         icon=":material/error:")
+            else:
+                job = start_measure(config, int(reps))
+                state.set_page_value(state.MEASURE_JOB, {"job": job, "dry_runs": runs, "tables": n,
+                                                         "key": state.config_key(config)})
+                state.set_page_value(state.MEASURE_RESULT, None)
+                st.rerun()
+        c3.caption(f"On this server's CPU: {runs:,} dry-runs of the {count_text(n, 'table')} alone and in "
+                   "probe ranks, then a collective round; the file is used as an uploaded one is.")
+        if running:
+            measure_progress()
+    if result is not None and "file" in result:
+        st.download_button("Download the measured costs", result["file"], result["name"], "application/json",
+                           key="topology_measure_download", icon=":material/download:",
+                           help="the file measure-tables wrote: keep it, or plan with it from the command line")
 
 
 st.title("Topology")

@@ -8,13 +8,17 @@ from it), and anything wrong with it is one line naming the field and the fix.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import engine
 
 MAX_BYTES = 16 * 2**20  # a costs file of 100,000 tables is about 40 MiB; here, configs up to tens of thousands
 MEASURED_PROFILE = "measure-tables: "  # the source of a profile apply_table_costs made (engine.table_costs)
 COMMAND = "python -m engine measure-tables CONFIG.json --out COSTS.json"
+REPS = (1, 9)  # the rounds a measurement from the page may take (measure-tables' --reps)
+PROGRESS_LINE = re.compile(r"^\[(\d+)/(\d+)\] ")  # measure-tables --progress: "[round/rounds] ..."
 
 
 @dataclass(frozen=True)
@@ -67,4 +71,33 @@ def without(config: dict) -> dict:
     return out
 
 
-__all__ = ["Applied", "MAX_BYTES", "apply", "in_use", "without"]
+def measure_argv(python: str, config_path: Path, out_path: Path, reps: int) -> list[str]:
+    """The command that measures the config's tables on this machine's CPU (a list: never a shell line)."""
+    if not REPS[0] <= reps <= REPS[1]:
+        raise ValueError(f"reps must be from {REPS[0]} to {REPS[1]}, got {reps}")
+    return [python, "-m", "engine", "measure-tables", str(config_path), "--device", "cpu", "--reps", str(reps),
+            "--out", str(out_path), "--progress"]
+
+
+def dry_runs(n_tables: int, world_size: int, reps: int) -> int:
+    """The dry-runs measure-tables makes: per round every table alone, the fixed step's table, and the probe ranks
+    (the tables dealt into world_size ranks, those of two or more tables: engine.table_costs.probe_groups)."""
+    w = max(world_size, 1)
+    base, extra = divmod(n_tables, w)
+    probes = sum(1 for k in range(w) if base + (1 if k < extra else 0) >= 2)
+    return reps * (n_tables + 1 + probes)
+
+
+def progress(stderr: str) -> tuple[int, str]:
+    """(dry-runs done, the newest of them: "round 1 of 3, 2/5 t1: 2.000 ms") from what measure-tables --progress
+    wrote so far; a line still being written (no newline yet) is not counted."""
+    done, last = 0, ""
+    for line in stderr.splitlines(keepends=True):
+        m = PROGRESS_LINE.match(line)
+        if line.endswith("\n") and m:
+            done, last = done + 1, f"round {m[1]} of {m[2]}, {line[m.end():].strip()}"
+    return done, last
+
+
+__all__ = ["Applied", "COMMAND", "MAX_BYTES", "REPS", "apply", "dry_runs", "in_use", "measure_argv", "progress",
+           "without"]

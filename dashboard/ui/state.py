@@ -38,6 +38,7 @@ KEPT = "ws_kept"  # inputs' values kept across pages: Save & share's author and 
 TORCHREC_JOB = "compare_torchrec_job"  # Compare: TorchRec's planner on a picked plan's config, in the background
 SWEEP_JOB, SWEEP_RESULT = "whatif_sweep_job", "whatif_sweep_result"  # What-if: the capacity sweep, its points
 REPLAN_RESULT = "whatif_replan_result"  # What-if: the last re-plan from a saved plan
+MEASURE_JOB, MEASURE_RESULT = "topology_measure_job", "topology_measure_result"  # Topology: measure-tables here
 SCRATCH = "ws_scratch_plan"  # the working view: the plan from scratch asked for beside the re-plan on screen
 LAST_EDIT = "ws_last_edit"  # the working view: the plan on screen when the newest edit landed
 
@@ -340,6 +341,8 @@ PAGE_VALUES = {  # what each holds
     TORCHREC_JOB: 'Compare\'s running baseline: {"job": jobs.Job, "config", "settings", "name", "label"}',
     SWEEP_JOB: 'What-if\'s running sweep: {"job": jobs.Job, "points", "key": its config\'s key}',
     SWEEP_RESULT: 'What-if\'s last sweep: {"points"} or {"error"}, and "key", its config\'s key',
+    MEASURE_JOB: 'Topology\'s running measure-tables: {"job": jobs.Job, "dry_runs", "tables", "key"}',
+    MEASURE_RESULT: 'Topology\'s last measurement: {"file": the bytes measure-tables wrote, "name"} or {"error"}',
     REPLAN_RESULT: "What-if's last re-plan: its summary, plan, config, where from, the byte limit, its config's key",
     SCRATCH: 'the headline\'s plan from scratch: {"for": the config key of the re-plan on screen, "result"}',
     LAST_EDIT: 'the newest edit: {"before": the plan on screen then, "streak": edits in a row that left it as it was}',

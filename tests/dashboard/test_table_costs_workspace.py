@@ -6,6 +6,8 @@ AppTest cannot make, in tests/e2e/test_table_costs_browser.py)."""
 from __future__ import annotations
 
 import json
+import time
+from pathlib import Path
 
 import pytest
 
@@ -113,3 +115,79 @@ def test_the_topology_page_shows_measured_costs_in_use_and_takes_them_off(app):
     assert not app.exception and tcosts.in_use(app.session_state["ws_config"]) == 0
     assert not any("In use: 4 of 4" in s for s in shown(app, "success"))
     assert engine.parse_config(app.session_state["ws_config"]) == engine.parse_config(raw)
+
+
+def test_the_page_counts_measure_tables_dry_runs_and_its_progress_lines():
+    import numpy as np
+
+    from engine.table_costs import probe_groups
+
+    for n, w in [(1, 2), (3, 2), (4, 8), (17, 4), (1_000, 8), (5, 5), (10, 3)]:
+        probes = len(probe_groups([str(i) for i in range(n)], w, np.random.default_rng(0)))
+        assert tcosts.dry_runs(n, w, 3) == 3 * (n + 1 + probes)
+    text = "[1/3] 1/5 t0: 1.0 ms\nnote: x\n[1/3] 2/5 t1: 2.0 ms\n[1/3] 3/5 t2"  # the last one still being written
+    assert tcosts.progress(text) == (2, "round 1 of 3, 2/5 t1: 2.0 ms") and tcosts.progress("") == (0, "")
+    argv = tcosts.measure_argv("py", Path("c.json"), Path("o.json"), 2)
+    assert argv[:4] == ["py", "-m", "engine", "measure-tables"] and argv[argv.index("--reps") + 1] == "2"
+    with pytest.raises(ValueError):
+        tcosts.measure_argv("py", Path("c.json"), Path("o.json"), 0)
+
+
+MEASURE_WAIT_S = 300
+
+
+def test_the_topology_page_measures_the_tables_here_and_uses_the_file(app, polls):
+    """A real measure-tables process on this machine's CPU, started from the page, its file applied as an upload."""
+    raw = _config()
+    for t in raw["tables"]:
+        t["num_embeddings"] = min(t["num_embeddings"], 5_000)
+    app.session_state["ws_config"] = raw
+    at = goto(app, "topology")
+    assert polls == []  # nothing measured, no polling
+    at.number_input(key="topology_measure_reps").set_value(1).run()
+    at.button(key="topology_measure_run").click().run()
+    assert not at.exception, at.exception
+    assert at.button(key="topology_measure_run").disabled  # one measurement at a time
+    deadline = time.monotonic() + MEASURE_WAIT_S
+    while "topology_measure_job" in at.session_state and time.monotonic() < deadline:
+        time.sleep(1.0)
+        at.run()  # the page collects the finished job on its next run (a browser's fragment polls)
+        assert not at.exception, at.exception
+    assert polls  # its progress while it ran
+    assert not shown(at, "error"), shown(at, "error")
+    assert tcosts.in_use(at.session_state["ws_config"]) == 4
+    assert any("In use: 4 of 4 tables priced as measured alone" in s for s in shown(at, "success"))
+    data = json.loads(at.session_state["topology_measure_result"]["file"])
+    assert set(data["tables"]) == {"t0", "t1", "t2", "t3"} and data["reps"] == 1 and data["probes"]
+    # the file's figures, applied as the CLI applies them (nothing of the page's own)
+    cli, _ = engine.apply_table_costs(engine.parse_config(raw), data, "measured-table-costs.json")
+    assert engine.parse_config(at.session_state["ws_config"]) == cli
+    assert at.get("download_button")  # the file, kept for the user
+
+
+def test_a_measurement_that_fails_says_why_in_one_line_and_changes_nothing(app):
+    raw = _config()
+    raw["tables"][0]["num_embeddings"] = 20_000_000  # 20M x 64 fp32 = 4.8 GiB: over the dry-run's 4 GiB cap
+    app.session_state["ws_config"] = raw
+    at = goto(app, "topology")
+    at.number_input(key="topology_measure_reps").set_value(1).run()
+    at.button(key="topology_measure_run").click().run()
+    deadline = time.monotonic() + MEASURE_WAIT_S
+    while "topology_measure_job" in at.session_state and time.monotonic() < deadline:
+        time.sleep(1.0)
+        at.run()
+        assert not at.exception, at.exception
+    errors = shown(at, "error")
+    assert len(errors) == 1 and errors[0].startswith("The measurement was not used: ") and "\n" not in errors[0]
+    assert "over --max-bytes 4.00 GiB" in errors[0] and "run the command below on the machine" in errors[0]
+    assert tcosts.in_use(at.session_state["ws_config"]) == 0  # the page writes the topology's defaults out:
+    assert engine.parse_config(at.session_state["ws_config"]) == engine.parse_config(raw)  # nothing else changed
+
+
+def test_a_gpu_config_is_told_to_measure_on_its_gpu(app):
+    raw = _config()
+    raw["topology"]["compute_device"] = "cuda"
+    app.session_state["ws_config"] = raw
+    at = goto(app, "topology")
+    assert not [b for b in at.button if b.key == "topology_measure_run"]  # this server's CPU is not the device
+    assert any("--device cuda" in c for c in shown(at, "caption"))

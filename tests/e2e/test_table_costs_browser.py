@@ -54,6 +54,17 @@ def _topology(page) -> None:
     settled(page)
 
 
+def _on_topology(browser, app_url: str):
+    """A new page at 1440x900 with _config() imported, on the Topology page."""
+    page = new_page(browser, VIEWPORT, UI_TIMEOUT_MS)
+    page.goto(app_url)
+    page.locator('[data-testid="stDataFrameResizable"]').first.wait_for()
+    settled(page)
+    _import(page, json.dumps(_config()))
+    _topology(page)
+    return page
+
+
 def _upload(page, path: Path) -> None:
     page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(path))
     idle(page)
@@ -67,12 +78,7 @@ def test_measured_costs_are_refused_taken_and_taken_off_in_the_browser(app_url, 
     subprocess.run([sys.executable, "-m", "engine", "measure-tables", str(cfg_path), "--out", str(costs),
                     "--iters", "2", "--warmup", "0", "--reps", "1"], cwd=ROOT, check=True, capture_output=True)
     _other_world(bad)
-    page = new_page(browser, VIEWPORT, UI_TIMEOUT_MS)
-    page.goto(app_url)
-    page.locator('[data-testid="stDataFrameResizable"]').first.wait_for()
-    settled(page)
-    _import(page, json.dumps(_config()))
-    _topology(page)
+    page = _on_topology(browser, app_url)
     _upload(page, bad)
     error = page.get_by_text(re.compile(r"^Cannot use four ranks\.json: topology\.world_size: four ranks\.json was "
                                         r"measured with world_size 4, the config has 2"))
@@ -91,3 +97,16 @@ def test_measured_costs_are_refused_taken_and_taken_off_in_the_browser(app_url, 
     page.get_by_text(re.compile(r"^Measured table costs no longer in use")).wait_for()
     assert page.get_by_text(re.compile(r"^In use: 4 of 4")).count() == 0
     _shot(page, tmp_path, "costs-4-off.png")
+
+
+def test_the_tables_are_measured_from_the_page_in_the_browser(app_url, browser, tmp_path):
+    """Measure them here: the job's box while it runs, then the file in use and kept for download."""
+    page = _on_topology(browser, app_url)
+    page.get_by_role("button", name="Measure them here").click()
+    page.get_by_text(re.compile(r"(Measuring 4 tables|The measurement is waiting)")).first.wait_for()
+    _shot(page, tmp_path, "measure-1-running.png")
+    page.get_by_text(re.compile(r"^In use: 4 of 4 tables priced as measured alone")).wait_for(timeout=300_000)
+    page.get_by_text(re.compile(r"^Measured 4 tables on this server's CPU; the costs are in use\.")).first.wait_for()
+    page.get_by_role("button", name="Download the measured costs").wait_for()
+    assert page.get_by_text(re.compile(r"^The measurement was not used")).count() == 0
+    _shot(page, tmp_path, "measure-2-in-use.png")

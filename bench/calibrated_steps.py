@@ -65,9 +65,14 @@ def same_plan(a: dict, b: dict) -> bool:
     """Whether two plan files place every table alike (sharding type, kernel, ranks, shards)."""
     def key(d: dict) -> dict:
         return {n: (t["sharding_type"], t["compute_kernel"], list(t["ranks"]),
-                    sorted((s["rank"], list(s["offsets"]), list(s["sizes"])) for s in t["shards"]))
+                    sorted((s["rank"], list(s["offsets"]), list(s["sizes"])) for s in t.get("shards") or ()))
                 for n, t in d["plan"].items()}
     return key(a) == key(b)
+
+
+def pieces(plan: dict) -> int:
+    """The plan's table pieces: its shards, and a data_parallel table's replicas."""
+    return sum(len(t.get("shards") or t["ranks"]) for t in plan["plan"].values())
 
 
 def case_files(names: list[str], workdir: Path) -> list[tuple[Path, Path]]:
@@ -113,7 +118,7 @@ def run(config: Path, torchrec: Path, held_out: list[tuple[Path, Path]], workdir
             ranks = out["ranks"]
             recorded.append({"plan": name, "run": rep + 1, "step_ms": out["max_rank_iteration_ms"],
                              "embedding_ms": [r["embedding_ms"] for r in ranks],
-                             "pieces": sum(len(t["shards"]) for t in json.loads(path.read_text())["plan"].values())})
+                             "pieces": pieces(json.loads(path.read_text()))})
             log(f"run {rep + 1}/{runs} {name}: step {out['max_rank_iteration_ms']:.2f} ms")
     cal = json.loads(_cli(["-m", "db", "calibrate", "--device", "cpu", "--json"], env, "calibrate"))
     results = []
@@ -143,10 +148,10 @@ def run(config: Path, torchrec: Path, held_out: list[tuple[Path, Path]], workdir
 def markdown(r: dict) -> str:
     cal = r["calibration"]
     prof = cal.get("profile") or {}
-    lines = [f"Calibrated from {cal['n_runs']} validation runs of {r['config']} (R^2 {cal['r2']:.3f}, median error "
-             f"{cal['median_error']:.0%}): {prof.get('step_ms', 0):.3f} ms a step, {prof.get('collective_ms', 0):.3f} "
-             f"ms a collective round, {prof.get('launch_ms', 0):.3f} ms a launch, {prof.get('piece_ms', 0):.3f} ms a "
-             f"piece, cores per host {prof.get('cores_per_host')}.", "",
+    costs = ", ".join(f"{prof.get(k, 0):.3f} ms a {what}" for k, what in (
+        ("step_ms", "step"), ("collective_ms", "collective round"), ("launch_ms", "launch"), ("piece_ms", "piece")))
+    lines = [f"Calibrated from {cal['n_runs']} validation runs of {Path(r['config']).name} (R^2 {cal['r2']:.3f}, "
+             f"median error {cal['median_error']:.0%}): {costs}, cores per host {prof.get('cores_per_host')}.", "",
              "| plan | run | pieces | step ms | embedding ms per rank |", "|---|---|---|---|---|"]
     lines += [f"| {x['plan']} | {x['run']} | {x['pieces']} | {x['step_ms']:.2f} | "
               f"{' '.join(f'{e:.2f}' for e in x['embedding_ms'])} |" for x in r["runs"]]

@@ -63,3 +63,17 @@ def test_bad_arguments_are_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         cs.main(["a.json", "b.json", "--variants", "tw,diagonal"])
     assert e.value.code == 2 and "--variants: 'diagonal' is not one of tw, cw, twcw, mix" in capsys.readouterr().err
+
+
+def test_plans_are_the_same_when_every_table_is_placed_alike():
+    cfg = engine.parse_config(tutorial("table_wise"))
+    a = engine.plan_to_dict(engine.plan(cfg))
+    assert cs.same_plan(a, json.loads(json.dumps(a)))
+    moved = json.loads(json.dumps(a))
+    t = next(iter(moved["plan"].values()))
+    t["ranks"], t["shards"][0]["rank"] = [1 - t["ranks"][0]], 1 - t["shards"][0]["rank"]
+    assert not cs.same_plan(a, moved)
+    dp = json.loads(json.dumps(a))
+    for t in dp["plan"].values():  # data_parallel: a replica on every rank, no shards
+        t.update(sharding_type="data_parallel", ranks=[0, 1], shards=None)
+    assert cs.same_plan(dp, json.loads(json.dumps(dp))) and not cs.same_plan(a, dp)

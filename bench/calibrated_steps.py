@@ -29,6 +29,7 @@ from pathlib import Path
 
 import engine
 from bench import dmp_ab
+from bench.measured import same_sharding
 from bench.measured_cases import cases as measured_cases
 from bench.suite import ROOT
 
@@ -59,15 +60,6 @@ def _cli(args: list[str], env: dict, what: str) -> str:
     if p.returncode != 0:
         raise SystemExit(f"{what} failed (exit {p.returncode}): {p.stderr.strip()[-600:]}")
     return p.stdout
-
-
-def same_plan(a: dict, b: dict) -> bool:
-    """Whether two plan files place every table alike (sharding type, kernel, ranks, shards)."""
-    def key(d: dict) -> dict:
-        return {n: (t["sharding_type"], t["compute_kernel"], list(t["ranks"]),
-                    sorted((s["rank"], list(s["offsets"]), list(s["sizes"])) for s in t.get("shards") or ()))
-                for n, t in d["plan"].items()}
-    return key(a) == key(b)
 
 
 def pieces(plan: dict) -> int:
@@ -134,7 +126,7 @@ def run(config: Path, torchrec: Path, held_out: list[tuple[Path, Path]], workdir
         ours_d, tr_d = json.loads(plan.read_text()), json.loads(tr_path.read_text())
         est = {k: engine.evaluate(priced, engine.parse_plan(d, priced), planner="file").max_rank_cost_ms
                for k, d in (("ours", ours_d), ("torchrec", tr_d))}
-        row = {"config": str(cfg_path), "held_out": i > 0, "kept": same_plan(ours_d, tr_d),
+        row = {"config": str(cfg_path), "held_out": i > 0, "kept": same_sharding(ours_d, tr_d),
                "types": sorted({t["sharding_type"] for t in ours_d["plan"].values()}),
                "estimated_ours_ms": est["ours"], "estimated_torchrec_ms": est["torchrec"]}
         if not row["kept"] and rounds > 0:

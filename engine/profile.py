@@ -63,8 +63,6 @@ CPU_DEFAULTS_NOTE = ("CPU estimate from the default cost terms, fitted on one 2-
                      "here: python -m db calibrate --terms --config C.json --config-out C.json")
 
 
-
-
 def _fitted(prof: DeviceProfile) -> list[str]:
     return [n for n, _ in prof.terms if n != PRESSURE_TERM]
 

@@ -5,8 +5,6 @@ and clusters; bandwidths calibrated from the stored validation runs; tables meas
 GiB, bandwidth in GiB/s (TorchRec's "GB/s" count 2**30 bytes too).
 """
 
-import os
-import sys
 import tempfile
 from pathlib import Path
 
@@ -16,7 +14,7 @@ import streamlit as st
 import engine
 from dashboard.plans import calibration as calib
 from dashboard.plans import table_costs as tcosts
-from dashboard.serve import jobs, priority
+from dashboard.serve import jobs
 from dashboard.tables import host_groups, presets, row_checks
 from dashboard.ui import services, state, views, workspace
 from dashboard.text import count_text, md
@@ -29,7 +27,6 @@ MIXED_KEY = "topology_mixed"
 GROUPS_KEY = "topology_host_groups"
 GROUPS_BASE = "topology_host_groups_base"  # (the per-rank lists the editor's rows were made from, the rows)
 GPU_KEY = "topology_gpu"
-ROOT = Path(__file__).resolve().parents[2]
 POLL_S = 1.0
 
 
@@ -368,10 +365,8 @@ def start_measure(config: dict, reps: int) -> jobs.Job:
     process once a slot of the server's heavy jobs (jobs.HEAVY) is free; it writes costs.json in its folder."""
     workdir = Path(tempfile.mkdtemp(prefix="planner-measure-"))
     engine.write_json_file(workdir / "config.json", tcosts.without(config), indent=None)
-    argv = tcosts.measure_argv(sys.executable, workdir / "config.json", workdir / "costs.json", reps)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
-    return jobs.Job(argv, workdir, label="measure-tables", cwd=ROOT, env=env, slots=jobs.HEAVY,
-                    nice=priority.worker_nice())
+    return services.heavy_job(tcosts.measure_args(workdir / "config.json", workdir / "costs.json", reps), workdir,
+                              "measure-tables")
 
 
 @st.fragment(run_every=POLL_S)

@@ -4,9 +4,7 @@ the figures from dashboard.plans.whatif.
 """
 
 import json
-import os
 import re
-import sys
 import tempfile
 from pathlib import Path
 
@@ -14,13 +12,12 @@ import streamlit as st
 
 import engine
 from dashboard.plans import table_text, whatif
-from dashboard.serve import jobs, priority
+from dashboard.serve import jobs
 from dashboard.tables import grid
 from dashboard.ui import services, state, views, workspace
 from dashboard.ui.state import CurrentPlan
 from dashboard.text import count_text, md, ms_text
 
-ROOT = Path(__file__).resolve().parents[2]
 POLL_S = 1.0
 SIZE_CHOICES = [2**k for k in range(13)]  # 1 to 4,096 GPUs
 DEFAULT_DEVICES = ["a100_40gb", "a100_80gb", "h100_80gb", "h200_141gb"]
@@ -32,12 +29,10 @@ def start_sweep(config: dict, devices: list[str], sizes: list[int], batches: lis
     the server's heavy jobs (jobs.HEAVY) is free. groups: 2D group sizes planned besides one group."""
     workdir = Path(tempfile.mkdtemp(prefix="planner-sweep-"))
     engine.write_json_file(workdir / "config.json", config, indent=None)
-    argv = [sys.executable, "-m", "engine", "sweep", str(workdir / "config.json"), "--devices", ",".join(devices),
+    args = ["-m", "engine", "sweep", str(workdir / "config.json"), "--devices", ",".join(devices),
             "--world-sizes", ",".join(map(str, sizes)), "--batch-sizes", ",".join(map(str, batches)),
             "--effort", str(effort), "--json", *(["--group-sizes", ",".join(map(str, groups))] if groups else [])]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
-    return jobs.Job(argv, workdir, label="capacity sweep", cwd=ROOT, env=env, slots=jobs.HEAVY,
-                    nice=priority.worker_nice())
+    return services.heavy_job(args, workdir, "capacity sweep")
 
 
 def parse_batches(text: str, hi: int = 2**24, empty_ok: bool = False) -> list[int] | None:

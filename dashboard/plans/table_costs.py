@@ -71,11 +71,11 @@ def without(config: dict) -> dict:
     return out
 
 
-def measure_argv(python: str, config_path: Path, out_path: Path, reps: int) -> list[str]:
-    """The command that measures the config's tables on this machine's CPU (a list: never a shell line)."""
+def measure_args(config_path: Path, out_path: Path, reps: int) -> list[str]:
+    """Python's arguments that measure the config's tables on this machine's CPU (a list: never a shell line)."""
     if not REPS[0] <= reps <= REPS[1]:
         raise ValueError(f"reps must be from {REPS[0]} to {REPS[1]}, got {reps}")
-    return [python, "-m", "engine", "measure-tables", str(config_path), "--device", "cpu", "--reps", str(reps),
+    return ["-m", "engine", "measure-tables", str(config_path), "--device", "cpu", "--reps", str(reps),
             "--out", str(out_path), "--progress"]
 
 
@@ -99,5 +99,5 @@ def progress(stderr: str) -> tuple[int, str]:
     return done, last
 
 
-__all__ = ["Applied", "COMMAND", "MAX_BYTES", "REPS", "apply", "dry_runs", "in_use", "measure_argv", "progress",
+__all__ = ["Applied", "COMMAND", "MAX_BYTES", "REPS", "apply", "dry_runs", "in_use", "measure_args", "progress",
            "without"]

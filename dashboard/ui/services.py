@@ -255,6 +255,14 @@ ROOT = Path(__file__).resolve().parents[2]
 JOB_CONFIG, JOB_PLAN = "config.json", "plan.json"
 
 
+def heavy_job(args: list[str], workdir: Path, label: str) -> jobs.Job:
+    """`python ARGS` in another process, this repository importable, niced below the server (priority.worker_nice),
+    once a slot of the server's heavy jobs (jobs.HEAVY) is free: TorchRec's planner, a sweep, measure-tables."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+    return jobs.Job([sys.executable, *args], workdir, label=label, cwd=ROOT, env=env, slots=jobs.HEAVY,
+                    nice=priority.worker_nice())
+
+
 def start_torchrec_plan(config: dict | engine.Config) -> jobs.Job:
     """`python -m engine torchrec-plan` on the config (written to a file of the job's own folder) in another
     process; the plan JSON comes back in a file of that folder (torchrec_result). A heavy job: it waits for a slot
@@ -263,11 +271,8 @@ def start_torchrec_plan(config: dict | engine.Config) -> jobs.Job:
     if isinstance(config, engine.Config):
         config = engine.config_to_dict(config)
     engine.write_json_file(workdir / JOB_CONFIG, config, indent=None)
-    argv = [sys.executable, "-m", "engine", "torchrec-plan", str(workdir / JOB_CONFIG), "--out",
-            str(workdir / JOB_PLAN)]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
-    return jobs.Job(argv, workdir, label=PLANNERS[TORCHREC], cwd=ROOT, env=env, slots=jobs.HEAVY,
-                    nice=priority.worker_nice())
+    return heavy_job(["-m", "engine", "torchrec-plan", str(workdir / JOB_CONFIG), "--out", str(workdir / JOB_PLAN)],
+                     workdir, PLANNERS[TORCHREC])
 
 
 def torchrec_result(job: jobs.Job, config: dict | engine.Config) -> PlanResult:

@@ -12,19 +12,14 @@ for 2, 3 and 4 processes on its 2 cores; the real runs' extra type there was 0.4
 from __future__ import annotations
 
 import os
-import socket
 import statistics
 import time
+
+from engine.validate.launch import free_port
 
 WARMUP = 20
 ITERS = 200
 ELEMENTS = 16  # per peer: latency, not bandwidth
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _rank(rank: int, world: int, port: int, iters: int, out) -> None:  # pragma: no cover - runs in a child process
@@ -57,7 +52,7 @@ def all_to_all_ms(world_size: int, iters: int = ITERS) -> float:
 
     ctx = mp.get_context("spawn")
     out = ctx.SimpleQueue()
-    mp.start_processes(_rank, args=(world_size, _free_port(), iters, out), nprocs=world_size, start_method="spawn")
+    mp.start_processes(_rank, args=(world_size, free_port(), iters, out), nprocs=world_size, start_method="spawn")
     return float(out.get())
 
 

@@ -8,6 +8,7 @@ import pytest
 
 import engine
 from bench import calibrated_steps as cs
+from bench.measured import same_sharding
 from tests.factories import tutorial, write
 
 
@@ -68,12 +69,12 @@ def test_bad_arguments_are_one_line(tmp_path, capsys):
 def test_plans_are_the_same_when_every_table_is_placed_alike():
     cfg = engine.parse_config(tutorial("table_wise"))
     a = engine.plan_to_dict(engine.plan(cfg))
-    assert cs.same_plan(a, json.loads(json.dumps(a)))
+    assert same_sharding(a, json.loads(json.dumps(a)))
     moved = json.loads(json.dumps(a))
     t = next(iter(moved["plan"].values()))
     t["ranks"], t["shards"][0]["rank"] = [1 - t["ranks"][0]], 1 - t["shards"][0]["rank"]
-    assert not cs.same_plan(a, moved)
+    assert not same_sharding(a, moved)
     dp = json.loads(json.dumps(a))
     for t in dp["plan"].values():  # data_parallel: a replica on every rank, no shards
         t.update(sharding_type="data_parallel", ranks=[0, 1], shards=None)
-    assert cs.same_plan(dp, json.loads(json.dumps(dp))) and not cs.same_plan(a, dp)
+    assert same_sharding(dp, json.loads(json.dumps(dp))) and not same_sharding(a, dp)

@@ -127,10 +127,10 @@ def test_the_page_counts_measure_tables_dry_runs_and_its_progress_lines():
         assert tcosts.dry_runs(n, w, 3) == 3 * (n + 1 + probes)
     text = "[1/3] 1/5 t0: 1.0 ms\nnote: x\n[1/3] 2/5 t1: 2.0 ms\n[1/3] 3/5 t2"  # the last one still being written
     assert tcosts.progress(text) == (2, "round 1 of 3, 2/5 t1: 2.0 ms") and tcosts.progress("") == (0, "")
-    argv = tcosts.measure_argv("py", Path("c.json"), Path("o.json"), 2)
-    assert argv[:4] == ["py", "-m", "engine", "measure-tables"] and argv[argv.index("--reps") + 1] == "2"
+    args = tcosts.measure_args(Path("c.json"), Path("o.json"), 2)
+    assert args[:3] == ["-m", "engine", "measure-tables"] and args[args.index("--reps") + 1] == "2"
     with pytest.raises(ValueError):
-        tcosts.measure_argv("py", Path("c.json"), Path("o.json"), 0)
+        tcosts.measure_args(Path("c.json"), Path("o.json"), 0)
 
 
 MEASURE_WAIT_S = 300

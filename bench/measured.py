@@ -122,6 +122,9 @@ def measure_case(case: MeasuredCase, work: Path, pairs: int, flags: list[str], t
                               "fixed_ms": costs["fixed_ms"], "backend": costs["backend"], "reps": TABLE_COST_REPS,
                               "tables": {k: v["ms"] for k, v in costs["tables"].items()},
                               "scales": {t.name: priced.constraint(t.name).compute_scale for t in priced.tables},
+                              "columns": {k: v["column"] for k, v in costs["tables"].items() if "column" in v},
+                              "exponents": {t.name: priced.constraint(t.name).column_exponent for t in priced.tables
+                                            if priced.constraint(t.name).column_exponent is not None},
                               "notes": said}
         plan_path = work / f"{case.name}.measured.json"
         plan_path.write_text(json.dumps(engine.config_to_dict(priced)))

@@ -56,6 +56,7 @@ class TableLoad:
     # without a curve: the cache load factor itself, as TorchRec prices it (engine.workload_block.miss_rate)
     cache_hit: float | None = None
     scale: float | None = None  # the table's measured / estimated compute (None: not measured; engine.table_costs)
+    col_exponent: float | None = None  # a column piece's measured compute: (its column share)^this of the table's
 
     @property
     def hit_rate(self) -> float:
@@ -76,7 +77,7 @@ def table_load(table: TableConfig, c: Constraints, topo: Topology, clf: float | 
     if clf is None:
         clf = F.cache_load_factor(c)
     hit = None if c.workload is None else 1.0 - miss_rate(c.workload, table.num_embeddings, clf)
-    return TableLoad(inputs, outputs, c.is_weighted, clf, c.zipf_exponent, hit, c.compute_scale)
+    return TableLoad(inputs, outputs, c.is_weighted, clf, c.zipf_exponent, hit, c.compute_scale, c.column_exponent)
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,7 @@ class Pieces:
     cache_hit: np.ndarray  # fused_uvm_caching's hit rate (TableLoad.hit_rate)
     measured_hit: np.ndarray | float = np.nan  # the hit rate a miss curve gives (NaN: none; engine.tiers)
     scale: np.ndarray | float = np.nan  # measured / estimated compute of the row's table (NaN: not measured)
+    col_exponent: np.ndarray | float = np.nan  # TableLoad.col_exponent (NaN: not measured)
 
 
 def pieces_of(table: TableConfig, load: TableLoad, topo: Topology, rows: np.ndarray, cols: np.ndarray,
@@ -119,7 +121,8 @@ def pieces_of(table: TableConfig, load: TableLoad, topo: Topology, rows: np.ndar
                   full(n, topo.optimizer.state_multiplier(table.embedding_dim)), full(n, load.zipf),
                   full(n, k.optimizer_work(opt)), full(n, k.optimizer_row_work(opt)), full(n, load.hit_rate),
                   full(n, np.nan if load.cache_hit is None else load.cache_hit),
-                  full(n, np.nan if load.scale is None else load.scale))
+                  full(n, np.nan if load.scale is None else load.scale),
+                  full(n, np.nan if load.col_exponent is None else load.col_exponent))
 
 
 def pieces_for(tables: list[TableConfig], loads: list[TableLoad], topo: Topology, owner: np.ndarray,
@@ -141,7 +144,8 @@ def pieces_for(tables: list[TableConfig], loads: list[TableLoad], topo: Topology
                   per_row([x.zipf for x in loads]), np.full(len(owner), k.optimizer_work(opt)),
                   np.full(len(owner), k.optimizer_row_work(opt)), per_row([x.hit_rate for x in loads]),
                   per_row([np.nan if x.cache_hit is None else x.cache_hit for x in loads]),
-                  per_row([np.nan if x.scale is None else x.scale for x in loads]))
+                  per_row([np.nan if x.scale is None else x.scale for x in loads]),
+                  per_row([np.nan if x.col_exponent is None else x.col_exponent for x in loads]))
 
 
 def device_bw(topo: Topology, kernel: ComputeKernel, hit: float, measured_hit: float = np.nan) -> float:
@@ -220,13 +224,23 @@ def pieces_perf_parts(p: Pieces, topo: Topology, st: ShardingType) -> tuple[np.n
     Compute scales with the kernel's bandwidth; communication does not. A table whose compute was measured alone
     (Pieces.scale, engine.table_costs) has its forward and backward compute work scaled by it; where the tables'
     pressure on each other was measured too (engine.workset.WorksetPrice.ramp), each piece's own pressure comes
-    off (pressure_alone_ms), no more than nine tenths of its compute."""
+    off (pressure_alone_ms), no more than nine tenths of its compute. A column piece of a table whose half-width copy
+    was measured too (Pieces.col_exponent) costs column_share of the table's scaled compute whole, in place of its
+    share of the estimate's."""
     work, fixed = _perf_parts(p, topo, st)
     measured = _measured(p, len(work))
     if measured.any():
         scale = np.broadcast_to(np.asarray(p.scale, dtype=np.float64), (len(work),))
         work[measured, 0] *= scale[measured]
         work[measured, 2] *= scale[measured]
+        narrow = _column_measured(p, st, len(work))
+        if narrow.any():
+            whole, _ = _perf_parts(replace(p, rows=p.num_embeddings, cols=p.embedding_dim), topo,
+                                   ShardingType.TABLE_WISE)
+            g = np.broadcast_to(np.asarray(p.col_exponent, dtype=np.float64), (len(work),))
+            share = column_share(p.cols[narrow] / np.maximum(p.embedding_dim[narrow], 1.0), g[narrow])
+            work[narrow, 0] = whole[narrow, 0] * scale[narrow] * share
+            work[narrow, 2] = whole[narrow, 2] * scale[narrow] * share
     price = workset_price(topo)
     if price.ramp and len(work):
         ms = pressure_alone_ms(p, topo, st, price)
@@ -429,10 +443,28 @@ def _measured(p: Pieces, n: int) -> np.ndarray:
     return ~np.isnan(np.broadcast_to(np.asarray(p.scale, dtype=np.float64), (n,)))
 
 
+def column_share(f: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """A column piece's compute over its table's, for a share f of the columns and a column exponent g measured on a
+    half-width copy: f^g down to half the columns; narrower, it shrinks no faster than its width from there
+    (0.5^g x (2f)^min(g, 1)). Measured on CPU (bench/results/column_pieces.md), quarter-width pieces of tables with g
+    over 1 cost 1.0-1.5x what f^g says, within 25% of this."""
+    return np.where(f >= 0.5, f ** g, 0.5 ** g * (2.0 * f) ** np.minimum(g, 1.0))
+
+
+def _column_measured(p: Pieces, st: ShardingType, n: int) -> np.ndarray:
+    """Column pieces (all the table's rows, fewer columns) of measured tables whose column exponent was measured."""
+    if st not in (ShardingType.COLUMN_WISE, ShardingType.TABLE_COLUMN_WISE):
+        return np.zeros(n, dtype=bool)
+    g = np.broadcast_to(np.asarray(p.col_exponent, dtype=np.float64), (n,))
+    return (_measured(p, n) & ~np.isnan(g) & (p.rows >= p.num_embeddings) & (p.cols < p.embedding_dim)
+            & (p.cols > 0))
+
+
 def pressure_alone_ms(p: Pieces, topo: Topology, st: ShardingType, price: WorksetPrice) -> np.ndarray:
     """Per piece, what its own table's working set costs it where tables were measured alone (price.ramp): the
     pressure its table alone puts on its touched rows (taken off: the measured time holds it, and the rank's term
-    adds the rank's pressure back), and for a table not measured, the knee's term of the table alone (added: the
+    adds the rank's pressure back; a column piece priced from a measured half-width copy, the piece's own working
+    set's), and for a table not measured, the knee's term of the table alone (added: the
     rank's term no longer holds it). ms, per piece."""
     touched = _touched(p, topo, st)
     if st is ShardingType.DATA_PARALLEL:
@@ -440,6 +472,8 @@ def pressure_alone_ms(p: Pieces, topo: Topology, st: ShardingType, price: Workse
     else:
         whole = touched_rows(replace(p, rows=p.num_embeddings), p.batch_inputs * topo.world_size, local=False)
     table_bytes = working_set_bytes(replace(p, cols=p.embedding_dim), whole)
+    narrow = _column_measured(p, st, len(touched))  # its measured time is the piece's own: its own working set
+    table_bytes = np.where(narrow, working_set_bytes(p, whole), table_bytes)
     own = price.per_row * touched * pressure(table_bytes)
     knee = WorksetPrice(terms_of(topo).workset_row_work / topo.ddr_mem_bw)
     alone = knee.ms(table_bytes, touched)  # the piece's rows at its table's whole working set

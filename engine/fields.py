@@ -207,6 +207,14 @@ CONSTRAINT: tuple[Field, ...] = (
           "--table-costs COSTS.json` from `python -m engine measure-tables` (docs/estimator.md, \"Tables measured "
           "alone\"); TorchRec has no such field", "none (the estimate as it is)", lo=0.0, lo_open=True,
           hi=L.MAX_COMPUTE_SCALE),
+    Field("column_exponent", FLOAT, "how the table's compute as measured alone goes with a column piece's width: a "
+          "`column_wise` or `table_column_wise` piece holding a share f of the columns costs f^column_exponent of "
+          "the table's measured compute (1: its share; under 1: a narrow piece keeps a per-row cost; over 1: it "
+          "also leaves the cache less full), down to half the columns, and narrower pieces shrink no faster than "
+          "their width from there; its own working set is the piece's. Ours: set by `python -m engine "
+          "plan --table-costs COSTS.json` where `measure-tables` also dry-ran a half-width copy of the table "
+          "(docs/estimator.md, \"Column pieces measured\"); TorchRec has no such field",
+          "none (a piece's share of the estimate)", lo=0.0, hi=L.MAX_COLUMN_EXPONENT),
     Field("ranks", IDS, "pin: every piece of the table on these ranks (ours; TorchRec's planner has no such "
           "constraint). Sharding types that put a piece on every rank (`row_wise`, `data_parallel`) are then ruled "
           "out", "any rank", lo=0, hi=L.MAX_WORLD_SIZE - 1, range_text="0 to world_size - 1", column="ranks",

@@ -19,6 +19,7 @@ MAX_FEATURES_PER_TABLE: int = 1_024
 MAX_NAME_CHARS: int = 256  # table and feature names; no control characters
 MAX_BATCH_SIZE: int = 2**24  # samples per rank per step
 MAX_COMPUTE_SCALE: float = 100.0  # a table's measured / estimated compute (engine.table_costs)
+MAX_COLUMN_EXPONENT: float = 2.0  # a column piece's compute as (its share of the columns)^exponent (engine.table_costs)
 MAX_POOLING_FACTOR: float = 1e6  # mean ids per sample and feature
 MAX_NUM_POOLINGS: float = 1e6
 MAX_CAP_BYTES: int = 2**50  # hbm_cap, ddr_cap per rank

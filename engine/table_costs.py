@@ -89,8 +89,8 @@ def together(cfg: Config, names: list[str]) -> tuple[Config, dict[str, TablePlan
     """The config with only these tables (compute_scale 1, no placement rules), and the plan that puts them all whole
     on rank 0, priced with none of the step's fixed costs and no pressure term: their compute alone."""
     tables = tuple(cfg.table(n) for n in names)
-    constraints = {n: replace(cfg.constraint(n), compute_scale=None, ranks=None, hosts=None, colocate=None,
-                              apart=None) for n in names}
+    constraints = {n: replace(cfg.constraint(n), compute_scale=None, column_exponent=None, ranks=None, hosts=None,
+                              colocate=None, apart=None) for n in names}
     topo = cfg.topology
     if topo.profile is not None:  # the table's compute alone: none of the step's fixed costs
         prof = replace(topo.profile, step_ms=0.0, collective_ms=0.0, launch_ms=0.0, piece_ms=0.0,
@@ -106,6 +106,38 @@ def probe_groups(names: list[str], world_size: int, rng: np.random.Generator) ->
     planner might make them), each rank of two or more tables (one alone says nothing of the pressure)."""
     order = [names[i] for i in rng.permutation(len(names))]
     return [list(g) for g in np.array_split(np.array(order, dtype=object), max(world_size, 1)) if len(g) >= 2]
+
+
+def column_width(table: TableConfig, c: Constraints) -> int | None:
+    """The width of the half-width copy measure-tables dry-runs of a table that may be split by columns (a multiple
+    of 4, as fbgemm's kernels want), or None: the table is too narrow, or its sharding types split no columns."""
+    types = c.sharding_types
+    if types is not None and not any(t.splits_columns for t in types):
+        return None
+    width = table.embedding_dim // 2 // 4 * 4
+    return width if 4 <= width < table.embedding_dim else None
+
+
+def column_alone(cfg: Config, name: str) -> tuple[Config, dict[str, TablePlan]]:
+    """The table cut to its column_width, alone on rank 0 as together() puts it: what a column piece of that width
+    costs alone (a column piece sees every id of the batch, as the table does)."""
+    t = cfg.table(name)
+    width = column_width(t, cfg.constraint(name))
+    if width is None:
+        raise EngineError(f"table {name!r} has no column piece to measure")
+    narrow = replace(t, embedding_dim=width)
+    cut = replace(cfg, tables=tuple(narrow if x.name == name else x for x in cfg.tables))
+    return together(cut, [name])
+
+
+def column_exponent(whole_ms: float, column_ms: float, fixed_ms: float, share: float) -> tuple[float, bool]:
+    """(g, held): the exponent with which a piece holding `share` of the columns costs share^g of the table's compute,
+    from the table and its copy of that width measured alone; held: the measured ratio was outside what an exponent
+    from 0 (the piece costs the whole) to MAX_COLUMN_EXPONENT gives, and was held to it."""
+    ratio = (column_ms - fixed_ms) / max(whole_ms - fixed_ms, 1e-9)
+    lo, hi = share ** L.MAX_COLUMN_EXPONENT, 1.0
+    held = not lo <= ratio <= hi
+    return float(np.log(min(max(ratio, lo), hi)) / np.log(share)), held
 
 
 def fixed_alone(cfg: Config) -> tuple[Config, dict[str, TablePlan]]:
@@ -187,6 +219,13 @@ def read_costs(data: Any, source: str) -> dict[str, Any]:
         ms = rec.get("ms") if isinstance(rec, dict) else None
         if not isinstance(ms, (int, float)) or isinstance(ms, bool) or not 0 < ms < 1e6:
             raise bad(f'table {name!r} has no measured "ms" above 0')
+        col = rec.get("column")  # absent: no half-width copy measured (a narrow table, or a file from before)
+        if col is not None:
+            dim = col.get("dim") if isinstance(col, dict) else None
+            cms = col.get("ms") if isinstance(col, dict) else None
+            if (not isinstance(dim, int) or isinstance(dim, bool) or not 0 < dim < L.MAX_EMBEDDING_DIM
+                    or not isinstance(cms, (int, float)) or isinstance(cms, bool) or not 0 < cms < 1e6):
+                raise bad(f'table {name!r} has a "column" record without a "dim" and a measured "ms" above 0')
     coll = data.get("collectives")  # absent in files from before it, or measured off CPU
     if coll is not None:
         ms = coll.get("round_ms") if isinstance(coll, dict) else None
@@ -221,7 +260,9 @@ def apply_table_costs(cfg: Config, data: Any, source: str = "the table costs") -
     known = {t.name for t in cfg.tables}
     fixed = float(data["fixed_ms"])
     scales: dict[str, float] = {}
+    exponents: dict[str, float] = {}
     clipped: list[str] = []
+    held: list[str] = []
     for name, rec in data["tables"].items():
         if name not in known:
             raise ConfigError(f"tables.{name}", f"{source} measured a table {name!r} the config does not have: "
@@ -237,9 +278,19 @@ def apply_table_costs(cfg: Config, data: Any, source: str = "the table costs") -
         if s != raw:
             clipped.append(name)
         scales[name] = s
+        col, t = rec.get("column"), cfg.table(name)
+        if col is not None:
+            if not col["dim"] < t.embedding_dim:
+                raise ConfigError(f"tables.{name}.embedding_dim", f"{source} measured a column piece of {name!r} "
+                                  f"{col['dim']} wide, not narrower than the table's {t.embedding_dim}: "
+                                  f"{MEASURE_AGAIN}")
+            g, out = column_exponent(float(rec["ms"]), float(col["ms"]), fixed, col["dim"] / t.embedding_dim)
+            exponents[name] = g
+            if out:
+                held.append(name)
     constraints = dict(cfg.constraints)
     for name, s in scales.items():
-        constraints[name] = replace(cfg.constraint(name), compute_scale=s)
+        constraints[name] = replace(cfg.constraint(name), compute_scale=s, column_exponent=exponents.get(name))
     device, backend = _said(data.get("device_name")), _said(data.get("backend"))
     topo, step_note = _with_fixed_step(cfg.topology, fixed, device)
     notes = [step_note] if step_note else []
@@ -249,6 +300,13 @@ def apply_table_costs(cfg: Config, data: Any, source: str = "the table costs") -
         notes.append(f"compute of {len(scales)} of {len(cfg.tables)} tables as measured alone on "
                      f"{device or 'an unrecorded device'} ({backend or '?'}, {source}): "
                      f"measured / estimated {v.min():.2f} to {v.max():.2f}, median {np.median(v):.2f}")
+    if exponents:
+        g = np.array(list(exponents.values()))
+        notes.append(f"column pieces of {len(exponents)} tables priced from half-width copies measured alone: a "
+                     f"piece with a share f of the columns costs f^g of its table, g {g.min():.2f} to {g.max():.2f}, "
+                     f"median {np.median(g):.2f} (g 1: its share)"
+                     + (f"; g held to 0-{L.MAX_COLUMN_EXPONENT:g} for {', '.join(held[:5])}"
+                        + (f" and {len(held) - 5} more" if len(held) > 5 else "") if held else ""))
     if len(scales) < len(cfg.tables):
         notes.append(f"{len(cfg.tables) - len(scales)} tables not in {source} keep the estimate")
     if pressure_note:

@@ -160,6 +160,8 @@ class Constraints:
     stochastic_rounding: Optional[bool] = None  # None: fbgemm's default
     zipf_exponent: float = 0.0  # ours: the Zipf exponent of a step's ids over the rows (0: uniform)
     compute_scale: Optional[float] = None  # ours: measured / estimated compute of the table alone (engine.table_costs)
+    # ours: a column piece's measured compute over the table's is (its share of the columns)^column_exponent
+    column_exponent: Optional[float] = None
     workload: Optional[Workload] = None  # ours: measured on a sample of ids (None: not measured)
     # Placement (ours, not TorchRec's): every shard on these ranks / on these hosts' ranks; the same ranks as
     # the co-located tables; no rank shared with the tables kept apart.

@@ -444,7 +444,7 @@ def measure_here(config: dict) -> None:
         reps = c1.number_input("Rounds", tcosts.REPS[0], tcosts.REPS[1], 3, 1, key="topology_measure_reps",
                                help="rounds over the tables, each in a shuffled order; a table's figure is the median "
                                     "of its rounds (measure-tables' --reps)")
-        runs = tcosts.dry_runs(n, ws, int(reps))
+        runs = tcosts.dry_runs(n, ws, int(reps), tcosts.column_copies(config))
         if c2.button("Measure them here", key="topology_measure_run", icon=":material/timer:", width="stretch",
                      disabled=running or n == 0,
                      help=f"{runs:,} dry-runs of the tables on this server's CPU, in the background"):

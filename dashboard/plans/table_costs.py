@@ -15,6 +15,7 @@ from pathlib import Path
 import engine
 
 MAX_BYTES = 16 * 2**20  # a costs file of 100,000 tables is about 40 MiB; here, configs up to tens of thousands
+MEASURED_FIELDS = ("compute_scale", "column_exponent")  # per table, what apply_table_costs sets
 MEASURED_PROFILE = "measure-tables: "  # the source of a profile apply_table_costs made (engine.table_costs)
 COMMAND = "python -m engine measure-tables CONFIG.json --out COSTS.json"
 REPS = (1, 9)  # the rounds a measurement from the page may take (measure-tables' --reps)
@@ -55,10 +56,10 @@ def in_use(config: dict) -> int:
 
 
 def without(config: dict) -> dict:
-    """The config with no measured costs: no table's compute_scale, no probed pressure in the profile, and no profile
-    where measure-tables made it (its fixed step); a profile of the user's keeps its own figures."""
+    """The config with no measured costs: no table's compute_scale or column_exponent, no probed pressure in the
+    profile, and no profile where measure-tables made it (its fixed step); a profile of the user's keeps its own figures."""
     out = dict(config)
-    out["constraints"] = {name: {k: v for k, v in c.items() if k != "compute_scale"} if isinstance(c, dict) else c
+    out["constraints"] = {name: {k: v for k, v in c.items() if k not in MEASURED_FIELDS} if isinstance(c, dict) else c
                           for name, c in (config.get("constraints") or {}).items()}
     topo = dict(config.get("topology") or {})
     prof = topo.get(engine.PROFILE_FIELD)
@@ -79,13 +80,24 @@ def measure_args(config_path: Path, out_path: Path, reps: int) -> list[str]:
             "--out", str(out_path), "--progress"]
 
 
-def dry_runs(n_tables: int, world_size: int, reps: int) -> int:
-    """The dry-runs measure-tables makes: per round every table alone, the fixed step's table, and the probe ranks
-    (the tables dealt into world_size ranks, those of two or more tables: engine.table_costs.probe_groups)."""
+def dry_runs(n_tables: int, world_size: int, reps: int, columns: int = 0) -> int:
+    """The dry-runs measure-tables makes: per round every table alone, the fixed step's table, the half-width copies
+    of the `columns` tables that may be split by columns (column_copies), and the probe ranks (the tables dealt into
+    world_size ranks, those of two or more tables: engine.table_costs.probe_groups)."""
     w = max(world_size, 1)
     base, extra = divmod(n_tables, w)
     probes = sum(1 for k in range(w) if base + (1 if k < extra else 0) >= 2)
-    return reps * (n_tables + 1 + probes)
+    return reps * (n_tables + 1 + columns + probes)
+
+
+def column_copies(config: dict) -> int:
+    """How many of the config's tables measure-tables also dry-runs at half width (engine.column_width): 0 for a
+    config that does not parse (the page says what is wrong when it is run)."""
+    try:
+        cfg = engine.parse_config(without(config))
+    except engine.ConfigError:
+        return 0
+    return sum(1 for t in cfg.tables if engine.column_width(t, cfg.constraint(t.name)) is not None)
 
 
 def progress(stderr: str) -> tuple[int, str]:
@@ -99,5 +111,5 @@ def progress(stderr: str) -> tuple[int, str]:
     return done, last
 
 
-__all__ = ["Applied", "COMMAND", "MAX_BYTES", "REPS", "apply", "dry_runs", "in_use", "measure_args", "progress",
-           "without"]
+__all__ = ["Applied", "COMMAND", "MAX_BYTES", "REPS", "apply", "column_copies", "dry_runs", "in_use", "measure_args",
+           "progress", "without"]

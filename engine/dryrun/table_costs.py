@@ -25,8 +25,8 @@ from engine.config import load_config
 from engine.errors import EngineError
 from engine.pricing import priced_for
 from engine.replicas import group_config
-from engine.table_costs import (FORMAT, VERSION, alone, alone_estimate, fixed_alone, probe_groups, table_record,
-                                together, topology_record)
+from engine.table_costs import (FORMAT, VERSION, alone, alone_estimate, column_alone, column_width, fixed_alone,
+                                probe_groups, table_record, together, topology_record)
 from engine.types import Config, Device
 
 from engine.dryrun.collectives import collective_record
@@ -43,22 +43,29 @@ def measure_tables(cfg: Config, settings: DryrunSettings, reps: int = 3,
         raise EngineError(f"--reps must be >= 1, got {reps}")
     names = [t.name for t in cfg.tables]
     times: dict[str, list[float]] = {n: [] for n in names}
+    narrow = {t.name: w for t in cfg.tables if (w := column_width(t, cfg.constraint(t.name))) is not None}
+    column_times: dict[str, list[float]] = {n: [] for n in narrow}  # each the table's half-width copy alone
     fixed: list[float] = []  # apart from the tables: a config may name a table as the fixed one is named
     backend = device = None
     started = time.perf_counter()
     rng = np.random.default_rng(settings.seed)
     probes: list[dict] = []
     for rep in range(reps):
-        order: list[str | None] = [*names, None]  # None: the fixed step's one-row table
+        # None: the fixed step's one-row table; (name, width): the table's half-width copy
+        order: list = [*names, None, *((n, w) for n, w in narrow.items())]
         order = [order[i] for i in rng.permutation(len(order))]
         s = replace(settings, seed=settings.seed + rep)
         for k, name in enumerate(order):
-            one, plan = fixed_alone(cfg) if name is None else alone(cfg, name)
+            if isinstance(name, tuple):
+                one, plan = column_alone(cfg, name[0])
+                into, what = column_times[name[0]], f"{name[0]} at {name[1]} of its columns"
+            else:
+                one, plan = fixed_alone(cfg) if name is None else alone(cfg, name)
+                into, what = (fixed, "the fixed step") if name is None else (times[name], name)
             result = run_dryrun(one, plan, s)
             backend, device = result.backend, result.device
-            (fixed if name is None else times[name]).append(result.ranks[0].measured_ms)
-            log(f"[{rep + 1}/{reps}] {k + 1}/{len(order)} {'the fixed step' if name is None else name}: "
-                f"{result.ranks[0].measured_ms:.3f} ms")
+            into.append(result.ranks[0].measured_ms)
+            log(f"[{rep + 1}/{reps}] {k + 1}/{len(order)} {what}: {result.ranks[0].measured_ms:.3f} ms")
         for k, group in enumerate(probe_groups(names, cfg.topology.world_size, rng)):
             result = run_dryrun(*together(cfg, group), s)
             probes.append({"round": rep + 1, "tables": group, "ms": result.ranks[0].measured_ms})
@@ -74,6 +81,9 @@ def measure_tables(cfg: Config, settings: DryrunSettings, reps: int = 3,
         est, ws = alone_estimate(cfg, name)
         tables[name] = {"ms": float(np.median(times[name])), "reps_ms": times[name],
                         "estimated_ms": est + ws, **table_record(cfg.table(name), cfg.constraint(name))}
+        if name in narrow:
+            tables[name]["column"] = {"dim": narrow[name], "ms": float(np.median(column_times[name])),
+                                      "reps_ms": column_times[name]}
     return {"format": FORMAT, "version": VERSION, "topology": topology_record(cfg),
             "device_name": cpu_name() if device is not None and device.value == "cpu" else (device and device.value),
             "backend": backend.value if backend is not None else None, "reps": reps, "iters": settings.iters,

@@ -125,6 +125,13 @@ def test_the_page_counts_measure_tables_dry_runs_and_its_progress_lines():
     for n, w in [(1, 2), (3, 2), (4, 8), (17, 4), (1_000, 8), (5, 5), (10, 3)]:
         probes = len(probe_groups([str(i) for i in range(n)], w, np.random.default_rng(0)))
         assert tcosts.dry_runs(n, w, 3) == 3 * (n + 1 + probes)
+        assert tcosts.dry_runs(n, w, 3, columns=n) == 3 * (2 * n + 1 + probes)  # and a half-width copy each
+    cfg = {"tables": [{"name": f"t{i}", "num_embeddings": 100, "embedding_dim": d, "feature_names": [f"f{i}"]}
+                      for i, d in enumerate((64, 4, 64, 8))],
+           "constraints": {"t2": {"sharding_types": ["table_wise", "row_wise"]}},
+           "topology": {"world_size": 2, "compute_device": "cpu"}}
+    assert tcosts.column_copies(cfg) == 2  # t0 (64 wide) and t3 (8): t1 is too narrow, t2 is never split by columns
+    assert tcosts.column_copies({"tables": [{"name": "t0"}]}) == 0  # a config that does not parse: none counted
     text = "[1/3] 1/5 t0: 1.0 ms\nnote: x\n[1/3] 2/5 t1: 2.0 ms\n[1/3] 3/5 t2"  # the last one still being written
     assert tcosts.progress(text) == (2, "round 1 of 3, 2/5 t1: 2.0 ms") and tcosts.progress("") == (0, "")
     args = tcosts.measure_args(Path("c.json"), Path("o.json"), 2)

@@ -7,6 +7,7 @@ import json
 import re
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 import engine
@@ -303,3 +304,99 @@ def test_a_bad_probe_is_refused_naming_it(probes, why):
     costs = {**_costs(cfg, {"t0": 1.0, "t1": 1.0}), "probes": probes}
     with pytest.raises(engine.EngineError, match=re.escape(why)):
         apply_table_costs(cfg, costs, "c.json")
+
+
+# ---- column pieces: a half-width copy measured alone ------------------------------------------------------------
+
+
+def _wide(world: int = 2) -> dict:
+    """t0: 128 wide, may be split by columns; t1: table-wise only."""
+    raw = _config(world, dims=(128, 64), rows=(200_000, 2_000))
+    raw["constraints"]["t0"]["sharding_types"] = ["table_wise", "column_wise"]
+    return raw
+
+
+def _cw(cfg: engine.Config, widths: list[int]) -> dict:
+    t = cfg.table("t0")
+    offs = [sum(widths[:k]) for k in range(len(widths))]
+    shards = tuple(engine.Shard((0, o), (t.num_embeddings, w), k) for k, (o, w) in enumerate(zip(offs, widths)))
+    return {"t0": engine.TablePlan(engine.ShardingType.COLUMN_WISE, engine.ComputeKernel.FUSED,
+                                   tuple(range(len(widths))), shards),
+            "t1": engine.TablePlan(engine.ShardingType.TABLE_WISE, engine.ComputeKernel.FUSED, (len(widths) - 1,),
+                                   (engine.Shard((0, 0), (2_000, 64), len(widths) - 1),))}
+
+
+def test_a_column_piece_costs_its_column_share_to_the_measured_exponent_of_its_table():
+    cfg = engine.parse_config(_wide(world=4))
+    fixed, whole, half = 0.05, 2.05, 0.85  # the half-width copy: 0.4 of the whole's compute, g = log 0.4 / log 0.5
+    costs = {**_costs(cfg, {"t0": whole, "t1": 0.3}, fixed),
+             "probes": [{"round": 1, "tables": ["t0", "t1"], "ms": 2.4}]}  # 0.1 ms beyond their times alone
+    costs["tables"]["t0"]["column"] = {"dim": 64, "ms": half}
+    priced, notes = apply_table_costs(cfg, costs, "costs.json")
+    g = priced.constraint("t0").column_exponent
+    assert g == pytest.approx(np.log(0.4) / np.log(0.5)) and priced.constraint("t1").column_exponent is None
+    assert any(n.startswith("column pieces of 1 tables priced from half-width copies measured alone: ") for n in notes)
+    assert dict(priced.topology.profile.terms)["cpu_pressure_row_work"] > 0  # the pressure is priced
+    for widths in ([64, 64], [32, 32, 32, 32], [96, 32]):
+        ranks = engine.evaluate(priced, _cw(priced, widths)).ranks
+        for k, w in enumerate(widths[:-1]):  # a piece alone on its rank: its share^g of the whole, as measured
+            compute = ranks[k].perf.fwd_compute + ranks[k].perf.bwd_compute  # with the rank's fixed step
+            share = (w / 128) ** g if w >= 64 else 0.5 ** g * (w / 64)  # narrower than half: no faster than its width
+            assert compute == pytest.approx(fixed + (whole - fixed) * share, rel=1e-6)
+    # without the half-width copy, a piece costs its share of the estimate, and gets its table's pressure back
+    costs["tables"]["t0"].pop("column")
+    before, _ = apply_table_costs(cfg, costs, "costs.json")
+    half_before = engine.evaluate(before, _cw(before, [64, 64])).ranks[0]
+    assert half_before.workset_ms < 0 and priced.constraint("t0").compute_scale == before.constraint("t0").compute_scale
+    assert abs(half_before.perf.fwd_compute + half_before.perf.bwd_compute - half) > 0.05
+    assert engine.config_to_dict(priced)["constraints"]["t0"]["column_exponent"] == pytest.approx(g)
+
+
+@pytest.mark.parametrize("column, why", [
+    ({"dim": 0, "ms": 1.0}, 'table \'t0\' has a "column" record without a "dim" and a measured "ms"'),
+    ({"dim": 64, "ms": -1}, 'table \'t0\' has a "column" record without'),
+    ({"dim": 64.0, "ms": 1.0}, 'table \'t0\' has a "column" record without'),
+    ("x", 'table \'t0\' has a "column" record without'),
+    ({"dim": 128, "ms": 1.0}, "tables.t0.embedding_dim"),
+])
+def test_a_bad_column_record_is_refused_naming_the_table(column, why):
+    cfg = engine.parse_config(_wide())
+    costs = _costs(cfg, {"t0": 2.0, "t1": 0.3})
+    costs["tables"]["t0"]["column"] = column
+    with pytest.raises(engine.EngineError, match=re.escape(why)):
+        apply_table_costs(cfg, costs, "c.json")
+
+
+@pytest.mark.parametrize("bad", [-0.5, 2.5, "x"])
+def test_a_bad_column_exponent_names_the_field(bad):
+    raw = _wide()
+    raw["constraints"]["t0"]["column_exponent"] = bad
+    with pytest.raises(engine.ConfigError, match=r"constraints\.t0\.column_exponent"):
+        engine.parse_config(raw)
+
+
+def test_a_measured_ratio_past_what_an_exponent_gives_is_held_and_said():
+    cfg = engine.parse_config(_wide())
+    costs = _costs(cfg, {"t0": 1.05, "t1": 0.3}, 0.05)
+    costs["tables"]["t0"]["column"] = {"dim": 64, "ms": 1.25}  # the half measured slower than the whole: noise
+    priced, notes = apply_table_costs(cfg, costs, "c.json")
+    assert priced.constraint("t0").column_exponent == 0.0
+    assert any("g held to 0-2 for t0" in n for n in notes)
+
+
+def test_measure_tables_dry_runs_a_half_width_copy_of_each_table_that_may_be_split_by_columns(tmp_path):
+    raw = _wide()
+    raw["tables"][0]["num_embeddings"] = 20_000
+    raw["tables"].append({"name": "t2", "num_embeddings": 1_000, "embedding_dim": 4, "feature_names": ["f2"]})
+    raw["constraints"]["t2"] = {"pooling_factors": [4.0]}  # every type allowed, but 4 wide: no narrower copy
+    cfg_path = write(tmp_path, raw)
+    out = tmp_path / "costs.json"
+    said = run("measure-tables", cfg_path, "--out", out, "--iters", 2, "--warmup", 1, "--reps", 1,
+               "--progress").stderr
+    assert "t0 at 64 of its columns: " in said
+    data = json.loads(out.read_text())
+    col = data["tables"]["t0"]["column"]
+    assert col["dim"] == 64 and col["ms"] > 0 and len(col["reps_ms"]) == 1
+    assert "column" not in data["tables"]["t1"] and "column" not in data["tables"]["t2"]
+    plan = json.loads(run("plan", cfg_path, "--table-costs", out, "--json").stdout)
+    assert any(n.startswith("column pieces of 1 tables priced from half-width copies") for n in plan["notes"])

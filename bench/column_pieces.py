@@ -178,7 +178,7 @@ def report(meta: dict, recs: list[dict]) -> str:
                      f"{' '.join(f'{x:.2f}' for x in r['shares'])} | {' '.join(f'{x:.2f}' for x in now)} |")
     lines += ["", "How a piece's time goes with its width, even splits (piece / whole, each piece's median); the "
                   "exponent g fitted to the 2-way split predicts the others as `plan --table-costs` prices them "
-                  "(engine.column_share: f^g down to half the columns, narrower no faster than the width):", "",
+                  "(engine.column_share: f^g, g held to 0-1, so a piece never costs less than its share):", "",
               "| config | table | 2-way | exponent g | plan's split: measured / predicted | 4-way: measured / "
               "predicted |",
               "|---|---|---|---|---|---|"]

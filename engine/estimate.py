@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from engine import constants as C
+from engine import limits as L
 from engine import fields as F
 from engine import tiers
 from engine.profile import active, piece_perf
@@ -445,10 +446,11 @@ def _measured(p: Pieces, n: int) -> np.ndarray:
 
 def column_share(f: np.ndarray, g: np.ndarray) -> np.ndarray:
     """A column piece's compute over its table's, for a share f of the columns and a column exponent g measured on a
-    half-width copy: f^g down to half the columns; narrower, it shrinks no faster than its width from there
-    (0.5^g x (2f)^min(g, 1)). Measured on CPU (bench/results/column_pieces.md), quarter-width pieces of tables with g
-    over 1 cost 1.0-1.5x what f^g says, within 25% of this."""
-    return np.where(f >= 0.5, f ** g, 0.5 ** g * (2.0 * f) ** np.minimum(g, 1.0))
+    half-width copy: f^g, g held to 0..1, so a piece never costs less than its share of the columns. Copies measured
+    cheaper than that (g over 1: a narrower table also leaves the cache less full) are held to it: two pieces of one
+    table on one rank touch the whole rows again, which the copy did not measure, and no split may look cheaper in
+    total than the table whole (bench/results/column_pieces.md)."""
+    return f ** np.clip(g, 0.0, L.MAX_COLUMN_EXPONENT)
 
 
 def _column_measured(p: Pieces, st: ShardingType, n: int) -> np.ndarray:

@@ -133,7 +133,7 @@ def column_alone(cfg: Config, name: str) -> tuple[Config, dict[str, TablePlan]]:
 def column_exponent(whole_ms: float, column_ms: float, fixed_ms: float, share: float) -> tuple[float, bool]:
     """(g, held): the exponent with which a piece holding `share` of the columns costs share^g of the table's compute,
     from the table and its copy of that width measured alone; held: the measured ratio was outside what an exponent
-    from 0 (the piece costs the whole) to MAX_COLUMN_EXPONENT gives, and was held to it."""
+    from 0 (the piece costs the whole) to MAX_COLUMN_EXPONENT (its share of the columns) gives, and was held to it."""
     ratio = (column_ms - fixed_ms) / max(whole_ms - fixed_ms, 1e-9)
     lo, hi = share ** L.MAX_COLUMN_EXPONENT, 1.0
     held = not lo <= ratio <= hi
@@ -304,7 +304,7 @@ def apply_table_costs(cfg: Config, data: Any, source: str = "the table costs") -
         g = np.array(list(exponents.values()))
         notes.append(f"column pieces of {len(exponents)} tables priced from half-width copies measured alone: a "
                      f"piece with a share f of the columns costs f^g of its table, g {g.min():.2f} to {g.max():.2f}, "
-                     f"median {np.median(g):.2f} (g 1: its share)"
+                     f"median {np.median(g):.2f} (g 1: its share; never less)"
                      + (f"; g held to 0-{L.MAX_COLUMN_EXPONENT:g} for {', '.join(held[:5])}"
                         + (f" and {len(held) - 5} more" if len(held) > 5 else "") if held else ""))
     if len(scales) < len(cfg.tables):

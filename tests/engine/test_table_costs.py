@@ -328,21 +328,20 @@ def _cw(cfg: engine.Config, widths: list[int]) -> dict:
 
 def test_a_column_piece_costs_its_column_share_to_the_measured_exponent_of_its_table():
     cfg = engine.parse_config(_wide(world=4))
-    fixed, whole, half = 0.05, 2.05, 0.85  # the half-width copy: 0.4 of the whole's compute, g = log 0.4 / log 0.5
+    fixed, whole, half = 0.05, 2.05, 1.25  # the half-width copy: 0.6 of the whole's compute, g = log 0.6 / log 0.5
     costs = {**_costs(cfg, {"t0": whole, "t1": 0.3}, fixed),
              "probes": [{"round": 1, "tables": ["t0", "t1"], "ms": 2.4}]}  # 0.1 ms beyond their times alone
     costs["tables"]["t0"]["column"] = {"dim": 64, "ms": half}
     priced, notes = apply_table_costs(cfg, costs, "costs.json")
     g = priced.constraint("t0").column_exponent
-    assert g == pytest.approx(np.log(0.4) / np.log(0.5)) and priced.constraint("t1").column_exponent is None
+    assert g == pytest.approx(np.log(0.6) / np.log(0.5)) and priced.constraint("t1").column_exponent is None
     assert any(n.startswith("column pieces of 1 tables priced from half-width copies measured alone: ") for n in notes)
     assert dict(priced.topology.profile.terms)["cpu_pressure_row_work"] > 0  # the pressure is priced
     for widths in ([64, 64], [32, 32, 32, 32], [96, 32]):
         ranks = engine.evaluate(priced, _cw(priced, widths)).ranks
         for k, w in enumerate(widths[:-1]):  # a piece alone on its rank: its share^g of the whole, as measured
             compute = ranks[k].perf.fwd_compute + ranks[k].perf.bwd_compute  # with the rank's fixed step
-            share = (w / 128) ** g if w >= 64 else 0.5 ** g * (w / 64)  # narrower than half: no faster than its width
-            assert compute == pytest.approx(fixed + (whole - fixed) * share, rel=1e-6)
+            assert compute == pytest.approx(fixed + (whole - fixed) * (w / 128) ** g, rel=1e-6)
     # without the half-width copy, a piece costs its share of the estimate, and gets its table's pressure back
     costs["tables"]["t0"].pop("column")
     before, _ = apply_table_costs(cfg, costs, "costs.json")
@@ -375,13 +374,20 @@ def test_a_bad_column_exponent_names_the_field(bad):
         engine.parse_config(raw)
 
 
-def test_a_measured_ratio_past_what_an_exponent_gives_is_held_and_said():
-    cfg = engine.parse_config(_wide())
+@pytest.mark.parametrize("half, g", [(1.25, 0.0), (0.35, 1.0)])  # slower than the whole (noise); under its share
+def test_a_measured_ratio_past_what_an_exponent_gives_is_held_and_said(half, g):
+    cfg = engine.parse_config(_wide(world=4))
     costs = _costs(cfg, {"t0": 1.05, "t1": 0.3}, 0.05)
-    costs["tables"]["t0"]["column"] = {"dim": 64, "ms": 1.25}  # the half measured slower than the whole: noise
+    costs["tables"]["t0"]["column"] = {"dim": 64, "ms": half}
     priced, notes = apply_table_costs(cfg, costs, "c.json")
-    assert priced.constraint("t0").column_exponent == 0.0
-    assert any("g held to 0-2 for t0" in n for n in notes)
+    assert priced.constraint("t0").column_exponent == g
+    assert any("g held to 0-1 for t0" in n for n in notes)
+    # held to its share: two halves of the table on one rank never cost less than the table whole on it
+    two = _cw(priced, [64, 64])
+    two["t0"] = replace(two["t0"], ranks=(0, 0), shards=tuple(replace(s, rank=0) for s in two["t0"].shards))
+    split = engine.evaluate(priced, two).ranks[0]
+    whole = engine.evaluate(priced, _tw(priced, {"t0": 0, "t1": 3})).ranks[0]
+    assert split.perf.fwd_compute + split.perf.bwd_compute >= whole.perf.fwd_compute + whole.perf.bwd_compute - 1e-9
 
 
 def test_measure_tables_dry_runs_a_half_width_copy_of_each_table_that_may_be_split_by_columns(tmp_path):

@@ -210,9 +210,9 @@ CONSTRAINT: tuple[Field, ...] = (
     Field("column_exponent", FLOAT, "how the table's compute as measured alone goes with a column piece's width: a "
           "`column_wise` or `table_column_wise` piece holding a share f of the columns costs f^column_exponent of "
           "the table's measured compute (1: its share; under 1: a narrow piece keeps a per-row cost; never over 1: "
-          "no split costs less in total than the table whole), and its own working set is the piece's. Ours: set by `python -m engine "
-          "plan --table-costs COSTS.json` where `measure-tables` also dry-ran a half-width copy of the table "
-          "(docs/estimator.md, \"Column pieces measured\"); TorchRec has no such field",
+          "no split costs less in total than the table whole), and its own working set is the piece's. Ours: set "
+          "by `python -m engine plan --table-costs COSTS.json` where `measure-tables` also dry-ran a half-width "
+          "copy of the table (docs/estimator.md, \"Column pieces measured\"); TorchRec has no such field",
           "none (a piece's share of the estimate)", lo=0.0, hi=L.MAX_COLUMN_EXPONENT),
     Field("ranks", IDS, "pin: every piece of the table on these ranks (ours; TorchRec's planner has no such "
           "constraint). Sharding types that put a piece on every rank (`row_wise`, `data_parallel`) are then ruled "

@@ -57,7 +57,8 @@ def in_use(config: dict) -> int:
 
 def without(config: dict) -> dict:
     """The config with no measured costs: no table's compute_scale or column_exponent, no probed pressure in the
-    profile, and no profile where measure-tables made it (its fixed step); a profile of the user's keeps its own figures."""
+    profile, and no profile where measure-tables made it (its fixed step); a profile of the user's keeps its own
+    figures."""
     out = dict(config)
     out["constraints"] = {name: {k: v for k, v in c.items() if k not in MEASURED_FIELDS} if isinstance(c, dict) else c
                           for name, c in (config.get("constraints") or {}).items()}

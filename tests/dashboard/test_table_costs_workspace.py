@@ -198,3 +198,22 @@ def test_a_gpu_config_is_told_to_measure_on_its_gpu(app):
     at = goto(app, "topology")
     assert not [b for b in at.button if b.key == "topology_measure_run"]  # this server's CPU is not the device
     assert any("--device cuda" in c for c in shown(at, "caption"))
+
+
+def test_the_pages_count_of_dry_runs_is_the_number_measure_tables_makes(tmp_path):
+    """The progress box's total: a real measure-tables run prints one progress line per dry-run it counts (tables,
+    the fixed step, the half-width copies, the probe ranks), so "k of N dry-runs done" ends at N."""
+    from tests.engine.test_cli import run
+    from tests.factories import write
+
+    raw = {"tables": [{"name": f"t{i}", "num_embeddings": 500, "embedding_dim": d, "feature_names": [f"f{i}"]}
+                      for i, d in enumerate((64, 4, 32, 16, 8))],
+           "constraints": {"t2": {"sharding_types": ["table_wise"]}},
+           "topology": {"world_size": 2, "compute_device": "cpu", "batch_size": 16}}
+    out = tmp_path / "costs.json"
+    said = run("measure-tables", write(tmp_path, raw), "--out", out, "--iters", 1, "--warmup", 0, "--reps", 2,
+               "--progress").stderr
+    done, _ = tcosts.progress(said)
+    assert tcosts.column_copies(raw) == 3  # t0, t3, t4: t1 is too narrow, t2 is never split by columns
+    assert done == tcosts.dry_runs(5, 2, 2, tcosts.column_copies(raw)) == 2 * (5 + 1 + 3 + 2)
+    assert set(json.loads(out.read_text())["tables"]["t4"]["column"]) == {"dim", "ms", "reps_ms"}

@@ -444,7 +444,8 @@ def measure_here(config: dict) -> None:
         reps = c1.number_input("Rounds", tcosts.REPS[0], tcosts.REPS[1], 3, 1, key="topology_measure_reps",
                                help="rounds over the tables, each in a shuffled order; a table's figure is the median "
                                     "of its rounds (measure-tables' --reps)")
-        runs = tcosts.dry_runs(n, ws, int(reps), tcosts.column_copies(config))
+        halves = tcosts.column_copies(config)
+        runs = tcosts.dry_runs(n, ws, int(reps), halves)
         if c2.button("Measure them here", key="topology_measure_run", icon=":material/timer:", width="stretch",
                      disabled=running or n == 0,
                      help=f"{runs:,} dry-runs of the tables on this server's CPU, in the background"):
@@ -459,7 +460,8 @@ def measure_here(config: dict) -> None:
                                                          "key": state.config_key(config)})
                 state.set_page_value(state.MEASURE_RESULT, None)
                 st.rerun()
-        c3.caption(f"On this server's CPU: {runs:,} dry-runs of the {count_text(n, 'table')} alone and in "
+        copies = f", {halves:,} of them also at half width (what a column piece costs)," if halves else ""
+        c3.caption(f"On this server's CPU: {runs:,} dry-runs of the {count_text(n, 'table')} alone{copies} and in "
                    "probe ranks, then a collective round; the file is used as an uploaded one is.")
         if running:
             measure_progress()

@@ -152,6 +152,9 @@ def test_the_topology_page_measures_the_tables_here_and_uses_the_file(app, polls
     at = goto(app, "topology")
     assert polls == []  # nothing measured, no polling
     at.number_input(key="topology_measure_reps").set_value(1).run()
+    # 4 tables, the fixed step, 4 half-width copies (64 wide: each may be split by columns), 2 probe ranks
+    assert any(c.startswith("On this server's CPU: 11 dry-runs of the 4 tables alone, 4 of them also at half width")
+               for c in shown(at, "caption"))
     at.button(key="topology_measure_run").click().run()
     assert not at.exception, at.exception
     assert at.button(key="topology_measure_run").disabled  # one measurement at a time

@@ -70,8 +70,8 @@ def _case(name: str, seed: int, world_size: int, num_tables: int, optimizer: str
 
 
 # later-0..2 came with the cost terms (2026-11-26), later-3..5 after the model's next change (11-27), later-6..8 after
-# the probes' pressure (11-28), later-9..11 after the collectives measure-tables times (11-28, stop 34), later-12..14 after the column pieces'
-# measured exponent (11-28, stop 36): each three never tuned on when added
+# the probes' pressure (11-28), later-9..11 after the collectives measure-tables times (11-28, stop 34), later-12..14
+# after the column pieces' measured exponent (11-28, stop 36): each three never tuned on when added
 HELD_OUT = 15
 
 

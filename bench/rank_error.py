@@ -26,7 +26,7 @@ import math
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 if __package__ in (None, ""):  # run as a script: python bench/rank_error.py
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -298,31 +298,41 @@ def report_runs(runs: list[tuple[str, dict]], command: str, candidates: bool = F
     return "\n".join(text)
 
 
-def _read(path: Path) -> tuple[str, dict]:
+def read_named(path: Path) -> tuple[str, dict]:
     """(its name, relative to the repository where it is inside it, the stored run)."""
     data = read_run(path, "--json ")
     return (str(path.resolve().relative_to(ROOT)) if path.resolve().is_relative_to(ROOT) else str(path)), data
 
 
-def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.rank_error", description=__doc__.splitlines()[0])
+def report_main(prog: str, description: str, make: Callable[[list[tuple[str, dict]], str, argparse.Namespace], str],
+                argv: Optional[list[str]], options: Callable[[argparse.ArgumentParser], None] = lambda p: None) -> int:
+    """The command line of a report over stored runs (this one, bench.targets): --json RUN.json ..., --out FILE.md,
+    `options` adding its own; a file that is not a stored run is one line on stderr and exit 2."""
+    p = argparse.ArgumentParser(prog=prog, description=description)
     p.add_argument("--json", type=Path, nargs="+", default=[DEFAULT_JSON], help="one or more `python -m "
                    "bench.measured` JSON files (default bench/results/measured.json)")
-    p.add_argument("--candidates", action="store_true", help="also judge candidate changes to the estimate held out "
-                   "(bench.rank_error_candidates)")
+    options(p)
     p.add_argument("--out", type=Path, help="also write the Markdown report to this file")
     args = p.parse_args(argv)
     try:
-        runs = [_read(path) for path in args.json]
+        runs = [read_named(path) for path in args.json]
     except SystemExit as e:
         print(e, file=sys.stderr)
         return 2
-    command = ("python -m bench.rank_error " + " ".join(argv if argv is not None else sys.argv[1:])).strip()
-    text = report_runs(runs, command, args.candidates)
+    command = (prog + " " + " ".join(argv if argv is not None else sys.argv[1:])).strip()
+    text = make(runs, command, args)
     if args.out:
         engine.write_text_file(args.out, text)
     print(text)
     return 0
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    return report_main(
+        "python -m bench.rank_error", __doc__.splitlines()[0],
+        lambda runs, command, args: report_runs(runs, command, args.candidates), argv,
+        lambda p: p.add_argument("--candidates", action="store_true", help="also judge candidate changes to the "
+                                 "estimate held out (bench.rank_error_candidates)"))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,101 @@
+"""bench.targets: issue 24's targets read off a stored measured-quality run (bench/results/measured_collectives.json,
+17 configs, real dry-runs), and off records whose ranks are set from the engine's own estimate (bench.rank_error's
+test helper), so which target each one misses is known."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import numpy as np
+import pytest
+
+from bench import targets
+from bench.suite import ROOT
+from tests.bench.test_rank_error import record
+
+STORED = ROOT / "bench" / "results" / "measured_collectives.json"
+
+
+@pytest.fixture(scope="module")
+def stored():
+    return json.loads(STORED.read_text())
+
+
+def _by_target(found):
+    return {c.target: c for c in found}
+
+
+def test_the_quality_targets_count_the_stored_runs_verdicts(stored):
+    ratio, slower, tally = targets.quality([("", stored)])
+    summaries = [c["summary"] for c in stored["configs"] if c.get("summary")]
+    differ = [s for s in summaries if s.get("verdict") in ("faster", "slower")]
+    assert ratio.applies == len(differ) == 8  # the run's report: 8 faster, none slower
+    assert ratio.met == sum(s["ab"]["median"] <= 0.90 for s in differ) == 5
+    assert slower.applies == sum("ab" in s for s in summaries) == 10 and slower.met == 10
+    assert tally == {"faster": 8, "identical plans": 7, "within noise": 2}
+    assert [m.split(":")[0] for m in ratio.misses] == ["m0-2r-sgd-uniform", "m3-2r-adam-uniform", "later-6"]
+    assert "0.913x (faster); TorchRec's mean rank / its slowest 0.876" in ratio.misses[0]
+
+
+def test_a_slower_config_and_a_gain_short_of_the_target_are_named(stored):
+    data = copy.deepcopy(stored)
+    by = {c["name"]: c for c in data["configs"]}
+    m4 = by["m4-3r-sgd-zipf"]["summary"]
+    m4["verdict"], m4["ab"]["median"] = "slower", 1.2
+    l1 = by["later-1"]["summary"]
+    l1["ab"]["median"], l1["balance_bound"] = 0.95, 0.93
+    ratio, slower, _ = targets.quality([("", data)])
+    assert slower.met == slower.applies - 1 and slower.misses[0].startswith("m4-3r-sgd-zipf: 1.200x")
+    assert any(m.startswith("m4-3r-sgd-zipf: 1.200x (slower)") for m in ratio.misses)
+    assert "later-1: 0.950x (faster); TorchRec's mean rank / its slowest 0.930: over 0.90, out of reach" in "\n".join(
+        ratio.misses)
+    assert ratio.met == 5 - 2  # m4 was at 0.823, later-1 at 0.780
+
+
+def _est(name, seed, world):
+    """The stored estimate of one record's plan (the engine's own, per rank)."""
+    r = record(name, seed, world)
+    return np.array([x["estimated_compute_ms"] for x in r["series"]["ours"][0]["ranks"]])
+
+
+def test_the_slowest_rank_named_or_missed_and_spearman_on_records_with_known_ranks():
+    est = _est("x", 41, 3)
+    low, high = int(np.argmin(est)), int(np.argmax(est))
+    miss = np.ones(3)
+    miss[low] = 3.0  # the rank estimated fastest measures slowest by far
+    hit = np.ones(3)
+    hit[high] = 1.5
+    data = {"meta": {}, "configs": [record("miss", 41, 3, factors=list(miss), later=True),
+                                    record("hit", 41, 3, factors=list(hit))]}
+    names, rho = targets.ranks(targets.plans_of(data))
+    assert names.applies == 2 and names.met == 1
+    assert names.misses[0].startswith(f"miss (ours): estimated rank {high}, measured rank {low}")
+    assert rho.applies == 2 and rho.met == 1 and rho.misses[0].startswith("miss (ours)")
+
+
+def test_the_per_rank_error_targets_take_the_median_rank_of_each_set():
+    data = {"meta": {}, "configs": [record("close", 42, 3, factors=[1.0, 1.0, 3.0]),
+                                    record("later-12", 43, 2, factors=[2.0, 2.0], later=True)]}
+    errs = _by_target(targets.errors(targets.plans_of(data)))
+    bench = errs["per-rank error <= 15% median, bench configs"]
+    assert bench.status == "met" and bench.figure.endswith("over 3 ranks of 1 plans")  # one rank of three 3x off
+    later = errs["per-rank error <= 25% median, configs added later"]
+    newest = errs["per-rank error <= 25% median, the newest three (later-12, later-13, later-14)"]
+    for c in (later, newest):  # every rank measured 2x its estimate: 50% off
+        assert c.status == "not met" and c.figure.endswith("% over 2 ranks of 1 plans") and c.misses == [c.figure]
+        assert float(c.figure.split("%")[0]) == pytest.approx(50.0, abs=1.5)  # 1% run-to-run jitter
+
+
+def test_the_report_and_its_command(tmp_path, capsys):
+    out = tmp_path / "t.md"
+    assert targets.main(["--json", str(STORED), "--out", str(out)]) == 0
+    text = out.read_text()
+    assert text.startswith(f"Made by `python -m bench.targets --json {STORED} --out {out}`")
+    assert "| ours <= 0.90x TorchRec's where the plans differ beyond the A/A noise | not met | 8 | 5 | - |" in text
+    assert "| never worse than 1.0x beyond the noise | met | 10 | 10 | - |" in text
+    assert "**Not met: the estimate names the measured slowest rank" in text
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    assert targets.main(["--json", str(bad)]) == 2
+    assert "give a file" in capsys.readouterr().err

@@ -9,7 +9,8 @@ rows and their bytes, engine.estimate.piece_workset):
 - none: no feature (what `plan --table-costs` priced before the probes);
 - knee K: the rank's rows past a knee, less each piece's rows past it at its table's whole working set;
 - ramp F-T: each piece's rows x (how far the rank's bytes are up a ramp from F to T MiB, less how far its table's
-  own are).
+  own are);
+- ramp F-T on touched bytes: the same with each piece's touched bytes for its rows (wide rows evict more).
 
 `a` is fitted through 0 by least squares on relative errors, held out per config (every rank of a config predicted by
 the `a` of all the other configs), per backend: fbgemm's kernels and the torch fallback differ in kind. The last
@@ -85,7 +86,8 @@ def feature(r: Rank, form: tuple) -> float:
         k = at[0] * MIB
         return sum(p[1] for p in r.pieces) * _knee(total, k) - sum(p[1] * _knee(p[2], k) for p in r.pieces)
     lo, hi = at[0] * MIB, at[1] * MIB
-    return sum(p[1] * (_ramp(total, lo, hi) - _ramp(p[2], lo, hi)) for p in r.pieces)
+    weight = 0 if kind == "bytes" else 1  # a piece's touched bytes, or its touched rows, up the ramp
+    return sum(p[weight] * (_ramp(total, lo, hi) - _ramp(p[2], lo, hi)) for p in r.pieces)
 
 
 def fit(plans: list[list[Rank]], form: tuple) -> float:
@@ -110,7 +112,8 @@ def score(plans: list[list[Rank]], form: tuple, a_of) -> tuple[float, float, int
 
 def _label(form: tuple) -> str:
     return {"none": lambda: "none", "knee": lambda: f"knee {form[1]:g} MiB",
-            "ramp": lambda: f"ramp {form[1]:g}-{form[2]:g} MiB"}[form[0]]()
+            "ramp": lambda: f"ramp {form[1]:g}-{form[2]:g} MiB",
+            "bytes": lambda: f"ramp {form[1]:g}-{form[2]:g} MiB on touched bytes"}[form[0]]()
 
 
 def backend_of(plans: list[Rank]) -> str:
@@ -122,7 +125,8 @@ def report(paths: list[Path]) -> str:
     lines = [f"Made by `python -m bench.interplay {' '.join(str(p.relative_to(RESULTS.parent.parent)) for p in paths)}`"
              f": {len(plans)} plans, {sum(len(p) for p in plans)} ranks of "
              f"{len({p[0].config for p in plans})} configs, each rank the median of its runs.", ""]
-    forms = [("none",), *(("knee", k) for k in KNEES), *(("ramp", lo, hi) for lo, hi in RAMPS)]
+    forms = [("none",), *(("knee", k) for k in KNEES), *(("ramp", lo, hi) for lo, hi in RAMPS),
+             *(("bytes", lo, hi) for lo, hi in RAMPS)]
     for be in ("fbgemm", "torch"):
         sub = [p for p in plans if backend_of(p) == be]
         if not sub:

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.measured_report import median_iqr, noise_band, verdict
+from bench.measured_report import aa_band, median_iqr, next_round, verdict
 from bench.suite import ROOT
 
 ORDER = ("a", "b", "a_again")
@@ -58,11 +58,17 @@ def run(config: Path, a: Path, b: Path, rounds: int, iters: int, warmup: int, lo
     for key in ("step_ms", "embedding_ms"):
         ab = [x[key] / y[key] for x, y in zip(series["b"], series["a"])]
         aa = [x[key] / y[key] for x, y in zip(series["a_again"], series["a"])]
+        across = [x[key] / y[key] for x, y in zip(next_round(series["a_again"]), series["a"])]
         med = median_iqr(ab)
-        out[key] = {"b_over_a": med, "a_a": median_iqr(aa), "b_faster": sum(x < 1 for x in ab),
-                    "verdict": verdict(med[0], noise_band(aa))}
+        out[key] = {"b_over_a": med, "a_a": median_iqr(aa), "a_a_across": median_iqr(across),
+                    "b_faster": sum(x < 1 for x in ab), "verdict": verdict(med[0], aa_band(aa, across))}
     out["series"] = series
     return out
+
+
+def _across(s: dict) -> str:
+    q = s.get("a_a_across")  # runs stored before it was recorded have none
+    return f"; across rounds {q[0]:.3f} ({q[1]:.3f}-{q[2]:.3f})" if q else ""
 
 
 def markdown(r: dict, label_a: str, label_b: str) -> str:
@@ -73,10 +79,12 @@ def markdown(r: dict, label_a: str, label_b: str) -> str:
         q = s["b_over_a"]
         aa = s["a_a"]
         rows.append(f"| {what} | {q[0]:.3f} ({q[1]:.3f}-{q[2]:.3f}) | {s['b_faster']} of {r['rounds']} | "
-                    f"{aa[0]:.3f} ({aa[1]:.3f}-{aa[2]:.3f}) | {s['verdict'].replace('faster', f'{label_b} faster')} |")
+                    f"{aa[0]:.3f} ({aa[1]:.3f}-{aa[2]:.3f}){_across(s)} | "
+                    f"{s['verdict'].replace('faster', f'{label_b} faster')} |")
     return "\n".join([f"{label_b} / {label_a}, {r['rounds']} rounds of `engine validate --iters {r['iters']}` "
                       f"(1-minute load {r['load'][0]:.1f} -> {r['load'][1]:.1f}):", "",
-                      "| figure | median (IQR) | faster in | A/A (noise) | verdict |", "|---|---|---|---|---|", *rows])
+                      "| figure | median (IQR) | faster in | A/A (noise): same round; across rounds | verdict |",
+                      "|---|---|---|---|---|", *rows])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -229,11 +229,14 @@ def report_markdown(meta: dict, records: list[dict]) -> str:
             f"config's zipf_exponent). Each config: {meta['pairs']} rounds of three dry-runs, ours, "
             "TorchRec's and ours again, the order rotated by one each round (round 1: ours, TorchRec's, ours again; "
             "round 2: TorchRec's, ours again, ours; ...), so each takes every position; a pair is the two runs of "
-            "one round. A plan's time is its slowest rank's measured_ms.", "",
+            "one round. A plan's time is its slowest rank's measured_ms.", "", *_summarized_lines(meta),
             *_fit_lines(meta, records), *_table_cost_lines(meta, records),
             "Ratios: ours / TorchRec's measured slowest rank, pair by pair (median and interquartile range); A/A: "
-            "ours again / ours, the noise floor. Verdict: the median ratio outside the A/A band (the A/A quartile "
-            "furthest from 1, mirrored) is faster or slower, else within noise. Estimate columns use the dry-run's "
+            "ours again / ours, the noise floor, in the same round and across rounds (ours again of the next round "
+            "over ours; the last round's over the first's). Verdict: the median ratio outside the A/A band (the A/A "
+            "quartile furthest from 1, mirrored, the wider of the two) is faster or slower, else within noise. Two "
+            "runs of one plan in the same round can share what the machine gave that round; across rounds they "
+            "do not, as two plans' runs do not. Estimate columns use the dry-run's "
             "estimated_ms (priced for cpu); a plan's measured per-rank time is the rank's median over its runs.", ""]
     label = "defaults" if meta.get("baseline") == "defaults" else "TorchRec"
     if bench:
@@ -242,6 +245,14 @@ def report_markdown(meta: dict, records: list[dict]) -> str:
         text += ["Held-out configs (added later; settings drawn from their seeds):", "", tally(later), "",
                  table_markdown(later, label), ""]
     return "\n".join(text)
+
+
+def _summarized_lines(meta: dict) -> list[str]:
+    m = meta.get("summarized")
+    if not m:
+        return []
+    return [f"**Summaries made afresh** by `{m['command']}` on {m['at']} UTC at commit {m['commit']}: the verdicts, "
+            "A/A bands and checks below are today's arithmetic on the dry-runs above, which were not run again.", ""]
 
 
 def _table_cost_lines(meta: dict, records: list[dict]) -> list[str]:
@@ -309,6 +320,25 @@ def write_report(out: Path, meta: dict, records: list[dict], start: float, plann
     return text
 
 
+def resummarize(path: Path, out: Optional[Path]) -> str:
+    """A stored run's summaries made afresh from its dry-runs (bench.measured_report.summarize as it is now: a rule
+    changed since the run, say) and its report written again (beside the JSON, or at `out` and its JSON beside it).
+    Nothing is measured; the meta says which commit summarized it."""
+    data = read_run(path, "--resummarize ")
+    records, meta = data["configs"], data.get("meta", {})
+    for rec in records:
+        if rec.get("series", {}).get("ours") and rec["series"].get("ours_again"):
+            rec["summary"] = summarize(rec["series"])
+    command = f"python -m bench.measured --resummarize {path}" + (f" --out {out}" if out else "")
+    meta["summarized"] = {"commit": git_commit(), "at": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+                          "command": command}
+    md = out or path.with_suffix(".md")
+    text = report_markdown(meta, records)
+    engine.write_json_file(md.with_suffix(".json"), {"meta": meta, "configs": records})
+    engine.write_text_file(md, text)
+    return text
+
+
 def _gain_ok(text: str) -> bool:
     try:
         return text == "auto" or 0 <= float(text) < 0.9
@@ -325,7 +355,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                    "batches the steps cycle through, 0 fresh ids every step (default %(default)s)")
     p.add_argument("--quick", action="store_true", help="one small config, 2 rounds (for tests)")
     p.add_argument("--torchrec-timeout", type=float, default=600, metavar="S", help="default %(default)s")
-    p.add_argument("--out", type=Path, default=RESULTS, help="the Markdown report; the JSON goes beside it")
+    p.add_argument("--out", type=Path, help="the Markdown report; the JSON goes beside it (default "
+                   "bench/results/measured.md)")
     p.add_argument("--fit-from", type=Path, nargs="+", metavar="RUN.json", help="plan ours with the CPU terms fitted "
                    "on these stored runs of this machine, each config left out of its own fit (bench.measured_fit)")
     p.add_argument("--fit-cases", type=Path, nargs="+", metavar="CASES.jsonl", default=[], help="with --fit-from: "
@@ -338,7 +369,16 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--baseline", choices=("torchrec", "defaults"), default="torchrec", help="the plan ours is "
                    "measured against: TorchRec's (default), or with --fit-from ours on the default terms (the JSON "
                    "keeps the series name 'torchrec' for it)")
+    p.add_argument("--resummarize", type=Path, metavar="RUN.json", help="measure nothing: make a stored run's "
+                   "summaries afresh from its dry-runs and write its report again (with --out: there)")
     args = p.parse_args(argv)
+    if args.resummarize:
+        try:
+            print(resummarize(args.resummarize, args.out))
+        except SystemExit as e:
+            print(e, file=sys.stderr)
+            return 2
+        return 0
     pool = quick_cases() if args.quick else cases()
     selected = [c for c in pool if not args.configs or c.name in args.configs]
     pairs, iters = args.pairs or (2 if args.quick else 7), args.iters or (5 if args.quick else 20)
@@ -381,7 +421,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                                         args.torchrec_timeout, log, fit_from, args.baseline, fit_cases,
                                         args.min_gain, args.table_costs))
             log(f"{case.name}: {records[-1].get('summary', {}).get('verdict', records[-1].get('error', 'done'))}")
-            text = write_report(args.out, meta, records, start, len(selected))
+            text = write_report(args.out or RESULTS, meta, records, start, len(selected))
     print(text)
     return 0
 

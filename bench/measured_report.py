@@ -33,6 +33,18 @@ def noise_band(aa: list[float]) -> float:
     return max(abs(math.log(q1)), abs(math.log(q3)))
 
 
+def next_round(runs: list) -> list:
+    """Each round's run paired with the next round's (the last with the first's): ratios(next_round(again), ours) is
+    the A/A across rounds."""
+    return runs[1:] + runs[:1]
+
+
+def aa_band(same_round: list[float], across: list[float]) -> float:
+    """The noise band of a benchmark whose rounds each run A, B and A again: the wider of the A/A band in the same
+    round and across rounds (summarize says why); one round has only the first."""
+    return max(noise_band(same_round), noise_band(across)) if len(same_round) > 1 else noise_band(same_round)
+
+
 def verdict(ab_median: float, band: float) -> str:
     """'faster', 'slower' (ours vs TorchRec's, beyond the A/A band) or 'within noise'."""
     x = math.log(ab_median)
@@ -67,11 +79,20 @@ def order_check(ours: list[dict], theirs: list[dict], ab_median: float) -> dict:
 
 
 def summarize(series: dict) -> dict:
-    """Numbers of one config from its runs: {"ours": [...], "torchrec": [...] or [], "ours_again": [...]}."""
+    """Numbers of one config from its runs: {"ours": [...], "torchrec": [...] or [], "ours_again": [...]}.
+
+    The noise band is the wider of two A/A bands: ours again over ours in the same round, and ours again of the next
+    round over ours (the last round's over the first's). A machine can hand two runs of the same plan close together
+    the same state (on fc-v595 a dry-run's memory placement carried over to the next run of the same plan: m0's
+    ranks measured 7 or 11 ms by round, ours and ours again alike), which the same-round pair cannot see and the pair
+    of two plans does; the pair across rounds sees it."""
     ours, theirs, again = series["ours"], series["torchrec"], series["ours_again"]
     aa = ratios(again, ours)
-    out = {"aa": dict(zip(("median", "q1", "q3"), median_iqr(aa))), "aa_ratios": aa, "band": noise_band(aa),
-           "ours_ranks": rank_check(ours)}
+    across = ratios(next_round(again), ours)
+    band = aa_band(aa, across)
+    out = {"aa": dict(zip(("median", "q1", "q3"), median_iqr(aa))), "aa_ratios": aa,
+           "aa_across": dict(zip(("median", "q1", "q3"), median_iqr(across))), "aa_across_ratios": across,
+           "band_same_round": noise_band(aa), "band": band, "ours_ranks": rank_check(ours)}
     if theirs:
         ab = ratios(ours, theirs)
         out["ab"] = dict(zip(("median", "q1", "q3"), median_iqr(ab)))
@@ -93,6 +114,11 @@ def _q(s: dict) -> str:
     return f"{s['median']:.3f} ({s['q1']:.3f}-{s['q3']:.3f})"
 
 
+def _aa(s: dict) -> str:
+    """The same-round A/A, and the A/A across rounds where the summary has it (runs summarized before it had not)."""
+    return _q(s["aa"]) + (f"; across rounds {_q(s['aa_across'])}" if "aa_across" in s else "")
+
+
 def _yn(x: Optional[bool]) -> str:
     return "-" if x is None else "yes" if x else "no"
 
@@ -106,7 +132,8 @@ def _ranks(rc: dict) -> str:
 
 
 HEAD = ("| config | ranks | tables | optimizer | ids | backend | ours / TorchRec measured, median (IQR) "
-        "| ours faster | A/A median (IQR) | verdict | estimate says ours / TorchRec | estimate's order right "
+        "| ours faster | A/A median (IQR), same round; across rounds | verdict | estimate says ours / TorchRec "
+        "| estimate's order right "
         "| estimate names slowest rank: ours / TorchRec | Spearman est. vs meas.: ours / TorchRec "
         "| measured spread slowest/fastest rank: ours / TorchRec | TorchRec's mean rank / its slowest (balancing it "
         "gives at best) | load 1-min before -> after | notes |")
@@ -123,11 +150,11 @@ def row_markdown(r: dict) -> str:
     load = f"{r['load_before'][0]:.1f} -> {r['load_after'][0]:.1f}"
     o = s["ours_ranks"]
     if "ab" not in s:
-        cells += ["identical plans", "-", _q(s["aa"]), "-", "1.000", "-", _ranks(o), _rho(o["spearman"]),
+        cells += ["identical plans", "-", _aa(s), "-", "1.000", "-", _ranks(o), _rho(o["spearman"]),
                   f"{o['measured_spread']:.2f}", "-", load]
     else:
         t = s["torchrec_ranks"]
-        cells += [_q(s["ab"]), f"{s['ours_faster']} of {s['pairs']}", _q(s["aa"]), s["verdict"],
+        cells += [_q(s["ab"]), f"{s['ours_faster']} of {s['pairs']}", _aa(s), s["verdict"],
                   f"{s['order']['estimated_ratio']:.3f}", _yn(s["order"]["matches"]),
                   f"{_ranks(o)} / {_ranks(t)}", f"{_rho(o['spearman'])} / {_rho(t['spearman'])}",
                   f"{o['measured_spread']:.2f} / {t['measured_spread']:.2f}",
@@ -152,5 +179,5 @@ def tally(rows: list[dict]) -> str:
     return f"{len(rows)} configs: " + ", ".join(parts) + "."
 
 
-__all__ = ["balance_bound", "median_iqr", "noise_band", "order_check", "rank_check", "ratios", "summarize",
-           "table_markdown", "tally", "verdict"]
+__all__ = ["aa_band", "balance_bound", "median_iqr", "next_round", "noise_band", "order_check", "rank_check", "ratios",
+           "summarize", "table_markdown", "tally", "verdict"]

@@ -82,10 +82,10 @@ def summarize(series: dict) -> dict:
     """Numbers of one config from its runs: {"ours": [...], "torchrec": [...] or [], "ours_again": [...]}.
 
     The noise band is the wider of two A/A bands: ours again over ours in the same round, and ours again of the next
-    round over ours (the last round's over the first's). A machine can hand two runs of the same plan close together
-    the same state (on fc-v595 a dry-run's memory placement carried over to the next run of the same plan: m0's
-    ranks measured 7 or 11 ms by round, ours and ours again alike), which the same-round pair cannot see and the pair
-    of two plans does; the pair across rounds sees it."""
+    round over ours (the last round's over the first's). A machine can hand two runs of the same plan in one round
+    the same state (on fc-v595 m0's slowest rank measured 7 or 11 ms by round, ours and ours again alike, TorchRec's
+    plan in the same round not), which the same-round pair cannot see and the pair of two plans does; the pair
+    across rounds sees it."""
     ours, theirs, again = series["ours"], series["torchrec"], series["ours_again"]
     aa = ratios(again, ours)
     across = ratios(next_round(again), ours)

@@ -211,8 +211,8 @@ def git_commit() -> str:
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                               timeout=30).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True,
-                               timeout=30).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", ".", ":!bench/results"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=30).stdout.strip()  # results are not code
     except (OSError, subprocess.TimeoutExpired):
         return "unknown"
     return head + (" (with uncommitted changes)" if dirty else "")

@@ -85,7 +85,8 @@ def summarize(series: dict) -> dict:
     round over ours (the last round's over the first's). A machine can hand two runs of the same plan in one round
     the same state (on fc-v595 m0's slowest rank measured 7 or 11 ms by round, ours and ours again alike, TorchRec's
     plan in the same round not), which the same-round pair cannot see and the pair of two plans does; the pair
-    across rounds sees it."""
+    across rounds sees it. Where the machine's state only drifts with time, the pair across rounds is further apart
+    than a round's pairs and its band wider than needed: verdicts then err toward "within noise", both ways."""
     ours, theirs, again = series["ours"], series["torchrec"], series["ours_again"]
     aa = ratios(again, ours)
     across = ratios(next_round(again), ours)

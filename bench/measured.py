@@ -126,6 +126,9 @@ def measure_case(case: MeasuredCase, work: Path, pairs: int, flags: list[str], t
                               "exponents": {t.name: priced.constraint(t.name).column_exponent for t in priced.tables
                                             if priced.constraint(t.name).column_exponent is not None},
                               "notes": said}
+        if min_gain == "auto" and "guard" not in rec:  # no --fit-from: the costs' probe ranks give the margin
+            margin, note = engine.gain_margin(engine.parse_config(json.loads(plan_path.read_text())), costs)
+            rec["guard"] = {"min_gain": margin, "how": note}
         plan_path = work / f"{case.name}.measured.json"
         plan_path.write_text(json.dumps(engine.config_to_dict(priced)))
         rec["measured_config"] = engine.config_to_dict(priced)
@@ -278,7 +281,9 @@ def _guard_lines(meta: dict, records: list[dict]) -> list[str]:
     kept = [n for n, g in guards if g["kept"] == "torchrec"]
     how = ("the estimate's error on the ratio of two plans' slowest ranks, median over the pairs of the other "
            "configs measured in one run of the fit's sources, each priced with terms fitted on neither "
-           "(bench.measured_fit.pair_margin)" if meta["min_gain"] == "auto" else "given")
+           "(bench.measured_fit.pair_margin)" if meta["min_gain"] == "auto" and meta.get("fit_from") else
+           "sqrt(2) x the estimate's median error on the config's own probe ranks, measured with its tables "
+           "(engine plan --min-gain auto, engine.table_costs.gain_margin)" if meta["min_gain"] == "auto" else "given")
     return [f"**Ours is planned against TorchRec's plan** (`engine plan --baseline TORCHREC.json --min-gain F`, "
             f"`--min-gain {meta['min_gain']}`): TorchRec's plan is kept unless ours is estimated faster by more than "
             f"F = {100 * min(gains):.1f}-{100 * max(gains):.1f}% ({how}). TorchRec's plan was kept for "
@@ -363,7 +368,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                    "one-rank cost-term cases timed on this machine (python -m bench.cost_terms measure) join every fit")
     p.add_argument("--min-gain", metavar="auto|F", help="plan ours against TorchRec's plan, kept unless ours is "
                    "estimated faster by more than F (engine plan --baseline --min-gain); auto: the estimate's held-out "
-                   "error on two plans' ratio (bench.measured_fit.pair_margin; needs --fit-from)")
+                   "error on two plans' ratio (bench.measured_fit.pair_margin with --fit-from; with --table-costs "
+                   "sqrt(2) x its median error on the config's probe ranks, engine.table_costs.gain_margin)")
     p.add_argument("--table-costs", action="store_true", help="dry-run every table alone first (python -m engine "
                    "measure-tables) and price both plans, and plan ours, with each table's compute as measured")
     p.add_argument("--baseline", choices=("torchrec", "defaults"), default="torchrec", help="the plan ours is "
@@ -390,8 +396,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"error: no config matches --configs, or --pairs/--iters below 1; configs: "
               f"{', '.join(c.name for c in pool)}", file=sys.stderr)
         return 2
-    if (args.fit_cases or args.min_gain == "auto") and not args.fit_from:
-        print("error: --fit-cases and --min-gain auto need --fit-from RUN.json (the runs the terms are fitted on)",
+    if (args.fit_cases or (args.min_gain == "auto" and not args.table_costs)) and not args.fit_from:
+        print("error: --fit-cases needs --fit-from RUN.json (the runs the terms are fitted on), and --min-gain auto "
+              "needs --fit-from or --table-costs (the probe ranks it reads the estimate's error from)",
               file=sys.stderr)
         return 2
     if args.min_gain is not None and (args.baseline == "defaults" or not _gain_ok(args.min_gain)):

@@ -54,16 +54,18 @@ def _budget(text: str) -> float:
     return value
 
 
-def _gain(text: str) -> float:
+def _gain(text: str) -> float | str:
     from engine.keep import MAX_MIN_GAIN
 
+    if text == "auto":  # with --table-costs: read from the file's probe ranks (engine.table_costs.gain_margin)
+        return text
     try:
         value = float(text.rstrip("%")) / (100.0 if text.endswith("%") else 1.0)
     except ValueError:
         value = float("nan")
     if not 0 <= value < MAX_MIN_GAIN:  # also refuses nan and inf
-        raise argparse.ArgumentTypeError(f"must be a fraction from 0 to under {MAX_MIN_GAIN:g} (e.g. 0.06 or 6%), got "
-                                         f"{_short(text)}")
+        raise argparse.ArgumentTypeError(f"must be auto or a fraction from 0 to under {MAX_MIN_GAIN:g} (e.g. 0.06 or "
+                                         f"6%), got {_short(text)}")
     return value
 
 
@@ -97,18 +99,27 @@ def cmd_plan(args: argparse.Namespace) -> int:
         if args.min_gain is not None and args.baseline is None:
             raise EngineError("--min-gain is the gain ours must show over --baseline PLAN.json: give --baseline too")
         baseline = load_plan(args.baseline, cfg) if args.baseline is not None else None  # before planning
+        if args.min_gain == "auto" and args.table_costs is None:
+            raise EngineError("--min-gain auto reads the estimate's error from the probe ranks of --table-costs "
+                              "COSTS.json (python -m engine measure-tables): give --table-costs too, or a number")
         measured: list[str] = []
+        min_gain = args.min_gain or 0.0
         if args.table_costs is not None:
-            from engine.table_costs import apply_table_costs
+            from engine.table_costs import apply_table_costs, gain_margin
 
-            cfg, measured = apply_table_costs(cfg, read_json(args.table_costs, "--table-costs"), args.table_costs)
+            costs = read_json(args.table_costs, "--table-costs")
+            priced, measured = apply_table_costs(cfg, costs, args.table_costs)
+            if args.min_gain == "auto":
+                min_gain, said = gain_margin(cfg, costs)
+                measured = [*measured, said]
+            cfg = priced
         result = plan(cfg, settings)
         if measured:
             result = replace(result, notes=(*result.notes, *measured))
         if baseline is not None:
             from engine.keep import keep_baseline
 
-            result = keep_baseline(cfg, result, baseline, args.min_gain or 0.0, "the baseline plan (--baseline)")
+            result = keep_baseline(cfg, result, baseline, min_gain, "the baseline plan (--baseline)")
         _emit(result, cfg, args)
     return 0
 
@@ -243,9 +254,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "it cuts short says so in its notes")
     p.add_argument("--baseline", metavar="PLAN.json", help="a plan already in use (yours, or TorchRec's): it is kept "
                    "unless ours is estimated faster by more than --min-gain (engine.keep)")
-    p.add_argument("--min-gain", type=_gain, metavar="F", help="with --baseline: the share by which ours must beat "
-                   "its estimated slowest rank, e.g. 0.06 or 6%% (default 0): the estimate's error on two plans' "
-                   "ratio on your device (bench/results/measured_guard.md)")
+    p.add_argument("--min-gain", type=_gain, metavar="F|auto", help="with --baseline: the share by which ours must "
+                   "beat its estimated slowest rank, e.g. 0.06 or 6%% (default 0): the estimate's error on two plans' "
+                   "ratio on your device (bench/results/measured_guard.md); auto, with --table-costs: sqrt(2) x the "
+                   "estimate's median error on the file's probe ranks (engine.table_costs.gain_margin)")
     p.add_argument("--table-costs", metavar="COSTS.json", help="each table's compute as measured alone on the "
                    "device (python -m engine measure-tables), in place of the estimate's (engine.table_costs)")
     p.set_defaults(func=cmd_plan)

@@ -62,6 +62,8 @@ COLLECTIVES_NOTE = (
     "round), fit collective_ms from validation runs (python -m db calibrate --config-out) or limit the "
     "sharding_types")
 MIN_PRESSURE_ROWS = 1000.0  # probes whose rows past their tables' own pressure sum to fewer say nothing of it
+MIN_MARGIN_PROBES = 3  # probe ranks --min-gain auto needs to read the estimate's error from
+MAX_AUTO_MARGIN = 0.5  # a margin of half the baseline's step would keep nearly every baseline: held there, and said
 
 
 def table_record(t: TableConfig, c: Constraints) -> dict[str, Any]:
@@ -173,11 +175,32 @@ def pressure_fit(cfg: Config, data: dict[str, Any]) -> tuple[float, list[dict[st
         y = float(probe["ms"]) - fixed - sum(float(data["tables"][n]["ms"]) - fixed for n in names)
         xs.append(x)
         ys.append(y)
-        rows.append({"tables": len(names), "bytes": b, "rows": r, "past_own_rows": x, "beyond_alone_ms": y})
+        rows.append({"tables": len(names), "bytes": b, "rows": r, "past_own_rows": x, "beyond_alone_ms": y,
+                     "ms": float(probe["ms"])})
     x, y = np.array(xs), np.array(ys)
     if not len(x) or float(x.sum()) < MIN_PRESSURE_ROWS:
         return 0.0, rows
     return max(float(x @ y / (x @ x)), 0.0), rows
+
+
+def gain_margin(cfg: Config, data: dict[str, Any]) -> tuple[float, str]:
+    """`plan --baseline --min-gain auto --table-costs COSTS.json`: the gain by which ours must beat the baseline, read
+    from the file. Each probe rank is a table-wise rank of this config, measured whole on the device: the estimate
+    prices it as its tables alone plus the fitted pressure, and is off by |a x past_own_rows - beyond_alone_ms| / ms.
+    Two plans' slowest ranks each off by that median error, independently, put their ratio off by sqrt(2) x it; so
+    that is the margin, and a noisy device or a config the pressure fits badly asks for a larger gain. In sample (the
+    pressure is fitted on the same probes), so if anything it is small. (margin, the note saying so.)"""
+    a, rows = pressure_fit(cfg, data)
+    errors = [abs(a * r["past_own_rows"] - r["beyond_alone_ms"]) / r["ms"] for r in rows if r["ms"] > 0]
+    if len(errors) < MIN_MARGIN_PROBES:
+        raise EngineError(f"--min-gain auto reads the estimate's error from the probe ranks of --table-costs, and the "
+                          f"file has {len(errors)} (at least {MIN_MARGIN_PROBES}); {MEASURE_AGAIN} (it deals the "
+                          "tables into probe ranks each round), or give --min-gain a number")
+    med = float(np.median(errors))
+    margin = min(float(np.sqrt(2.0)) * med, MAX_AUTO_MARGIN)
+    return margin, (f"--min-gain auto: {margin:.1%}, sqrt(2) x the estimate's {med:.1%} median error on the "
+                    f"{len(errors)} probe ranks measured with the table costs (in sample)"
+                    + (f", held to {MAX_AUTO_MARGIN:.0%}" if margin < float(np.sqrt(2.0)) * med else ""))
 
 
 def rank_pieces(cfg: Config, tables: dict[str, TablePlan]) -> list[list[tuple[str, float, float, float, float, float]]]:
@@ -387,4 +410,5 @@ def _with_pressure(cfg: Config, data: dict[str, Any], device_name: str) -> tuple
 
 
 __all__ = ["COLLECTIVES_NOTE", "FORMAT", "VERSION", "alone", "alone_estimate", "apply_table_costs", "fixed_alone",
-           "pressure_fit", "probe_groups", "rank_pieces", "read_costs", "table_record", "together", "topology_record"]
+           "gain_margin", "pressure_fit", "probe_groups", "rank_pieces", "read_costs", "table_record", "together",
+           "topology_record"]

@@ -13,8 +13,8 @@ import pytest
 import engine
 import engine.table_costs
 from engine.estimate import table_workset
-from engine.table_costs import (COLLECTIVES_NOTE, FORMAT, VERSION, alone_estimate, apply_table_costs, pressure_fit,
-                                table_record, topology_record)
+from engine.table_costs import (COLLECTIVES_NOTE, FORMAT, VERSION, alone_estimate, apply_table_costs, gain_margin,
+                                pressure_fit, table_record, topology_record)
 from engine.workset import pressure
 from tests.engine.test_cli import run
 from tests.factories import write
@@ -224,6 +224,51 @@ def test_the_pressure_is_fitted_from_the_probe_ranks_and_a_probe_prices_as_measu
         rank = engine.evaluate(priced, _tw(priced, {t.name: 0 if t.name in g else 1 for t in cfg.tables})).ranks[0]
         assert rank.perf.fwd_compute + rank.perf.bwd_compute == pytest.approx(_probe_ms(cfg, alone, fixed, g, a),
                                                                               rel=1e-6)
+
+
+def _noisy_probes(cfg, alone, fixed, a, off):
+    groups = [["t0", "t1"], ["t2", "t3"], ["t0", "t2", "t3"], ["t1", "t2"], ["t0", "t3"]]
+    return [{"round": 1, "tables": g, "ms": _probe_ms(cfg, alone, fixed, g, a) * (1 + e)} for g, e in zip(groups, off)]
+
+
+def test_min_gain_auto_is_sqrt_2_times_the_estimates_median_error_on_the_probe_ranks(tmp_path):
+    cfg = engine.parse_config(_big())
+    alone, fixed, a = {"t0": 1.0, "t1": 1.2, "t2": 0.3, "t3": 0.2}, 0.05, 2e-4
+    exact = {**_costs(cfg, alone, fixed), "probes": _noisy_probes(cfg, alone, fixed, a, [0.0] * 5)}
+    assert gain_margin(cfg, exact)[0] == pytest.approx(0.0, abs=1e-9)  # the probes price exactly as measured
+    # probes measured off their price by a seeded +-5..15%: the margin follows that error, re-fitted
+    off = [0.15, -0.08, 0.05, -0.12, 0.10]
+    noisy = {**_costs(cfg, alone, fixed), "probes": _noisy_probes(cfg, alone, fixed, a, off)}
+    fit, rows = pressure_fit(cfg, noisy)
+    errs = [abs(fit * r["past_own_rows"] - r["beyond_alone_ms"]) / r["ms"] for r in rows]
+    margin, note = gain_margin(cfg, noisy)
+    assert margin == pytest.approx(np.sqrt(2) * np.median(errs)) and 0.05 < margin < 0.2
+    assert note == (f"--min-gain auto: {margin:.1%}, sqrt(2) x the estimate's {np.median(errs):.1%} median error on "
+                    "the 5 probe ranks measured with the table costs (in sample)")
+    wild = {**_costs(cfg, alone, fixed), "probes": _noisy_probes(cfg, alone, fixed, a, [3.0, -0.7, 2.5, 3.0, -0.6])}
+    assert gain_margin(cfg, wild)[0] == engine.table_costs.MAX_AUTO_MARGIN
+    assert gain_margin(cfg, wild)[1].endswith(", held to 50%")
+    few = {**_costs(cfg, alone, fixed), "probes": noisy["probes"][:2]}
+    with pytest.raises(engine.EngineError, match="the file has 2 \\(at least 3\\); measure again"):
+        gain_margin(cfg, few)
+    # the command: ours against a baseline, kept unless it beats it by the margin the probes give
+    cfg_path, costs_path = write(tmp_path, _big()), write(tmp_path, noisy, "costs.json")
+    ours = json.loads(run("plan", cfg_path, "--json", "--table-costs", costs_path).stdout)
+    crowded = {t.name: engine.TablePlan(engine.ShardingType.TABLE_WISE, engine.ComputeKernel.FUSED, (0,),
+                                        (engine.Shard((0, 0), (t.num_embeddings, t.embedding_dim), 0),))
+               for t in cfg.tables}
+    base = write(tmp_path, engine.plan_to_dict(engine.evaluate(cfg, crowded)), "base.json")
+    got = json.loads(run("plan", cfg_path, "--json", "--table-costs", costs_path, "--baseline", base,
+                         "--min-gain", "auto").stdout)
+    assert got["plan"] == ours["plan"] and note in got["notes"]
+    assert any(n.startswith("ours replaces the baseline plan (--baseline)") and f"over the {margin:.1%} --min-gain" in n
+               for n in got["notes"])
+    proc = run("plan", cfg_path, "--baseline", base, "--min-gain", "auto", check=False)
+    assert proc.returncode == 2 and "--min-gain auto reads the estimate's error from the probe ranks of " \
+        "--table-costs" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    few_path = write(tmp_path, few, "few.json")
+    proc = run("plan", cfg_path, "--table-costs", few_path, "--baseline", base, "--min-gain", "auto", check=False)
+    assert proc.returncode == 2 and "(at least 3)" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_the_planner_keeps_two_large_working_sets_apart_when_the_probes_measured_their_pressure():

@@ -172,7 +172,14 @@ def checks(runs: list[tuple[str, dict]]) -> tuple[list[Check], dict[str, int]]:
 
 def _source(run: str, meta: dict) -> str:
     return (f"{run} (`{meta.get('command', '?')}`, {meta.get('started', '?')} UTC, commit {meta.get('commit', '?')}, "
-            f"1-min load {meta.get('load_before', ['?'])[0]} before)")
+            f"1/5/15-min load average {_load(meta.get('load_before'))} before)")
+
+
+def _load(value) -> str:
+    """A run's load average as stored: "0.4 / 0.7 / 1.1", or a list of the three from older runs."""
+    if isinstance(value, (list, tuple)):
+        return " / ".join(str(v) for v in value)
+    return str(value) if value else "?"
 
 
 def report(runs: list[tuple[str, dict]], command: str) -> str:

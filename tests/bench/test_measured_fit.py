@@ -202,8 +202,8 @@ def test_cost_term_cases_record_this_machine_and_feed_the_fit(tmp_path):
 
 
 def test_quick_bench_keeps_torchrecs_plan_unless_ours_beats_the_gain(tmp_path):
-    for args, said in ((["--fit-cases", str(CASES)], "--fit-cases and --min-gain auto need --fit-from"),
-                       (["--min-gain", "auto"], "--fit-cases and --min-gain auto need --fit-from"),
+    for args, said in ((["--fit-cases", str(CASES)], "--fit-cases needs --fit-from RUN.json"),
+                       (["--min-gain", "auto"], "--min-gain auto needs --fit-from or --table-costs"),
                        (["--min-gain", "2"], "--min-gain must be auto or a fraction from 0 to 0.9")):
         bad = processes.run([sys.executable, "-m", "bench.measured", "--quick", "--out", str(tmp_path / "x.md"),
                              *args], cwd=ROOT, capture_output=True, text=True, timeout=600)

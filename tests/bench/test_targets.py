@@ -113,6 +113,8 @@ def test_the_report_and_its_command(tmp_path, capsys):
     assert targets.main(["--json", str(STORED), "--out", str(out)]) == 0
     text = out.read_text()
     assert text.startswith(f"Made by `python -m bench.targets --json {STORED} --out {out}`")
+    load = json.loads(STORED.read_text())["meta"]["load_before"]
+    assert f"1/5/15-min load average {targets._load(load)} before" in text and targets._load(load).count("/") == 2
     assert "| ours <= 0.90x TorchRec's where the plans differ beyond the A/A noise | not met | 8 | 5 | - |" in text
     assert "| never worse than 1.0x beyond the noise | met | 10 | 10 | - |" in text
     assert "**Not met: the estimate names the measured slowest rank" in text

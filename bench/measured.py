@@ -125,7 +125,7 @@ def measure_case(case: MeasuredCase, work: Path, pairs: int, flags: list[str], t
                               "columns": {k: v["column"] for k, v in costs["tables"].items() if "column" in v},
                               "exponents": {t.name: priced.constraint(t.name).column_exponent for t in priced.tables
                                             if priced.constraint(t.name).column_exponent is not None},
-                              "notes": said}
+                              "notes": said, "file": costs}  # every round and probe, for offline reads
         if min_gain == "auto" and "guard" not in rec:  # no --fit-from: the costs' probe ranks give the margin
             margin, note = engine.gain_margin(engine.parse_config(json.loads(plan_path.read_text())), costs)
             rec["guard"] = {"min_gain": margin, "how": note}

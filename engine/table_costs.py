@@ -62,6 +62,7 @@ COLLECTIVES_NOTE = (
     "round), fit collective_ms from validation runs (python -m db calibrate --config-out) or limit the "
     "sharding_types")
 MIN_PRESSURE_ROWS = 1000.0  # probes whose rows past their tables' own pressure sum to fewer say nothing of it
+MAX_REPS = 1000  # rounds a file may list per table
 MIN_MARGIN_PROBES = 3  # probe ranks --min-gain auto needs to read the estimate's error from
 MAX_AUTO_MARGIN = 0.5  # a margin of half the baseline's step would keep nearly every baseline: held there, and said
 
@@ -132,11 +133,24 @@ def column_alone(cfg: Config, name: str) -> tuple[Config, dict[str, TablePlan]]:
     return together(cut, [name])
 
 
-def column_exponent(whole_ms: float, column_ms: float, fixed_ms: float, share: float) -> tuple[float, bool]:
+def column_ratio(rec: dict[str, Any], fixed_ms: float) -> float:
+    """A half-width copy's compute over its table's, from a table record of the file (one with a "column"): the
+    median over rounds of each round's pair, (copy - fixed) / (table - fixed), where both list a time per round
+    (measure-tables dry-runs the copy next to its table, so a pair shares the machine's state of that moment);
+    else the ratio of their medians. On a VM whose state drifts, two slow rounds of the copy read against the
+    table's median made a third of a 906k-row table cost 0.69 of it (g 0.33) where its pieces measured 0.40-0.50."""
+    col = rec["column"]
+    whole, copy = rec.get("reps_ms"), col.get("reps_ms")
+    if isinstance(whole, list) and isinstance(copy, list) and len(whole) == len(copy) > 0:
+        return float(np.median([(c - fixed_ms) / max(w - fixed_ms, 1e-9) for w, c in zip(whole, copy)]))
+    return (float(col["ms"]) - fixed_ms) / max(float(rec["ms"]) - fixed_ms, 1e-9)
+
+
+def column_exponent(ratio: float, share: float) -> tuple[float, bool]:
     """(g, held): the exponent with which a piece holding `share` of the columns costs share^g of the table's compute,
-    from the table and its copy of that width measured alone; held: the measured ratio was outside what an exponent
-    from 0 (the piece costs the whole) to MAX_COLUMN_EXPONENT (its share of the columns) gives, and was held to it."""
-    ratio = (column_ms - fixed_ms) / max(whole_ms - fixed_ms, 1e-9)
+    from the measured ratio of a copy of that width to the table (column_ratio); held: the ratio was outside what an
+    exponent from 0 (the piece costs the whole) to MAX_COLUMN_EXPONENT (its share of the columns) gives, and was
+    held to it."""
     lo, hi = share ** L.MAX_COLUMN_EXPONENT, 1.0
     held = not lo <= ratio <= hi
     return float(np.log(min(max(ratio, lo), hi)) / np.log(share)), held
@@ -249,6 +263,11 @@ def read_costs(data: Any, source: str) -> dict[str, Any]:
             if (not isinstance(dim, int) or isinstance(dim, bool) or not 0 < dim < L.MAX_EMBEDDING_DIM
                     or not isinstance(cms, (int, float)) or isinstance(cms, bool) or not 0 < cms < 1e6):
                 raise bad(f'table {name!r} has a "column" record without a "dim" and a measured "ms" above 0')
+        for what, where in (("", rec), ('"column" ', col or {})):
+            reps = where.get("reps_ms")  # absent in hand-made files: the medians are used
+            if reps is not None and (not isinstance(reps, list) or not 0 < len(reps) <= MAX_REPS or not all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 1e6 for v in reps)):
+                raise bad(f'table {name!r} has {what}"reps_ms" that is not a list of 1-{MAX_REPS} times above 0')
     coll = data.get("collectives")  # absent in files from before it, or measured off CPU
     if coll is not None:
         ms = coll.get("round_ms") if isinstance(coll, dict) else None
@@ -307,7 +326,7 @@ def apply_table_costs(cfg: Config, data: Any, source: str = "the table costs") -
                 raise ConfigError(f"tables.{name}.embedding_dim", f"{source} measured a column piece of {name!r} "
                                   f"{col['dim']} wide, not narrower than the table's {t.embedding_dim}: "
                                   f"{MEASURE_AGAIN}")
-            g, out = column_exponent(float(rec["ms"]), float(col["ms"]), fixed, col["dim"] / t.embedding_dim)
+            g, out = column_exponent(column_ratio(rec, fixed), col["dim"] / t.embedding_dim)
             exponents[name] = g
             if out:
                 held.append(name)

@@ -2,8 +2,9 @@
 
 Each table is the one table-wise piece of rank 0 under the config's topology, priced for the device measured
 (engine.pricing), timed as `python -m engine dryrun` times a rank (fresh ids every step, the median step); `--reps`
-rounds, each in a seeded shuffled order with its own ids, give each table the median of its rounds. A one-row table
-gives the step's fixed time; after each round, the tables dealt at random into world_size probe ranks, each dry-run
+rounds, each in a seeded shuffled order with its own ids, give each table the median of its rounds. A table that may be
+split by columns is also dry-run at half its width, next to the table in every round. A one-row table gives the
+step's fixed time; after each round, the tables dealt at random into world_size probe ranks, each dry-run
 whole, give the tables' pressure on each other (engine.table_costs.pressure_fit).
 torch is imported only when the command runs; bad flags print one line and exit 2.
 """
@@ -25,8 +26,8 @@ from engine.config import load_config
 from engine.errors import EngineError
 from engine.pricing import priced_for
 from engine.replicas import group_config
-from engine.table_costs import (FORMAT, VERSION, alone, alone_estimate, column_alone, column_width, fixed_alone,
-                                probe_groups, table_record, together, topology_record)
+from engine.table_costs import (FORMAT, MAX_REPS, VERSION, alone, alone_estimate, column_alone, column_width,
+                                fixed_alone, probe_groups, table_record, together, topology_record)
 from engine.types import Config, Device
 
 from engine.dryrun.collectives import collective_record
@@ -39,8 +40,8 @@ def measure_tables(cfg: Config, settings: DryrunSettings, reps: int = 3,
     from engine.dryrun.run import run_dryrun
     from engine.validate.worker import cpu_name
 
-    if reps < 1:
-        raise EngineError(f"--reps must be >= 1, got {reps}")
+    if not 1 <= reps <= MAX_REPS:
+        raise EngineError(f"--reps must be from 1 to {MAX_REPS}, got {reps}")
     names = [t.name for t in cfg.tables]
     times: dict[str, list[float]] = {n: [] for n in names}
     narrow = {t.name: w for t in cfg.tables if (w := column_width(t, cfg.constraint(t.name))) is not None}
@@ -51,9 +52,13 @@ def measure_tables(cfg: Config, settings: DryrunSettings, reps: int = 3,
     rng = np.random.default_rng(settings.seed)
     probes: list[dict] = []
     for rep in range(reps):
-        # None: the fixed step's one-row table; (name, width): the table's half-width copy
-        order: list = [*names, None, *((n, w) for n, w in narrow.items())]
-        order = [order[i] for i in rng.permutation(len(order))]
+        # None: the fixed step's one-row table; (name, width): the table's half-width copy, dry-run next to its table
+        # (after it in round 1, before it in round 2, and so on), so the two share the machine's state of that
+        # moment: on a noisy VM the state drifts by tens of percent over tens of seconds, which a copy measured
+        # apart from its table read as its width (table_costs.column_ratio takes the pairs' median ratio)
+        units: list[list] = [[n, (n, narrow[n])][::-1 if rep % 2 else 1] if n in narrow else [n] for n in names]
+        units.append([None])
+        order = [item for i in rng.permutation(len(units)) for item in units[i]]
         s = replace(settings, seed=settings.seed + rep)
         for k, name in enumerate(order):
             if isinstance(name, tuple):

@@ -253,6 +253,9 @@ def test_quick_bench_plans_ours_with_every_table_measured_alone(tmp_path):
     names = {t["name"] for t in rec["config"]["tables"]}
     costs = rec["table_costs"]
     assert set(costs["tables"]) == set(costs["scales"]) == names and costs["reps"] == 3
+    # the file measure-tables wrote is kept whole, every round and probe: a stored run can be read again offline
+    assert {n: t["ms"] for n, t in costs["file"]["tables"].items()} == costs["tables"]
+    assert all(len(t["reps_ms"]) == 3 for t in costs["file"]["tables"].values()) and costs["file"]["probes"]
     assert 0 < costs["fixed_ms"] < min(costs["tables"].values())
     # the config the rounds read carries the scales the engine makes of those measurements
     measured = rec["measured_config"]["constraints"]

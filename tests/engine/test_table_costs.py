@@ -13,8 +13,8 @@ import pytest
 import engine
 import engine.table_costs
 from engine.estimate import table_workset
-from engine.table_costs import (COLLECTIVES_NOTE, FORMAT, VERSION, alone_estimate, apply_table_costs, gain_margin,
-                                pressure_fit, table_record, topology_record)
+from engine.table_costs import (COLLECTIVES_NOTE, FORMAT, VERSION, alone_estimate, apply_table_costs, column_ratio,
+                                gain_margin, pressure_fit, table_record, topology_record)
 from engine.workset import pressure
 from tests.engine.test_cli import run
 from tests.factories import write
@@ -171,7 +171,7 @@ def test_plan_says_what_is_wrong_with_a_costs_file_in_one_line(tmp_path):
     proc = run("plan", cfg_path, "--table-costs", other, check=False)
     assert proc.returncode == 2 and "topology.world_size" in proc.stderr and "measure-tables" in proc.stderr
     proc = run("measure-tables", cfg_path, "--reps", 0, check=False)
-    assert proc.returncode == 2 and "--reps must be >= 1" in proc.stderr
+    assert proc.returncode == 2 and "--reps must be from 1 to 1000" in proc.stderr
 
 
 def test_a_table_named_as_the_fixed_step_is_measured_as_itself(tmp_path):
@@ -396,6 +396,25 @@ def test_a_column_piece_costs_its_column_share_to_the_measured_exponent_of_its_t
     assert engine.config_to_dict(priced)["constraints"]["t0"]["column_exponent"] == pytest.approx(g)
 
 
+def test_a_column_copys_ratio_is_the_median_of_its_rounds_pairs():
+    cfg = engine.parse_config(_wide(world=4))
+    costs = _costs(cfg, {"t0": 9.0, "t1": 0.3}, 0.0)
+    # a round's pair shares that moment's state: 0.5 in two rounds of three, whatever the state
+    costs["tables"]["t0"]["reps_ms"] = [7.0, 11.2, 9.0]
+    costs["tables"]["t0"]["column"] = {"dim": 64, "ms": 5.6, "reps_ms": [3.5, 5.6, 6.0]}
+    assert column_ratio(costs["tables"]["t0"], 0.0) == pytest.approx(0.5)  # the medians' ratio: 5.6 / 9.0
+    priced, _ = apply_table_costs(cfg, costs, "c.json")
+    assert priced.constraint("t0").column_exponent == pytest.approx(1.0)
+    costs["tables"]["t0"]["column"]["reps_ms"] = [5.6]  # not one per round: the medians' ratio
+    assert column_ratio(costs["tables"]["t0"], 0.0) == pytest.approx(5.6 / 9.0)
+    for where in (costs["tables"]["t0"], costs["tables"]["t0"]["column"]):
+        for bad in ([], [1.0, -2.0], "x", [True]):
+            saved, where["reps_ms"] = where["reps_ms"], bad
+            with pytest.raises(engine.EngineError, match=r"table 't0' has (\"column\" )?\"reps_ms\" that is not a"):
+                apply_table_costs(cfg, costs, "c.json")
+            where["reps_ms"] = saved
+
+
 @pytest.mark.parametrize("column, why", [
     ({"dim": 0, "ms": 1.0}, 'table \'t0\' has a "column" record without a "dim" and a measured "ms"'),
     ({"dim": 64, "ms": -1}, 'table \'t0\' has a "column" record without'),
@@ -442,12 +461,18 @@ def test_measure_tables_dry_runs_a_half_width_copy_of_each_table_that_may_be_spl
     raw["constraints"]["t2"] = {"pooling_factors": [4.0]}  # every type allowed, but 4 wide: no narrower copy
     cfg_path = write(tmp_path, raw)
     out = tmp_path / "costs.json"
-    said = run("measure-tables", cfg_path, "--out", out, "--iters", 2, "--warmup", 1, "--reps", 1,
+    said = run("measure-tables", cfg_path, "--out", out, "--iters", 2, "--warmup", 1, "--reps", 2,
                "--progress").stderr
-    assert "t0 at 64 of its columns: " in said
+    # each round dry-runs the copy next to its table, after it in round 1 and before it in round 2
+    runs = [re.sub(r"^\[\d/2\] \d+/\d+ (.*): [0-9.]+ ms$", r"\1", line) for line in said.splitlines()
+            if re.match(r"^\[\d/2\] \d+/", line)]
+    assert len(runs) == 2 * 5  # t0, its copy, t1, t2, the fixed step
+    first, second = runs[:5], runs[5:]
+    assert first.index("t0 at 64 of its columns") == first.index("t0") + 1
+    assert second.index("t0 at 64 of its columns") == second.index("t0") - 1
     data = json.loads(out.read_text())
     col = data["tables"]["t0"]["column"]
-    assert col["dim"] == 64 and col["ms"] > 0 and len(col["reps_ms"]) == 1
+    assert col["dim"] == 64 and col["ms"] > 0 and len(col["reps_ms"]) == len(data["tables"]["t0"]["reps_ms"]) == 2
     assert "column" not in data["tables"]["t1"] and "column" not in data["tables"]["t2"]
     plan = json.loads(run("plan", cfg_path, "--table-costs", out, "--json").stdout)
     assert any(n.startswith("column pieces of 1 tables priced from half-width copies") for n in plan["notes"])

@@ -31,7 +31,7 @@ import numpy as np  # noqa: E402
 
 from bench.measured import git_commit, machine_meta  # noqa: E402
 from bench.suite import ROOT  # noqa: E402
-from engine.table_costs import column_ratio  # noqa: E402
+import engine  # noqa: E402
 
 SOURCE = ROOT / "bench" / "results" / "measured_auto_gain.json"
 # the five configs whose plans of ours split a table by columns (docs/benchmarks.md, "Column pieces measured")
@@ -52,7 +52,7 @@ def ratios(costs: dict) -> dict[str, tuple[float, float, float]]:
         if col is None:
             continue
         medians = (float(col["ms"]) - fixed) / max(float(rec["ms"]) - fixed, 1e-9)
-        out[name] = (medians, column_ratio(rec, fixed), col["dim"] / rec["embedding_dim"])
+        out[name] = (medians, engine.column_ratio(rec, fixed), col["dim"] / rec["embedding_dim"])
     return out
 
 

@@ -17,6 +17,7 @@ from engine.fields import PRESSURE_TERM  # the profile term plan --table-costs s
 from engine.table_costs import rank_pieces as pressure_pieces  # each rank's pieces as the pressure sees them
 from engine.estimate import column_share  # a column piece's share of its measured table's compute
 from engine.table_costs import column_width  # the half-width copy measure-tables dry-runs of a table, or None
+from engine.table_costs import column_ratio  # a half-width copy's compute over its table's, from a costs file
 from engine.table_costs import gain_margin  # --min-gain auto: the estimate's error on the probe ranks, x sqrt(2)
 from engine.workset import pressure as workset_pressure  # how far a working set is up the pressure ramp, 0 to 1
 from engine.report import summary, torchrec_format
@@ -158,7 +159,7 @@ __all__ = [
     "Optimizer", "Perf", "Plan", "PlannerSettings", "PlanningError", "PoolingType", "RankStats", "Shard",
     "ShardingType", "TableConfig", "TablePlan", "Topology", "complete_topology", "config_to_dict", "evaluate",
     "apply_table_costs", "gain_margin", "PRESSURE_TERM", "pressure_pieces", "workset_pressure", "column_width",
-    "column_share",
+    "column_share", "column_ratio",
     "prices_pressure", "keep_baseline", "load_config",
     "load_plan", "parse_config", "parse_plan", "plan",
     "plan_to_dict", "read_plan_file", "read_rank_stats", "summary", "torchrec_format",

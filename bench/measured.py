@@ -210,6 +210,11 @@ def machine_meta() -> dict:
             "libraries": ident["libraries"]}
 
 
+def load_average() -> str:
+    """The 1/5/15-minute load average as a report says it: "0.4 / 0.7 / 1.1"."""
+    return " / ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 def git_commit() -> str:
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
@@ -314,7 +319,7 @@ def _fit_lines(meta: dict, records: list[dict]) -> list[str]:
 def write_report(out: Path, meta: dict, records: list[dict], start: float, planned: int) -> str:
     """The Markdown report and the JSON beside it, written atomically after every config (a run cut short keeps
     what it measured, and says so)."""
-    meta.update(wall_s=time.perf_counter() - start, load_after=" / ".join(f"{x:.1f}" for x in os.getloadavg()),
+    meta.update(wall_s=time.perf_counter() - start, load_after=load_average(),
                 configs_done=len(records), configs_planned=planned)
     text = report_markdown(meta, records)
     if len(records) < planned:
@@ -415,7 +420,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     meta = {"command": ("python -m bench.measured " + " ".join(argv if argv is not None else sys.argv[1:])).strip(),
             "started": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "commit": git_commit(),
             "cpus": os.cpu_count(), **machine_meta(), "pairs": pairs,
-            "load_before": " / ".join(f"{x:.1f}" for x in os.getloadavg()),
+            "load_before": load_average(),
             "flags": dryrun_flags(iters, args.batches, MeasuredCase("", {}, None), help_text),
             "fit_from": [str(f) for f in args.fit_from or []], "baseline": args.baseline,
             "fit_cases": [str(f) for f in args.fit_cases], "min_gain": args.min_gain,

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -29,14 +28,14 @@ if __package__ in (None, ""):  # run as a script: python bench/table_costs_repea
 
 import numpy as np  # noqa: E402
 
-from bench.measured import git_commit, machine_meta  # noqa: E402
+from bench.measured import git_commit, load_average, machine_meta  # noqa: E402
 from bench.suite import ROOT  # noqa: E402
 import engine  # noqa: E402
 
 SOURCE = ROOT / "bench" / "results" / "measured_auto_gain.json"
 # the five configs whose plans of ours split a table by columns (docs/benchmarks.md, "Column pieces measured")
 CONFIGS = ("m2-4r-rowwise_adagrad-uniform", "later-1", "later-5", "later-8", "later-9")
-FLAGS = ("--iters", "20", "--batches", "0")  # bench.measured's dry-run flags
+FLAGS = ("--iters", "20", "--batches", "0")  # bench.measured's dry-run flags, where a stored config has none
 REPS = 3  # bench.measured's measure-tables rounds
 TIMEOUT_S = 900
 OFF = 0.15  # a run's ratio this far from the table's median over every run of its checkout is called off
@@ -49,10 +48,9 @@ def ratios(costs: dict) -> dict[str, tuple[float, float, float]]:
     out = {}
     for name, rec in costs["tables"].items():
         col = rec.get("column")
-        if col is None:
-            continue
-        medians = (float(col["ms"]) - fixed) / max(float(rec["ms"]) - fixed, 1e-9)
-        out[name] = (medians, engine.column_ratio(rec, fixed), col["dim"] / rec["embedding_dim"])
+        if col is not None:
+            out[name] = (engine.column_ratio(rec, fixed, pairs=False), engine.column_ratio(rec, fixed),
+                         col["dim"] / rec["embedding_dim"])
     return out
 
 
@@ -67,10 +65,10 @@ def measure(configs: list[dict], roots: list[Path], labels: list[str], runs: int
                 cfg.write_text(json.dumps(rec["config"]))
                 for root, label in order:
                     out = Path(tmp) / f"{rec['name']}.{label}.{k}.costs.json"
-                    extra = [f for f in rec.get("flags", []) if f not in FLAGS] if rec.get("flags") else []
                     start = time.perf_counter()
+                    flags = rec.get("flags") or FLAGS
                     proc = subprocess.run([sys.executable, "-m", "engine", "measure-tables", str(cfg), "--out",
-                                           str(out), "--reps", str(REPS), "--seed", str(k), *FLAGS, *extra],
+                                           str(out), "--reps", str(REPS), "--seed", str(k), *flags],
                                           cwd=root, capture_output=True, text=True, timeout=TIMEOUT_S)
                     if proc.returncode != 0:
                         raise SystemExit(f"measure-tables failed in {root} on {rec['name']}: "
@@ -112,27 +110,29 @@ def summary(rows: list[dict]) -> list[dict]:
     return out
 
 
-def _load() -> str:
-    return " / ".join(f"{x:.1f}" for x in os.getloadavg())
+def _md(text: str) -> str:
+    """A label or name as one Markdown table cell: its pipes escaped, its line breaks spaces."""
+    return str(text).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
 
 
 def report(data: dict, command: str) -> str:
     m = data["meta"]
     text = [f"Made by `{command}` on {m['started']} UTC at commit {m['commit']}, in {m['wall_s'] / 60:.1f} min "
             f"({m['cpu']}; 1/5/15-min load average {m['load_before']} before, {m['load_after']} after). Checkouts: "
-            + ", ".join(f"{lab} ({root})" for lab, root in zip(m["labels"], m["roots"]))
-            + f". Each run: `python -m engine measure-tables CONFIG --reps {REPS} --seed RUN {' '.join(FLAGS)}` on "
-            f"{', '.join(m['configs'])}, the checkouts' order rotated each run. A copy's ratio: its compute over its "
-            "table's, the fixed step taken off each.", "",
+            + ", ".join(f"{_md(lab)} ({_md(root)})" for lab, root in zip(m["labels"], m["roots"]))
+            + f". Each run: `python -m engine measure-tables CONFIG --reps {REPS} --seed RUN FLAGS` (the config's "
+            f"dry-run flags as its bench.measured run stored them, else `{' '.join(FLAGS)}`) on "
+            f"{', '.join(map(_md, m['configs']))}, the checkouts' order rotated each run. A copy's ratio: its "
+            "compute over its table's, the fixed step taken off each.", "",
             f"| checkout | ratio read as | copies | runs | range over runs, median (75th percentile) | runs off the "
             f"copy's median by more than {OFF} | held to share..1: range, median (75th percentile) | held: runs off |",
             "|---|---|---|---|---|---|---|---|"]
     for s in summary(data["rows"]):
-        text.append(f"| {s['checkout']} | {s['way']} | {s['copies']} | {s['runs']} | {s['raw_median']:.3f} "
+        text.append(f"| {_md(s['checkout'])} | {s['way']} | {s['copies']} | {s['runs']} | {s['raw_median']:.3f} "
                     f"({s['raw_q3']:.3f}) | {s['raw_off']} | {s['held_median']:.3f} ({s['held_q3']:.3f}) | "
                     f"{s['held_off']} |")
     text += ["", "Per copy (each run's ratio, pairs' median; runs in order):", "",
-             "| config | table | " + " | ".join(m["labels"]) + " |", "|---|---|" + "---|" * len(m["labels"])]
+             "| config | table | " + " | ".join(map(_md, m["labels"])) + " |", "|---|---|" + "---|" * len(m["labels"])]
     for config in m["configs"]:
         first = next((r for r in data["rows"] if r["config"] == config), None)
         for table in (first or {}).get("ratios", {}):
@@ -141,7 +141,7 @@ def report(data: dict, command: str) -> str:
                 v = [r["ratios"][table][1] for r in data["rows"] if r["config"] == config and r["checkout"] == label
                      and table in r["ratios"]]
                 cells.append(" ".join(f"{x:.2f}" for x in v))
-            text.append(f"| {config} | {table} | " + " | ".join(cells) + " |")
+            text.append(f"| {_md(config)} | {_md(table)} | " + " | ".join(cells) + " |")
     return "\n".join(text) + "\n"
 
 
@@ -179,12 +179,12 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 2
         meta = {"command": command, "started": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
-                "commit": git_commit(), "cpu": machine_meta()["cpu"], "load_before": _load(),
+                "commit": git_commit(), "cpu": machine_meta()["cpu"], "load_before": load_average(),
                 "configs": args.configs, "roots": [str(r) for r in args.roots], "labels": labels}
         start = time.perf_counter()
         rows = measure([stored[n] for n in args.configs], [r.resolve() for r in args.roots], labels, args.runs,
                        lambda line: print(line, file=sys.stderr))
-        meta.update(wall_s=time.perf_counter() - start, load_after=_load())
+        meta.update(wall_s=time.perf_counter() - start, load_after=load_average())
         data = {"meta": meta, "rows": rows}
         text = report(data, command)
         if args.out:

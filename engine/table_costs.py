@@ -133,15 +133,16 @@ def column_alone(cfg: Config, name: str) -> tuple[Config, dict[str, TablePlan]]:
     return together(cut, [name])
 
 
-def column_ratio(rec: dict[str, Any], fixed_ms: float) -> float:
+def column_ratio(rec: dict[str, Any], fixed_ms: float, pairs: bool = True) -> float:
     """A half-width copy's compute over its table's, from a table record of the file (one with a "column"): the
     median over rounds of each round's pair, (copy - fixed) / (table - fixed), where both list a time per round
     (measure-tables dry-runs the copy next to its table, so a pair shares the machine's state of that moment);
-    else the ratio of their medians. On a VM whose state drifts, two slow rounds of the copy read against the
-    table's median made a third of a 906k-row table cost 0.69 of it (g 0.33) where its pieces measured 0.40-0.50."""
+    else (or with pairs False) the ratio of their medians. On a VM whose state drifts, two slow rounds of the copy
+    read against the table's median made a third of a 906k-row table cost 0.69 of it (g 0.33) where its pieces
+    measured 0.40-0.50."""
     col = rec["column"]
     whole, copy = rec.get("reps_ms"), col.get("reps_ms")
-    if isinstance(whole, list) and isinstance(copy, list) and len(whole) == len(copy) > 0:
+    if pairs and isinstance(whole, list) and isinstance(copy, list) and len(whole) == len(copy) > 0:
         return float(np.median([(c - fixed_ms) / max(w - fixed_ms, 1e-9) for w, c in zip(whole, copy)]))
     return (float(col["ms"]) - fixed_ms) / max(float(rec["ms"]) - fixed_ms, 1e-9)
 

@@ -47,6 +47,11 @@ def test_two_checkouts_alternate_and_the_report_counts_every_copy(tmp_path):
     assert "| one | pairs' median | 1 | 2 |" in text and "| two | medians' ratio | 1 | 2 |" in text
     [held] = [s for s in repeat.summary(data["rows"]) if s["checkout"] == "one" and s["way"] == "pairs' median"]
     assert 0 <= held["held_median"] <= min(held["raw_median"], 0.5)  # held to 0.5-1, a half-width copy's range
+    hostile = {**data, "meta": {**data["meta"], "labels": ["a|b\n# c", "two"]}}
+    hostile["rows"] = [{**r, "checkout": "a|b\n# c" if r["checkout"] == "one" else "two"} for r in data["rows"]]
+    lines = repeat.report(hostile, "cmd").splitlines()
+    assert any(line.startswith("| a\\|b # c | pairs' median | 1 | 2 |") for line in lines)
+    assert not any(line.startswith("# c") for line in lines)  # a label's line break starts no heading
     again = tmp_path / "again.md"
     assert repeat.main(["--report", str(out.with_suffix(".json")), "--out", str(again)]) == 0
     assert again.read_text() == text

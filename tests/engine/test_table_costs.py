@@ -402,7 +402,8 @@ def test_a_column_copys_ratio_is_the_median_of_its_rounds_pairs():
     # a round's pair shares that moment's state: 0.5 in two rounds of three, whatever the state
     costs["tables"]["t0"]["reps_ms"] = [7.0, 11.2, 9.0]
     costs["tables"]["t0"]["column"] = {"dim": 64, "ms": 5.6, "reps_ms": [3.5, 5.6, 6.0]}
-    assert column_ratio(costs["tables"]["t0"], 0.0) == pytest.approx(0.5)  # the medians' ratio: 5.6 / 9.0
+    assert column_ratio(costs["tables"]["t0"], 0.0) == pytest.approx(0.5)
+    assert column_ratio(costs["tables"]["t0"], 0.0, pairs=False) == pytest.approx(5.6 / 9.0)  # the medians' ratio
     priced, _ = apply_table_costs(cfg, costs, "c.json")
     assert priced.constraint("t0").column_exponent == pytest.approx(1.0)
     costs["tables"]["t0"]["column"]["reps_ms"] = [5.6]  # not one per round: the medians' ratio

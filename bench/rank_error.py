@@ -81,6 +81,27 @@ class PlanRanks:
         se = SE_OF_MEDIAN * (q3 - q1) / IQR_PER_SD / math.sqrt(len(self.measured)) / self.median
         return float(np.median(se)) * math.sqrt(2.0)
 
+    def pair_noise(self, i: int, j: int) -> float:
+        """Relative standard error of the ratio of ranks i and j's medians, from their own run-to-run spreads (the
+        plan's `noise` takes the median rank's twice instead)."""
+        q1, q3 = np.percentile(self.measured[:, [i, j]], [25, 75], axis=0)
+        se = SE_OF_MEDIAN * (q3 - q1) / IQR_PER_SD / math.sqrt(len(self.measured)) / self.median[[i, j]]
+        return float(math.hypot(se[0], se[1]))
+
+    def swaps(self, estimate: np.ndarray) -> list[tuple[int, int, float, float, bool]]:
+        """Every pair of ranks the estimate orders the other way round from the medians, or calls equal (to 1e-9)
+        where they measured apart: (the rank measured slower, the one measured faster, how much slower, relative,
+        twice the pair's noise, whether the estimate called them equal), the widest gap first."""
+        m, out = self.median, []
+        for i in range(len(m)):
+            for j in range(len(m)):
+                if m[i] <= m[j]:
+                    continue
+                tie = bool(abs(estimate[i] - estimate[j]) <= 1e-9 * max(abs(estimate[i]), abs(estimate[j])))
+                if tie or estimate[i] < estimate[j]:
+                    out.append((i, j, float(m[i] / m[j] - 1.0), 2.0 * self.pair_noise(i, j), tie))
+        return sorted(out, key=lambda s: -s[2])
+
     @property
     def spread(self) -> float:
         m = self.median

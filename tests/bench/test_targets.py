@@ -122,3 +122,34 @@ def test_the_report_and_its_command(tmp_path, capsys):
     bad.write_text("{")
     assert targets.main(["--json", str(bad)]) == 2
     assert "give a file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("gap, beyond", [(0.003, False), (0.30, True)])
+def test_a_spearman_miss_lists_the_ranks_ordered_wrongly_and_whether_the_runs_tell_them_apart(gap, beyond):
+    """Two ranks the estimate orders one way measure the other way round, by 0.3% (within 1% run-to-run jitter over
+    9 runs) or by 30%; the third rank measures 3x slower, so the plan's spread is resolved either way."""
+    est = _est("x", 41, 3)
+    c = int(np.argmax(est))
+    a, b = sorted((r for r in range(3) if r != c), key=lambda r: -est[r])  # est[a] >= est[b]
+    f = np.ones(3)
+    f[b] = (1.0 + gap) * est[a] / est[b]
+    f[c] = 3.0 * (1.0 + gap) * est[a] / est[c]
+    data = {"meta": {}, "configs": [record("swap", 41, 3, factors=list(f))]}
+    [plan] = targets.plans_of(data)
+    [(i, j, measured_gap, noise, tie)] = plan.swaps(plan.stored_estimate)
+    assert (i, j, tie) == (b, a, False) and measured_gap == pytest.approx(gap, abs=0.01)
+    assert 0.002 < noise < 0.05 and (measured_gap > noise) == beyond
+    names, rho = targets.ranks([plan])
+    assert names.met == 1 and rho.applies == 1 and rho.met == 0
+    assert rho.within_noise == (0 if beyond else 1)
+    assert f"estimate orders the other way or calls equal: {b} over {a} by" in rho.misses[0]
+    assert rho.misses[0].endswith(f"{int(beyond)} of 1 beyond the pair's noise")
+
+
+def test_ranks_the_estimate_calls_equal_but_that_measure_apart_are_listed():
+    est = _est("x", 41, 3)
+    data = {"meta": {}, "configs": [record("tie", 41, 3, factors=[1.0, 1.0, 1.0])]}
+    [plan] = targets.plans_of(data)
+    tied = np.array([est[0], est[0], est[2]])
+    swaps = plan.swaps(tied)
+    assert [(min(i, j), max(i, j), tie) for i, j, _, _, tie in swaps if tie] == [(0, 1, True)]

@@ -1,6 +1,7 @@
 """One rank's pieces with plain torch (the fallback where fbgemm is missing): a weight per piece,
-torch.nn.functional.embedding_bag (embedding for sequence tables) with sparse gradients, then the
-configured optimizer applied to the touched rows, as fbgemm's fused optimizers do.
+torch.nn.functional.embedding_bag (embedding for sequence tables) forward, then a backward as fbgemm's fused one
+makes it (each looked-up row's gradient summed over the ids that hit it, no per-id copy of the output's rows) and
+the configured optimizer applied to those rows, as fbgemm's fused optimizers do.
 """
 
 from __future__ import annotations
@@ -23,13 +24,10 @@ STATE_PER_ROW = {Optimizer.SGD: lambda d: (), Optimizer.ADAGRAD: lambda d: ((d,)
                  Optimizer.ROWWISE_ADAGRAD: lambda d: ((),), Optimizer.ADAM: lambda d: ((d,), (d,))}
 
 
-def _update(opt: Optimizer, weight: torch.Tensor, state: list[torch.Tensor], lr: float) -> None:
-    """Apply the optimizer to the rows the sparse gradient touches (fbgemm's exact fused update)."""
-    if weight.grad is None:
-        return
-    g = weight.grad.coalesce()
-    weight.grad = None
-    idx, v = g.indices()[0], g.values().float()
+def _update(opt: Optimizer, weight: torch.Tensor, state: list[torch.Tensor], idx: torch.Tensor, v: torch.Tensor,
+            lr: float) -> None:
+    """Apply the optimizer to the rows idx (distinct) whose summed gradients are v (fbgemm's exact fused update)."""
+    v = v.float()
     if opt is Optimizer.SGD:
         step = v
     elif opt is Optimizer.ADAGRAD:
@@ -43,7 +41,7 @@ def _update(opt: Optimizer, weight: torch.Tensor, state: list[torch.Tensor], lr:
         s = state[1][idx] * ADAM_BETAS[1] + v * v * (1 - ADAM_BETAS[1])
         state[0][idx], state[1][idx] = m, s
         step = m / (s.sqrt() + EPS)
-    weight.data.index_add_(0, idx, (step * -lr).to(weight.dtype))
+    weight.index_add_(0, idx, (step * -lr).to(weight.dtype))
 
 
 class TorchRank:
@@ -61,7 +59,7 @@ class TorchRank:
     def _add_piece(self, piece_steps: list[PieceBatch], opt: Optimizer, device: torch.device, lr: float) -> None:
         p = piece_steps[0].piece
         dtype = TORCH_DTYPES.get(p.data_type, torch.float16)
-        weight = torch.empty(p.rows, p.cols, dtype=dtype, device=device).uniform_(-0.01, 0.01).requires_grad_()
+        weight = torch.empty(p.rows, p.cols, dtype=dtype, device=device).uniform_(-0.01, 0.01)
         state = [torch.zeros((p.rows, *shape), dtype=torch.float32, device=device)
                  for shape in STATE_PER_ROW[opt](p.cols)]
         grad = None
@@ -74,7 +72,7 @@ class TorchRank:
             forward = _forward(p, weight, ids, offsets, psw)
             if grad is None or grad.shape != forward().shape:  # sequence tables' outputs follow the id count
                 grad = torch.ones_like(forward()).detach()
-            self._runs[k].append(_run(forward, grad, opt, weight, state, lr))
+            self._runs[k].append(_run(p, forward, ids, offsets, psw, grad, opt, weight, state, lr))
         self.weight_bytes += weight.numel() * weight.element_size()
         self.optimizer_bytes += sum(s.numel() for s in state) * OPTIMIZER_STATE_BYTES
 
@@ -88,17 +86,44 @@ def _forward(p, weight: torch.Tensor, ids: torch.Tensor, offsets: torch.Tensor,
              psw: torch.Tensor | None) -> Callable[[], torch.Tensor]:
     def forward() -> torch.Tensor:
         if p.pooling is PoolingType.NONE:
-            return F.embedding(ids, weight, sparse=True)
-        return F.embedding_bag(ids, weight, offsets, mode=p.pooling.value, sparse=True, per_sample_weights=psw)
+            return F.embedding(ids, weight)
+        return F.embedding_bag(ids, weight, offsets, mode=p.pooling.value, per_sample_weights=psw)
 
     return forward
 
 
-def _run(forward: Callable[[], torch.Tensor], grad: torch.Tensor, opt: Optimizer, weight: torch.Tensor,
-         state: list[torch.Tensor], lr: float) -> Callable[[], None]:
+def _row_grads(p, ids: torch.Tensor, offsets: torch.Tensor, psw: torch.Tensor | None, grad: torch.Tensor
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The rows the step looked up (distinct, ascending) and each one's summed gradient, as fbgemm's backward makes
+    them: the ids sorted by row, then each row's output gradients reduced in one pass (a segment sum, here
+    embedding_bag over the gradient's rows). autograd's sparse gradient would first copy an output row per id (ids x
+    columns), a temporary whose allocation, not the lookups, set the fallback's step time (docs/dryrun.md)."""
+    rows, inverse = torch.unique(ids, sorted=True, return_inverse=True)
+    order = torch.argsort(inverse, stable=True)
+    counts = torch.bincount(inverse, minlength=len(rows))
+    starts = torch.cumsum(counts, 0) - counts
+    if p.pooling is PoolingType.NONE:  # a sequence table's output has a row per id
+        source, scale = order, None
+    else:
+        lengths = torch.diff(offsets, append=torch.tensor([len(ids)], dtype=offsets.dtype, device=offsets.device))
+        bag = torch.repeat_interleave(torch.arange(len(offsets), device=ids.device), lengths)
+        source = bag[order]
+        scale = psw
+        if p.pooling is PoolingType.MEAN:
+            per_id = (1.0 / lengths.clamp(min=1).to(grad.dtype))[bag]
+            scale = per_id if scale is None else scale * per_id
+        scale = None if scale is None else scale[order].to(grad.dtype)
+    return rows, F.embedding_bag(source, grad, starts, mode="sum", per_sample_weights=scale)
+
+
+def _run(p, forward: Callable[[], torch.Tensor], ids: torch.Tensor, offsets: torch.Tensor, psw: torch.Tensor | None,
+         grad: torch.Tensor, opt: Optimizer, weight: torch.Tensor, state: list[torch.Tensor], lr: float
+         ) -> Callable[[], None]:
     def run() -> None:
-        forward().backward(grad)
         with torch.no_grad():
-            _update(opt, weight, state, lr)
+            forward()
+            if len(ids):
+                rows, v = _row_grads(p, ids, offsets, psw, grad)
+                _update(opt, weight, state, rows, v, lr)
 
     return run

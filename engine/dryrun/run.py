@@ -14,7 +14,7 @@ from engine.types import Config, Optimizer, TablePlan
 
 from engine.dryrun.sample_ids import SeenIds, load_sample_batches
 from engine.dryrun.pieces import low_precision_tables, rank_pieces, state_bytes
-from engine.dryrun.types import Distribution, DryrunDevice, DryrunResult, DryrunSettings, Piece, RankResult
+from engine.dryrun.types import Backend, Distribution, DryrunDevice, DryrunResult, DryrunSettings, Piece, RankResult
 from engine.dryrun.workload import BatchSource, distinct_batches, local_bags, rank_steps
 
 
@@ -87,7 +87,9 @@ def run_dryrun(cfg: Config, tables: dict[str, TablePlan], settings: DryrunSettin
             notes.append(f"Zipf-skewed ids (exponent) in {', '.join(skewed[:10])}"
                          + (f" and {len(skewed) - 10} more tables" if len(skewed) > 10 else ""))
     results = []
-    with measure.threads(s.threads):
+    with measure.threads(s.threads), measure.kept_heap(backend is Backend.TORCH and device.type == "cpu") as kept:
+        if kept:
+            notes.append(measure.KEPT_HEAP_NOTE)
         for r, rank in enumerate(pieces):
             steps = rank_steps(cfg, rank, s, source, distinct)
             if seen is not None:

@@ -79,3 +79,27 @@ def test_half_precision_weights_and_an_empty_step():
     before = weight.clone()
     empty()
     assert torch.equal(weight, before)
+
+
+TINY = {"tables": [{"name": "a", "num_embeddings": 300, "embedding_dim": 16},
+                   {"name": "b", "num_embeddings": 200, "embedding_dim": 8}],
+        "topology": {"world_size": 2, "compute_device": "cpu", "batch_size": 32, "optimizer": "adam"}}
+
+
+def test_the_fallback_measures_with_the_heap_kept_and_says_so_and_fbgemm_does_not():
+    from engine import parse_config, plan, run_dryrun
+    from engine.dryrun import measure
+    from engine.dryrun.types import Backend, DryrunSettings
+
+    cfg = parse_config(TINY)
+    tables = plan(cfg).tables
+    fast = {"iters": 2, "warmup": 0}
+    torch_run = run_dryrun(cfg, tables, DryrunSettings(backend=Backend.TORCH, **fast))
+    assert torch_run.backend is Backend.TORCH and measure.KEPT_HEAP_NOTE in torch_run.notes
+    sgd = parse_config({**TINY, "topology": {**TINY["topology"], "optimizer": "sgd"}})
+    fb = run_dryrun(sgd, plan(sgd).tables, DryrunSettings(backend=Backend.FBGEMM, **fast))
+    assert fb.backend is Backend.FBGEMM and measure.KEPT_HEAP_NOTE not in fb.notes
+    with measure.kept_heap(False) as kept:
+        assert kept is False
+    with measure.kept_heap(True) as kept:  # glibc on this Linux
+        assert kept is True

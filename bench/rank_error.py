@@ -123,14 +123,26 @@ def _p25(runs: list[dict]) -> Optional[np.ndarray]:
     return np.array([[r["measured_p25_ms"] for r in run["ranks"]] for run in runs], dtype=np.float64)
 
 
-def plans_of(data: dict, run: str = "") -> list[PlanRanks]:
-    """Every measured plan of the stored run (configs that failed are left out)."""
+def _priced_config(c: dict, reprice: bool) -> engine.Config:
+    """The config a stored config's plans are priced with: as the run priced them (a --table-costs run's config with
+    the tables as measured and their probed pressure), or with reprice, made again by this engine from the config
+    and the measure-tables file the run kept (`table_costs.file`), so a change to how the measured costs compose is
+    judged on stored runs; a config without the file is priced as the run priced it."""
+    kept = (c.get("table_costs") or {}).get("file") if reprice else None
+    if kept is None:
+        return _cpu(engine.parse_config(c.get("measured_config") or c["config"]))
+    cfg, _ = engine.apply_table_costs(engine.parse_config(c["config"]), kept, f"{c['name']}'s measure-tables file")
+    return _cpu(cfg)
+
+
+def plans_of(data: dict, run: str = "", reprice: bool = False) -> list[PlanRanks]:
+    """Every measured plan of the stored run (configs that failed are left out); reprice: the configs' measured
+    costs applied again by this engine (_priced_config)."""
     out = []
     for c in data["configs"]:
         if c.get("error") or "series" not in c:
             continue
-        # a --table-costs run priced both plans with the tables as measured (and their probed pressure): re-priced so
-        cfg = _cpu(engine.parse_config(c.get("measured_config") or c["config"]))
+        cfg = _priced_config(c, reprice)
         for who in ("ours", "torchrec"):
             runs = c["series"].get(who, []) + (c["series"].get("ours_again", []) if who == "ours" else [])
             if not runs or f"{who}_plan" not in c:

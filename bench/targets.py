@@ -1,7 +1,7 @@
 """Issue 24's targets, each checked against stored measured-quality runs (`python -m bench.measured`'s JSON): where
 each target applies, where it is met, and, where it is not, the config and its figures. Nothing is timed here.
 
-  python -m bench.targets [--json RUN.json [RUN.json ...]] [--out FILE.md]
+  python -m bench.targets [--json RUN.json [RUN.json ...]] [--reprice] [--out FILE.md]
 
 The targets, as the issue words them, and how they are read:
 - Our plan's measured slowest rank <= 0.90x TorchRec's (median over pairs) on every config where the two plans differ
@@ -21,12 +21,16 @@ round's and across rounds), so older runs are judged by today's rule.
   last changed; the newest three (bench.measured_cases.HELD_OUT) are the honest figure. The estimate is the one the
   run recorded: with `--table-costs` nothing was fitted across configs (each config's tables were measured on their
   own), with `--fit-from` each config was left out of its own fit, so it is held out either way.
+
+--reprice judges the rank and error targets with this engine's estimate instead, made again from the measure-tables
+file each config's run kept: a change to how the measured costs compose (engine.table_costs) is judged on stored
+plans and times before a new run. It reproduces a run's own figures where the engine has not changed.
 """
 
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
@@ -41,6 +45,8 @@ from bench.rank_error import PlanRanks, plans_of, report_main  # noqa: E402
 import engine  # noqa: E402
 
 RATIO = 0.90
+REPRICED = (" The per-rank estimates are this engine's, made again from each config's stored measure-tables file "
+            "(--reprice), not the ones the run recorded; the plans, their times and the verdicts are the run's.")
 SPEARMAN = 0.9
 ERROR_BENCH = 0.15
 ERROR_LATER = 0.25
@@ -183,8 +189,10 @@ def errors(plans: list[PlanRanks]) -> list[Check]:
     return out
 
 
-def checks(runs: list[tuple[str, dict]]) -> tuple[list[Check], dict[str, int]]:
-    plans = [p for run, data in runs for p in plans_of(data, run if len(runs) > 1 else "")]
+def checks(runs: list[tuple[str, dict]], reprice: bool = False) -> tuple[list[Check], dict[str, int]]:
+    plans = [p for run, data in runs for p in plans_of(data, run if len(runs) > 1 else "", reprice)]
+    if reprice:  # the rank targets judge this engine's estimate, made again from each run's measured costs
+        plans = [replace(p, stored_estimate=p.estimate) for p in plans]
     ratio, slower, tally = quality(summaries([(run if len(runs) > 1 else "", data) for run, data in runs]))
     return [ratio, slower, *ranks(plans), *errors(plans)], tally
 
@@ -201,10 +209,10 @@ def _load(value) -> str:
     return str(value) if value else "?"
 
 
-def report(runs: list[tuple[str, dict]], command: str) -> str:
-    found, tally = checks(runs)
+def report(runs: list[tuple[str, dict]], command: str, reprice: bool = False) -> str:
+    found, tally = checks(runs, reprice)
     text = [f"Made by `{command}` from " + "; ".join(_source(r, d.get("meta", {})) for r, d in runs)
-            + ". Nothing is timed here.", "",
+            + ". Nothing is timed here." + (REPRICED if reprice else ""), "",
             "Verdicts: " + ", ".join(f"{n} {v}" for v, n in sorted(tally.items())) + ".", "",
             "| target | status | applies to | met | figure |", "|---|---|---|---|---|"]
     for c in found:
@@ -223,7 +231,10 @@ def report(runs: list[tuple[str, dict]], command: str) -> str:
 
 def main(argv: Optional[list[str]] = None) -> int:
     return report_main("python -m bench.targets", __doc__.splitlines()[0],
-                       lambda runs, command, args: report(runs, command), argv)
+                       lambda runs, command, args: report(runs, command, args.reprice), argv,
+                       lambda p: p.add_argument("--reprice", action="store_true", help="judge the rank and error "
+                                                "targets with this engine's estimate, made again from each config's "
+                                                "stored measure-tables file (the plans and times stay the run's)"))
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import json
 import numpy as np
 import pytest
 
+import engine
 from bench import targets
 from bench.suite import ROOT
 from tests.bench.test_rank_error import record
@@ -153,3 +154,26 @@ def test_ranks_the_estimate_calls_equal_but_that_measure_apart_are_listed():
     tied = np.array([est[0], est[0], est[2]])
     swaps = plan.swaps(tied)
     assert [(min(i, j), max(i, j), tie) for i, j, _, _, tie in swaps if tie] == [(0, 1, True)]
+
+
+def test_reprice_makes_the_estimate_again_from_the_measure_tables_file_the_run_kept():
+    """A stored --table-costs run's config whose recorded pricing (measured_config) is tampered with: the plain
+    reading follows it, --reprice does not (it applies the kept file to the config again), and the report says so."""
+    data = json.loads((ROOT / "bench" / "results" / "measured_quiet.json").read_text())
+    data["configs"] = [c for c in data["configs"] if c["name"] == "later-9"]
+    [c] = data["configs"]
+    for name, con in c["measured_config"]["constraints"].items():
+        con["compute_scale"] = 50.0
+    plain = {p.who: p for p in targets.plans_of(data)}
+    again = {p.who: p for p in targets.plans_of(data, reprice=True)}
+    cfg, _ = engine.apply_table_costs(engine.parse_config(c["config"]), c["table_costs"]["file"], "f")
+    for who in ("ours", "torchrec"):
+        ranks = engine.evaluate(cfg, engine.parse_plan(c[f"{who}_plan"], cfg), planner="file").ranks
+        np.testing.assert_allclose(again[who].estimate, [r.perf.fwd_compute + r.perf.bwd_compute for r in ranks])
+        assert np.all(plain[who].estimate > 5 * again[who].estimate)  # scales of 50 instead of the file's
+        np.testing.assert_array_equal(plain[who].median, again[who].median)  # the times stay the run's
+    found, _ = targets.checks([("", data)], reprice=True)
+    errs = _by_target(found)["per-rank error <= 25% median, configs added later"]
+    rows = np.concatenate([np.abs(again[w].estimate - again[w].median) / again[w].median for w in ("ours", "torchrec")])
+    assert errs.figure.startswith(f"{100 * np.median(rows):.1f}% over {len(rows)} ranks of 2 plans")
+    assert targets.REPRICED in targets.report([("", data)], "cmd", reprice=True)

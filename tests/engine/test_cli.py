@@ -29,8 +29,14 @@ def test_plan_prints_a_per_rank_and_per_table_summary():
 
 def test_plan_json_and_out_file_hold_the_same_plan(tmp_path):
     out_file = tmp_path / "plan.json"
-    printed = json.loads(run("plan", EXAMPLES / "tutorial_column_wise.json", "--json", "--out", out_file).stdout)
+    stdout = run("plan", EXAMPLES / "tutorial_column_wise.json", "--json", "--out", out_file).stdout
+    printed = json.loads(stdout)
     written = json.loads(out_file.read_text())
+    # one encoding serves both: the file is the printed text byte for byte, as --out alone writes it
+    assert out_file.read_text() == stdout == json.dumps(written, indent=1) + "\n"
+    alone = tmp_path / "alone.json"
+    run("plan", EXAMPLES / "tutorial_column_wise.json", "--out", alone)
+    assert json.loads(alone.read_text())["plan"] == written["plan"] and alone.read_text().endswith("}\n")
     assert printed["plan"] == written["plan"]
     tp = printed["plan"]["large_table_0"]
     assert tp == {"sharding_type": "column_wise", "compute_kernel": "fused", "ranks": [0, 1],

@@ -75,18 +75,21 @@ class PlanRanks:
         return np.median(self.measured, axis=0)
 
     @property
+    def rank_se(self) -> np.ndarray:
+        """(ranks,) each rank's standard error of its median over the runs, relative to it (the module's docstring)."""
+        q1, q3 = np.percentile(self.measured, [25, 75], axis=0)
+        return SE_OF_MEDIAN * (q3 - q1) / IQR_PER_SD / math.sqrt(len(self.measured)) / self.median
+
+    @property
     def noise(self) -> float:
         """Relative standard error of the ratio of two ranks' medians (the module's docstring)."""
-        q1, q3 = np.percentile(self.measured, [25, 75], axis=0)
-        se = SE_OF_MEDIAN * (q3 - q1) / IQR_PER_SD / math.sqrt(len(self.measured)) / self.median
-        return float(np.median(se)) * math.sqrt(2.0)
+        return float(np.median(self.rank_se)) * math.sqrt(2.0)
 
     def pair_noise(self, i: int, j: int) -> float:
         """Relative standard error of the ratio of ranks i and j's medians, from their own run-to-run spreads (the
         plan's `noise` takes the median rank's twice instead)."""
-        q1, q3 = np.percentile(self.measured[:, [i, j]], [25, 75], axis=0)
-        se = SE_OF_MEDIAN * (q3 - q1) / IQR_PER_SD / math.sqrt(len(self.measured)) / self.median[[i, j]]
-        return float(math.hypot(se[0], se[1]))
+        se = self.rank_se
+        return float(math.hypot(se[i], se[j]))
 
     def swaps(self, estimate: np.ndarray) -> list[tuple[int, int, float, float, bool]]:
         """Every pair of ranks the estimate orders the other way round from the medians, or calls equal (to 1e-9)

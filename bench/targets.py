@@ -138,15 +138,12 @@ def ranks(plans: list[PlanRanks]) -> tuple[Check, Check]:
         if named == slowest:
             names.met += 1
         else:
-            gap = float(meas[slowest] / meas[named] - 1.0)
-            within = gap <= 2.0 * p.pair_noise(slowest, named)
-            names.within_noise += within
+            gap, twice = float(meas[slowest] / meas[named] - 1.0), 2.0 * p.pair_noise(slowest, named)
+            names.within_noise += gap <= twice
             names.misses.append(
                 f"{_plan_label(p)}: estimated rank {named}, measured rank {slowest} ({spread}); rank {slowest} "
-                f"measured {100 * gap:.1f}% over rank {named}, "
-                + (f"within twice that pair's noise ({100 * 2 * p.pair_noise(slowest, named):.1f}%)" if within else
-                   f"beyond twice that pair's noise ({100 * 2 * p.pair_noise(slowest, named):.1f}%)")
-                + f"; estimated {100 * (est[slowest] / est[named] - 1.0):+.1f}%")
+                f"measured {100 * gap:.1f}% over rank {named}, {'within' if gap <= twice else 'beyond'} twice that "
+                f"pair's noise ({100 * twice:.1f}%); estimated {100 * (est[slowest] / est[named] - 1.0):+.1f}%")
         if len(meas) < 3:
             continue
         r = engine.spearman(list(est), list(meas))

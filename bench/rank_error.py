@@ -12,9 +12,13 @@ cases (bench.rank_error_candidates).
 
 A rank's measured time is its median over the plan's runs (ours: the "ours" and "ours again" series); its
 estimate is the estimate's forward + backward compute (what the dry-run times: the rank's kernels alone, no
-collectives). Noise: the standard error of a rank's median over n runs, 1.2533 x (IQR / 1.349) / sqrt(n)
-relative to the median (normal errors), times sqrt(2) for the ratio of two ranks; a plan's noise is the median of
-its ranks'. A plan's ranks are "resolved" where the measured spread (slowest / fastest - 1) exceeds twice that.
+collectives). Noise: two ranks are compared within each run, so the noise of their order is that of their ratio:
+the standard error of the median over n runs of log(rank i / rank j), 1.2533 x (IQR / 1.349) / sqrt(n) (normal
+errors); a plan's noise is the median over its pairs of ranks. A drift of the machine's speed that moves every rank
+of a run alike does not enter it (a dry-run times the ranks in turns for that reason, engine.dryrun.measure); until
+2026-11-29 it was each rank's own standard error times sqrt(2), which took the ranks' errors as independent and
+read 1.5-1.8x this on the stored runs, so fewer plans counted as resolved. A plan's ranks are "resolved" where the
+measured spread (slowest / fastest - 1) exceeds twice that.
 Where every run of a plan also recorded each rank's 25th percentile step (`measured_p25_ms`, dry-runs since
 2026-11-27), the estimate is also held to that statistic (the one the CPU terms were fitted to), beside the median.
 """
@@ -74,22 +78,19 @@ class PlanRanks:
     def median(self) -> np.ndarray:
         return np.median(self.measured, axis=0)
 
-    @property
-    def rank_se(self) -> np.ndarray:
-        """(ranks,) each rank's standard error of its median over the runs, relative to it (the module's docstring)."""
-        q1, q3 = np.percentile(self.measured, [25, 75], axis=0)
-        return SE_OF_MEDIAN * (q3 - q1) / IQR_PER_SD / math.sqrt(len(self.measured)) / self.median
+    def pair_noise(self, i: int, j: int) -> float:
+        """Relative standard error of ranks i and j's ratio: that of the median over the runs of log(i / j), each run
+        timing both (the module's docstring)."""
+        ratio = np.log(self.measured[:, i] / self.measured[:, j])
+        q1, q3 = np.percentile(ratio, [25, 75])
+        return float(SE_OF_MEDIAN * (q3 - q1) / IQR_PER_SD / math.sqrt(len(self.measured)))
 
     @property
     def noise(self) -> float:
-        """Relative standard error of the ratio of two ranks' medians (the module's docstring)."""
-        return float(np.median(self.rank_se)) * math.sqrt(2.0)
-
-    def pair_noise(self, i: int, j: int) -> float:
-        """Relative standard error of the ratio of ranks i and j's medians, from their own run-to-run spreads (the
-        plan's `noise` takes the median rank's twice instead)."""
-        se = self.rank_se
-        return float(math.hypot(se[i], se[j]))
+        """Relative standard error of the ratio of two ranks' medians: the median over the plan's pairs of ranks."""
+        k = self.measured.shape[1]
+        pairs = [self.pair_noise(i, j) for i in range(k) for j in range(i + 1, k)]
+        return float(np.median(pairs)) if pairs else 0.0
 
     def swaps(self, estimate: np.ndarray) -> list[tuple[int, int, float, float, bool]]:
         """Every pair of ranks the estimate orders the other way round from the medians, or calls equal (to 1e-9)

@@ -30,7 +30,7 @@ from db.run_commands import RUN_COMMANDS
 from db.runsink import record_result
 
 ROOT = Path(__file__).resolve().parents[2]
-KINDS = {"dryrun": "Kernel dry-run (this machine, ranks one after another)",
+KINDS = {"dryrun": "Kernel dry-run (this machine, ranks timed in turns)",
          "validation": "Validation run (real ranks with torch.distributed)"}
 COMMANDS = {kind: c.name for kind, c in RUN_COMMANDS.items()}  # python -m db COMMAND
 LOG_FLUSH_S = 0.5

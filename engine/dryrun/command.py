@@ -36,7 +36,8 @@ def settings_of(args: argparse.Namespace) -> DryrunSettings:
     return DryrunSettings(
         backend=Backend(args.backend), device=DryrunDevice(args.device), iters=args.iters, warmup=args.warmup,
         threads=args.threads, distribution=Distribution(args.distribution), zipf_alpha=args.zipf_alpha,
-        seed=args.seed, batches=args.batches, max_bytes=args.max_bytes, scale_rows=args.scale_rows, ids=args.ids)
+        seed=args.seed, batches=args.batches, max_bytes=args.max_bytes, scale_rows=args.scale_rows, ids=args.ids,
+        turns=not args.one_rank_at_a_time)
 
 
 def dryrun_result(args: argparse.Namespace) -> tuple[dict, str]:
@@ -90,6 +91,9 @@ def add_dryrun_arguments(p: argparse.ArgumentParser, plan: bool = True) -> None:
                         "the sample runs out")
     p.add_argument("--max-bytes", type=parse_bytes, default=DEFAULT_MAX_BYTES, metavar="SIZE",
                    help="refuse a rank whose weights + optimizer state exceed this, e.g. 8GiB (default 4GiB)")
+    p.add_argument("--one-rank-at-a-time", action="store_true",
+                   help="build, time and free each rank before the next (one rank's memory at a time) instead of "
+                        "timing all ranks in turns of a few steps, which a drifting machine speed moves less")
     p.add_argument("--scale-rows", type=float, default=d.scale_rows, metavar="F",
                    help="shrink every table to rows x F (0 < F <= 1); changes what is measured (default 1)")
 

@@ -1,4 +1,4 @@
-"""The torch side of the dry-run: pick the device and the backend, then time one rank's step.
+"""The torch side of the dry-run: pick the device and the backend, then time the ranks' steps.
 
 Imported only when a dry-run runs (it imports torch, and fbgemm_gpu when that backend is chosen).
 """
@@ -9,7 +9,7 @@ import contextlib
 import ctypes
 import statistics
 import time
-from typing import Callable, Iterator
+from typing import Callable, Iterator, NamedTuple
 
 import numpy as np
 import torch
@@ -18,7 +18,14 @@ from engine.errors import EngineError
 from engine.types import Optimizer
 
 from engine.dryrun.types import Backend, DryrunDevice, DryrunSettings, Piece
-from engine.dryrun.workload import PieceBatch
+from engine.dryrun.workload import PieceBatch, turns
+
+
+class RankTiming(NamedTuple):
+    ms: float  # median step
+    p25_ms: float  # 25th percentile step
+    weight_bytes: int  # as allocated
+    optimizer_bytes: int
 
 
 def pick_device(device: DryrunDevice) -> torch.device:
@@ -44,22 +51,6 @@ def pick_backend(s: DryrunSettings, pieces: list[Piece], optimizer: Optimizer,
     if s.backend is Backend.FBGEMM:
         raise EngineError(f"--backend fbgemm: {why}; use --backend torch or --backend auto")
     return Backend.TORCH, [f"{why}: measured with the torch fallback"]
-
-
-def step_ms(step: Callable[[], None], s: DryrunSettings, sync: Callable[[], None]) -> tuple[float, float]:
-    """(median, 25th percentile) wall-clock ms of step() over s.iters runs, after s.warmup untimed ones: the median is
-    what a rank reports; the 25th percentile, less moved by another process taking the core, is what the cost terms
-    were fitted to (bench.cost_terms), so both are kept."""
-    for _ in range(s.warmup):
-        step()
-    sync()
-    times = []
-    for _ in range(s.iters):
-        t0 = time.perf_counter()
-        step()
-        sync()
-        times.append((time.perf_counter() - t0) * 1000.0)
-    return float(statistics.median(times)), float(np.percentile(times, 25))
 
 
 # glibc's malloc, held while the torch fallback measures (kept_heap); its defaults put back after
@@ -113,17 +104,67 @@ def threads(n: int) -> Iterator[None]:
         torch.set_num_threads(old)
 
 
-def measure_rank(steps: list[list[PieceBatch]], backend: Backend, device: torch.device, optimizer: Optimizer,
-                 s: DryrunSettings) -> tuple[float, float, int, int]:
-    """(median step ms, its 25th percentile, weight bytes, optimizer-state bytes) of one rank's pieces, as
-    allocated; each step looks up the next of `steps` (steps[k][i]: piece i's ids in step k)."""
-    if not steps or not steps[0]:
-        return 0.0, 0.0, 0, 0
+def _rank_class(backend: Backend) -> type:
     if backend is Backend.FBGEMM:
-        from engine.dryrun.fbgemm_backend import FbgemmRank as Rank
-    else:
-        from engine.dryrun.torch_backend import TorchRank as Rank
-    model = Rank(steps, optimizer, device, s.learning_rate)
+        from engine.dryrun.fbgemm_backend import FbgemmRank
+        return FbgemmRank
+    from engine.dryrun.torch_backend import TorchRank
+    return TorchRank
+
+
+class _Timed:
+    """One rank's model and the wall-clock ms of its timed steps."""
+
+    def __init__(self, model, sync: Callable[[], None], warmup: int):
+        self.model, self.sync, self.times = model, sync, []
+        for _ in range(warmup):
+            model.step()
+        sync()
+
+    def turn(self, timed: int) -> None:
+        """One untimed step (the rank's caches warm again after whatever ran between), then `timed` timed steps."""
+        self.model.step()
+        self.sync()
+        for _ in range(timed):
+            t0 = time.perf_counter()
+            self.model.step()
+            self.sync()
+            self.times.append((time.perf_counter() - t0) * 1000.0)
+
+    def result(self) -> RankTiming:
+        return RankTiming(float(statistics.median(self.times)), float(np.percentile(self.times, 25)),
+                          self.model.weight_bytes, self.model.optimizer_bytes)
+
+
+def measure_ranks(n_ranks: int, steps_of: Callable[[int], list[list[PieceBatch]]], backend: Backend,
+                  device: torch.device, optimizer: Optimizer, s: DryrunSettings, together: bool) -> list[RankTiming]:
+    """Each rank's timing: s.warmup untimed steps, then its s.iters timed steps in turns (workload.turns), each
+    after one untimed step; the median is what a rank reports, the 25th percentile (less moved by another process
+    taking the core) is what the cost terms were fitted to (bench.cost_terms). steps_of(r): rank r's batches
+    (steps[k][i]: piece i's ids in step k), asked once per rank in rank order.
+
+    together: every rank is built first and the turns go round the ranks, so the machine's speed, which on a shared
+    VM drifts by tens of percent within seconds, falls on every rank alike (on the VM measured, the spread of a
+    rank's share of its plan over repeated runs fell from 6-15% to 3-5% on plans of 1-3 ms steps); else each rank is
+    built, run through all its turns and freed before the next, holding one rank's memory at a time."""
+    cls = _rank_class(backend)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    ms, p25 = step_ms(model.step, s, sync)
-    return ms, p25, model.weight_bytes, model.optimizer_bytes
+    out = [RankTiming(0.0, 0.0, 0, 0)] * n_ranks
+    if together:
+        built = {r: _Timed(cls(steps, optimizer, device, s.learning_rate), sync, s.warmup)
+                 for r in range(n_ranks) if (steps := steps_of(r)) and steps[0]}
+        for timed in turns(s.iters):
+            for rank in built.values():
+                rank.turn(timed)
+        for r, rank in built.items():
+            out[r] = rank.result()
+        return out
+    for r in range(n_ranks):
+        steps = steps_of(r)
+        if steps and steps[0]:
+            rank = _Timed(cls(steps, optimizer, device, s.learning_rate), sync, s.warmup)
+            for timed in turns(s.iters):
+                rank.turn(timed)
+            out[r] = rank.result()
+            del rank
+    return out

@@ -9,6 +9,7 @@ from engine.pricing import Pricing
 from engine.types import TablePlan
 
 from engine.dryrun.types import DryrunResult
+from engine.dryrun.workload import turns
 
 HEADER = ("rank", "pieces", "lookups", "measured ms", "estimated ms", "bytes")
 
@@ -33,7 +34,7 @@ def dryrun_summary(res: DryrunResult, pricing: Pricing | None = None) -> str:
     ids = (f"Zipf ids (alpha {res.zipf_alpha:g})" if res.zipf_alpha is not None
            else "uniform ids" if res.distribution.value == "uniform"
            else "uniform ids unless a table's zipf_exponent skews them")
-    fresh = ("fresh ids every step" if res.batches >= res.iters + res.warmup
+    fresh = ("fresh ids every step" if res.batches >= res.iters + res.warmup + len(turns(res.iters))
              else f"{res.batches} distinct batch{'es' if res.batches > 1 else ''} cycled")
     if res.ids.get("source") == "sample":
         i = res.ids
@@ -44,7 +45,7 @@ def dryrun_summary(res: DryrunResult, pricing: Pricing | None = None) -> str:
         fresh += f" (seed {res.seed})"
     lines = [
         f"Kernel dry-run: {res.backend.value} on {res.device.value}, {res.threads} thread(s), {ids}, "
-        f"median of {res.iters} step(s) after {res.warmup} warmup, {fresh}",
+        f"median of {res.iters} step(s) after {res.warmup} warmup, {res.schedule}, {fresh}",
         "",
         f"{HEADER[0]:>4}  {HEADER[1]:>6}  {HEADER[2]:>9}  {HEADER[3]:>11}  {HEADER[4]:>12}  {HEADER[5]:>11}",
     ]

@@ -1,5 +1,6 @@
 """run_dryrun: build each rank's pieces for real, time forward + backward on synthetic batches, and set the
-measurements beside the engine's estimates. Ranks are measured one after another in this process.
+measurements beside the engine's estimates. The ranks are measured in this process, in turns of a few steps each
+round the ranks (one after another where all of them at once would pass --max-bytes).
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from engine.types import Config, Optimizer, TablePlan
 
 from engine.dryrun.sample_ids import SeenIds, load_sample_batches
 from engine.dryrun.pieces import low_precision_tables, rank_pieces, state_bytes
-from engine.dryrun.types import Backend, Distribution, DryrunDevice, DryrunResult, DryrunSettings, Piece, RankResult
-from engine.dryrun.workload import BatchSource, distinct_batches, local_bags, rank_steps
+from engine.dryrun.types import (SCHEDULE_ONE_BY_ONE, SCHEDULE_TURNS, Backend, Distribution, DryrunDevice, DryrunResult,
+                                 DryrunSettings, Piece, RankResult)
+from engine.dryrun.workload import BatchSource, distinct_batches, local_bags, rank_steps, steps_per_rank
 
 
 def check_settings(s: DryrunSettings) -> None:
@@ -32,6 +34,12 @@ def check_settings(s: DryrunSettings) -> None:
     for ok, flag, message in checks:
         if not ok:
             raise EngineError(f"{flag} {message}")
+
+
+def all_fit(pieces: list[list[Piece]], optimizer: Optimizer, max_bytes: int) -> bool:
+    """Whether every rank's weights and optimizer state, held at once, fit in max_bytes (the ranks are then measured
+    in turns; engine.dryrun.measure.measure_ranks)."""
+    return sum(state_bytes(rank, optimizer) for rank in pieces) <= max_bytes
 
 
 def guard_memory(pieces: list[list[Piece]], optimizer: Optimizer, max_bytes: int) -> None:
@@ -86,30 +94,45 @@ def run_dryrun(cfg: Config, tables: dict[str, TablePlan], settings: DryrunSettin
         if skewed:
             notes.append(f"Zipf-skewed ids (exponent) in {', '.join(skewed[:10])}"
                          + (f" and {len(skewed) - 10} more tables" if len(skewed) > 10 else ""))
-    results = []
+    together = s.turns and all_fit(pieces, optimizer, s.max_bytes)
+    if not s.turns and len(pieces) > 1:
+        notes.append("ranks measured one after another (--one-rank-at-a-time)")
+    elif not together:  # two ranks or more: each fits (guard_memory)
+        notes.append(f"ranks measured one after another: all {len(pieces)} held at once need "
+                     f"{human_bytes(sum(state_bytes(rank, optimizer) for rank in pieces))} of weights and optimizer "
+                     f"state, over --max-bytes {human_bytes(s.max_bytes)} (raise it to measure them in turns, which "
+                     "a drifting machine speed moves less)")
+    first: dict[int, list] = {}
+
+    def steps_of(r: int) -> list:
+        steps = rank_steps(cfg, pieces[r], s, source, distinct)
+        if seen is not None:
+            seen.add(steps)
+        first[r] = steps[0] if steps else []
+        return steps
+
     with measure.threads(s.threads), measure.kept_heap(backend is Backend.TORCH and device.type == "cpu") as kept:
         if kept:
             notes.append(measure.KEPT_HEAP_NOTE)
-        for r, rank in enumerate(pieces):
-            steps = rank_steps(cfg, rank, s, source, distinct)
-            if seen is not None:
-                seen.add(steps)
-            ms, p25, weight_b, opt_b = measure.measure_rank(steps, backend, device, optimizer, s)
-            batches = steps[0]
-            io_b = sum(b.io_bytes for b in batches)
-            est = estimates[r].perf
-            results.append(RankResult(
-                rank=r, num_pieces=len(rank), lookups=sum(b.lookups for b in batches), measured_ms=ms,
-                measured_bytes=weight_b + opt_b + io_b, weight_bytes=weight_b, optimizer_bytes=opt_b,
-                io_bytes=io_b, estimated_ms=est.total, estimated_compute_ms=est.fwd_compute + est.bwd_compute,
-                measured_p25_ms=p25))
+        timings = measure.measure_ranks(len(pieces), steps_of, backend, device, optimizer, s, together)
+    results = []
+    for r, (rank, t) in enumerate(zip(pieces, timings)):
+        batches = first.get(r, [])
+        io_b = sum(b.io_bytes for b in batches)
+        est = estimates[r].perf
+        results.append(RankResult(
+            rank=r, num_pieces=len(rank), lookups=sum(b.lookups for b in batches), measured_ms=t.ms,
+            measured_bytes=t.weight_bytes + t.optimizer_bytes + io_b, weight_bytes=t.weight_bytes,
+            optimizer_bytes=t.optimizer_bytes, io_bytes=io_b, estimated_ms=est.total,
+            estimated_compute_ms=est.fwd_compute + est.bwd_compute, measured_p25_ms=t.p25_ms))
     corr = spearman([x.estimated_ms for x in results], [x.measured_ms for x in results])
     return DryrunResult(
         ranks=tuple(results), backend=backend, device=DryrunDevice(device.type), iters=s.iters, warmup=s.warmup,
         threads=s.threads, distribution=s.distribution,
         zipf_alpha=s.zipf_alpha if s.distribution is Distribution.ZIPF else None, scale_rows=s.scale_rows,
         estimate_rank_correlation=corr, notes=tuple(notes), seed=s.seed, batches=distinct, ids=ids,
-        ids_seen=seen.tables() if seen is not None else {})
+        ids_seen=seen.tables() if seen is not None else {},
+        schedule=SCHEDULE_TURNS if together else SCHEDULE_ONE_BY_ONE)
 
 
 def _ids(cfg: Config, s: DryrunSettings) -> tuple[Optional[BatchSource], int, dict, Optional[SeenIds]]:
@@ -120,7 +143,7 @@ def _ids(cfg: Config, s: DryrunSettings) -> tuple[Optional[BatchSource], int, di
         return None, n, {"source": "synthetic", "seed": s.seed, "distribution": s.distribution.value,
                          "zipf_alpha": s.zipf_alpha if s.distribution is Distribution.ZIPF else None,
                          "batches": n}, None
-    sample = load_sample_batches(cfg, s.ids, s.warmup + s.iters, s.batches, s.scale_rows)
+    sample = load_sample_batches(cfg, s.ids, steps_per_rank(s), s.batches, s.scale_rows)
     return sample.global_batch, sample.batches, sample.ids_block(), SeenIds()
 
 

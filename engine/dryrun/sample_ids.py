@@ -33,7 +33,7 @@ class SampleBatches:
     """The rows of a sample that a run's steps use, per feature (lengths, folded ids), and how they are cut."""
 
     file: str  # the sample's file name
-    steps: int  # steps the run takes (warmup + timed)
+    steps: int  # distinct batches the run wants: its steps (workload.steps_per_rank), or --batches where fewer
     global_rows: int  # rows per step: world_size x batch_size
     batches: int  # distinct global batches read
     features: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]  # feature -> (lengths, offsets, folded ids)
@@ -99,7 +99,8 @@ def load_sample_batches(cfg: Config, path: str | Path, steps: int, max_batches: 
         if rows_here != t.num_embeddings:
             ids = fold_ids(ids, max(1, rows_here))
         out[f] = (lengths, offsets, ids)
-    return SampleBatches(file=Path(path).name, steps=steps, global_rows=global_rows, batches=batches, features=out,
+    wanted = min(steps, max_batches) if max_batches > 0 else steps  # cycling --batches asks for is not running out
+    return SampleBatches(file=Path(path).name, steps=wanted, global_rows=global_rows, batches=batches, features=out,
                          tables=tuple(tuple(t.feature_names) for t in cfg.tables), file_bytes=Path(path).stat().st_size)
 
 

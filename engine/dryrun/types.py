@@ -13,7 +13,9 @@ from typing import Optional
 from engine import constants as C
 from engine.types import DataType, PoolingType, ShardingType
 
-DEFAULT_MAX_BYTES: int = 4 * C.GIB  # the memory guard: weights + optimizer state of one rank
+DEFAULT_MAX_BYTES: int = 4 * C.GIB  # the memory guard: weights + optimizer state of one rank (and of all, in turns)
+SCHEDULE_TURNS = "ranks in turns"  # every rank built at once, a few steps each round the ranks
+SCHEDULE_ONE_BY_ONE = "one rank after another"  # each rank built, timed and freed before the next
 DEFAULT_ZIPF_ALPHA: float = 1.1  # a typical skew of recommendation ids (TorchRec benchmarks use ~1.1)
 OUTPUT_ELEMENT_BYTES: int = 4  # TBE outputs fp32 whatever the weights' type
 OPTIMIZER_STATE_BYTES: int = 4  # optimizer state is fp32 (fbgemm's default momentum dtype)
@@ -53,6 +55,7 @@ class DryrunSettings:
     scale_rows: float = 1.0
     learning_rate: float = 0.01
     ids: Optional[str] = None  # a sample file whose ids replace the synthetic ones (engine.dryrun.sample_ids)
+    turns: bool = True  # every rank held at once and timed in turns round the ranks, where all fit in max_bytes
 
 
 @dataclass(frozen=True)
@@ -120,6 +123,7 @@ class DryrunResult:
     batches: int = 1  # distinct batches the timed and warmup steps cycled through (the ids used: seed, batches)
     ids: dict = field(default_factory=dict)  # which ids: {"source": "synthetic", ...} or {"source": "sample", ...}
     ids_seen: dict = field(default_factory=dict)  # sample ids: per table, lookups and distinct rows the pieces saw
+    schedule: str = SCHEDULE_TURNS  # how the ranks' steps were ordered (engine.dryrun.measure.measure_ranks)
 
     @property
     def max_rank_measured_ms(self) -> float:
@@ -135,7 +139,8 @@ class DryrunResult:
             "backend": self.backend.value, "device": self.device.value, "iters": self.iters,
             "warmup": self.warmup, "threads": self.threads, "distribution": self.distribution.value,
             "zipf_alpha": self.zipf_alpha, "scale_rows": self.scale_rows, "seed": self.seed,
-            "batches": self.batches, "ids": dict(self.ids), **({"ids_seen": self.ids_seen} if self.ids_seen else {}),
+            "batches": self.batches, "schedule": self.schedule, "ids": dict(self.ids),
+            **({"ids_seen": self.ids_seen} if self.ids_seen else {}),
             "max_rank_measured_ms": self.max_rank_measured_ms, "bottleneck_rank": self.bottleneck_rank,
             "estimate_rank_correlation": self.estimate_rank_correlation, "notes": list(self.notes),
         }

@@ -119,9 +119,22 @@ def global_batch(cfg: Config, table_index: int, s: DryrunSettings, step: int = 0
     return tuple(out)
 
 
+TURN_STEPS = 4  # timed steps a rank runs in one turn (engine.dryrun.measure.measure_ranks)
+
+
+def turns(iters: int) -> list[int]:
+    """The timed steps of each of a rank's turns: iters in turns of TURN_STEPS (the last may be shorter)."""
+    return [min(TURN_STEPS, iters - k) for k in range(0, iters, TURN_STEPS)]
+
+
+def steps_per_rank(s: DryrunSettings) -> int:
+    """Every step a rank runs: s.warmup untimed, then each turn's one untimed step and its timed ones."""
+    return s.warmup + s.iters + len(turns(s.iters))
+
+
 def distinct_batches(s: DryrunSettings) -> int:
-    """How many different batches the warmup and timed steps cycle through."""
-    steps = s.warmup + s.iters
+    """How many different batches a rank's steps (steps_per_rank) cycle through."""
+    steps = steps_per_rank(s)
     return steps if s.batches <= 0 else min(s.batches, steps)
 
 

@@ -164,3 +164,26 @@ def test_runs_without_the_25th_percentile_have_no_statistic_table():
     data = {"meta": {}, "configs": [record("a", 31, 2), record("b", 32, 2)]}
     assert all(p.p25 is None for p in rank_error.plans_of(data))
     assert "25th percentile step" not in rank_error.report(data, "x.json", "cmd")
+
+
+def test_the_noise_of_two_ranks_is_that_of_their_ratio_so_a_drift_that_moves_every_rank_alike_is_not_noise():
+    """Ranks 10% apart, each run 1% jitter per rank: with the whole run also slower or faster by up to 40% (a VM's
+    drift, every rank alike) the noise stays the ratio's, and the 10% is resolved; with the 40% falling on each rank
+    on its own (independent errors), the ranks' order is noise."""
+    base = record("d", 23, 3, factors=[1.0, 1.1, 1.21])
+    rng = np.random.default_rng(5)
+    together, apart = json.loads(json.dumps(base)), json.loads(json.dumps(base))
+    for series in ("ours", "ours_again"):
+        for run_t, run_a in zip(together["series"][series], apart["series"][series]):
+            drift = float(rng.uniform(0.6, 1.4))
+            for r_t, r_a in zip(run_t["ranks"], run_a["ranks"]):
+                r_t["measured_ms"] *= drift
+                r_a["measured_ms"] *= float(rng.uniform(0.6, 1.4))
+    [t] = rank_error.plans_of({"meta": {}, "configs": [together]})
+    [a] = rank_error.plans_of({"meta": {}, "configs": [apart]})
+    assert t.noise < 0.01 and t.resolved  # the ratios' 1% jitter, over 9 runs
+    assert a.noise > 0.05 and a.noise > 10 * t.noise
+    m = t.measured
+    for i, j in ((0, 1), (1, 2), (0, 2)):
+        q1, q3 = np.percentile(np.log(m[:, i] / m[:, j]), [25, 75])
+        assert t.pair_noise(i, j) == pytest.approx(1.2533 * (q3 - q1) / 1.349 / 3.0)  # sqrt(9 runs)

@@ -125,9 +125,9 @@ def test_the_report_and_its_command(tmp_path, capsys):
     assert "give a file" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("gap, beyond", [(0.003, False), (0.30, True)])
+@pytest.mark.parametrize("gap, beyond", [(0.001, False), (0.30, True)])
 def test_a_spearman_miss_lists_the_ranks_ordered_wrongly_and_whether_the_runs_tell_them_apart(gap, beyond):
-    """Two ranks the estimate orders one way measure the other way round, by 0.3% (within 1% run-to-run jitter over
+    """Two ranks the estimate orders one way measure the other way round, by 0.1% (within 1% run-to-run jitter over
     9 runs) or by 30%; the third rank measures 3x slower, so the plan's spread is resolved either way."""
     est = _est("x", 41, 3)
     c = int(np.argmax(est))

@@ -55,8 +55,8 @@ def test_cli_json_for_the_tutorial_table_wise_plan(tmp_path):
     proc = cli("dryrun", EXAMPLES / "tutorial_table_wise.json", "--plan", plan_file, "--json", "--iters", 2)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
-    assert {"backend": "fbgemm", "device": "cpu", "iters": 2, "threads": 1, "distribution": "config", "batches": 5,
-            "estimate_rank_correlation": None}.items() <= out.items()
+    assert {"backend": "fbgemm", "device": "cpu", "iters": 2, "threads": 1, "distribution": "config", "batches": 6,
+            "schedule": "ranks in turns", "estimate_rank_correlation": None}.items() <= out.items()
     # the config says cuda; the dry-run measures on cpu and prices the same placement for cpu (engine.pricing)
     assert (out["estimated_device"], out["config_device"]) == ("cpu", "cuda")
     on_cpu = json.loads((EXAMPLES / "tutorial_table_wise.json").read_text())
@@ -120,7 +120,8 @@ def test_every_step_draws_fresh_ids_unless_batches_caps_them():
     steps = [global_batch(cfg, 0, s, k)[0].ids for k in range(3)]
     assert not np.array_equal(steps[0], steps[1]) and not np.array_equal(steps[1], steps[2])
     assert np.array_equal(steps[0], global_batch(cfg, 0, s, 0)[0].ids)  # seeded: the same stream every run
-    assert distinct_batches(s) == 5 and distinct_batches(DryrunSettings(iters=4, warmup=1, batches=2)) == 2
+    # 1 warmup, then one turn: its untimed step and its 4 timed ones, each on a batch of its own
+    assert distinct_batches(s) == 6 and distinct_batches(DryrunSettings(iters=4, warmup=1, batches=2)) == 2
     res = dryrun("table_wise", batches=1)
     assert res.batches == 1 and res.as_dict()["batches"] == 1 and res.as_dict()["seed"] == 0
 
@@ -216,6 +217,56 @@ def test_scale_rows_shrinks_the_weights_and_says_so():
     assert [r.weight_bytes for r in half.ranks] == [r.weight_bytes // 2 for r in full.ranks]
     assert [r.lookups for r in half.ranks] != [0, 0] and sum(r.lookups for r in half.ranks) == 4 * GLOBAL_BAGS
     assert any("scaled by 0.5" in n for n in half.notes) and not full.notes
+
+
+def _recorded_turns(monkeypatch):
+    """The (rank object, timed steps) of every turn the dry-run takes, and each rank's count of timed steps, in the
+    order they ran (the real measure_ranks, its turns observed, not replaced)."""
+    from engine.dryrun import measure
+
+    turns, counts = [], []
+    turn, result = measure._Timed.turn, measure._Timed.result
+
+    def observed_turn(self, timed):
+        turns.append((id(self), timed))
+        turn(self, timed)
+
+    def observed_result(self):
+        counts.append(len(self.times))
+        return result(self)
+
+    monkeypatch.setattr(measure._Timed, "turn", observed_turn)
+    monkeypatch.setattr(measure._Timed, "result", observed_result)
+    return turns, counts
+
+
+def test_ranks_are_timed_in_turns_round_the_ranks(monkeypatch):
+    turns, counts = _recorded_turns(monkeypatch)
+    res = dryrun("table_wise", iters=10)
+    assert res.schedule == "ranks in turns" and res.as_dict()["schedule"] == "ranks in turns"
+    first, second = turns[0][0], turns[1][0]
+    assert first != second
+    # 10 timed steps in turns of 4, 4 and 2, taken rank 0, rank 1, rank 0, ...: the machine's drift hits both alike
+    assert turns == [(first, 4), (second, 4), (first, 4), (second, 4), (first, 2), (second, 2)]
+    assert counts == [10, 10] and all(r.measured_ms > 0 for r in res.ranks)
+    assert res.batches == 1 + 10 + 3  # warmup, the timed steps, each turn's untimed step: a fresh batch each
+    assert not any("one after another" in n for n in res.notes)
+
+
+def test_ranks_that_do_not_fit_together_are_timed_one_after_another_and_say_so(monkeypatch):
+    turns, counts = _recorded_turns(monkeypatch)
+    together = dryrun("table_wise", iters=6)
+    apart = dryrun("table_wise", iters=6, max_bytes=2 * 1024 * 1024)  # each rank holds 1.25 MiB, both 2.5
+    assert apart.schedule == "one rank after another"
+    assert [n for n in apart.notes if "one after another" in n] == [
+        "ranks measured one after another: all 2 held at once need 2.50 MiB of weights and optimizer state, over "
+        "--max-bytes 2.00 MiB (raise it to measure them in turns, which a drifting machine speed moves less)"]
+    ranks = [t[0] for t in turns[4:]]
+    assert ranks[0] == ranks[1] != ranks[2] == ranks[3] and [t[1] for t in turns[4:]] == [4, 2, 4, 2]
+    assert counts == [6, 6, 6, 6]
+    for a, b in zip(together.ranks, apart.ranks):  # the same pieces, batches and bytes; only the order differs
+        assert (a.lookups, a.weight_bytes, a.io_bytes) == (b.lookups, b.weight_bytes, b.io_bytes)
+        assert b.measured_ms > 0
 
 
 def test_memory_guard_refuses_a_rank_in_one_line(capsys, tmp_path):

@@ -79,11 +79,14 @@ def test_batches_caps_the_rows_read_and_a_long_sample_does_not_cycle(files):
                        "rows_used": GLOBAL, "batches": 1, "cycled": False}
     ids = folded(columns, ["d"], range(GLOBAL), 200)
     assert one.ids_seen["t2"] == {"lookups": len(ids), "distinct_rows": len(set(ids))}
-    two = run_dryrun(cfg, tables, DryrunSettings(backend="torch", iters=1, warmup=1, ids=str(sample)))
+    # no warmup, one turn: its untimed step and its timed one, two batches, and the sample holds two
+    two = run_dryrun(cfg, tables, DryrunSettings(backend="torch", iters=1, warmup=0, ids=str(sample)))
     assert (two.ids["batches"], two.ids["cycled"], two.batches) == (2, False, 2)
+    three = run_dryrun(cfg, tables, DryrunSettings(backend="torch", iters=1, warmup=1, ids=str(sample)))
+    assert (three.ids["batches"], three.ids["cycled"], three.batches) == (2, True, 2)  # it ran out
     synthetic = run_dryrun(cfg, tables, DryrunSettings(backend="torch", iters=1, warmup=0, seed=5))
     assert synthetic.as_dict()["ids"] == {"source": "synthetic", "seed": 5, "distribution": "config",
-                                          "zipf_alpha": None, "batches": 1}
+                                          "zipf_alpha": None, "batches": 2}
     assert "ids_seen" not in synthetic.as_dict()
 
 
@@ -129,8 +132,8 @@ def test_db_dryrun_stores_the_ids_block_and_each_rank_embedding_time(files, tmp_
     (summary,) = store.list_plans()
     (run,) = store.runs_for_plan(summary.token)
     assert run.device_info["ids"] == out["ids"] == {"source": "sample", "file": "sample.parquet",
-                                                     "bytes": sample.stat().st_size, "rows_used": GLOBAL,
-                                                     "batches": 1, "cycled": False}
+                                                     "bytes": sample.stat().st_size, "rows_used": 2 * GLOBAL,
+                                                     "batches": 2, "cycled": False}
     stored = {(m.rank, m.name): m.value for m in store.metrics(run.id)}
     for r in out["ranks"]:
         assert stored[(r["rank"], "embedding_ms")] == stored[(r["rank"], "step_ms")] == r["measured_ms"]

@@ -200,7 +200,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     measured = dryrun_markdown(rows)
     if measured.count("\n") > 1:
         text += ("\n\nMeasured by the kernel dry-run (`python -m engine dryrun --iters 20`, fbgemm on CPU, one "
-                 "thread, ranks one after another):\n\n" + measured)
+                 "thread, ranks timed in turns):\n\n" + measured)
     cmd = "python -m bench" + (" --quick" if args.quick else "") + (
         f" --cases {' '.join(args.cases)}" if args.cases else "")
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -144,9 +144,10 @@ def measure_ranks(n_ranks: int, steps_of: Callable[[int], list[list[PieceBatch]]
     (steps[k][i]: piece i's ids in step k), asked once per rank in rank order.
 
     together: every rank is built first and the turns go round the ranks, so the machine's speed, which on a shared
-    VM drifts by tens of percent within seconds, falls on every rank alike (on the VM measured, the spread of a
-    rank's share of its plan over repeated runs fell from 6-15% to 3-5% on plans of 1-3 ms steps); else each rank is
-    built, run through all its turns and freed before the next, holding one rank's memory at a time."""
+    VM drifts by tens of percent within seconds, falls on every rank alike (python -m bench.schedule, 20 stored plans
+    on a 2-core VM: a rank's share of its plan moved 0.024 between runs, log SD median, against 0.068 one rank after
+    another); else each rank is built, run through all its turns and freed before the next, holding one rank's
+    memory at a time."""
     cls = _rank_class(backend)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     out = [RankTiming(0.0, 0.0, 0, 0)] * n_ranks

@@ -97,7 +97,7 @@ def run_dryrun(cfg: Config, tables: dict[str, TablePlan], settings: DryrunSettin
     together = s.turns and all_fit(pieces, optimizer, s.max_bytes)
     if not s.turns and len(pieces) > 1:
         notes.append("ranks measured one after another (--one-rank-at-a-time)")
-    elif not together:  # two ranks or more: each fits (guard_memory)
+    elif s.turns and not together:  # two ranks or more: each alone fits (guard_memory)
         notes.append(f"ranks measured one after another: all {len(pieces)} held at once need "
                      f"{human_bytes(sum(state_bytes(rank, optimizer) for rank in pieces))} of weights and optimizer "
                      f"state, over --max-bytes {human_bytes(s.max_bytes)} (raise it to measure them in turns, which "

@@ -4,6 +4,7 @@ Timings are never asserted, only that they were taken; lookups and bytes are ass
 synthetic batch makes them exact (pooling factor 1: one id per bag).
 """
 
+import argparse
 import json
 import re
 import subprocess
@@ -267,6 +268,21 @@ def test_ranks_that_do_not_fit_together_are_timed_one_after_another_and_say_so(m
     for a, b in zip(together.ranks, apart.ranks):  # the same pieces, batches and bytes; only the order differs
         assert (a.lookups, a.weight_bytes, a.io_bytes) == (b.lookups, b.weight_bytes, b.io_bytes)
         assert b.measured_ms > 0
+    asked = dryrun("table_wise", iters=6, turns=False)  # --one-rank-at-a-time
+    assert asked.schedule == "one rank after another"
+    assert [n for n in asked.notes if "one after another" in n] == [
+        "ranks measured one after another (--one-rank-at-a-time)"]
+    ranks = [t[0] for t in turns[8:]]
+    assert ranks[0] == ranks[1] != ranks[2] == ranks[3] and len(ranks) == 4
+
+
+def test_the_one_rank_at_a_time_flag_reaches_the_settings():
+    from engine.dryrun.command import add_dryrun_arguments, settings_of
+
+    p = argparse.ArgumentParser()
+    add_dryrun_arguments(p)
+    assert settings_of(p.parse_args(["c.json", "--plan", "p.json"])).turns is True
+    assert settings_of(p.parse_args(["c.json", "--plan", "p.json", "--one-rank-at-a-time"])).turns is False
 
 
 def test_memory_guard_refuses_a_rank_in_one_line(capsys, tmp_path):

@@ -177,3 +177,20 @@ def test_reprice_makes_the_estimate_again_from_the_measure_tables_file_the_run_k
     rows = np.concatenate([np.abs(again[w].estimate - again[w].median) / again[w].median for w in ("ours", "torchrec")])
     assert errs.figure.startswith(f"{100 * np.median(rows):.1f}% over {len(rows)} ranks of 2 plans")
     assert targets.REPRICED in targets.report([("", data)], "cmd", reprice=True)
+
+
+def test_a_second_measurement_scores_the_runs_against_themselves():
+    """Ranks 10% and 21% apart with 1% jitter: the even and odd runs agree on every resolved plan. Rank 1 15% slower
+    in the odd runs only (a rank that measured differently every other run) swaps the upper two ranks there: the
+    halves no longer order the ranks alike, and the figure says so, whatever the estimate scores."""
+    steady = record("s", 51, 3, factors=[1.0, 1.1, 1.21])
+    names, rho = targets.ranks(targets.plans_of({"meta": {}, "configs": [steady]}))
+    assert (names.applies, rho.applies) == (1, 1)
+    assert names.figure == "a second measurement: 1 of 1" and rho.figure == "a second measurement: 1 of 1"
+    flaky = copy.deepcopy(steady)
+    runs = flaky["series"]["ours"] + flaky["series"]["ours_again"]
+    for k, run in enumerate(runs):  # plans_of reads ours then ours again: odd k are the odd runs
+        if k % 2:
+            run["ranks"][1]["measured_ms"] *= 1.15
+    names, rho = targets.ranks(targets.plans_of({"meta": {}, "configs": [flaky]}))
+    assert rho.applies == 1 and rho.figure == "a second measurement: 0 of 1"

@@ -116,7 +116,7 @@ class PlanRanks:
         return self.spread > 2.0 * self.noise
 
 
-def _cpu(cfg: engine.Config) -> engine.Config:
+def on_cpu(cfg: engine.Config) -> engine.Config:
     """Priced for the CPU the dry-run measured on (engine.pricing's rule; these configs already say cpu)."""
     return replace(cfg, topology=replace(cfg.topology, compute_device=engine.Device.CPU))
 
@@ -134,9 +134,9 @@ def _priced_config(c: dict, reprice: bool) -> engine.Config:
     judged on stored runs; a config without the file is priced as the run priced it."""
     kept = (c.get("table_costs") or {}).get("file") if reprice else None
     if kept is None:
-        return _cpu(engine.parse_config(c.get("measured_config") or c["config"]))
+        return on_cpu(engine.parse_config(c.get("measured_config") or c["config"]))
     cfg, _ = engine.apply_table_costs(engine.parse_config(c["config"]), kept, f"{c['name']}'s measure-tables file")
-    return _cpu(cfg)
+    return on_cpu(cfg)
 
 
 def plans_of(data: dict, run: str = "", reprice: bool = False) -> list[PlanRanks]:

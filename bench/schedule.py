@@ -25,7 +25,6 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
@@ -35,6 +34,7 @@ if __package__ in (None, ""):  # run as a script: python bench/schedule.py
 import numpy as np  # noqa: E402
 
 from bench.measured import git_commit, load_average, read_run  # noqa: E402
+from bench.rank_error import on_cpu  # noqa: E402
 from bench.suite import ROOT  # noqa: E402
 import engine  # noqa: E402
 
@@ -51,8 +51,7 @@ def plans(data: dict, min_ranks: int) -> list[tuple[str, str, engine.Config, dic
     for c in data["configs"]:
         if c.get("error") or "config" not in c:
             continue
-        cfg = engine.parse_config(c["config"])
-        cfg = replace(cfg, topology=replace(cfg.topology, compute_device=engine.Device.CPU))
+        cfg = on_cpu(engine.parse_config(c["config"]))
         if cfg.topology.world_size < min_ranks:
             continue
         seen = []

@@ -151,21 +151,13 @@ def measure_ranks(n_ranks: int, steps_of: Callable[[int], list[list[PieceBatch]]
     cls = _rank_class(backend)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     out = [RankTiming(0.0, 0.0, 0, 0)] * n_ranks
-    if together:
+    for group in [range(n_ranks)] if together else [[r] for r in range(n_ranks)]:
         built = {r: _Timed(cls(steps, optimizer, device, s.learning_rate), sync, s.warmup)
-                 for r in range(n_ranks) if (steps := steps_of(r)) and steps[0]}
+                 for r in group if (steps := steps_of(r)) and steps[0]}
         for timed in turns(s.iters):
             for rank in built.values():
                 rank.turn(timed)
         for r, rank in built.items():
             out[r] = rank.result()
-        return out
-    for r in range(n_ranks):
-        steps = steps_of(r)
-        if steps and steps[0]:
-            rank = _Timed(cls(steps, optimizer, device, s.learning_rate), sync, s.warmup)
-            for timed in turns(s.iters):
-                rank.turn(timed)
-            out[r] = rank.result()
-            del rank
+        del built  # one group's memory at a time
     return out

@@ -36,10 +36,10 @@ def check_settings(s: DryrunSettings) -> None:
             raise EngineError(f"{flag} {message}")
 
 
-def all_fit(pieces: list[list[Piece]], optimizer: Optimizer, max_bytes: int) -> bool:
-    """Whether every rank's weights and optimizer state, held at once, fit in max_bytes (the ranks are then measured
-    in turns; engine.dryrun.measure.measure_ranks)."""
-    return sum(state_bytes(rank, optimizer) for rank in pieces) <= max_bytes
+def all_state_bytes(pieces: list[list[Piece]], optimizer: Optimizer) -> int:
+    """Every rank's weights and optimizer state, held at once (the ranks are measured in turns when it fits in
+    --max-bytes; engine.dryrun.measure.measure_ranks)."""
+    return sum(state_bytes(rank, optimizer) for rank in pieces)
 
 
 def guard_memory(pieces: list[list[Piece]], optimizer: Optimizer, max_bytes: int) -> None:
@@ -94,12 +94,13 @@ def run_dryrun(cfg: Config, tables: dict[str, TablePlan], settings: DryrunSettin
         if skewed:
             notes.append(f"Zipf-skewed ids (exponent) in {', '.join(skewed[:10])}"
                          + (f" and {len(skewed) - 10} more tables" if len(skewed) > 10 else ""))
-    together = s.turns and all_fit(pieces, optimizer, s.max_bytes)
+    held = all_state_bytes(pieces, optimizer)
+    together = s.turns and held <= s.max_bytes
     if not s.turns and len(pieces) > 1:
         notes.append("ranks measured one after another (--one-rank-at-a-time)")
     elif s.turns and not together:  # two ranks or more: each alone fits (guard_memory)
         notes.append(f"ranks measured one after another: all {len(pieces)} held at once need "
-                     f"{human_bytes(sum(state_bytes(rank, optimizer) for rank in pieces))} of weights and optimizer "
+                     f"{human_bytes(held)} of weights and optimizer "
                      f"state, over --max-bytes {human_bytes(s.max_bytes)} (raise it to measure them in turns, which "
                      "a drifting machine speed moves less)")
     first: dict[int, list] = {}

@@ -19,6 +19,7 @@ from engine.estimate import column_share  # a column piece's share of its measur
 from engine.table_costs import column_width  # the half-width copy measure-tables dry-runs of a table, or None
 from engine.table_costs import column_ratio  # a half-width copy's compute over its table's, from a costs file
 from engine.table_costs import gain_margin  # --min-gain auto: the estimate's error on the probe ranks, x sqrt(2)
+from engine.table_costs import pressure_fit, probe_fit  # the tables' cost to each other, fitted on the probes
 from engine.workset import pressure as workset_pressure  # how far a working set is up the pressure ramp, 0 to 1
 from engine.report import summary, torchrec_format
 from engine.types import (
@@ -105,6 +106,8 @@ from engine.calibrate_terms import TERM_DEFAULTS as CPU_TERM_DEFAULTS  # a TermR
 from engine.constants import BWD_COMPUTE_MULTIPLIER, DDR_MEM_BW, MIN_CW_DIM, OPTIMIZER_STATE_BYTES
 from engine.dryrun import Backend as DryrunBackend
 from engine.dryrun import DryrunSettings, run_dryrun, spearman
+from engine.dryrun.types import SCHEDULE_ONE_BY_ONE, SCHEDULE_TURNS  # how a dry-run ordered its ranks' steps
+from engine.pricing import priced_for  # a config priced for the device a dry-run or validation run measures on
 from engine.dryrun.pieces import rank_pieces
 from engine.dryrun.workload import rank_steps
 from engine.estimate import decades as cost_decades
@@ -135,6 +138,14 @@ def fbgemm_rank():
     from engine.dryrun.fbgemm_backend import FbgemmRank
 
     return FbgemmRank
+
+
+def measure_tables(cfg: Config, settings: DryrunSettings, reps: int = 3, collectives: bool = True) -> dict:
+    """engine.dryrun.table_costs.measure_tables (a measure-tables file's content for a config already priced for the
+    device; collectives False: no gloo round timed), imported when called: torch loads then."""
+    from engine.dryrun.table_costs import measure_tables as measure
+
+    return measure(cfg, settings, reps, collectives=collectives)
 
 
 def torchrec_rank_costs(cfg: Config, plan: Plan):
@@ -190,6 +201,7 @@ __all__ = [
     "BWD_COMPUTE_MULTIPLIER", "DDR_MEM_BW", "DryrunBackend", "DryrunSettings", "EXACT_MAX_LOOKUPS", "MAX_CAP_BYTES",
     "MAX_TABLES", "MIN_CW_DIM", "OPTIMIZER_STATE_BYTES", "OldTable", "Replan", "cost_decades", "distinct_rows",
     "fbgemm_rank", "nnls", "rank_pieces", "rank_steps", "replan_bytes_per_element", "replan_ddr_piece_ms",
-    "run_dryrun", "spearman", "sweep_topology",
+    "run_dryrun", "spearman", "sweep_topology", "measure_tables", "pressure_fit", "probe_fit", "priced_for",
+    "SCHEDULE_ONE_BY_ONE", "SCHEDULE_TURNS",
     "torchrec_rank_costs",
 ]

@@ -34,7 +34,7 @@ shape or load is refused, naming the table and the field; tables it does not lis
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -42,7 +42,8 @@ from engine import limits as L
 from engine.errors import ConfigError, EngineError, one_line
 from engine.estimate import perf_parts, piece_workset, pieces_of, table_load, table_workset
 from engine.evaluate import evaluate, shard_arrays
-from engine.profile import BACKEND, PRESSURE_TERM
+from engine.fitting import nnls
+from engine.profile import BACKEND, MAX_FIXED_MS, PRESSURE_TERM
 from engine.workset import pressure
 from engine.types import (ComputeKernel, Config, Constraints, Device, DeviceProfile, Shard, ShardingType, TableConfig,
                           TablePlan, Topology)
@@ -63,6 +64,7 @@ COLLECTIVES_NOTE = (
     "sharding_types")
 MIN_PRESSURE_ROWS = 1000.0  # probes whose rows past their tables' own pressure sum to fewer say nothing of it
 MAX_REPS = 1000  # rounds a file may list per table
+MIN_PIECE_PROBES = 4  # probe ranks a cost per table beyond a rank's first is fitted from (beside the pressure)
 MIN_MARGIN_PROBES = 3  # probe ranks --min-gain auto needs to read the estimate's error from
 MAX_AUTO_MARGIN = 0.5  # a margin of half the baseline's step would keep nearly every baseline: held there, and said
 
@@ -170,18 +172,32 @@ def alone_estimate(cfg: Config, name: str) -> tuple[float, float]:
     return r.perf.fwd_compute + r.perf.bwd_compute - r.workset_ms, r.workset_ms
 
 
-def pressure_fit(cfg: Config, data: dict[str, Any]) -> tuple[float, list[dict[str, Any]]]:
-    """The tables' pressure on each other from the file's probe ranks (measure-tables: random ranks of the config's
-    tables, each dry-run whole): ms per touched row at full pressure, fitted by least squares through 0 on
+class ProbeFit(NamedTuple):
+    """What the probe ranks measured beyond their tables alone, fitted (probe_fit)."""
+
+    pressure_ms_per_row: float  # ms per touched row at full pressure
+    piece_ms: float  # ms per table a rank holds beyond its first
+    rows: list[dict[str, Any]]  # per probe, its figures
+
+
+def probe_fit(cfg: Config, data: dict[str, Any]) -> ProbeFit:
+    """The tables' cost to each other from the file's probe ranks (measure-tables: random ranks of the config's
+    tables, each dry-run whole), fitted by non-negative least squares on
 
         probe ms - fixed - sum(alone ms - fixed)  =  a x (rows x pressure(bytes) - sum(rows_t x pressure(bytes_t)))
+                                                   + b x (tables - 1)
 
-    (engine.workset.pressure; rows and bytes: what each table whole touches in a step, summed over the probe), and
-    per probe its figures. 0 where the probes' rows past their own pressure sum to under MIN_PRESSURE_ROWS (the
-    ranks stay in their tables' caches: nothing to fit) or the fit is negative."""
+    a: ms per touched row at full pressure (engine.workset.pressure; rows and bytes: what each table whole touches in
+    a step, summed over the probe); b: ms per table a rank holds beyond its first. Ranks of several tables cost more
+    than their tables alone by more than their rows past the caches explain: 8 tables of 256 rows together, the
+    same ids and rows as one table of 2048, took 1.36x their sum alone and 1.37x the one table, timed in turns in one
+    dry-run (docs/estimator.md, "A table beyond a rank's first"); held out on the probes of 46 files (23 configs,
+    docs/benchmarks.md), b beside a cut the median error from 8.5% to 6.2%. a is 0 where the probes' rows past their
+    own pressure sum to under MIN_PRESSURE_ROWS (the ranks stay in their tables' caches), and b 0 under
+    MIN_PIECE_PROBES probes (two figures from fewer is a fit of the noise)."""
     fixed = float(data["fixed_ms"])
     own = {t.name: table_workset(t, cfg.constraint(t.name), cfg.topology) for t in cfg.tables}
-    xs, ys, rows = [], [], []
+    xs, ns, ys, rows = [], [], [], []
     for probe in data.get("probes", []):
         names = probe["tables"]
         b = sum(own[n][0] for n in names)
@@ -189,24 +205,39 @@ def pressure_fit(cfg: Config, data: dict[str, Any]) -> tuple[float, list[dict[st
         x = r * float(pressure(b)) - sum(own[n][1] * float(pressure(own[n][0])) for n in names)
         y = float(probe["ms"]) - fixed - sum(float(data["tables"][n]["ms"]) - fixed for n in names)
         xs.append(x)
+        ns.append(len(names) - 1.0)
         ys.append(y)
         rows.append({"tables": len(names), "bytes": b, "rows": r, "past_own_rows": x, "beyond_alone_ms": y,
                      "ms": float(probe["ms"])})
-    x, y = np.array(xs), np.array(ys)
-    if not len(x) or float(x.sum()) < MIN_PRESSURE_ROWS:
-        return 0.0, rows
-    return max(float(x @ y / (x @ x)), 0.0), rows
+    x, n, y = np.array(xs), np.array(ns), np.array(ys)
+    use_a = bool(len(x)) and float(x.sum()) >= MIN_PRESSURE_ROWS
+    use_b = len(y) >= MIN_PIECE_PROBES
+    cols = [c for c, on in ((x, use_a), (n, use_b)) if on]
+    if not cols:
+        return ProbeFit(0.0, 0.0, rows)
+    got = iter(nnls(np.column_stack(cols), y))
+    a = float(next(got)) if use_a else 0.0
+    b = float(next(got)) if use_b else 0.0
+    return ProbeFit(a, min(b, MAX_FIXED_MS), rows)
+
+
+def pressure_fit(cfg: Config, data: dict[str, Any]) -> tuple[float, list[dict[str, Any]]]:
+    """(probe_fit's ms per touched row at full pressure, per probe its figures)."""
+    fit = probe_fit(cfg, data)
+    return fit.pressure_ms_per_row, fit.rows
 
 
 def gain_margin(cfg: Config, data: dict[str, Any]) -> tuple[float, str]:
     """`plan --baseline --min-gain auto --table-costs COSTS.json`: the gain by which ours must beat the baseline, read
     from the file. Each probe rank is a table-wise rank of this config, measured whole on the device: the estimate
-    prices it as its tables alone plus the fitted pressure, and is off by |a x past_own_rows - beyond_alone_ms| / ms.
+    prices it as its tables alone plus the fitted pressure and pieces (probe_fit), and is off by
+    |a x past_own_rows + b x (tables - 1) - beyond_alone_ms| / ms.
     Two plans' slowest ranks each off by that median error, independently, put their ratio off by sqrt(2) x it; so
     that is the margin, and a noisy device or a config the pressure fits badly asks for a larger gain. In sample (the
     pressure is fitted on the same probes), so if anything it is small. (margin, the note saying so.)"""
-    a, rows = pressure_fit(cfg, data)
-    errors = [abs(a * r["past_own_rows"] - r["beyond_alone_ms"]) / r["ms"] for r in rows if r["ms"] > 0]
+    a, b, rows = probe_fit(cfg, data)
+    errors = [abs(a * r["past_own_rows"] + b * (r["tables"] - 1) - r["beyond_alone_ms"]) / r["ms"] for r in rows
+              if r["ms"] > 0]
     if len(errors) < MIN_MARGIN_PROBES:
         raise EngineError(f"--min-gain auto reads the estimate's error from the probe ranks of --table-costs, and the "
                           f"file has {len(errors)} (at least {MIN_MARGIN_PROBES}); {MEASURE_AGAIN} (it deals the "
@@ -337,7 +368,7 @@ def apply_table_costs(cfg: Config, data: Any, source: str = "the table costs") -
     device, backend = _said(data.get("device_name")), _said(data.get("backend"))
     topo, step_note = _with_fixed_step(cfg.topology, fixed, device)
     notes = [step_note] if step_note else []
-    topo, pressure_note = _with_pressure(replace(cfg, topology=topo), data, device)
+    topo, pressure_notes = _with_pressure(replace(cfg, topology=topo), data, device)
     if scales:
         v = np.array(list(scales.values()))
         notes.append(f"compute of {len(scales)} of {len(cfg.tables)} tables as measured alone on "
@@ -352,8 +383,7 @@ def apply_table_costs(cfg: Config, data: Any, source: str = "the table costs") -
                         + (f" and {len(held) - 5} more" if len(held) > 5 else "") if held else ""))
     if len(scales) < len(cfg.tables):
         notes.append(f"{len(cfg.tables) - len(scales)} tables not in {source} keep the estimate")
-    if pressure_note:
-        notes.append(pressure_note)
+    notes += pressure_notes
     topo, collectives_note = _with_collectives(topo, data, device)
     if collectives_note:
         notes.append(collectives_note)
@@ -405,30 +435,49 @@ def _with_collectives(topo: Topology, data: dict[str, Any], device_name: str) ->
     return replace(topo, profile=replace(prof, collective_ms=ms)), said
 
 
-def _with_pressure(cfg: Config, data: dict[str, Any], device_name: str) -> tuple[Topology, str]:
-    """The topology whose profile prices the tables' pressure on each other as the file's probe ranks measured it
-    (pressure_fit), replacing any the profile had: it is the config's own, on the device measured."""
+def _with_pressure(cfg: Config, data: dict[str, Any], device_name: str) -> tuple[Topology, list[str]]:
+    """The topology whose profile prices the tables' cost to each other as the file's probe ranks measured it
+    (probe_fit): the pressure term, replacing any the profile had (it is the config's own, on the device measured),
+    and a table beyond a rank's first as the profile's piece_ms, with the fixed step less that, so a rank of one
+    piece still costs the fixed step measured (a profile with its own piece_ms, from python -m db calibrate, keeps
+    it; its step_ms is then its own too)."""
     topo, prof = cfg.topology, cfg.topology.profile
     probes = data.get("probes", [])
     if topo.compute_device is not Device.CPU:
-        return topo, ("the tables' pressure on each other is priced on CPU topologies only (the GPU estimate has no "
-                      "working-set term); the probe ranks are kept in the file") if probes else ""
+        return topo, ["the tables' pressure on each other is priced on CPU topologies only (the GPU estimate has no "
+                      "working-set term); the probe ranks are kept in the file"] if probes else []
     if prof is None or not prof.applies(topo):
-        return topo, ""
+        return topo, []
     if not probes:
-        return topo, ("the tables' pressure on each other is not priced: the file has no probe ranks (measured "
-                      f"before they were added; {MEASURE_AGAIN})")
-    ms_per_row, _ = pressure_fit(cfg, data)
-    work = float(min(ms_per_row * topo.ddr_mem_bw, L.MAX_TERM_WORK))
+        return topo, ["the tables' pressure on each other is not priced: the file has no probe ranks (measured "
+                      f"before they were added; {MEASURE_AGAIN})"]
+    fit = probe_fit(cfg, data)
+    work = float(min(fit.pressure_ms_per_row * topo.ddr_mem_bw, L.MAX_TERM_WORK))
     terms = tuple(sorted({**dict(prof.terms), PRESSURE_TERM: work}.items()))
-    said = (f"tables' pressure on each other as {len(probes)} probe ranks measured on {device_name or 'the device'}: "
-            f"{ms_per_row * 1e6:.3g} ns per touched row at full pressure")
-    if work == 0:
-        said = (f"tables' pressure on each other not priced: {len(probes)} probe ranks on "
-                f"{device_name or 'the device'} measured none (their ranks stay within their tables' caches)")
-    return replace(topo, profile=replace(prof, terms=terms)), said
+    where = device_name or "the device"
+    notes = [f"tables' pressure on each other as {len(probes)} probe ranks measured on {where}: "
+             f"{fit.pressure_ms_per_row * 1e6:.3g} ns per touched row at full pressure" if work else
+             f"tables' pressure on each other not priced: {len(probes)} probe ranks on {where} measured none (their "
+             "ranks stay within their tables' caches)"]
+    prof = replace(prof, terms=terms)
+    if len(probes) < MIN_PIECE_PROBES:
+        notes.append(f"a table beyond a rank's first is not priced: {len(probes)} probe ranks, at least "
+                     f"{MIN_PIECE_PROBES} fit it beside the pressure (each measure-tables round adds probe ranks: "
+                     "raise --reps)")
+    elif prof.piece_ms > 0:
+        notes.append(f"the profile's own piece_ms kept ({prof.piece_ms:.3g} ms), not the {fit.piece_ms:.3g} ms per "
+                     "table beyond a rank's first the probe ranks measured")
+    else:
+        over = max(fit.piece_ms - prof.step_ms, 0.0)
+        prof = replace(prof, piece_ms=fit.piece_ms, step_ms=max(prof.step_ms - fit.piece_ms, 0.0))
+        notes.append(f"a table beyond a rank's first priced at {fit.piece_ms:.3g} ms, as {len(probes)} probe ranks "
+                     f"measured on {where} (each piece a rank holds costs that, the fixed step less it"
+                     + (f"; it is over the fixed step, so a rank of one piece is priced {over:.3g} ms over its "
+                        "fixed step as measured, every rank holding pieces alike)" if over > 0 else ")"))
+    return replace(topo, profile=prof), notes
 
 
 __all__ = ["COLLECTIVES_NOTE", "FORMAT", "VERSION", "alone", "alone_estimate", "apply_table_costs", "fixed_alone",
-           "gain_margin", "pressure_fit", "probe_groups", "rank_pieces", "read_costs", "table_record", "together",
+           "gain_margin", "pressure_fit", "probe_fit", "ProbeFit",
+           "probe_groups", "rank_pieces", "read_costs", "table_record", "together",
            "topology_record"]

@@ -5,7 +5,7 @@ round the ranks (one after another where all of them at once would pass --max-by
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import numpy as np
 
@@ -134,6 +134,45 @@ def run_dryrun(cfg: Config, tables: dict[str, TablePlan], settings: DryrunSettin
         estimate_rank_correlation=corr, notes=tuple(notes), seed=s.seed, batches=distinct, ids=ids,
         ids_seen=seen.tables() if seen is not None else {},
         schedule=SCHEDULE_TURNS if together else SCHEDULE_ONE_BY_ONE)
+
+
+class UnitTimes(NamedTuple):
+    ms: list[float]  # each unit's median step
+    backend: Backend
+    device: DryrunDevice
+    schedule: str  # SCHEDULE_TURNS or SCHEDULE_ONE_BY_ONE
+
+
+def run_units(units: list[tuple[Config, dict[str, TablePlan]]], settings: DryrunSettings = DryrunSettings()
+              ) -> UnitTimes:
+    """Rank 0 of each (config, plan), every one a rank of a single dry-run: each priced and fed by its own config
+    (they share one topology and optimizer), all measured with one backend, timed in turns round the units where all
+    of them fit in --max-bytes together (else, or with --one-rank-at-a-time, one after another). measure-tables' round
+    of tables alone, their half-width copies, the fixed step and the probe ranks: measured in turns, a drift of the
+    machine's speed falls on the tables alone and on the probes that add them up alike. Raises EngineError (one line)
+    for bad settings or a unit over max_bytes."""
+    s = settings
+    check_settings(s)
+    if not units:
+        raise EngineError("no unit to measure")
+    optimizer = units[0][0].topology.optimizer
+    pieces = [rank_pieces(cfg, tables, s.scale_rows)[0] for cfg, tables in units]
+    guard_memory(pieces, optimizer, s.max_bytes)
+    feeds = [_ids(cfg, s) for cfg, _ in units]
+    from engine.dryrun import measure  # imports torch
+
+    device = measure.pick_device(s.device)
+    backend, _ = measure.pick_backend(s, [p for rank in pieces for p in rank], optimizer, device)
+    together = s.turns and all_state_bytes(pieces, optimizer) <= s.max_bytes
+
+    def steps_of(r: int) -> list:
+        source, distinct, _, _ = feeds[r]
+        return rank_steps(units[r][0], pieces[r], s, source, distinct)
+
+    with measure.threads(s.threads), measure.kept_heap(backend is Backend.TORCH and device.type == "cpu"):
+        timings = measure.measure_ranks(len(pieces), steps_of, backend, device, optimizer, s, together)
+    return UnitTimes([t.ms for t in timings], backend, DryrunDevice(device.type),
+                     SCHEDULE_TURNS if together else SCHEDULE_ONE_BY_ONE)
 
 
 def _ids(cfg: Config, s: DryrunSettings) -> tuple[Optional[BatchSource], int, dict, Optional[SeenIds]]:

@@ -1,11 +1,13 @@
 """`python -m engine measure-tables CONFIG.json --out COSTS.json`: every table dry-run alone (engine.table_costs).
 
-Each table is the one table-wise piece of rank 0 under the config's topology, priced for the device measured
+Each table is the one table-wise piece of a rank under the config's topology, priced for the device measured
 (engine.pricing), timed as `python -m engine dryrun` times a rank (fresh ids every step, the median step); `--reps`
 rounds, each in a seeded shuffled order with its own ids, give each table the median of its rounds. A table that may be
 split by columns is also dry-run at half its width, next to the table in every round. A one-row table gives the
-step's fixed time; after each round, the tables dealt at random into world_size probe ranks, each dry-run
-whole, give the tables' pressure on each other (engine.table_costs.pressure_fit).
+step's fixed time; in each round, the tables dealt at random into world_size probe ranks, each dry-run
+whole, give the tables' pressure on each other (engine.table_costs.pressure_fit). A round's tables, copies, fixed step
+and probes are the ranks of one dry-run, timed in turns round them (engine.dryrun.run.run_units; one after another
+where together they pass --max-bytes, or with --one-rank-at-a-time; the file's `schedule` says which).
 torch is imported only when the command runs; bad flags print one line and exit 2.
 """
 
@@ -31,13 +33,14 @@ from engine.table_costs import (FORMAT, MAX_REPS, VERSION, alone, alone_estimate
 from engine.types import Config, Device
 
 from engine.dryrun.collectives import collective_record
-from engine.dryrun.types import DryrunSettings
+from engine.dryrun.types import SCHEDULE_ONE_BY_ONE, SCHEDULE_TURNS, DryrunSettings
 
 
 def measure_tables(cfg: Config, settings: DryrunSettings, reps: int = 3,
-                   log: Callable[[str], None] = lambda _: None) -> dict:
-    """The table-costs file's content for cfg (already priced for the device measured)."""
-    from engine.dryrun.run import run_dryrun
+                   log: Callable[[str], None] = lambda _: None, collectives: bool = True) -> dict:
+    """The table-costs file's content for cfg (already priced for the device measured); collectives False: no gloo
+    round is timed (bench.table_costs_turns, which judges the tables and probes only)."""
+    from engine.dryrun.run import run_units
     from engine.validate.worker import cpu_name
 
     if not 1 <= reps <= MAX_REPS:
@@ -51,36 +54,46 @@ def measure_tables(cfg: Config, settings: DryrunSettings, reps: int = 3,
     started = time.perf_counter()
     rng = np.random.default_rng(settings.seed)
     probes: list[dict] = []
+    schedules = set()
     for rep in range(reps):
-        # None: the fixed step's one-row table; (name, width): the table's half-width copy, dry-run next to its table
-        # (after it in round 1, before it in round 2, and so on), so the two share the machine's state of that
-        # moment: on a noisy VM the state drifts by tens of percent over tens of seconds, which a copy measured
-        # apart from its table read as its width (table_costs.column_ratio takes the pairs' median ratio)
+        # None: the fixed step's one-row table; (name, width): the table's half-width copy, next to its table (after
+        # it in round 1, before it in round 2, and so on). A round's units, probe ranks last, are the ranks of one
+        # dry-run, timed in turns round them (run_units), so every figure of the round meets the same drift of the
+        # machine's speed: on a noisy VM it drifts by tens of percent over tens of seconds, which a copy measured
+        # apart from its table read as its width (table_costs.column_ratio takes the pairs' median ratio), and
+        # which a probe measured apart from its tables alone read as their pressure on each other
         units: list[list] = [[n, (n, narrow[n])][::-1 if rep % 2 else 1] if n in narrow else [n] for n in names]
         units.append([None])
-        order = [item for i in rng.permutation(len(units)) for item in units[i]]
-        s = replace(settings, seed=settings.seed + rep)
-        for k, name in enumerate(order):
+        order: list = [item for i in rng.permutation(len(units)) for item in units[i]]
+        groups = probe_groups(names, cfg.topology.world_size, rng)
+        runs = []
+        for name in order:
             if isinstance(name, tuple):
-                one, plan = column_alone(cfg, name[0])
-                into, what = column_times[name[0]], f"{name[0]} at {name[1]} of its columns"
+                what = f"{name[0]} at {name[1]} of its columns"
+                runs.append((column_alone(cfg, name[0]), column_times[name[0]], what))
+            elif name is None:
+                runs.append((fixed_alone(cfg), fixed, "the fixed step"))
             else:
-                one, plan = fixed_alone(cfg) if name is None else alone(cfg, name)
-                into, what = (fixed, "the fixed step") if name is None else (times[name], name)
-            result = run_dryrun(one, plan, s)
-            backend, device = result.backend, result.device
-            into.append(result.ranks[0].measured_ms)
-            log(f"[{rep + 1}/{reps}] {k + 1}/{len(order)} {what}: {result.ranks[0].measured_ms:.3f} ms")
-        for k, group in enumerate(probe_groups(names, cfg.topology.world_size, rng)):
-            result = run_dryrun(*together(cfg, group), s)
-            probes.append({"round": rep + 1, "tables": group, "ms": result.ranks[0].measured_ms})
-            log(f"[{rep + 1}/{reps}] probe rank {k + 1}: {len(group)} tables together: "
-                f"{result.ranks[0].measured_ms:.3f} ms")
-    collectives = None
-    if device is not None and device.value == "cpu":  # gloo's round, for the profile's collective_ms
-        collectives = collective_record(cfg.topology.world_size)
-        if collectives is not None:
-            log(f"a collective round among {cfg.topology.world_size} gloo processes: {collectives['round_ms']:.3f} ms")
+                runs.append((alone(cfg, name), times[name], name))
+        for k, group in enumerate(groups):
+            probe = {"round": rep + 1, "tables": group}
+            probes.append(probe)
+            runs.append((together(cfg, group), probe, f"probe rank {k + 1}: {len(group)} tables together"))
+        got = run_units([unit for unit, _, _ in runs], replace(settings, seed=settings.seed + rep))
+        backend, device = got.backend, got.device
+        schedules.add(got.schedule)
+        for k, ((_, into, what), ms) in enumerate(zip(runs, got.ms)):
+            if isinstance(into, dict):
+                into["ms"] = ms
+            else:
+                into.append(ms)
+            log(f"[{rep + 1}/{reps}] {what}: {ms:.3f} ms" if isinstance(into, dict)
+                else f"[{rep + 1}/{reps}] {k + 1}/{len(order)} {what}: {ms:.3f} ms")
+    round_ = None
+    if collectives and device is not None and device.value == "cpu":  # gloo's round, for the profile's collective_ms
+        round_ = collective_record(cfg.topology.world_size)
+        if round_ is not None:
+            log(f"a collective round among {cfg.topology.world_size} gloo processes: {round_['round_ms']:.3f} ms")
     tables = {}
     for name in names:
         est, ws = alone_estimate(cfg, name)
@@ -93,8 +106,9 @@ def measure_tables(cfg: Config, settings: DryrunSettings, reps: int = 3,
             "device_name": cpu_name() if device is not None and device.value == "cpu" else (device and device.value),
             "backend": backend.value if backend is not None else None, "reps": reps, "iters": settings.iters,
             "warmup": settings.warmup, "threads": settings.threads, "seed": settings.seed,
+            "schedule": SCHEDULE_TURNS if schedules == {SCHEDULE_TURNS} else SCHEDULE_ONE_BY_ONE,
             "fixed_ms": float(np.median(fixed)), "fixed_reps_ms": fixed, "probes": probes,
-            **({"collectives": collectives} if collectives is not None else {}),
+            **({"collectives": round_} if round_ is not None else {}),
             "measure_s": round(time.perf_counter() - started, 3), "tables": tables}
 
 

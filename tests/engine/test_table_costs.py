@@ -199,11 +199,12 @@ def _big(world: int = 2) -> dict:
     return raw
 
 
-def _probe_ms(cfg: engine.Config, alone: dict[str, float], fixed: float, names: list[str], a: float) -> float:
+def _probe_ms(cfg: engine.Config, alone: dict[str, float], fixed: float, names: list[str], a: float,
+              piece: float = 0.0) -> float:
     own = {n: table_workset(cfg.table(n), cfg.constraint(n), cfg.topology) for n in names}
     b, r = sum(v[0] for v in own.values()), sum(v[1] for v in own.values())
     x = r * float(pressure(b)) - sum(v[1] * float(pressure(v[0])) for v in own.values())
-    return fixed + sum(alone[n] - fixed for n in names) + a * x
+    return fixed + sum(alone[n] - fixed for n in names) + a * x + piece * (len(names) - 1)
 
 
 def test_the_pressure_is_fitted_from_the_probe_ranks_and_a_probe_prices_as_measured():
@@ -218,13 +219,50 @@ def test_the_pressure_is_fitted_from_the_probe_ranks_and_a_probe_prices_as_measu
     priced, notes = apply_table_costs(cfg, costs, "costs.json")
     assert dict(priced.topology.profile.terms)["cpu_pressure_row_work"] == pytest.approx(a * cfg.topology.ddr_mem_bw)
     assert notes[-1] == COLLECTIVES_NOTE  # the profile measure-tables made prices no collectives, and says so
-    assert notes[-2] == ("tables' pressure on each other as 3 probe ranks measured on test CPU: 200 ns per touched "
+    assert notes[-3] == ("tables' pressure on each other as 3 probe ranks measured on test CPU: 200 ns per touched "
                          "row at full pressure")
+    assert notes[-2].startswith("a table beyond a rank's first is not priced: 3 probe ranks, at least 4 fit it")
+    assert priced.topology.profile.piece_ms == 0 and priced.topology.profile.step_ms == fixed
     # every probe rank, and every table alone, prices as measured (its scale, its own pressure off, the rank's on)
     for g in [*groups, ["t0"], ["t3"]]:
         rank = engine.evaluate(priced, _tw(priced, {t.name: 0 if t.name in g else 1 for t in cfg.tables})).ranks[0]
         assert rank.perf.fwd_compute + rank.perf.bwd_compute == pytest.approx(_probe_ms(cfg, alone, fixed, g, a),
                                                                               rel=1e-6)
+
+
+def test_a_table_beyond_a_ranks_first_is_fitted_beside_the_pressure_and_priced_per_piece():
+    cfg = engine.parse_config(_big())
+    alone, fixed, a, piece = {"t0": 1.0, "t1": 1.2, "t2": 0.3, "t3": 0.2}, 0.05, 2e-4, 0.03
+    groups = [["t0", "t1"], ["t2", "t3"], ["t0", "t2", "t3"], ["t1", "t2"], ["t0", "t1", "t2", "t3"]]
+    probes = [{"round": 1, "tables": g, "ms": _probe_ms(cfg, alone, fixed, g, a, piece)} for g in groups]
+    costs = {**_costs(cfg, alone, fixed), "probes": probes}
+    fit = engine.table_costs.probe_fit(cfg, costs)
+    assert fit.pressure_ms_per_row == pytest.approx(a, rel=1e-6) and fit.piece_ms == pytest.approx(piece, rel=1e-6)
+    assert gain_margin(cfg, costs)[0] == pytest.approx(0.0, abs=1e-9)  # both terms: every probe as measured
+    priced, notes = apply_table_costs(cfg, costs, "costs.json")
+    prof = priced.topology.profile
+    assert prof.piece_ms == pytest.approx(piece) and prof.step_ms == pytest.approx(fixed - piece, abs=1e-12)
+    assert ("a table beyond a rank's first priced at 0.03 ms, as 5 probe ranks measured on test CPU (each piece a "
+            "rank holds costs that, the fixed step less it)") in notes
+    # every probe rank, and every table alone (one piece: the fixed step as measured), prices as measured
+    for g in [*groups, ["t0"], ["t3"]]:
+        rank = engine.evaluate(priced, _tw(priced, {t.name: 0 if t.name in g else 1 for t in cfg.tables})).ranks[0]
+        assert rank.perf.fwd_compute + rank.perf.bwd_compute == pytest.approx(
+            _probe_ms(cfg, alone, fixed, g, a, piece), rel=1e-6)
+    # over the fixed step: a rank of one piece is priced that much over its fixed step, and the note says so
+    dear = {**costs, "probes": [{**p, "ms": _probe_ms(cfg, alone, fixed, p["tables"], a, 0.08)} for p in probes]}
+    priced_dear, said = apply_table_costs(cfg, dear, "costs.json")
+    assert (priced_dear.topology.profile.piece_ms, priced_dear.topology.profile.step_ms) == (pytest.approx(0.08), 0.0)
+    assert any(n.endswith("so a rank of one piece is priced 0.03 ms over its fixed step as measured, every rank "
+                          "holding pieces alike)") for n in said)
+    # no pieces measured beyond the first: nothing priced, and a calibrated piece_ms is kept as it is
+    flat = {**costs, "probes": [{**p, "ms": _probe_ms(cfg, alone, fixed, p["tables"], a)} for p in probes]}
+    assert engine.table_costs.probe_fit(cfg, flat).piece_ms == pytest.approx(0.0, abs=1e-9)
+    own = replace(cfg, topology=replace(cfg.topology, profile=engine.parse_profile(
+        {"device": "cpu", "backend": "gloo", "hosts": 1, "step_ms": 0.4, "piece_ms": 0.01}, "topology.profile")))
+    kept, said = apply_table_costs(own, costs, "costs.json")
+    assert (kept.topology.profile.piece_ms, kept.topology.profile.step_ms) == (0.01, 0.4)
+    assert any(n.startswith("the profile's own piece_ms kept (0.01 ms), not the 0.03 ms") for n in said)
 
 
 def _noisy_probes(cfg, alone, fixed, a, off):
@@ -240,8 +278,8 @@ def test_min_gain_auto_is_sqrt_2_times_the_estimates_median_error_on_the_probe_r
     # probes measured off their price by a seeded +-5..15%: the margin follows that error, re-fitted
     off = [0.15, -0.08, 0.05, -0.12, 0.10]
     noisy = {**_costs(cfg, alone, fixed), "probes": _noisy_probes(cfg, alone, fixed, a, off)}
-    fit, rows = pressure_fit(cfg, noisy)
-    errs = [abs(fit * r["past_own_rows"] - r["beyond_alone_ms"]) / r["ms"] for r in rows]
+    fit, piece, rows = engine.table_costs.probe_fit(cfg, noisy)
+    errs = [abs(fit * r["past_own_rows"] + piece * (r["tables"] - 1) - r["beyond_alone_ms"]) / r["ms"] for r in rows]
     margin, note = gain_margin(cfg, noisy)
     assert margin == pytest.approx(np.sqrt(2) * np.median(errs)) and 0.05 < margin < 0.2
     assert note == (f"--min-gain auto: {margin:.1%}, sqrt(2) x the estimate's {np.median(errs):.1%} median error on "
@@ -287,7 +325,7 @@ def test_the_planner_keeps_two_large_working_sets_apart_when_the_probes_measured
     calm = [{"round": 1, "tables": ["t0", "t1"], "ms": 1.95}]
     flat, notes = apply_table_costs(cfg, {**_costs(cfg, alone, fixed), "probes": calm}, "c.json")
     assert dict(flat.topology.profile.terms)["cpu_pressure_row_work"] == 0
-    assert "measured none" in notes[-2]
+    assert "measured none" in notes[-3]
 
 
 def test_a_profile_that_prices_the_collectives_gets_no_warning_about_them():
@@ -478,3 +516,45 @@ def test_measure_tables_dry_runs_a_half_width_copy_of_each_table_that_may_be_spl
     assert "column" not in data["tables"]["t1"] and "column" not in data["tables"]["t2"]
     plan = json.loads(run("plan", cfg_path, "--table-costs", out, "--json").stdout)
     assert any(n.startswith("column pieces of 1 tables priced from half-width copies") for n in plan["notes"])
+
+
+def test_a_rounds_tables_fixed_step_and_probes_are_timed_in_turns_as_the_ranks_of_one_dry_run(monkeypatch):
+    from engine.dryrun.table_costs import measure_tables
+    from tests.engine.test_dryrun import _recorded_turns
+
+    cfg = engine.parse_config(_config(world=1, rows=(2_000, 2_000, 2_000)))  # one rank: no gloo processes here
+    turns, counts = _recorded_turns(monkeypatch)
+    data = measure_tables(cfg, engine.DryrunSettings(iters=6, warmup=1), reps=2)
+    assert data["schedule"] == "ranks in turns"
+    # a round: 3 tables alone, the fixed step and one probe rank of the three, 5 ranks; 6 steps in turns of 4 and 2
+    assert counts == [6] * 10
+    for round_turns in (turns[:10], turns[10:]):
+        units = [t[0] for t in round_turns[:5]]
+        assert len(set(units)) == 5 and [t[0] for t in round_turns[5:]] == units
+        assert [t[1] for t in round_turns] == [4] * 5 + [2] * 5
+    assert [len(p["tables"]) for p in data["probes"]] == [3, 3] and all(p["ms"] > 0 for p in data["probes"])
+    assert all(len(t["reps_ms"]) == 2 for t in data["tables"].values()) and len(data["fixed_reps_ms"]) == 2
+
+    del turns[:], counts[:]
+    apart = measure_tables(cfg, engine.DryrunSettings(iters=6, warmup=1, turns=False), reps=1)  # --one-rank-at-a-time
+    assert apart["schedule"] == "one rank after another" and counts == [6] * 5
+    ranks = [t[0] for t in turns]
+    assert all(ranks[2 * k] == ranks[2 * k + 1] for k in range(5)) and len(set(ranks)) == 5
+    # together over --max-bytes (each unit alone fits: the probe holds 1.5 MiB, all units 3 MiB): one after another
+    small = measure_tables(cfg, engine.DryrunSettings(iters=2, warmup=0, max_bytes=2 << 20), reps=1)
+    assert small["schedule"] == "one rank after another" and all(t["ms"] > 0 for t in small["tables"].values())
+
+
+def test_units_of_a_round_share_one_backend_and_each_is_fed_by_its_own_config():
+    from engine.dryrun.run import run_units
+    from engine.table_costs import alone, together
+
+    cfg = engine.parse_config(_config(world=2, rows=(2_000, 2_000, 2_000)))
+    units = [alone(cfg, "t0"), alone(cfg, "t1"), together(cfg, ["t0", "t1"])]
+    got = run_units(units, engine.DryrunSettings(iters=3, warmup=1))
+    assert len(got.ms) == 3 and all(ms > 0 for ms in got.ms) and got.schedule == "ranks in turns"
+    assert got.device.value == "cpu" and got.backend.value in ("fbgemm", "torch")
+    with pytest.raises(engine.EngineError, match="over --max-bytes"):
+        run_units(units, engine.DryrunSettings(iters=1, max_bytes=1000))
+    with pytest.raises(engine.EngineError, match="--iters must be >= 1"):
+        run_units(units, engine.DryrunSettings(iters=0))

@@ -13,6 +13,8 @@ Every config is measured --runs times each way, the two alternating (which goes 
   what `plan --min-gain auto` reads as the estimate's error (engine.table_costs.gain_margin), in sample;
 - beyond alone: the median over probes of (probe - fixed - the sum of its tables alone less fixed) / probe ms, signed:
   how much more a rank costs than its tables alone;
+- held out: each probe priced by the fit on the file's other probes, the pressure alone and with a cost per table
+  beyond a rank's first (engine.table_costs.probe_fit), the median of |error| / probe ms;
 - table spread: the median over tables of the standard deviation over rounds of log(round ms);
 and, held out, the stored run's plans and measured rank times judged with the file (bench.targets --reprice, each
 config's kept file replaced by this one): naming the slowest rank, Spearman >= 0.9, the per-rank error.
@@ -59,9 +61,27 @@ def file_figures(cfg: engine.Config, data: dict) -> dict:
            if r["ms"] > 0]
     beyond = [r["beyond_alone_ms"] / r["ms"] for r in rows if r["ms"] > 0]
     spread = [float(np.std(np.log(t["reps_ms"]), ddof=1)) for t in data["tables"].values() if len(t["reps_ms"]) > 1]
+    held = {pieces: held_out_probes(cfg, data, pieces) for pieces in (False, True)}
     return {"probe_error": float(np.median(err)) if err else None,
+            "held_out_pressure": held[False], "held_out_pieces": held[True],
             "beyond_alone": float(np.median(beyond)) if beyond else None,
             "table_spread": float(np.median(spread)) if spread else None, "pressure_per_row": a, "piece_ms": b}
+
+
+def held_out_probes(cfg: engine.Config, data: dict, pieces: bool) -> Optional[float]:
+    """The median over probes of each one's error priced by a fit on the others (the pressure alone, or with the
+    pieces beyond a rank's first): |fitted - measured beyond alone| / probe ms; None under 2 probes."""
+    probes = data.get("probes", [])
+    if len(probes) < 2:
+        return None
+    err = []
+    for i in range(len(probes)):
+        rest = {**data, "probes": probes[:i] + probes[i + 1:]}
+        a, b, _ = engine.probe_fit(cfg, rest, pieces)
+        r = engine.probe_fit(cfg, {**data, "probes": [probes[i]]}).rows[0]
+        if r["ms"] > 0:
+            err.append(abs(a * r["past_own_rows"] + b * (r["tables"] - 1) - r["beyond_alone_ms"]) / r["ms"])
+    return float(np.median(err)) if err else None
 
 
 def held_out(stored: dict, files: dict[str, dict]) -> dict:
@@ -107,11 +127,14 @@ def report(rows: list[dict], held: dict, meta: dict) -> str:
              f"schedule per config, alternating, {TABLE_COST_REPS} rounds each. See the module's docstring for the "
              "columns." + (f" Judged again by `{meta['again'][0]}` at commit {meta['again'][1]}: the files as "
                            "measured, the fits and held-out figures this engine's." if meta.get("again") else ""), "",
-             "| schedule | files | probe error, median over configs (IQR) | beyond alone, median (IQR) | table spread "
-             "(log SD), median (IQR) |", "|---|---|---|---|---|"]
+             "| schedule | files | probe error, median over configs (IQR) | held out: the pressure alone | held out: "
+             "with pieces | beyond alone, median (IQR) | table spread (log SD), median (IQR) |",
+             "|---|---|---|---|---|---|---|"]
     for name in SCHEDULES:
         mine = [r for r in rows if r["schedule"] == name]
         lines.append(f"| {name} | {len(mine)} | {_pct([r['probe_error'] for r in mine])} | "
+                     f"{_pct([r.get('held_out_pressure') for r in mine])} | "
+                     f"{_pct([r.get('held_out_pieces') for r in mine])} | "
                      f"{_pct([r['beyond_alone'] for r in mine])} | {_pct([r['table_spread'] for r in mine])} |")
     lines += ["", "Held out: the stored run's plans and measured rank times, priced from each run's files "
               f"({meta['json']}; bench.targets --reprice):", "",

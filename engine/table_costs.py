@@ -64,6 +64,7 @@ COLLECTIVES_NOTE = (
     "sharding_types")
 MIN_PRESSURE_ROWS = 1000.0  # probes whose rows past their tables' own pressure sum to fewer say nothing of it
 MAX_REPS = 1000  # rounds a file may list per table
+MEASURED_SOURCE = "measure-tables: "  # the start of the source of a profile apply_table_costs made
 MIN_PIECE_PROBES = 4  # probe ranks a cost per table beyond a rank's first is fitted from (beside the pressure)
 MIN_MARGIN_PROBES = 3  # probe ranks --min-gain auto needs to read the estimate's error from
 MAX_AUTO_MARGIN = 0.5  # a margin of half the baseline's step would keep nearly every baseline: held there, and said
@@ -180,7 +181,7 @@ class ProbeFit(NamedTuple):
     rows: list[dict[str, Any]]  # per probe, its figures
 
 
-def probe_fit(cfg: Config, data: dict[str, Any]) -> ProbeFit:
+def probe_fit(cfg: Config, data: dict[str, Any], pieces: bool = True) -> ProbeFit:
     """The tables' cost to each other from the file's probe ranks (measure-tables: random ranks of the config's
     tables, each dry-run whole), fitted by non-negative least squares on
 
@@ -189,12 +190,15 @@ def probe_fit(cfg: Config, data: dict[str, Any]) -> ProbeFit:
 
     a: ms per touched row at full pressure (engine.workset.pressure; rows and bytes: what each table whole touches in
     a step, summed over the probe); b: ms per table a rank holds beyond its first. Ranks of several tables cost more
-    than their tables alone by more than their rows past the caches explain: 8 tables of 256 rows together, the
-    same ids and rows as one table of 2048, took 1.36x their sum alone and 1.37x the one table, timed in turns in one
-    dry-run (docs/estimator.md, "A table beyond a rank's first"); held out on the probes of 46 files (23 configs,
-    docs/benchmarks.md), b beside a cut the median error from 8.5% to 6.2%. a is 0 where the probes' rows past their
+    than their tables alone by more than their rows past the caches explain: one table split into n with the same
+    ids and rows a step, timed in turns in one dry-run, took 0.05-0.12 ms more per table beyond the first with
+    rowwise_adagrad, 0.03-0.24 with sgd, 0.02-1.44 with adam on the torch fallback (python -m bench.piece_count;
+    docs/estimator.md, "A table beyond a rank's first"); each probe priced by a fit on the file's others, b beside a
+    took the median error from 9.0% to 6.6% over 46 files of 23 configs (bench/results/table_costs_turns_pieces.md).
+    a is 0 where the probes' rows past their
     own pressure sum to under MIN_PRESSURE_ROWS (the ranks stay in their tables' caches), and b 0 under
-    MIN_PIECE_PROBES probes (two figures from fewer is a fit of the noise)."""
+    MIN_PIECE_PROBES probes (two figures from fewer is a fit of the noise) or with pieces False (the pressure alone,
+    as before the term: bench.table_costs_turns compares the two)."""
     fixed = float(data["fixed_ms"])
     own = {t.name: table_workset(t, cfg.constraint(t.name), cfg.topology) for t in cfg.tables}
     xs, ns, ys, rows = [], [], [], []
@@ -211,7 +215,7 @@ def probe_fit(cfg: Config, data: dict[str, Any]) -> ProbeFit:
                      "ms": float(probe["ms"])})
     x, n, y = np.array(xs), np.array(ns), np.array(ys)
     use_a = bool(len(x)) and float(x.sum()) >= MIN_PRESSURE_ROWS
-    use_b = len(y) >= MIN_PIECE_PROBES
+    use_b = pieces and len(y) >= MIN_PIECE_PROBES
     cols = [c for c, on in ((x, use_a), (n, use_b)) if on]
     if not cols:
         return ProbeFit(0.0, 0.0, rows)
@@ -408,7 +412,7 @@ def _with_fixed_step(topo: Topology, fixed: float, device_name: str | None) -> t
     said = f"fixed step {fixed:.3g} ms per rank, as measured"
     if prof is None:
         made = DeviceProfile(Device.CPU, BACKEND[Device.CPU], topo.num_hosts, None, step_ms=fixed,
-                             source=f"measure-tables: the fixed step of a rank's kernels on "
+                             source=f"{MEASURED_SOURCE}the fixed step of a rank's kernels on "
                                     f"{device_name or 'the CPU'}; no other fixed costs measured")
         return replace(topo, profile=made), said
     if not prof.applies(topo) or prof.step_ms > 0:
@@ -438,9 +442,9 @@ def _with_collectives(topo: Topology, data: dict[str, Any], device_name: str) ->
 def _with_pressure(cfg: Config, data: dict[str, Any], device_name: str) -> tuple[Topology, list[str]]:
     """The topology whose profile prices the tables' cost to each other as the file's probe ranks measured it
     (probe_fit): the pressure term, replacing any the profile had (it is the config's own, on the device measured),
-    and a table beyond a rank's first as the profile's piece_ms, with the fixed step less that, so a rank of one
-    piece still costs the fixed step measured (a profile with its own piece_ms, from python -m db calibrate, keeps
-    it; its step_ms is then its own too)."""
+    and, where the profile is the one measure-tables made (its fixed step), a table beyond a rank's first as its
+    piece_ms, with the fixed step less that, so a rank of one piece still costs the fixed step measured (a profile
+    of the user's, from python -m db calibrate, keeps its own fixed costs)."""
     topo, prof = cfg.topology, cfg.topology.profile
     probes = data.get("probes", [])
     if topo.compute_device is not Device.CPU:
@@ -464,9 +468,9 @@ def _with_pressure(cfg: Config, data: dict[str, Any], device_name: str) -> tuple
         notes.append(f"a table beyond a rank's first is not priced: {len(probes)} probe ranks, at least "
                      f"{MIN_PIECE_PROBES} fit it beside the pressure (each measure-tables round adds probe ranks: "
                      "raise --reps)")
-    elif prof.piece_ms > 0:
-        notes.append(f"the profile's own piece_ms kept ({prof.piece_ms:.3g} ms), not the {fit.piece_ms:.3g} ms per "
-                     "table beyond a rank's first the probe ranks measured")
+    elif not prof.source.startswith(MEASURED_SOURCE):
+        notes.append(f"the profile's own fixed costs kept (piece_ms {prof.piece_ms:.3g} ms), not the "
+                     f"{fit.piece_ms:.3g} ms per table beyond a rank's first the probe ranks measured")
     else:
         over = max(fit.piece_ms - prof.step_ms, 0.0)
         prof = replace(prof, piece_ms=fit.piece_ms, step_ms=max(prof.step_ms - fit.piece_ms, 0.0))

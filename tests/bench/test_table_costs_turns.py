@@ -36,7 +36,13 @@ def test_probes_that_cost_their_tables_alone_read_no_error_and_nothing_beyond(la
         p["ms"] = fixed + sum(data["tables"][n]["ms"] - fixed for n in p["tables"])
     got = bench.file_figures(cfg, data)
     assert got["beyond_alone"] == pytest.approx(0.0, abs=1e-12) and got["pressure_per_row"] == 0.0
-    assert got["probe_error"] == pytest.approx(0.0, abs=1e-12)
+    assert got["probe_error"] == pytest.approx(0.0, abs=1e-12) and got["piece_ms"] == 0.0
+    assert got["held_out_pressure"] == pytest.approx(0.0, abs=1e-12) == got["held_out_pieces"]
+    for p in data["probes"]:  # 0.2 ms for each table beyond a rank's first: the pieces price it, held out too
+        p["ms"] = fixed + sum(data["tables"][n]["ms"] - fixed for n in p["tables"]) + 0.2 * (len(p["tables"]) - 1)
+    got = bench.file_figures(cfg, data)
+    assert got["piece_ms"] == pytest.approx(0.2) and got["probe_error"] == pytest.approx(0.0, abs=1e-9)
+    assert got["held_out_pieces"] == pytest.approx(0.0, abs=1e-9) and got["held_out_pressure"] > 0.01
     for p in data["probes"]:  # each 20% of its ms beyond alone, which no pressure explains where there is none
         alone = sum(data["tables"][n]["ms"] - fixed for n in p["tables"]) + fixed
         p["ms"] = alone / 0.8

@@ -255,14 +255,16 @@ def test_a_table_beyond_a_ranks_first_is_fitted_beside_the_pressure_and_priced_p
     assert (priced_dear.topology.profile.piece_ms, priced_dear.topology.profile.step_ms) == (pytest.approx(0.08), 0.0)
     assert any(n.endswith("so a rank of one piece is priced 0.03 ms over its fixed step as measured, every rank "
                           "holding pieces alike)") for n in said)
-    # no pieces measured beyond the first: nothing priced, and a calibrated piece_ms is kept as it is
+    # no pieces measured beyond the first: nothing priced; a profile of the user's keeps its own fixed costs
     flat = {**costs, "probes": [{**p, "ms": _probe_ms(cfg, alone, fixed, p["tables"], a)} for p in probes]}
     assert engine.table_costs.probe_fit(cfg, flat).piece_ms == pytest.approx(0.0, abs=1e-9)
-    own = replace(cfg, topology=replace(cfg.topology, profile=engine.parse_profile(
-        {"device": "cpu", "backend": "gloo", "hosts": 1, "step_ms": 0.4, "piece_ms": 0.01}, "topology.profile")))
-    kept, said = apply_table_costs(own, costs, "costs.json")
-    assert (kept.topology.profile.piece_ms, kept.topology.profile.step_ms) == (0.01, 0.4)
-    assert any(n.startswith("the profile's own piece_ms kept (0.01 ms), not the 0.03 ms") for n in said)
+    for piece_ms in (0.01, 0.0):
+        own = replace(cfg, topology=replace(cfg.topology, profile=engine.parse_profile(
+            {"device": "cpu", "backend": "gloo", "hosts": 1, "step_ms": 0.4, "piece_ms": piece_ms})))
+        kept, said = apply_table_costs(own, costs, "costs.json")
+        assert (kept.topology.profile.piece_ms, kept.topology.profile.step_ms) == (piece_ms, 0.4)
+        assert any(n.startswith(f"the profile's own fixed costs kept (piece_ms {piece_ms:.3g} ms), not the 0.03 ms")
+                   for n in said)
 
 
 def _noisy_probes(cfg, alone, fixed, a, off):

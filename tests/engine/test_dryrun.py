@@ -5,6 +5,7 @@ synthetic batch makes them exact (pooling factor 1: one id per bag).
 """
 
 import argparse
+import itertools
 import json
 import re
 import subprocess
@@ -226,16 +227,22 @@ def _recorded_turns(monkeypatch):
     from engine.dryrun import measure
 
     turns, counts = [], []
-    turn, result = measure._Timed.turn, measure._Timed.result
+    init, turn, result = measure._Timed.__init__, measure._Timed.turn, measure._Timed.result
+    made = itertools.count()
+
+    def observed_init(self, *args, **kwargs):
+        self.serial = next(made)  # not id(self): a rank freed before the next is built may leave it its id
+        init(self, *args, **kwargs)
 
     def observed_turn(self, timed):
-        turns.append((id(self), timed))
+        turns.append((self.serial, timed))
         turn(self, timed)
 
     def observed_result(self):
         counts.append(len(self.times))
         return result(self)
 
+    monkeypatch.setattr(measure._Timed, "__init__", observed_init)
     monkeypatch.setattr(measure._Timed, "turn", observed_turn)
     monkeypatch.setattr(measure._Timed, "result", observed_result)
     return turns, counts

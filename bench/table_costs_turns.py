@@ -56,16 +56,16 @@ def settings(flags: list[str], seed: int, turns: bool) -> engine.DryrunSettings:
 
 def file_figures(cfg: engine.Config, data: dict) -> dict:
     """A measure-tables file's probe error, beyond-alone share and table spread (the module's docstring)."""
-    a, b, rows = engine.probe_fit(cfg, data)
-    err = [abs(a * r["past_own_rows"] + b * (r["tables"] - 1) - r["beyond_alone_ms"]) / r["ms"] for r in rows
-           if r["ms"] > 0]
-    beyond = [r["beyond_alone_ms"] / r["ms"] for r in rows if r["ms"] > 0]
+    fit = engine.probe_fit(cfg, data)
+    err = [fit.error(r) for r in fit.rows if r["ms"] > 0]
+    beyond = [r["beyond_alone_ms"] / r["ms"] for r in fit.rows if r["ms"] > 0]
     spread = [float(np.std(np.log(t["reps_ms"]), ddof=1)) for t in data["tables"].values() if len(t["reps_ms"]) > 1]
     held = {pieces: held_out_probes(cfg, data, pieces) for pieces in (False, True)}
     return {"probe_error": float(np.median(err)) if err else None,
             "held_out_pressure": held[False], "held_out_pieces": held[True],
             "beyond_alone": float(np.median(beyond)) if beyond else None,
-            "table_spread": float(np.median(spread)) if spread else None, "pressure_per_row": a, "piece_ms": b}
+            "table_spread": float(np.median(spread)) if spread else None, "pressure_per_row": fit.pressure_ms_per_row,
+            "piece_ms": fit.piece_ms}
 
 
 def held_out_probes(cfg: engine.Config, data: dict, pieces: bool) -> Optional[float]:
@@ -74,13 +74,9 @@ def held_out_probes(cfg: engine.Config, data: dict, pieces: bool) -> Optional[fl
     probes = data.get("probes", [])
     if len(probes) < 2:
         return None
-    err = []
-    for i in range(len(probes)):
-        rest = {**data, "probes": probes[:i] + probes[i + 1:]}
-        a, b, _ = engine.probe_fit(cfg, rest, pieces)
-        r = engine.probe_fit(cfg, {**data, "probes": [probes[i]]}).rows[0]
-        if r["ms"] > 0:
-            err.append(abs(a * r["past_own_rows"] + b * (r["tables"] - 1) - r["beyond_alone_ms"]) / r["ms"])
+    rows = engine.probe_fit(cfg, data).rows  # each probe's figures, whatever the fit
+    err = [engine.probe_fit(cfg, {**data, "probes": probes[:i] + probes[i + 1:]}, pieces).error(r)
+           for i, r in enumerate(rows) if r["ms"] > 0]
     return float(np.median(err)) if err else None
 
 

@@ -180,6 +180,11 @@ class ProbeFit(NamedTuple):
     piece_ms: float  # ms per table a rank holds beyond its first
     rows: list[dict[str, Any]]  # per probe, its figures
 
+    def error(self, row: dict[str, Any]) -> float:
+        """How far the fit prices a probe (one of rows, or of another fit's) from its measured time, over that time."""
+        priced = self.pressure_ms_per_row * row["past_own_rows"] + self.piece_ms * (row["tables"] - 1)
+        return abs(priced - row["beyond_alone_ms"]) / row["ms"]
+
 
 def probe_fit(cfg: Config, data: dict[str, Any], pieces: bool = True) -> ProbeFit:
     """The tables' cost to each other from the file's probe ranks (measure-tables: random ranks of the config's
@@ -239,9 +244,8 @@ def gain_margin(cfg: Config, data: dict[str, Any]) -> tuple[float, str]:
     Two plans' slowest ranks each off by that median error, independently, put their ratio off by sqrt(2) x it; so
     that is the margin, and a noisy device or a config the pressure fits badly asks for a larger gain. In sample (the
     pressure is fitted on the same probes), so if anything it is small. (margin, the note saying so.)"""
-    a, b, rows = probe_fit(cfg, data)
-    errors = [abs(a * r["past_own_rows"] + b * (r["tables"] - 1) - r["beyond_alone_ms"]) / r["ms"] for r in rows
-              if r["ms"] > 0]
+    fit = probe_fit(cfg, data)
+    errors = [fit.error(r) for r in fit.rows if r["ms"] > 0]
     if len(errors) < MIN_MARGIN_PROBES:
         raise EngineError(f"--min-gain auto reads the estimate's error from the probe ranks of --table-costs, and the "
                           f"file has {len(errors)} (at least {MIN_MARGIN_PROBES}); {MEASURE_AGAIN} (it deals the "

@@ -282,6 +282,7 @@ def test_min_gain_auto_is_sqrt_2_times_the_estimates_median_error_on_the_probe_r
     noisy = {**_costs(cfg, alone, fixed), "probes": _noisy_probes(cfg, alone, fixed, a, off)}
     fit, piece, rows = engine.table_costs.probe_fit(cfg, noisy)
     errs = [abs(fit * r["past_own_rows"] + piece * (r["tables"] - 1) - r["beyond_alone_ms"]) / r["ms"] for r in rows]
+    assert errs == pytest.approx([engine.table_costs.probe_fit(cfg, noisy).error(r) for r in rows])
     margin, note = gain_margin(cfg, noisy)
     assert margin == pytest.approx(np.sqrt(2) * np.median(errs)) and 0.05 < margin < 0.2
     assert note == (f"--min-gain auto: {margin:.1%}, sqrt(2) x the estimate's {np.median(errs):.1%} median error on "

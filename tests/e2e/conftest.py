@@ -333,7 +333,8 @@ def pages_shown(browser) -> str:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
-    """A Playwright wait that ran out becomes an AssertionError that says what the pages showed then."""
+    """A Playwright wait that ran out becomes an AssertionError that says what the pages showed then, and what the
+    test noted on the way out (add_note)."""
     try:
         return (yield)
     except Exception as e:
@@ -341,7 +342,8 @@ def pytest_runtest_call(item):
         if browser is None or type(e).__name__ != "TimeoutError" or "playwright" not in type(e).__module__:
             raise
         said = "\n".join(str(e).strip().splitlines()[:6]) or type(e).__name__  # the timeout and what it waited for
-        raise AssertionError(f"{said}\nThe pages showed:\n{pages_shown(browser)}") from e
+        notes = "".join(f"\n{n}" for n in getattr(e, "__notes__", ()))  # what the test added (e.g. a server's logs)
+        raise AssertionError(f"{said}\nThe pages showed:\n{pages_shown(browser)}{notes}") from e
 
 
 @pytest.fixture

@@ -122,6 +122,23 @@ class TeamProcess:
         lines = (self.dir / "logs" / "access.log").read_text().splitlines()
         return [m.groups() for m in map(pattern.search, lines) if m]
 
+    def diagnosis(self, tail: int = 40) -> str:
+        """For a failure: what nginx logged (requests of the session's paths: the websocket, uploads; its errors)
+        and the servers' own logs, the last lines of each: which server answered what, and with which status."""
+        logs = self.dir / "logs"
+        access = [line for line in _lines(logs / "access.log") if "/_stcore/stream" in line or "upload_file" in line]
+        parts = [("nginx access.log (websocket and upload requests)", access), ("nginx error.log", _lines(
+            logs / "error.log"))] + [(f"{p.name}", _lines(p)) for p in sorted(self.dir.glob("server-*.log"))]
+        return "\n".join(f"--- {name}, last {min(len(lines), tail)} of {len(lines)} lines\n" + "\n".join(lines[-tail:])
+                         for name, lines in parts)
+
+
+def _lines(path: Path) -> list[str]:
+    try:
+        return path.read_text(errors="replace").splitlines()
+    except OSError as e:
+        return [f"(not read: {type(e).__name__})"]
+
 
 @pytest.fixture
 def team(pg_admin_url, tmp_path):  # noqa: F811 - the fixture imported above
@@ -234,8 +251,9 @@ def test_two_servers_behind_nginx_share_plans_and_runs(team, browser, tmp_path):
         assert re.fullmatch(r"[0-9a-f]{32}", route_a)
         assert share_url.startswith(f"{proc.url}/?plan=")  # the proxy's address, not a server's
         run_id = _start_dry_run(a)
-    except Exception:
+    except Exception as e:
         a.screenshot(path=str(tmp_path / "failure_a.png"))
+        e.add_note(proc.diagnosis())
         raise
 
     (server_b,) = proc.servers - {server_a}
@@ -251,8 +269,9 @@ def test_two_servers_behind_nginx_share_plans_and_runs(team, browser, tmp_path):
         assert b_seen.servers() == {server_b} and set(b_seen.websocket) == {server_b}
         _see_shared_plan(b, f"http://{server_b}/?plan={share_url.split('?plan=', 1)[1]}")  # B itself, no proxy
         b.screenshot(path=str(tmp_path / "b_runs.png"))
-    except Exception:
+    except Exception as e:
         b.screenshot(path=str(tmp_path / "failure_b.png"))
+        e.add_note(proc.diagnosis())
         raise
     a.locator('[data-testid="stAlertContentSuccess"]').filter(has_text=f"Run {run_id} (").wait_for(
         timeout=scaled_ms(RUN_TIMEOUT_MS))  # A, which runs it, sees it end too

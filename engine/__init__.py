@@ -20,6 +20,7 @@ from engine.table_costs import column_width  # the half-width copy measure-table
 from engine.table_costs import column_ratio  # a half-width copy's compute over its table's, from a costs file
 from engine.table_costs import gain_margin  # --min-gain auto: the estimate's error on the probe ranks, x sqrt(2)
 from engine.table_costs import pressure_fit, probe_fit  # the tables' cost to each other, fitted on the probes
+from engine.table_costs import without_table_costs  # a config dict without the table costs applied to it
 from engine.workset import pressure as workset_pressure  # how far a working set is up the pressure ramp, 0 to 1
 from engine.report import summary, torchrec_format
 from engine.types import (
@@ -169,8 +170,8 @@ __all__ = [
     "ComputeKernel", "Config", "ConfigError", "Constraints", "DataType", "Device", "EngineError", "MemoryParts",
     "Optimizer", "Perf", "Plan", "PlannerSettings", "PlanningError", "PoolingType", "RankStats", "Shard",
     "ShardingType", "TableConfig", "TablePlan", "Topology", "complete_topology", "config_to_dict", "evaluate",
-    "apply_table_costs", "gain_margin", "PRESSURE_TERM", "pressure_pieces", "workset_pressure", "column_width",
-    "column_share", "column_ratio",
+    "apply_table_costs", "without_table_costs", "gain_margin", "PRESSURE_TERM", "pressure_pieces", "workset_pressure",
+    "column_width", "column_share", "column_ratio",
     "prices_pressure", "keep_baseline", "load_config",
     "load_plan", "parse_config", "parse_plan", "plan",
     "plan_to_dict", "read_plan_file", "read_rank_stats", "summary", "torchrec_format",

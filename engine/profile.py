@@ -17,8 +17,10 @@ from engine.types import Config, Device, DeviceProfile, ShardingType, TablePlan,
 
 BACKEND = {Device.CPU: "gloo", Device.CUDA: "nccl"}  # the backend validation runs use on each device
 PROFILE_FIELDS = ("device", "backend", "hosts", "cores_per_host", "step_ms", "collective_ms", "launch_ms",
-                  "piece_ms", "source", "device_name", *PROFILE_TERM_NAMES)
+                  "piece_ms", "source", "device_name", *PROFILE_TERM_NAMES, "set_by_table_costs")
 FIXED_COSTS = ("step_ms", "collective_ms", "launch_ms", "piece_ms")
+TABLE_COSTS_SET = "set_by_table_costs"  # the fixed costs measure-tables set in a user's profile (DeviceProfile)
+TABLE_COSTS_FIXED = ("step_ms", "collective_ms")  # those it may set there
 MAX_FIXED_MS = 1e6
 MIN_CORES = 0.25
 MAX_SOURCE_CHARS = 500
@@ -140,11 +142,26 @@ def parse_profile(raw: Any, path: str = "topology.profile", topo: Topology | Non
                   if f.name in raw)
     if terms and device is not Device.CPU:
         raise ConfigError(f"{path}.{terms[0][0]}", "is a CPU cost term; a cuda profile has none")
+    fixed = {k: _number(raw.get(k, 0.0), f"{path}.{k}", 0.0, MAX_FIXED_MS) for k in FIXED_COSTS}
     return DeviceProfile(
         device=device, backend=raw["backend"], hosts=_count(raw["hosts"], f"{path}.hosts", 16_384),
         cores_per_host=None if cores is None else _number(cores, f"{path}.cores_per_host", MIN_CORES, 1e6),
-        **{k: _number(raw.get(k, 0.0), f"{path}.{k}", 0.0, MAX_FIXED_MS) for k in FIXED_COSTS}, source=source,
-        terms=tuple(sorted(terms)), device_name=name)
+        **fixed, source=source, terms=tuple(sorted(terms)), device_name=name,
+        set_by_table_costs=_table_costs_set(raw.get(TABLE_COSTS_SET, []), f"{path}.{TABLE_COSTS_SET}", fixed))
+
+
+def _table_costs_set(raw: Any, path: str, fixed: dict[str, float]) -> tuple[str, ...]:
+    """The fixed costs a profile says measure-tables set in it: distinct names of TABLE_COSTS_FIXED, each priced."""
+    if not isinstance(raw, list) or not all(isinstance(k, str) for k in raw) or len(set(raw)) != len(raw):
+        raise ConfigError(path, f"must be a list of distinct names from: {', '.join(TABLE_COSTS_FIXED)} (the fixed "
+                          "costs measure-tables set in this profile)")
+    for k in raw:
+        if k not in TABLE_COSTS_FIXED:
+            raise ConfigError(path, f"{k[:50]!r} is not a fixed cost measure-tables sets; known: "
+                              f"{', '.join(TABLE_COSTS_FIXED)}")
+        if not fixed[k] > 0:
+            raise ConfigError(path, f"names {k} but the profile's {k} is 0: remove {k!r} from the list")
+    return tuple(sorted(raw))
 
 
 # ---- what a plan's ranks do in one step ----------------------------------------------------------
@@ -281,6 +298,7 @@ def piece_perf(prof: DeviceProfile) -> np.ndarray:
     return row
 
 
-__all__ = ["BACKEND", "DeviceProfile", "FIXED_COSTS", "PROFILE_FIELDS", "StepCounts", "active", "fixed_perf", "notes",
+__all__ = ["BACKEND", "DeviceProfile", "FIXED_COSTS", "PROFILE_FIELDS", "TABLE_COSTS_FIXED", "TABLE_COSTS_SET",
+           "StepCounts", "active", "fixed_perf", "notes",
            "parse_profile", "piece_perf", "host_floor", "plan_counts", "published_cuda", "step_counts",
            "step_perf", "type_rounds", "counts_of", "with_fixed"]

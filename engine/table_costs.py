@@ -43,7 +43,8 @@ from engine.errors import ConfigError, EngineError, one_line
 from engine.estimate import perf_parts, piece_workset, pieces_of, table_load, table_workset
 from engine.evaluate import evaluate, shard_arrays
 from engine.fitting import nnls
-from engine.profile import BACKEND, MAX_FIXED_MS, PRESSURE_TERM
+from engine.config import PROFILE_FIELD
+from engine.profile import BACKEND, MAX_FIXED_MS, PRESSURE_TERM, TABLE_COSTS_FIXED, TABLE_COSTS_SET
 from engine.workset import pressure
 from engine.types import (ComputeKernel, Config, Constraints, Device, DeviceProfile, Shard, ShardingType, TableConfig,
                           TablePlan, Topology)
@@ -65,6 +66,7 @@ COLLECTIVES_NOTE = (
 MIN_PRESSURE_ROWS = 1000.0  # probes whose rows past their tables' own pressure sum to fewer say nothing of it
 MAX_REPS = 1000  # rounds a file may list per table
 MEASURED_SOURCE = "measure-tables: "  # the start of the source of a profile apply_table_costs made
+MEASURED_FIELDS = ("compute_scale", "column_exponent")  # the constraints apply_table_costs sets, per table
 MIN_PIECE_PROBES = 4  # probe ranks a cost per table beyond a rank's first is fitted from (beside the pressure)
 MIN_MARGIN_PROBES = 3  # probe ranks --min-gain auto needs to read the estimate's error from
 MAX_AUTO_MARGIN = 0.5  # a margin of half the baseline's step would keep nearly every baseline: held there, and said
@@ -332,6 +334,7 @@ def apply_table_costs(cfg: Config, data: Any, source: str = "the table costs") -
     carries: what was applied, from which device, and the scales' range. ConfigError/EngineError (one line) for a
     file of another topology or tables."""
     data = read_costs(data, source)
+    cfg = without_costs(cfg)  # a measurement replaces an earlier one whole
     want, got = topology_record(cfg), data["topology"]
     for key, value in want.items():
         if got.get(key) != value:
@@ -401,6 +404,44 @@ def apply_table_costs(cfg: Config, data: Any, source: str = "the table costs") -
     return replace(cfg, constraints=constraints, topology=topo), notes
 
 
+def without_costs(cfg: Config) -> Config:
+    """cfg as before any table costs were applied: no table's compute_scale or column_exponent, no profile where
+    measure-tables made it, and in a profile of the user's no pressure term and none of the fixed costs
+    measure-tables set in it (set_by_table_costs); the user's own figures stay."""
+    constraints = {n: replace(c, compute_scale=None, column_exponent=None) for n, c in cfg.constraints.items()}
+    prof = cfg.topology.profile
+    if prof is not None:
+        if prof.source.startswith(MEASURED_SOURCE):
+            prof = None
+        else:
+            prof = replace(prof, **{k: 0.0 for k in prof.set_by_table_costs}, set_by_table_costs=(),
+                           terms=tuple((k, v) for k, v in prof.terms if k != PRESSURE_TERM))
+    return replace(cfg, constraints=constraints, topology=replace(cfg.topology, profile=prof))
+
+
+def without_table_costs(config: dict) -> dict:
+    """A config dict (parsed or not) without the table costs applied to it, as without_costs does to a Config: for
+    the dashboard's "stop using the measured costs", on the workspace's dict as it stands."""
+    out = dict(config)
+    constraints = config.get("constraints")
+    if isinstance(constraints, dict):
+        out["constraints"] = {name: {k: v for k, v in c.items() if k not in MEASURED_FIELDS}
+                              if isinstance(c, dict) else c for name, c in constraints.items()}
+    topo = config.get("topology")
+    prof = topo.get(PROFILE_FIELD) if isinstance(topo, dict) else None
+    if isinstance(prof, dict):
+        topo = dict(topo)
+        if str(prof.get("source", "")).startswith(MEASURED_SOURCE):
+            topo.pop(PROFILE_FIELD)
+        else:
+            set_by = prof.get(TABLE_COSTS_SET)
+            names = [k for k in set_by if k in TABLE_COSTS_FIXED] if isinstance(set_by, list) else []
+            topo[PROFILE_FIELD] = {**{k: v for k, v in prof.items() if k not in (PRESSURE_TERM, TABLE_COSTS_SET)},
+                                   **{k: 0.0 for k in names}}
+        out["topology"] = topo
+    return out
+
+
 def _said(value: Any) -> str:
     """A name the file gives (its device, its backend), as one short line of text: data, never layout."""
     return one_line(value)[:MAX_SAID] if isinstance(value, str) else ""
@@ -421,7 +462,15 @@ def _with_fixed_step(topo: Topology, fixed: float, device_name: str | None) -> t
         return replace(topo, profile=made), said
     if not prof.applies(topo) or prof.step_ms > 0:
         return topo, f"the profile's own fixed step kept ({prof.step_ms:.3g} ms), not the measured {fixed:.3g} ms"
-    return replace(topo, profile=replace(prof, step_ms=fixed)), said
+    return replace(topo, profile=_set_fixed(prof, step_ms=fixed)), said
+
+
+def _set_fixed(prof: DeviceProfile, **fixed: float) -> DeviceProfile:
+    """A profile with fixed costs as measured; in a profile of the user's, named in set_by_table_costs, so that
+    stopping the measured costs (dashboard) takes them out again and a later measurement replaces them."""
+    if prof.source.startswith(MEASURED_SOURCE):
+        return replace(prof, **fixed)
+    return replace(prof, **fixed, set_by_table_costs=tuple(sorted({*prof.set_by_table_costs, *fixed})))
 
 
 def _with_collectives(topo: Topology, data: dict[str, Any], device_name: str) -> tuple[Topology, str]:
@@ -440,7 +489,7 @@ def _with_collectives(topo: Topology, data: dict[str, Any], device_name: str) ->
     said = (f"collectives priced at {ms:.3g} ms a round, as measure-tables timed gloo all-to-alls among "
             f"{topo.world_size} processes on {device_name or 'the device'}: each sharding type a plan uses adds its "
             "rounds to every rank's step")
-    return replace(topo, profile=replace(prof, collective_ms=ms)), said
+    return replace(topo, profile=_set_fixed(prof, collective_ms=ms)), said
 
 
 def _with_pressure(cfg: Config, data: dict[str, Any], device_name: str) -> tuple[Topology, list[str]]:
@@ -486,6 +535,6 @@ def _with_pressure(cfg: Config, data: dict[str, Any], device_name: str) -> tuple
 
 
 __all__ = ["COLLECTIVES_NOTE", "FORMAT", "VERSION", "alone", "alone_estimate", "apply_table_costs", "fixed_alone",
-           "gain_margin", "pressure_fit", "probe_fit", "ProbeFit",
+           "gain_margin", "pressure_fit", "probe_fit", "ProbeFit", "without_costs", "without_table_costs",
            "probe_groups", "rank_pieces", "read_costs", "table_record", "together",
            "topology_record"]

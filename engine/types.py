@@ -197,6 +197,9 @@ class DeviceProfile:
     # the device they were fitted on (python -m db calibrate --terms); () and None: the defaults
     terms: tuple[tuple[str, float], ...] = ()
     device_name: str | None = None
+    # the fixed costs (step_ms, collective_ms) measure-tables set in a profile of the user's that priced none: the
+    # figures a plan stops using with the measured costs (dashboard), and a later measurement replaces
+    set_by_table_costs: tuple[str, ...] = ()
 
     @property
     def published(self) -> bool:
@@ -214,7 +217,8 @@ class DeviceProfile:
         return {"device": self.device.value, "backend": self.backend, "hosts": self.hosts,
                 "cores_per_host": self.cores_per_host, "step_ms": self.step_ms, "collective_ms": self.collective_ms,
                 "launch_ms": self.launch_ms, "piece_ms": self.piece_ms, "source": self.source,
-                **({"device_name": self.device_name} if self.device_name is not None else {}), **dict(self.terms)}
+                **({"device_name": self.device_name} if self.device_name is not None else {}), **dict(self.terms),
+                **({"set_by_table_costs": list(self.set_by_table_costs)} if self.set_by_table_costs else {})}
 
 
 @dataclass(frozen=True)

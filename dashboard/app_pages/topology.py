@@ -336,7 +336,7 @@ def table_costs_section(config: dict) -> None:
                    "alone\").", icon=":material/speed:")
         if st.button("Stop using the measured costs", key="topology_costs_off", icon=":material/undo:",
                      help="every table back to the estimate's compute; a profile you calibrated keeps its figures"):
-            state.set_config(tcosts.without(config), edit="stop using measured table costs")
+            state.set_config(engine.without_table_costs(config), edit="stop using measured table costs")
             state.flash("Measured table costs no longer in use: every table is priced by the estimate.")
             st.rerun()
     measure_here(config)
@@ -364,7 +364,7 @@ def start_measure(config: dict, reps: int) -> jobs.Job:
     """`python -m engine measure-tables` of the config (without the costs in use) on this server's CPU, in another
     process once a slot of the server's heavy jobs (jobs.HEAVY) is free; it writes costs.json in its folder."""
     workdir = Path(tempfile.mkdtemp(prefix="planner-measure-"))
-    engine.write_json_file(workdir / "config.json", tcosts.without(config), indent=None)
+    engine.write_json_file(workdir / "config.json", engine.without_table_costs(config), indent=None)
     return services.heavy_job(tcosts.measure_args(workdir / "config.json", workdir / "costs.json", reps), workdir,
                               "measure-tables")
 
@@ -450,7 +450,7 @@ def measure_here(config: dict) -> None:
                      disabled=running or n == 0,
                      help=f"{runs:,} dry-runs of the tables on this server's CPU, in the background"):
             try:
-                engine.parse_config(tcosts.without(config))
+                engine.parse_config(engine.without_table_costs(config))
             except engine.ConfigError as e:
                 st.error(f"The config has a problem: {md(e)}. Fix it on Tables & constraints or Topology.",
                          icon=":material/error:")

@@ -1,8 +1,8 @@
 """Tables measured alone, in the workspace (pure): a `python -m engine measure-tables` file applied to the config
 as `python -m engine plan --table-costs` applies it (engine.apply_table_costs: each table's compute_scale, the
-measured fixed step and the probes' pressure in the CPU profile), and taken off again. The file is data: it is
-read as JSON only, its scales and pressure are recomputed from its measured times against the config (never taken
-from it), and anything wrong with it is one line naming the field and the fix.
+measured fixed step and the probes' pressure in the CPU profile), and taken off again (engine.without_table_costs).
+The file is data: it is read as JSON only, its scales and pressure are recomputed from its measured times against
+the config (never taken from it), and anything wrong with it is one line naming the field and the fix.
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ from pathlib import Path
 import engine
 
 MAX_BYTES = 16 * 2**20  # a costs file of 100,000 tables is about 40 MiB; here, configs up to tens of thousands
-MEASURED_FIELDS = ("compute_scale", "column_exponent")  # per table, what apply_table_costs sets
-MEASURED_PROFILE = "measure-tables: "  # the source of a profile apply_table_costs made (engine.table_costs)
 COMMAND = "python -m engine measure-tables CONFIG.json --out COSTS.json"
 REPS = (1, 9)  # the rounds a measurement from the page may take (measure-tables' --reps)
 PROGRESS_LINE = re.compile(r"^\[(\d+)/(\d+)\] ")  # measure-tables --progress: "[round/rounds] ..."
@@ -42,7 +40,7 @@ def apply(config: dict, data: bytes, name: str) -> Applied:
         why = engine.one_line(str(e))[:120]
         return Applied(None, problem=f"{label} is not JSON ({why}): upload the file {COMMAND} wrote")
     try:
-        cfg = engine.parse_config(without(config))
+        cfg = engine.parse_config(engine.without_table_costs(config))
         priced, notes = engine.apply_table_costs(cfg, raw, label)
     except (engine.ConfigError, engine.EngineError) as e:
         return Applied(None, problem=engine.one_line(str(e))[:400])
@@ -53,24 +51,6 @@ def in_use(config: dict) -> int:
     """How many tables of the config carry a measured compute_scale."""
     return sum(1 for c in (config.get("constraints") or {}).values()
                if isinstance(c, dict) and c.get("compute_scale") is not None)
-
-
-def without(config: dict) -> dict:
-    """The config with no measured costs: no table's compute_scale or column_exponent, no probed pressure in the
-    profile, and no profile where measure-tables made it (its fixed step); a profile of the user's keeps its own
-    figures."""
-    out = dict(config)
-    out["constraints"] = {name: {k: v for k, v in c.items() if k not in MEASURED_FIELDS} if isinstance(c, dict) else c
-                          for name, c in (config.get("constraints") or {}).items()}
-    topo = dict(config.get("topology") or {})
-    prof = topo.get(engine.PROFILE_FIELD)
-    if isinstance(prof, dict):
-        if str(prof.get("source", "")).startswith(MEASURED_PROFILE):
-            topo.pop(engine.PROFILE_FIELD)
-        else:
-            topo[engine.PROFILE_FIELD] = {k: v for k, v in prof.items() if k != engine.PRESSURE_TERM}
-    out["topology"] = topo
-    return out
 
 
 def measure_args(config_path: Path, out_path: Path, reps: int) -> list[str]:
@@ -95,7 +75,7 @@ def column_copies(config: dict) -> int:
     """How many of the config's tables measure-tables also dry-runs at half width (engine.column_width): 0 for a
     config that does not parse (the page says what is wrong when it is run)."""
     try:
-        cfg = engine.parse_config(without(config))
+        cfg = engine.parse_config(engine.without_table_costs(config))
     except engine.ConfigError:
         return 0
     return sum(1 for t in cfg.tables if engine.column_width(t, cfg.constraint(t.name)) is not None)
@@ -113,4 +93,4 @@ def progress(stderr: str) -> tuple[int, str]:
 
 
 __all__ = ["Applied", "COMMAND", "MAX_BYTES", "REPS", "apply", "column_copies", "dry_runs", "in_use", "measure_args",
-           "progress", "without"]
+           "progress"]

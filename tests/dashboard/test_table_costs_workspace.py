@@ -46,7 +46,7 @@ def test_a_file_is_applied_as_the_cli_applies_it_and_taken_off_again():
     prof = got.config["topology"]["profile"]
     assert prof["step_ms"] == 0.05 and prof["cpu_pressure_row_work"] > 0 and prof["source"].startswith("measure-tables")
     assert any("pressure on each other as 2 probe ranks" in n for n in got.notes)
-    off = tcosts.without(got.config)
+    off = engine.without_table_costs(got.config)
     assert tcosts.in_use(off) == 0 and "profile" not in off["topology"]  # measure-tables made that profile
     assert engine.parse_config(off) == engine.parse_config(raw)
     # a second file replaces the first: its own fixed step, not "the profile's own kept"
@@ -75,8 +75,30 @@ def test_a_calibrated_profile_keeps_its_figures_when_the_costs_come_off():
     got = tcosts.apply(raw, _file(raw), "c.json")
     prof = got.config["topology"]["profile"]
     assert prof["step_ms"] == 0.3 and prof["cpu_id_work"] == 123.0 and prof["cpu_pressure_row_work"] > 0
-    off = tcosts.without(got.config)["topology"]["profile"]
+    off = engine.without_table_costs(got.config)["topology"]["profile"]
     assert off["step_ms"] == 0.3 and off["cpu_id_work"] == 123.0 and "cpu_pressure_row_work" not in off
+
+
+def test_a_fixed_step_set_in_a_profile_of_the_users_comes_off_with_the_costs_and_a_new_file_replaces_it():
+    raw = _config()  # a profile of CPU terms only (db calibrate --terms): no fixed step of its own
+    raw["topology"]["profile"] = {"device": "cpu", "backend": "gloo", "hosts": 1, "cpu_id_work": 123.0,
+                                  "source": "CPU terms only: no fixed costs measured"}
+    two_ranks = {"world_size": 2, "round_ms": 0.4}
+    got = tcosts.apply(raw, _file(raw, collectives=two_ranks), "c.json")
+    prof = got.config["topology"]["profile"]
+    assert (prof["step_ms"], prof["collective_ms"], prof["cpu_id_work"]) == (0.05, 0.4, 123.0)
+    assert prof["set_by_table_costs"] == ["collective_ms", "step_ms"]
+    assert not any("own fixed step kept" in n for n in got.notes)
+    off = engine.without_table_costs(got.config)
+    assert engine.parse_config(off) == engine.parse_config(raw)  # the user's profile as it was: no step, no round
+    assert off["topology"]["profile"]["step_ms"] == 0.0 and "set_by_table_costs" not in off["topology"]["profile"]
+    # a second file replaces the first's figures, in the dashboard and in plan --table-costs on the priced config
+    again = tcosts.apply(got.config, _file(raw, fixed_ms=0.08), "second.json")
+    cli, notes = engine.apply_table_costs(engine.parse_config(got.config), json.loads(_file(raw, fixed_ms=0.08)))
+    assert again.config == engine.config_to_dict(cli)
+    prof = again.config["topology"]["profile"]
+    assert prof["step_ms"] == 0.08 and prof["collective_ms"] == 0.0 and prof["set_by_table_costs"] == ["step_ms"]
+    assert any("fixed step 0.08 ms per rank, as measured" in n for n in notes)
 
 
 @pytest.mark.parametrize("data, why", [

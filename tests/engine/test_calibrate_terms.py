@@ -178,6 +178,9 @@ def test_applying_scales_to_the_config_bandwidth_and_refuses_another_device(synt
     ({"cpu_id_work": "x"}, r"topology.profile.cpu_id_work: must be a number"),
     ({"device_name": ""}, r"topology.profile.device_name: must be one line of text"),
     ({"cpu_id_wrk": 1.0}, r"topology.profile.cpu_id_wrk: unknown field"),
+    ({"set_by_table_costs": "step_ms"}, r"topology.profile.set_by_table_costs: must be a list of distinct names"),
+    ({"set_by_table_costs": ["launch_ms"], "launch_ms": 1.0}, r"'launch_ms' is not a fixed cost measure-tables sets"),
+    ({"set_by_table_costs": ["step_ms"]}, r"set_by_table_costs: names step_ms but the profile's step_ms is 0"),
 ])
 def test_bad_profile_terms_name_the_field(extra, match):
     raw = config("sgd", [32], [1000], [1])

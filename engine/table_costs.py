@@ -65,6 +65,9 @@ COLLECTIVES_NOTE = (
     "sharding_types")
 MIN_PRESSURE_ROWS = 1000.0  # probes whose rows past their tables' own pressure sum to fewer say nothing of it
 MAX_REPS = 1000  # rounds a file may list per table
+MAX_MS = 1e6  # a measured time in a costs file is under this (a step of over 16 minutes is no measurement)
+UNDER_MAX_MS = f"under {MAX_MS:,.0f}"
+ABOVE_0_MS = f"above 0 and {UNDER_MAX_MS}"
 MEASURED_SOURCE = "measure-tables: "  # the start of the source of a profile apply_table_costs made
 MEASURED_FIELDS = ("compute_scale", "column_exponent")  # the constraints apply_table_costs sets, per table
 MIN_PIECE_PROBES = 4  # probe ranks a cost per table beyond a rank's first is fitted from (beside the pressure)
@@ -279,6 +282,12 @@ def rank_pieces(cfg: Config, tables: dict[str, TablePlan]) -> list[list[tuple[st
     return out
 
 
+def _is_ms(value: Any, zero: bool = False) -> bool:
+    """A measured time a costs file may hold: a number above 0 (or 0, where `zero`) and under MAX_MS."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and (0 <= value if zero else 0 < value) and value < MAX_MS)
+
+
 def read_costs(data: Any, source: str) -> dict[str, Any]:
     """The file's content checked for shape: EngineError naming the file and what is wrong otherwise."""
     def bad(what: str) -> EngineError:
@@ -292,40 +301,36 @@ def read_costs(data: Any, source: str) -> dict[str, Any]:
     if not isinstance(data.get("topology"), dict) or not isinstance(data.get("tables"), dict):
         raise bad('no "topology" or "tables" object')
     fixed = data.get("fixed_ms")
-    if not isinstance(fixed, (int, float)) or isinstance(fixed, bool) or not 0 <= fixed < 1e6:
-        raise bad(f'"fixed_ms" {fixed!r} is not a time in ms')
+    if not _is_ms(fixed, zero=True):
+        raise bad(f'"fixed_ms" {fixed!r} is not a time in ms (0 or more, {UNDER_MAX_MS})')
     for name, rec in data["tables"].items():
-        ms = rec.get("ms") if isinstance(rec, dict) else None
-        if not isinstance(ms, (int, float)) or isinstance(ms, bool) or not 0 < ms < 1e6:
-            raise bad(f'table {name!r} has no measured "ms" above 0')
+        if not isinstance(rec, dict) or not _is_ms(rec.get("ms")):
+            raise bad(f'table {name!r} has no measured "ms" ({ABOVE_0_MS})')
         col = rec.get("column")  # absent: no half-width copy measured (a narrow table, or a file from before)
         if col is not None:
             dim = col.get("dim") if isinstance(col, dict) else None
-            cms = col.get("ms") if isinstance(col, dict) else None
             if (not isinstance(dim, int) or isinstance(dim, bool) or not 0 < dim < L.MAX_EMBEDDING_DIM
-                    or not isinstance(cms, (int, float)) or isinstance(cms, bool) or not 0 < cms < 1e6):
-                raise bad(f'table {name!r} has a "column" record without a "dim" and a measured "ms" above 0')
+                    or not _is_ms(col.get("ms"))):
+                raise bad(f'table {name!r} has a "column" record without a "dim" and a measured "ms" ({ABOVE_0_MS})')
         for what, where in (("", rec), ('"column" ', col or {})):
             reps = where.get("reps_ms")  # absent in hand-made files: the medians are used
-            if reps is not None and (not isinstance(reps, list) or not 0 < len(reps) <= MAX_REPS or not all(
-                    isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 1e6 for v in reps)):
-                raise bad(f'table {name!r} has {what}"reps_ms" that is not a list of 1-{MAX_REPS} times above 0')
+            if reps is not None and (not isinstance(reps, list) or not 0 < len(reps) <= MAX_REPS
+                                     or not all(map(_is_ms, reps))):
+                raise bad(f'table {name!r} has {what}"reps_ms" that is not a list of 1-{MAX_REPS} times '
+                          f"({ABOVE_0_MS})")
     coll = data.get("collectives")  # absent in files from before it, or measured off CPU
-    if coll is not None:
-        ms = coll.get("round_ms") if isinstance(coll, dict) else None
-        if not isinstance(ms, (int, float)) or isinstance(ms, bool) or not 0 <= ms < 1e6:
-            raise bad('"collectives" has no "round_ms" in ms')
+    if coll is not None and not (isinstance(coll, dict) and _is_ms(coll.get("round_ms"), zero=True)):
+        raise bad(f'"collectives" has no "round_ms" in ms (0 or more, {UNDER_MAX_MS})')
     probes = data.get("probes", [])  # absent in files from before the probes: the pressure is not priced
     if not isinstance(probes, list) or len(probes) > L.MAX_TABLES:
         raise bad('"probes" is not a list of probe ranks')
     for i, probe in enumerate(probes):
         names = probe.get("tables") if isinstance(probe, dict) else None
-        ms = probe.get("ms") if isinstance(probe, dict) else None
         if (not isinstance(names, list) or len(names) < 2 or len(set(map(str, names))) != len(names)
                 or not all(isinstance(n, str) and n in data["tables"] for n in names)):
             raise bad(f"probe {i} does not list two or more distinct tables the file measured")
-        if not isinstance(ms, (int, float)) or isinstance(ms, bool) or not 0 < ms < 1e6:
-            raise bad(f'probe {i} has no measured "ms" above 0')
+        if not _is_ms(probe.get("ms")):
+            raise bad(f'probe {i} has no measured "ms" ({ABOVE_0_MS})')
     return data
 
 

@@ -382,8 +382,9 @@ def test_a_file_without_probe_ranks_leaves_the_pressure_unpriced_and_says_so():
     ([{"tables": ["t0"], "ms": 1.0}], "probe 0 does not list two or more distinct tables"),
     ([{"tables": ["t0", "t0"], "ms": 1.0}], "probe 0 does not list two or more distinct tables"),
     ([{"tables": ["t0", "t1"], "ms": 1.0}, {"tables": ["t0", "nope"], "ms": 1.0}], "probe 1 does not list"),
-    ([{"tables": ["t0", "t1"], "ms": -1}], 'probe 0 has no measured "ms" above 0'),
-    ([{"tables": ["t0", "t1"], "ms": True}], 'probe 0 has no measured "ms" above 0'),
+    ([{"tables": ["t0", "t1"], "ms": -1}], 'probe 0 has no measured "ms" (above 0 and under 1,000,000)'),
+    ([{"tables": ["t0", "t1"], "ms": True}], 'probe 0 has no measured "ms" (above 0 and under 1,000,000)'),
+    ([{"tables": ["t0", "t1"], "ms": 1e7}], 'probe 0 has no measured "ms" (above 0 and under 1,000,000)'),
     (["t0"], "probe 0 does not list"),
 ])
 def test_a_bad_probe_is_refused_naming_it(probes, why):

@@ -241,6 +241,19 @@ def pressure_fit(cfg: Config, data: dict[str, Any]) -> tuple[float, list[dict[st
     return fit.pressure_ms_per_row, fit.rows
 
 
+def _prices_pieces(cfg: Config) -> bool:
+    """Whether applying a costs file to cfg prices a table beyond a rank's first (the probes' b): where the profile
+    is the one measure-tables makes, not a profile of the user's, which keeps its own fixed costs."""
+    return without_costs(cfg).topology.profile is None
+
+
+def priced_fit(cfg: Config, data: dict[str, Any]) -> ProbeFit:
+    """The probe fit a plan of cfg is priced with once the file is applied: the pressure and b where measure-tables
+    makes the profile, the pressure alone where a profile of the user's keeps its own fixed costs (its a then
+    fitted without a b the plan would not price)."""
+    return probe_fit(cfg, data, pieces=_prices_pieces(cfg))
+
+
 def gain_margin(cfg: Config, data: dict[str, Any]) -> tuple[float, str]:
     """`plan --baseline --min-gain auto --table-costs COSTS.json`: the gain by which ours must beat the baseline, read
     from the file. Each probe rank is a table-wise rank of this config, measured whole on the device: the estimate
@@ -249,7 +262,7 @@ def gain_margin(cfg: Config, data: dict[str, Any]) -> tuple[float, str]:
     Two plans' slowest ranks each off by that median error, independently, put their ratio off by sqrt(2) x it; so
     that is the margin, and a noisy device or a config the pressure fits badly asks for a larger gain. In sample (the
     pressure is fitted on the same probes), so if anything it is small. (margin, the note saying so.)"""
-    fit = probe_fit(cfg, data)
+    fit = priced_fit(cfg, data)
     errors = [fit.error(r) for r in fit.rows if r["ms"] > 0]
     if len(errors) < MIN_MARGIN_PROBES:
         raise EngineError(f"--min-gain auto reads the estimate's error from the probe ranks of --table-costs, and the "
@@ -258,7 +271,9 @@ def gain_margin(cfg: Config, data: dict[str, Any]) -> tuple[float, str]:
     med = float(np.median(errors))
     margin = min(float(np.sqrt(2.0)) * med, MAX_AUTO_MARGIN)
     return margin, (f"--min-gain auto: {margin:.1%}, sqrt(2) x the estimate's {med:.1%} median error on the "
-                    f"{len(errors)} probe ranks measured with the table costs (in sample)"
+                    f"{len(errors)} probe ranks measured with the table costs (in sample"
+                    + ("" if _prices_pieces(cfg) else
+                       "; the pressure alone: the profile keeps its own fixed costs") + ")"
                     + (f", held to {MAX_AUTO_MARGIN:.0%}" if margin < float(np.sqrt(2.0)) * med else ""))
 
 
@@ -513,7 +528,7 @@ def _with_pressure(cfg: Config, data: dict[str, Any], device_name: str) -> tuple
     if not probes:
         return topo, ["the tables' pressure on each other is not priced: the file has no probe ranks (measured "
                       f"before they were added; {MEASURE_AGAIN})"]
-    fit = probe_fit(cfg, data)
+    fit = probe_fit(cfg, data, pieces=prof.source.startswith(MEASURED_SOURCE))  # as priced_fit: the user's own keeps
     work = float(min(fit.pressure_ms_per_row * topo.ddr_mem_bw, L.MAX_TERM_WORK))
     terms = tuple(sorted({**dict(prof.terms), PRESSURE_TERM: work}.items()))
     where = device_name or "the device"
@@ -528,7 +543,8 @@ def _with_pressure(cfg: Config, data: dict[str, Any], device_name: str) -> tuple
                      "raise --reps)")
     elif not prof.source.startswith(MEASURED_SOURCE):
         notes.append(f"the profile's own fixed costs kept (piece_ms {prof.piece_ms:.3g} ms), not the "
-                     f"{fit.piece_ms:.3g} ms per table beyond a rank's first the probe ranks measured")
+                     f"{probe_fit(cfg, data).piece_ms:.3g} ms per table beyond a rank's first the probe ranks "
+                     "measured (the pressure fitted alone, without it)")
     else:
         over = max(fit.piece_ms - prof.step_ms, 0.0)
         prof = replace(prof, piece_ms=fit.piece_ms, step_ms=max(prof.step_ms - fit.piece_ms, 0.0))
@@ -540,6 +556,6 @@ def _with_pressure(cfg: Config, data: dict[str, Any], device_name: str) -> tuple
 
 
 __all__ = ["COLLECTIVES_NOTE", "FORMAT", "VERSION", "alone", "alone_estimate", "apply_table_costs", "fixed_alone",
-           "gain_margin", "pressure_fit", "probe_fit", "ProbeFit", "without_costs", "without_table_costs",
+           "gain_margin", "pressure_fit", "priced_fit", "probe_fit", "ProbeFit", "without_costs", "without_table_costs",
            "probe_groups", "rank_pieces", "read_costs", "table_record", "together",
            "topology_record"]

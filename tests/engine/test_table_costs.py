@@ -265,6 +265,15 @@ def test_a_table_beyond_a_ranks_first_is_fitted_beside_the_pressure_and_priced_p
         assert (kept.topology.profile.piece_ms, kept.topology.profile.step_ms) == (piece_ms, 0.4)
         assert any(n.startswith(f"the profile's own fixed costs kept (piece_ms {piece_ms:.3g} ms), not the 0.03 ms")
                    for n in said)
+        # it prices the pressure alone, fitted without the b it does not price, and --min-gain auto reads that fit
+        alone_fit = engine.table_costs.probe_fit(cfg, costs, pieces=False)
+        assert alone_fit.pressure_ms_per_row > a  # the pieces' cost, left to the pressure to explain
+        assert dict(kept.topology.profile.terms)[engine.PRESSURE_TERM] == pytest.approx(
+            alone_fit.pressure_ms_per_row * cfg.topology.ddr_mem_bw)
+        margin, note = gain_margin(own, costs)
+        assert margin > 0 and margin == pytest.approx(np.sqrt(2) * np.median([alone_fit.error(r)
+                                                                               for r in alone_fit.rows]))
+        assert note.endswith("(in sample; the pressure alone: the profile keeps its own fixed costs)")
 
 
 def _noisy_probes(cfg, alone, fixed, a, off):

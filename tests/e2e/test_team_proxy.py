@@ -333,6 +333,8 @@ def test_the_generated_nginx_config_is_valid(tmp_path):
     conf = r.stdout
     assert "@@" not in conf and conf.count("server 127.0.0.1:") == 3 and "server 127.0.0.1:18503 " in conf
     assert "listen 0.0.0.0:18500;" in conf and "client_max_body_size 200m;" in conf
+    # no connection kept to a server: reusing one as the server closed it moved a browser to the other server
+    assert not re.search(r"^\s*keepalive\b", conf, re.MULTILINE)
     for sub in ("logs", "tmp"):
         (prefix / sub).mkdir(parents=True)
     (prefix / "nginx.conf").write_text(conf)

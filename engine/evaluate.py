@@ -12,7 +12,7 @@ from engine.errors import ConfigError
 from engine.estimate import estimate_pieces, perf_from_row, pieces_for, pressure_alone_ms, table_load
 from engine.workset import rank_workset_ms, workset_price
 from engine.memory import StepMemory, over_memory
-from engine.profile import step_perf
+from engine.profile import active, fixed_perf, plan_counts, with_fixed
 from engine.fleet import kind_topologies, kinds
 from engine.replicas import group_config, with_group_note
 from engine.tiers import run_notes
@@ -46,6 +46,7 @@ def evaluate(cfg: Config, tables: dict[str, TablePlan], planner: str = "engine",
     count = np.zeros(w, dtype=np.int64)
     workset, workset_rows = np.zeros(w), np.zeros(w)
     own = np.zeros(w)  # tables measured alone, their pressure probed: each piece's own pressure, in its cost
+    held = np.zeros(w)  # the non-empty pieces each rank holds (a profile's piece_ms is priced per piece)
     price = workset_price(topo)
     memory = StepMemory(cfg)
     groups: dict[tuple, list[tuple[int, np.ndarray, np.ndarray, np.ndarray]]] = {}
@@ -72,6 +73,7 @@ def evaluate(cfg: Config, tables: dict[str, TablePlan], planner: str = "engine",
         np.add.at(inp, ranks, est.input_bytes)
         np.add.at(out, ranks, est.output_bytes)
         np.add.at(count, ranks, 1)
+        np.add.at(held, ranks, [float(r * c > 0) for _, _, rs, cs in items for r, c in zip(rs, cs)])
         np.add.at(workset, ranks, est.workset_bytes)
         np.add.at(workset_rows, ranks, est.workset_rows)
         if price.ramp:
@@ -79,14 +81,14 @@ def evaluate(cfg: Config, tables: dict[str, TablePlan], planner: str = "engine",
     workset_ms = rank_workset_ms(workset, workset_rows, topo)
     add_workset(perf, workset_ms)
     workset_ms = workset_ms + own  # with the ramp: what the rank's tables cost each other beyond their times alone
-    perf = step_perf(cfg, tables, perf)  # a device profile's per-step, per-collective and per-launch costs
+    perf, fixed_step_ms, pieces_ms = _with_profile(cfg, tables, perf, held)
     parts = memory.parts()
     stats = tuple(
         RankStats(rank=r, hbm_bytes=int(hbm[r]), ddr_bytes=int(ddr[r]), hbm_cap_bytes=usable_hbm_of(topo, r),
                   ddr_cap_bytes=usable_ddr_of(topo, r), perf=perf_from_row(perf[r]), input_bytes=int(inp[r]),
                   output_bytes=int(out[r]), num_shards=int(count[r]), memory=parts[r],
                   workset_bytes=float(workset[r]), workset_rows=float(workset_rows[r]),
-                  workset_ms=float(workset_ms[r]))
+                  workset_ms=float(workset_ms[r]), fixed_step_ms=float(fixed_step_ms[r]), pieces_ms=float(pieces_ms[r]))
         for r in range(w)
     )
     notes = tuple(notes)
@@ -96,6 +98,25 @@ def evaluate(cfg: Config, tables: dict[str, TablePlan], planner: str = "engine",
     return with_group_note(world, Plan(tables=dict(tables), ranks=stats, planner=planner,
                                        planning_seconds=planning_seconds, lower_bound_ms=lower_bound_ms,
                                        notes=notes + tuple(over_memory(stats, topo))))
+
+
+def _with_profile(cfg: Config, tables: dict[str, TablePlan], perf: np.ndarray,
+                  held: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(W, 6) per-rank times with the device profile's per-step, per-collective and per-launch costs
+    (engine.profile.step_perf), and two of its compute parts per rank, named for the cost stack: the fixed step
+    (step_ms and each lookup kernel's launch) and the table pieces (piece_ms each, already in perf); each stretched as
+    the rank is where ranks share cores. Without a profile that applies: perf and zeros."""
+    topo = cfg.topology
+    prof = active(topo)
+    w = len(perf)
+    if prof is None:
+        return perf, np.zeros(w), np.zeros(w)
+    counts = plan_counts(cfg, tables, prof.backend)
+    fixed = fixed_perf(prof, counts)
+    out = with_fixed(prof, topo, counts, perf)
+    before = (perf + fixed).sum(axis=1)
+    stretch = np.where(before > 0, out.sum(axis=1) / np.maximum(before, 1e-300), 1.0)
+    return out, (fixed[:, 0] + fixed[:, 2]) * stretch, prof.piece_ms * held * stretch
 
 
 def _perf_by_kind(pieces, topo: Topology, st: ShardingType, kernel: ComputeKernel, ranks: np.ndarray) -> np.ndarray:

@@ -56,6 +56,8 @@ def plan_to_dict(plan: Plan) -> dict:
         rec.update({"input_bytes": r.input_bytes, "output_bytes": r.output_bytes, "num_shards": r.num_shards})
         if r.workset_bytes:  # CPU estimates: the touched working set and its cost (engine.workset.rank_workset_ms)
             rec.update({"workset_bytes": r.workset_bytes, "workset_rows": r.workset_rows, "workset_ms": r.workset_ms})
+        if r.fixed_step_ms or r.pieces_ms:  # a device profile's fixed compute on the rank (engine.evaluate)
+            rec.update({"fixed_step_ms": r.fixed_step_ms, "pieces_ms": r.pieces_ms})
         if r.memory is not None:  # the step's memory part by part (engine.memory), flat: memory_<part>
             rec.update({f"{MEMORY_PREFIX}{k}": v for k, v in r.memory.as_dict().items()})
         ranks.append(rec)
@@ -99,7 +101,8 @@ def read_rank_stats(rank: dict) -> RankStats:
         input_bytes=int(_figure(rank.get("input_bytes"))), output_bytes=int(_figure(rank.get("output_bytes"))),
         num_shards=int(_figure(rank.get("num_shards"))), memory=_memory_parts(rank),
         workset_bytes=float(_figure(rank.get("workset_bytes"))), workset_rows=float(_figure(rank.get("workset_rows"))),
-        workset_ms=float(_figure(rank.get("workset_ms"))))
+        workset_ms=float(_figure(rank.get("workset_ms"))), fixed_step_ms=float(_figure(rank.get("fixed_step_ms"))),
+        pieces_ms=float(_figure(rank.get("pieces_ms"))))
 
 
 def read_plan_file(data: dict, cfg: Config) -> Plan:

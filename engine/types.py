@@ -381,6 +381,8 @@ class RankStats:
     workset_rows: float = 0.0  # the distinct rows they are
     workset_ms: float = 0.0  # their cost beyond the cache, inside fwd_compute and bwd_compute (1 : 2); with tables
     # measured alone and their pressure probed (engine.workset.WorksetPrice.ramp): what they cost each other
+    fixed_step_ms: float = 0.0  # the profile's fixed step on the rank (step_ms, each launch), inside the compute
+    pieces_ms: float = 0.0  # the profile's piece_ms for each table piece the rank holds, inside the compute
 
     @property
     def cost_ms(self) -> float:

@@ -20,7 +20,14 @@ COMPONENTS = ("fwd_compute_ms", "fwd_comms_ms", "bwd_compute_ms", "bwd_comms_ms"
               "prefetch_compute_ms")
 COMPONENT_LABELS = {"fwd_compute_ms": "forward compute", "fwd_comms_ms": "forward comms",
                     "bwd_compute_ms": "backward compute", "bwd_comms_ms": "backward comms",
-                    "input_dist_comms_ms": "input distribution", "prefetch_compute_ms": "cache prefetch"}
+                    "input_dist_comms_ms": "input distribution", "prefetch_compute_ms": "cache prefetch",
+                    "workset_ms": "working set beyond the caches", "fixed_step_ms": "fixed step",
+                    "pieces_ms": "table pieces"}
+# Named parts of a rank's compute (engine.RankStats), each its own bar in the cost stack: the touched working set's
+# cost beyond the caches (CPU), the device profile's fixed step and its cost per table piece the rank holds
+COMPUTE_PARTS = ("workset_ms", "fixed_step_ms", "pieces_ms")
+STACK = ("fwd_compute_ms", "bwd_compute_ms", *COMPUTE_PARTS, "fwd_comms_ms", "bwd_comms_ms", "input_dist_comms_ms",
+         "prefetch_compute_ms")
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,17 @@ def imbalance(plan: engine.Plan) -> Imbalance:
 def components(rank: engine.RankStats) -> dict[str, float]:
     """A rank's cost by component (COMPONENTS: fwd_compute_ms, ...)."""
     return rank.perf.as_dict()
+
+
+def stack_components(rank: engine.RankStats) -> dict[str, float]:
+    """A rank's cost for the cost stack (STACK): the compute's named parts (COMPUTE_PARTS) taken out of forward and
+    backward compute as the estimate splits them (1 : 2) and shown as their own; the parts sum to the rank's cost."""
+    comp = components(rank)
+    named = {k: max(float(getattr(rank, k)), 0.0) for k in COMPUTE_PARTS}
+    out = max(min(sum(named.values()), comp["fwd_compute_ms"] + comp["bwd_compute_ms"]), 0.0)
+    comp["fwd_compute_ms"] = max(comp["fwd_compute_ms"] - out / 3.0, 0.0)
+    comp["bwd_compute_ms"] = max(comp["bwd_compute_ms"] - out * 2.0 / 3.0, 0.0)
+    return {**comp, **named}
 
 
 def rank_frame(plan: engine.Plan) -> pd.DataFrame:
@@ -209,7 +227,7 @@ def bottleneck(plan: engine.Plan, m: Optional[TableRankMatrix] = None, top: int 
         return []
     imb = imbalance(plan)
     worst = next(r for r in plan.ranks if r.rank == imb.bottleneck_rank)
-    parts_ms = components(worst)
+    parts_ms = stack_components(worst)
     out = []
     if len(plan.ranks) > 1:
         above = (imb.max_ms / imb.mean_ms - 1) * 100 if imb.mean_ms else 0.0
@@ -221,7 +239,7 @@ def bottleneck(plan: engine.Plan, m: Optional[TableRankMatrix] = None, top: int 
                        f"{above:.1f}% above the average rank ({ms_text(imb.mean_ms)}).")
     else:
         out.append(f"The only rank takes {ms_text(imb.max_ms)} per step.")
-    comp = max(COMPONENTS, key=lambda c: parts_ms.get(c, 0.0))
+    comp = max(STACK, key=lambda c: parts_ms.get(c, 0.0))
     if imb.max_ms > 0:
         share = parts_ms.get(comp, 0.0) / imb.max_ms * 100
         out.append(f"Most of its time is {COMPONENT_LABELS[comp]}: {ms_text(parts_ms.get(comp, 0.0))} ({share:.0f}%).")
@@ -237,6 +255,11 @@ def bottleneck(plan: engine.Plan, m: Optional[TableRankMatrix] = None, top: int 
                    f"with their optimizer state), more than the cache holds: {ms_text(worst.workset_ms)} "
                    f"({share:.0f}%) of its time, inside its compute, goes to rows fetched from memory (the working-set "
                    "term, CPU).")
+    if worst.pieces_ms > 0 and imb.max_ms > 0:
+        out.append(f"Its table pieces cost {ms_text(worst.pieces_ms)} ({worst.pieces_ms / imb.max_ms * 100:.0f}%) "
+                   f"beyond their lookups, and the fixed step {ms_text(worst.fixed_step_ms)} "
+                   f"({worst.fixed_step_ms / imb.max_ms * 100:.0f}%): the device profile's cost per piece a rank "
+                   "holds, and per step.")
     if m is not None and imb.max_ms > 0:
         col = m.values["cost_ms"][:, imb.bottleneck_rank]
         order = [int(i) for i in np.argsort(-col, kind="stable")[:top] if col[i] > 0]

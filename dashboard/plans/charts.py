@@ -15,15 +15,15 @@ from plotly.subplots import make_subplots
 import engine
 from dashboard.plans.analysis import (
     COMPONENT_LABELS,
-    COMPONENTS,
+    STACK,
     Headroom,
     SsdUse,
     cap_bytes,
-    components,
     headroom,
     imbalance,
     memory_parts,
     peak_bytes,
+    stack_components,
 )
 from dashboard.plans.table_matrix import MATRIX_METRICS, TableRankMatrix
 from dashboard.plans.measured import RATIO_HIGH, RATIO_LOW, ratio_text
@@ -31,7 +31,8 @@ from dashboard.text import D3_SIG, D3_SIGNED, ms_text, plotly_text, short_name
 
 GIB = 1024**3
 COMPONENT_COLORS = {"fwd_compute_ms": "#4C78A8", "bwd_compute_ms": "#72B7B2", "fwd_comms_ms": "#F58518",
-                    "bwd_comms_ms": "#E45756", "input_dist_comms_ms": "#EECA3B", "prefetch_compute_ms": "#B279A2"}
+                    "bwd_comms_ms": "#E45756", "input_dist_comms_ms": "#EECA3B", "prefetch_compute_ms": "#B279A2",
+                    "workset_ms": "#9D755D", "fixed_step_ms": "#BAB0AC", "pieces_ms": "#54A24B"}
 USED_COLOR, CAP_COLOR, OVER_COLOR = "#4C78A8", "#D9DEE5", "#E45756"
 ESTIMATED_COLOR, MEASURED_COLOR, BAND_COLOR = "#9DB4CF", "#F58518", "#E3F1E3"
 BETTER_COLOR = "#54A24B"
@@ -215,9 +216,9 @@ def cost_stacked(plan: engine.Plan, devices: Optional[list[str]] = None, group: 
     """Per-rank estimated cost stacked by component, with the lower bound as a dashed line; `devices`: each rank's
     device, labelled on the rank axis; `group`: the 2D group line under the title."""
     ranks = [r.rank for r in plan.ranks]
-    per_rank = [components(r) for r in plan.ranks]
+    per_rank = [stack_components(r) for r in plan.ranks]
     data: list[dict] = []
-    for comp in COMPONENTS:
+    for comp in STACK:
         values = [c.get(comp, 0.0) for c in per_rank]
         if not any(values):
             continue

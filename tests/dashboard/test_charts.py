@@ -57,6 +57,27 @@ def test_cost_stacks_add_up_to_each_rank_and_mark_the_lower_bound():
     assert fig.data[-1].name == f"lower bound {ms_text(plan['lower_bound_ms'])}"  # 3 significant digits
 
 
+def test_cost_stacks_name_the_fixed_step_table_pieces_and_working_set_and_still_add_up():
+    raw = with_changes(tutorial(), compute_device="cpu", batch_size=8192)
+    raw["topology"]["profile"] = {"device": "cpu", "backend": "gloo", "hosts": 1, "step_ms": 0.3, "launch_ms": 0.01,
+                                  "piece_ms": 0.05}
+    plan = engine.plan(engine.parse_config(raw))
+    fig = charts.cost_stacked(plan)
+    bars = {t.name: list(t.y) for t in fig.data if t.type == "bar"}
+    assert bars["fixed step"] == pytest.approx([r.fixed_step_ms for r in plan.ranks])
+    assert bars["table pieces"] == pytest.approx([r.pieces_ms for r in plan.ranks])
+    assert bars["working set beyond the caches"] == pytest.approx([r.workset_ms for r in plan.ranks])
+    assert all(v > 0 for name in ("fixed step", "table pieces", "working set beyond the caches") for v in bars[name])
+    stacked = [sum(values[i] for values in bars.values()) for i in range(len(plan.ranks))]
+    assert stacked == pytest.approx([r.cost_ms for r in plan.ranks])  # taken out of the compute, not added to it
+    assert bars["forward compute"] == pytest.approx([r.perf.fwd_compute - (r.fixed_step_ms + r.pieces_ms
+                                                                          + r.workset_ms) / 3 for r in plan.ranks])
+    story = " ".join(analysis.bottleneck(plan))
+    worst = plan.ranks[plan.bottleneck_rank]
+    assert f"Its table pieces cost {ms_text(worst.pieces_ms)}" in story
+    assert f"and the fixed step {ms_text(worst.fixed_step_ms)}" in story
+
+
 def test_heatmap_rows_and_empty_cells():
     cfg = tutorial()
     plan = _plan(cfg)

@@ -12,7 +12,7 @@ import pytest
 import engine
 from engine.sweep import candidate_topology
 from engine.types import ComputeKernel, Shard, ShardingType, TablePlan
-from tests.factories import within_memory
+from tests.factories import tutorial, with_changes, within_memory
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
 
@@ -101,3 +101,39 @@ def test_plan_is_never_worse_than_a_layout_built_by_hand(seed):
         assert plan.max_rank_cost_ms <= ms * (1 + 1e-9), f"{name}: {ms:.4f} ms beats our {plan.max_rank_cost_ms:.4f}"
         assert plan.lower_bound_ms <= ms * (1 + 1e-9), f"lower bound {plan.lower_bound_ms:.4f} above {name}"
     assert plan.lower_bound_ms <= plan.max_rank_cost_ms * (1 + 1e-9)
+
+
+def test_a_ranks_fixed_step_and_table_pieces_are_named_in_its_stats_and_its_plan_file():
+    """The profile's fixed step (step_ms, each lookup kernel's launch) and its piece_ms per non-empty piece are parts
+    of a rank's compute, named in RankStats (the Plan page's cost stack draws them), stretched as the rank is where
+    two ranks share one core, and kept by a plan file."""
+    raw = with_changes(tutorial(), compute_device="cpu")
+    raw["topology"]["profile"] = {"device": "cpu", "backend": "gloo", "hosts": 1, "step_ms": 0.3, "launch_ms": 0.01,
+                                  "piece_ms": 0.05}
+    cfg = engine.parse_config(raw)
+    t = {x.name: x for x in cfg.tables}
+    tw = {name: TablePlan(ShardingType.TABLE_WISE, ComputeKernel.FUSED, (0,),
+                          (Shard((0, 0), (t[name].num_embeddings, 64), 0),)) for name in t}
+    tables = {"large_table_0": _columns_split(t["large_table_0"], [0, 1]),  # a piece on each rank
+              "large_table_1": tw["large_table_1"], "small_table_0": tw["small_table_0"],
+              "small_table_1": TablePlan(ShardingType.TABLE_ROW_WISE, ComputeKernel.FUSED, (1,), (
+                  Shard((0, 0), (1024, 64), 1), Shard((1024, 0), (0, 64), 1)))}  # and an empty piece: no piece cost
+    plan = engine.evaluate(cfg, tables)
+    launches, pieces = [2, 2], [3, 2]  # rank 0: column_wise, table_wise; rank 1: column_wise, table_row_wise
+    assert [r.fixed_step_ms for r in plan.ranks] == pytest.approx([0.3 + 0.01 * n for n in launches])
+    assert [r.pieces_ms for r in plan.ranks] == pytest.approx([0.05 * n for n in pieces])
+    bare = engine.evaluate(dataclasses.replace(cfg, topology=dataclasses.replace(cfg.topology, profile=None)), tables)
+    for r, b in zip(plan.ranks, bare.ranks):  # both inside the compute, 1 : 2 as the compute splits
+        fixed = r.fixed_step_ms + r.pieces_ms
+        assert r.perf.fwd_compute - b.perf.fwd_compute == pytest.approx(fixed / 3)
+        assert r.perf.bwd_compute - b.perf.bwd_compute == pytest.approx(fixed * 2 / 3)
+    # two ranks on one core: every part of a rank stretched alike (it waits for the core)
+    shared = dataclasses.replace(cfg, topology=dataclasses.replace(cfg.topology, profile=dataclasses.replace(
+        cfg.topology.profile, cores_per_host=1.0)))
+    slow = engine.evaluate(shared, tables)
+    for r, s in zip(plan.ranks, slow.ranks):
+        stretch = s.cost_ms / r.cost_ms
+        assert stretch > 1.2
+        assert (s.fixed_step_ms, s.pieces_ms) == pytest.approx((r.fixed_step_ms * stretch, r.pieces_ms * stretch))
+    again = engine.read_plan_file(engine.plan_to_dict(slow), shared)
+    assert [(r.fixed_step_ms, r.pieces_ms) for r in again.ranks] == [(r.fixed_step_ms, r.pieces_ms) for r in slow.ranks]

@@ -61,11 +61,11 @@ def evaluate(cfg: Config, tables: dict[str, TablePlan], planner: str = "engine",
         owners = [i for i, *_ in items]
         sizes = np.array([len(r) for _, r, _, _ in items], dtype=np.int64)
         ranks = np.concatenate([r for _, r, _, _ in items]).astype(np.int64)
+        rows, cols = np.concatenate([r for *_, r, _ in items]), np.concatenate([c for *_, c in items])
         pieces = pieces_for([cfg.tables[i] for i in owners],
                             [table_load(cfg.tables[i], cfg.constraint(cfg.tables[i].name), topo,
                                         tables[cfg.tables[i].name].cache_load_factor) for i in owners], topo,
-                            np.repeat(np.arange(len(owners)), sizes), np.concatenate([r for *_, r, _ in items]),
-                            np.concatenate([c for *_, c in items]), np.repeat(sizes, sizes))
+                            np.repeat(np.arange(len(owners)), sizes), rows, cols, np.repeat(sizes, sizes))
         est = estimate_pieces(pieces, topo, st, [kernel])[0]
         np.add.at(perf, ranks, est.perf_ms if kinds(topo) is None else _perf_by_kind(pieces, topo, st, kernel, ranks))
         np.add.at(hbm, ranks, est.hbm_bytes)
@@ -73,7 +73,7 @@ def evaluate(cfg: Config, tables: dict[str, TablePlan], planner: str = "engine",
         np.add.at(inp, ranks, est.input_bytes)
         np.add.at(out, ranks, est.output_bytes)
         np.add.at(count, ranks, 1)
-        np.add.at(held, ranks, [float(r * c > 0) for _, _, rs, cs in items for r, c in zip(rs, cs)])
+        np.add.at(held, ranks, (rows * cols > 0).astype(np.float64))
         np.add.at(workset, ranks, est.workset_bytes)
         np.add.at(workset_rows, ranks, est.workset_rows)
         if price.ramp:

@@ -243,8 +243,9 @@ def pressure_fit(cfg: Config, data: dict[str, Any]) -> tuple[float, list[dict[st
 
 def _prices_pieces(cfg: Config) -> bool:
     """Whether applying a costs file to cfg prices a table beyond a rank's first (the probes' b): where the profile
-    is the one measure-tables makes, not a profile of the user's, which keeps its own fixed costs."""
-    return without_costs(cfg).topology.profile is None
+    is the one measure-tables makes, not a profile of the user's, which keeps its own fixed costs. Off CPU the file
+    prices neither term (its probes read as before: both terms)."""
+    return cfg.topology.compute_device is not Device.CPU or without_costs(cfg).topology.profile is None
 
 
 def priced_fit(cfg: Config, data: dict[str, Any]) -> ProbeFit:

@@ -21,6 +21,7 @@ from engine.table_costs import column_ratio  # a half-width copy's compute over 
 from engine.table_costs import gain_margin  # --min-gain auto: the estimate's error on the probe ranks, x sqrt(2)
 from engine.table_costs import pressure_fit, probe_fit  # the tables' cost to each other, fitted on the probes
 from engine.table_costs import without_table_costs  # a config dict without the table costs applied to it
+from engine.table_costs import measured_fixed_costs  # the fixed costs a profile dict prices as measure-tables measured
 from engine.workset import pressure as workset_pressure  # how far a working set is up the pressure ramp, 0 to 1
 from engine.report import summary, torchrec_format
 from engine.types import (
@@ -170,7 +171,8 @@ __all__ = [
     "ComputeKernel", "Config", "ConfigError", "Constraints", "DataType", "Device", "EngineError", "MemoryParts",
     "Optimizer", "Perf", "Plan", "PlannerSettings", "PlanningError", "PoolingType", "RankStats", "Shard",
     "ShardingType", "TableConfig", "TablePlan", "Topology", "complete_topology", "config_to_dict", "evaluate",
-    "apply_table_costs", "without_table_costs", "gain_margin", "PRESSURE_TERM", "pressure_pieces", "workset_pressure",
+    "apply_table_costs", "without_table_costs", "measured_fixed_costs", "gain_margin", "PRESSURE_TERM",
+    "pressure_pieces", "workset_pressure",
     "column_width", "column_share", "column_ratio",
     "prices_pressure", "keep_baseline", "load_config",
     "load_plan", "parse_config", "parse_plan", "plan",

@@ -463,6 +463,19 @@ def without_table_costs(config: dict) -> dict:
     return out
 
 
+def measured_fixed_costs(profile: Any) -> tuple[str, ...]:
+    """The fixed costs (engine.profile.FIXED_COSTS names) a profile dict prices as measure-tables measured them: the
+    nonzero ones of the profile it made, or those its set_by_table_costs names in a profile of the user's; () for
+    anything else (no profile, "published", a profile without them)."""
+    if not isinstance(profile, dict):
+        return ()
+    if str(profile.get("source", "")).startswith(MEASURED_SOURCE):
+        return tuple(k for k in ("step_ms", "collective_ms", "piece_ms")
+                     if isinstance(profile.get(k), (int, float)) and profile[k] > 0)
+    named = profile.get(TABLE_COSTS_SET)
+    return tuple(k for k in TABLE_COSTS_FIXED if isinstance(named, list) and k in named)
+
+
 def _said(value: Any) -> str:
     """A name the file gives (its device, its backend), as one short line of text: data, never layout."""
     return one_line(value)[:MAX_SAID] if isinstance(value, str) else ""
@@ -557,6 +570,7 @@ def _with_pressure(cfg: Config, data: dict[str, Any], device_name: str) -> tuple
 
 
 __all__ = ["COLLECTIVES_NOTE", "FORMAT", "VERSION", "alone", "alone_estimate", "apply_table_costs", "fixed_alone",
-           "gain_margin", "pressure_fit", "priced_fit", "probe_fit", "ProbeFit", "without_costs", "without_table_costs",
+           "gain_margin", "measured_fixed_costs", "pressure_fit", "priced_fit", "probe_fit", "ProbeFit",
+           "without_costs", "without_table_costs",
            "probe_groups", "rank_pieces", "read_costs", "table_record", "together",
            "topology_record"]

@@ -329,11 +329,8 @@ def table_costs_section(config: dict) -> None:
     """Measure the tables here or upload a measure-tables file: the tables priced as measured alone, and their
     pressure on each other; or stop using one."""
     st.subheader("Tables measured on the device", divider="gray")
-    n, total = tcosts.in_use(config), len(config.get("tables") or [])
-    if n:
-        st.success(f"In use: {n:,} of {total:,} tables priced as measured alone on the device, with the fixed step and "
-                   "their pressure on each other as the file measured them (docs/estimator.md, \"Tables measured "
-                   "alone\").", icon=":material/speed:")
+    if tcosts.in_use(config):
+        st.success(md(tcosts.in_use_text(config)), icon=":material/speed:")
         if st.button("Stop using the measured costs", key="topology_costs_off", icon=":material/undo:",
                      help="every table back to the estimate's compute; a profile you calibrated keeps its figures"):
             state.set_config(engine.without_table_costs(config), edit="stop using measured table costs")

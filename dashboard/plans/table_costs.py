@@ -47,6 +47,27 @@ def apply(config: dict, data: bytes, name: str) -> Applied:
     return Applied(engine.config_to_dict(priced), tuple(notes))
 
 
+FIXED_WORDS = {"step_ms": "the fixed step", "collective_ms": "the collective round",
+               "piece_ms": "the cost per table piece"}
+
+
+def in_use_text(config: dict) -> str:
+    """The Topology page's line while measured costs are in use: how many tables, and which of the profile's figures
+    are the file's (the rest are the user's own profile's, or not priced)."""
+    n, total = in_use(config), len(config.get("tables") or [])
+    topo = config.get("topology")
+    prof = topo.get(engine.PROFILE_FIELD) if isinstance(topo, dict) else None
+    measured = [FIXED_WORDS[k] for k in engine.measured_fixed_costs(prof)]
+    if isinstance(prof, dict) and prof.get(engine.PRESSURE_TERM):
+        measured.append("the tables' pressure on each other")
+    said = (f"; as the file measured them: {', '.join(measured[:-1])}{' and ' if len(measured) > 1 else ''}"
+            f"{measured[-1]}" if measured else "")
+    own = ("; your profile's own fixed step kept" if isinstance(prof, dict) and "step_ms" not in
+           engine.measured_fixed_costs(prof) and (prof.get("step_ms") or 0) > 0 else "")
+    return (f"In use: {n:,} of {total:,} tables priced as measured alone on the device{said}{own} "
+            "(docs/estimator.md, \"Tables measured alone\").")
+
+
 def in_use(config: dict) -> int:
     """How many tables of the config carry a measured compute_scale."""
     return sum(1 for c in (config.get("constraints") or {}).values()
@@ -92,5 +113,6 @@ def progress(stderr: str) -> tuple[int, str]:
     return done, last
 
 
-__all__ = ["Applied", "COMMAND", "MAX_BYTES", "REPS", "apply", "column_copies", "dry_runs", "in_use", "measure_args",
+__all__ = ["Applied", "COMMAND", "MAX_BYTES", "REPS", "apply", "column_copies", "dry_runs", "in_use", "in_use_text",
+           "measure_args",
            "progress"]

@@ -101,6 +101,25 @@ def test_a_fixed_step_set_in_a_profile_of_the_users_comes_off_with_the_costs_and
     assert any("fixed step 0.08 ms per rank, as measured" in n for n in notes)
 
 
+def test_the_line_in_use_says_which_figures_are_the_files_and_which_the_profiles_own():
+    tail = ' (docs/estimator.md, "Tables measured alone").'
+    head = "In use: 4 of 4 tables priced as measured alone on the device; as the file measured them: "
+    raw = _config()
+    made = tcosts.apply(raw, _file(raw), "c.json").config  # measure-tables makes the profile
+    assert tcosts.in_use_text(made) == head + "the fixed step and the tables' pressure on each other" + tail
+    terms_only = _config()
+    terms_only["topology"]["profile"] = {"device": "cpu", "backend": "gloo", "hosts": 1, "cpu_id_work": 1.0}
+    got = tcosts.apply(terms_only, _file(terms_only, collectives={"world_size": 2, "round_ms": 0.4}), "c.json").config
+    assert tcosts.in_use_text(got) == (head + "the fixed step, the collective round and the tables' pressure on each "
+                                       "other" + tail)
+    calibrated = _config()
+    calibrated["topology"]["profile"] = {"device": "cpu", "backend": "gloo", "hosts": 1, "step_ms": 0.3}
+    got = tcosts.apply(calibrated, _file(calibrated), "c.json").config
+    assert tcosts.in_use_text(got) == (head + "the tables' pressure on each other; your profile's own fixed step "
+                                       "kept" + tail)
+    assert engine.measured_fixed_costs("published") == () and engine.measured_fixed_costs(None) == ()
+
+
 @pytest.mark.parametrize("data, why", [
     (b"{not json", "is not JSON"),
     ("\udcff".encode("utf-8", "surrogatepass"), "is not JSON"),

@@ -233,7 +233,9 @@ CONSTRAINT: tuple[Field, ...] = (
 _PROFILE_MEANING = (
     'a device profile: `{"device", "backend", "hosts", "cores_per_host", "step_ms", "collective_ms", "launch_ms", '
     '"piece_ms", "source"}`, the fixed costs of a DMP training step measured on one device, backend and host count '
-    "(`python -m db calibrate --config-out` writes it with the fitted bandwidths), or `\"published\"` on a cuda "
+    "(`python -m db calibrate --config-out` writes it with the fitted bandwidths; `plan --table-costs` may add the "
+    "measured step and collective round to one that prices none, and names them in its `set_by_table_costs`, so "
+    "that they come off with the rest), or `\"published\"` on a cuda "
     "topology: kernel-launch and NCCL latencies from published figures, until a GPU profile is measured. It prices "
     "plans only on that device and host count; without one, estimates are the bandwidth terms only "
     "(docs/estimator.md, *Step time*)")

@@ -455,10 +455,8 @@ def without_table_costs(config: dict) -> dict:
         if str(prof.get("source", "")).startswith(MEASURED_SOURCE):
             topo.pop(PROFILE_FIELD)
         else:
-            set_by = prof.get(TABLE_COSTS_SET)
-            names = [k for k in set_by if k in TABLE_COSTS_FIXED] if isinstance(set_by, list) else []
             topo[PROFILE_FIELD] = {**{k: v for k, v in prof.items() if k not in (PRESSURE_TERM, TABLE_COSTS_SET)},
-                                   **{k: 0.0 for k in names}}
+                                   **{k: 0.0 for k in measured_fixed_costs(prof)}}
         out["topology"] = topo
     return out
 
@@ -542,7 +540,7 @@ def _with_pressure(cfg: Config, data: dict[str, Any], device_name: str) -> tuple
     if not probes:
         return topo, ["the tables' pressure on each other is not priced: the file has no probe ranks (measured "
                       f"before they were added; {MEASURE_AGAIN})"]
-    fit = probe_fit(cfg, data, pieces=prof.source.startswith(MEASURED_SOURCE))  # as priced_fit: the user's own keeps
+    fit = priced_fit(cfg, data)  # a profile of the user's prices the pressure alone
     work = float(min(fit.pressure_ms_per_row * topo.ddr_mem_bw, L.MAX_TERM_WORK))
     terms = tuple(sorted({**dict(prof.terms), PRESSURE_TERM: work}.items()))
     where = device_name or "the device"

@@ -57,13 +57,14 @@ def in_use_text(config: dict) -> str:
     n, total = in_use(config), len(config.get("tables") or [])
     topo = config.get("topology")
     prof = topo.get(engine.PROFILE_FIELD) if isinstance(topo, dict) else None
-    measured = [FIXED_WORDS[k] for k in engine.measured_fixed_costs(prof)]
+    fixed = engine.measured_fixed_costs(prof)
+    measured = [FIXED_WORDS[k] for k in fixed]
     if isinstance(prof, dict) and prof.get(engine.PRESSURE_TERM):
         measured.append("the tables' pressure on each other")
     said = (f"; as the file measured them: {', '.join(measured[:-1])}{' and ' if len(measured) > 1 else ''}"
             f"{measured[-1]}" if measured else "")
-    own = ("; your profile's own fixed step kept" if isinstance(prof, dict) and "step_ms" not in
-           engine.measured_fixed_costs(prof) and (prof.get("step_ms") or 0) > 0 else "")
+    own = ("; your profile's own fixed step kept" if isinstance(prof, dict) and "step_ms" not in fixed
+           and (prof.get("step_ms") or 0) > 0 else "")
     return (f"In use: {n:,} of {total:,} tables priced as measured alone on the device{said}{own} "
             "(docs/estimator.md, \"Tables measured alone\").")
 
